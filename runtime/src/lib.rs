@@ -1,0 +1,9 @@
+//! skillc's companion runtime: reads models, computes the f32 oracle, emulates the
+//! XDNA 2 (npu2) array with a calibrated cost model, and executes skill bundles.
+//!
+//! Data flow: `model` (config → architecture, safetensors → weights, oracle) feeds
+//! `xdna2` (kernels, plans, cost model, traces); `exec` drives both from a bundle.
+
+pub mod model;
+pub mod ops;
+pub mod xdna2;

@@ -1,0 +1,4 @@
+//! Models: the architecture description, config parsing, weight loading and the
+//! CPU f32 reference that every numerical gate compares against.
+
+pub mod arch;

@@ -1,0 +1,38 @@
+//! Command-line surface: one module per subcommand. Exit codes follow one rule
+//! everywhere: 0 success, 1 the input was checked and found wanting (errors,
+//! failed gates, stale output), 2 usage or I/O problems.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub mod bench;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "skillc",
+    version,
+    about = "Compile NPU deployment trajectories into agent skill bundles and run them on the XDNA 2 emulator"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Benchmarks that print a table (parse, build, oracle, emulator, deploy).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+pub fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Bench(cmd) => bench::run(cmd),
+    }
+}
+
+/// Exit code for "checked and found wanting".
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code for usage or I/O problems.
+pub const EXIT_USAGE: u8 = 2;

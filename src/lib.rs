@@ -1,0 +1,9 @@
+//! skillc: compiles recorded optimization trajectories into eight-phase agent skill
+//! bundles.
+//!
+//! Data flow (see DESIGN.md): `syntax` parses `.traj` files into an AST with spans,
+//! `graph` resolves it into the action/lesson graph and validates it, `distill`
+//! turns the graph into the skill IR, `emit` lowers the IR to skill directories and
+//! `bundle.json`. `cli` is the only place that renders diagnostics.
+
+pub mod cli;
