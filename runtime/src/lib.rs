@@ -4,6 +4,8 @@
 //! Data flow: `model` (config → architecture, safetensors → weights, oracle) feeds
 //! `xdna2` (kernels, plans, cost model, traces); `exec` drives both from a bundle.
 
+pub mod bf16;
 pub mod model;
 pub mod ops;
+pub mod rng;
 pub mod xdna2;
