@@ -5,6 +5,7 @@
 //! `xdna2` (kernels, plans, cost model, traces); `exec` drives both from a bundle.
 
 pub mod bf16;
+pub mod bundle;
 pub mod model;
 pub mod ops;
 pub mod rng;

@@ -1,0 +1,419 @@
+//! The machine-readable half of a skill bundle (`bundle.json`): what the compiler
+//! emits and the executor runs. Plain serde data; the Markdown half (SKILL.md files)
+//! is written for agents and never read back.
+//!
+//! Remedies are data too: a fix is an operation plus parameter changes whose values
+//! are small expressions ([`Expr`]) evaluated against the failing context (the
+//! kernel's shape, herd, tile, the model's dims), so a lesson recorded on one model
+//! applies to the next.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Bumped on any incompatible change; the executor refuses other versions.
+pub const SCHEMA_VERSION: &str = "skillc.bundle/1";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bundle {
+    pub schema_version: String,
+    /// Bundle name, e.g. `llama1b`.
+    pub name: String,
+    pub sources: Vec<Source>,
+    /// Exactly eight, in order 0..=7.
+    pub phases: Vec<Phase>,
+    /// Every lesson, keyed by its stable id; phases and skills refer to these ids.
+    pub lessons: BTreeMap<String, Lesson>,
+    /// Cross-phase optimization and debugging skills (`opt-…`, `debug-…`).
+    pub skills: Vec<SkillSet>,
+    /// sha256 of every generated file, by path relative to the bundle root
+    /// (bundle.json itself excluded).
+    pub files: BTreeMap<String, String>,
+}
+
+/// One trajectory the bundle was built from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Source {
+    pub trajectory: String,
+    pub model: String,
+    pub target: String,
+    /// Relative file path → sha256 of its content.
+    pub files: BTreeMap<String, String>,
+}
+
+/// Where a step, gate or lesson came from.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Provenance {
+    /// Path relative to the trajectory directory's parent, e.g. `llama1b/03-kernels.traj`.
+    pub file: String,
+    pub line: u32,
+    pub entry: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    pub index: u8,
+    /// Skill directory name, e.g. `phase-1-kernel-validation`.
+    pub name: String,
+    pub title: String,
+    pub steps: Vec<Step>,
+    /// All must hold to leave the phase.
+    pub exit_gates: Vec<Gate>,
+    /// Ids of lessons that guard this phase's steps.
+    pub lessons: Vec<String>,
+    pub targets: Vec<Target>,
+}
+
+/// One executable action on the effective path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// Stable within the bundle, e.g. `p1-s03`.
+    pub id: String,
+    /// An operation of `ops::OPERATIONS`.
+    pub op: String,
+    pub params: BTreeMap<String, Value>,
+    /// Lessons whose fixes change this step.
+    pub guarded_by: Vec<String>,
+    pub provenance: Vec<Provenance>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Comparison {
+    #[serde(rename = ">=")]
+    Ge,
+    #[serde(rename = ">")]
+    Gt,
+    #[serde(rename = "<=")]
+    Le,
+    #[serde(rename = "<")]
+    Lt,
+    #[serde(rename = "==")]
+    Eq,
+}
+
+impl Comparison {
+    pub fn holds(self, value: f64, threshold: f64) -> bool {
+        match self {
+            Comparison::Ge => value >= threshold,
+            Comparison::Gt => value > threshold,
+            Comparison::Le => value <= threshold,
+            Comparison::Lt => value < threshold,
+            Comparison::Eq => value == threshold,
+        }
+    }
+
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Comparison::Ge => ">=",
+            Comparison::Gt => ">",
+            Comparison::Le => "<=",
+            Comparison::Lt => "<",
+            Comparison::Eq => "==",
+        }
+    }
+}
+
+/// What a threshold is measured against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum Baseline {
+    /// A fixed number.
+    Absolute,
+    /// The same metric at the end of the previous phase (e.g. "strictly below").
+    PreviousPhase,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gate {
+    /// A metric of `ops::METRICS`.
+    pub metric: String,
+    pub comparison: Comparison,
+    pub threshold: f64,
+    /// Unit of `threshold`; empty for unitless metrics.
+    pub unit: String,
+    pub baseline: Baseline,
+    /// The operation whose result the gate reads, e.g. `validate-kernel`.
+    pub op: Option<String>,
+    /// Conditions the value was observed under (shape, seq_len, kernel, …).
+    pub conditions: BTreeMap<String, Value>,
+    /// The value the trajectory recorded when the gate passed.
+    pub recorded: Option<f64>,
+    pub provenance: Vec<Provenance>,
+}
+
+/// A performance figure reached in the trajectory, for comparison on new models.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    pub metric: String,
+    pub value: f64,
+    pub unit: String,
+    pub conditions: BTreeMap<String, Value>,
+    /// Whether the recorded figure was measured on hardware or modeled.
+    pub source: String,
+    pub provenance: Vec<Provenance>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LessonKind {
+    /// A failure and its fix.
+    Debugging,
+    /// A change that made the deployment faster.
+    Optimization,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lesson {
+    pub id: String,
+    pub kind: LessonKind,
+    pub title: String,
+    pub symptom: Symptom,
+    pub cause: String,
+    pub fix: Remedy,
+    /// Phases where the lesson applies.
+    pub phases: Vec<u8>,
+    /// The skill set it belongs to, e.g. `debug-gemm-silent-corruption`.
+    pub skill: String,
+    /// Number of supporting evidence entries, summed over trajectories.
+    pub evidence_count: u32,
+    pub evidence: Vec<Provenance>,
+    pub provenance: Vec<Provenance>,
+}
+
+/// A machine-matchable failure pattern: the executor compares it with a failed
+/// gate (operation, its parameters, the metric and its value).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Symptom {
+    /// Operation whose gate failed, e.g. `validate-kernel`.
+    pub op: Option<String>,
+    /// Parameters that must match (e.g. `kernel = gemm`).
+    pub params: BTreeMap<String, Value>,
+    pub metric: Option<String>,
+    pub comparison: Option<Comparison>,
+    pub value: Option<f64>,
+    /// The symptom as the engineer wrote it.
+    pub text: String,
+}
+
+/// An executable fix: run `op` with these parameter changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Remedy {
+    pub op: String,
+    /// Parameter or list component (`tile_n`) → new value.
+    pub set: BTreeMap<String, Expr>,
+}
+
+/// One debugging or optimization skill: a trigger, hypotheses in order, each with
+/// its check and its fix (a lesson).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkillSet {
+    /// Skill directory name, `opt-…` or `debug-…`.
+    pub name: String,
+    pub kind: LessonKind,
+    pub description: String,
+    pub trigger: String,
+    pub hypotheses: Vec<Hypothesis>,
+    pub evidence_count: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hypothesis {
+    pub lesson: String,
+    pub check: String,
+    pub evidence_count: u32,
+}
+
+/// A parameter value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Value {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    IntList(Vec<i64>),
+    /// Identifiers and free text alike; the operation's spec says which.
+    Text(String),
+    Quantity {
+        value: f64,
+        unit: String,
+    },
+}
+
+/// A remedy value: a closed expression language with no side effects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expr {
+    Lit(Value),
+    /// A name from the evaluation context (`N`, `K`, `herd_n`, `tile_n`, `head_dim`).
+    Var(String),
+    Binary {
+        op: BinaryOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
+    Call {
+        func: String,
+        args: Vec<Expr>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+}
+
+#[derive(Debug, Error, PartialEq)]
+pub enum EvalError {
+    #[error("unknown variable `{0}` in remedy expression")]
+    UnknownVariable(String),
+    #[error("unknown function `{0}` in remedy expression (known: divisor, min, max, align_up, align_down)")]
+    UnknownFunction(String),
+    #[error("`{func}` takes {expected} argument(s), got {got}")]
+    Arity {
+        func: String,
+        expected: usize,
+        got: usize,
+    },
+    #[error("division by zero in remedy expression")]
+    DivisionByZero,
+    #[error("remedy expression needs a number, found {0}")]
+    NotANumber(String),
+}
+
+/// Functions a remedy may call. `divisor(n)` is the largest divisor of `n` not
+/// above the context's `cap` (the value being replaced), which is how an engineer
+/// "shrinks tile_n until it divides".
+pub const FUNCTIONS: &[(&str, usize)] = &[
+    ("divisor", 1),
+    ("min", 2),
+    ("max", 2),
+    ("align_up", 2),
+    ("align_down", 2),
+];
+
+impl Expr {
+    /// Evaluates to an integer-valued number where all inputs are integers.
+    /// `vars` holds the context; `cap` bounds `divisor`.
+    pub fn eval(&self, vars: &BTreeMap<String, f64>, cap: Option<f64>) -> Result<f64, EvalError> {
+        match self {
+            Expr::Lit(Value::Int(i)) => Ok(*i as f64),
+            Expr::Lit(Value::Float(f)) => Ok(*f),
+            Expr::Lit(Value::Quantity { value, .. }) => Ok(*value),
+            Expr::Lit(other) => Err(EvalError::NotANumber(format!("{other:?}"))),
+            Expr::Var(name) => vars
+                .get(name)
+                .copied()
+                .ok_or_else(|| EvalError::UnknownVariable(name.clone())),
+            Expr::Binary { op, lhs, rhs } => {
+                let (l, r) = (lhs.eval(vars, cap)?, rhs.eval(vars, cap)?);
+                binary(*op, l, r)
+            }
+            Expr::Call { func, args } => {
+                let values = args
+                    .iter()
+                    .map(|a| a.eval(vars, cap))
+                    .collect::<Result<Vec<_>, _>>()?;
+                call(func, &values, cap)
+            }
+        }
+    }
+}
+
+fn binary(op: BinaryOp, l: f64, r: f64) -> Result<f64, EvalError> {
+    let both_int = l.fract() == 0.0 && r.fract() == 0.0;
+    match op {
+        BinaryOp::Add => Ok(l + r),
+        BinaryOp::Sub => Ok(l - r),
+        BinaryOp::Mul => Ok(l * r),
+        BinaryOp::Div | BinaryOp::Rem if r == 0.0 => Err(EvalError::DivisionByZero),
+        // Integer operands divide like the dimensions they are (floor).
+        BinaryOp::Div if both_int => Ok((l / r).floor()),
+        BinaryOp::Div => Ok(l / r),
+        BinaryOp::Rem => Ok(l % r),
+    }
+}
+
+fn call(func: &str, args: &[f64], cap: Option<f64>) -> Result<f64, EvalError> {
+    let expected = FUNCTIONS
+        .iter()
+        .find(|(name, _)| *name == func)
+        .map(|(_, n)| *n)
+        .ok_or_else(|| EvalError::UnknownFunction(func.to_string()))?;
+    if args.len() != expected {
+        return Err(EvalError::Arity {
+            func: func.to_string(),
+            expected,
+            got: args.len(),
+        });
+    }
+    let a = args[0];
+    Ok(match func {
+        "divisor" => largest_divisor(a, cap.unwrap_or(a)),
+        "min" => a.min(args[1]),
+        "max" => a.max(args[1]),
+        "align_up" if args[1] > 0.0 => (a / args[1]).ceil() * args[1],
+        "align_down" if args[1] > 0.0 => (a / args[1]).floor() * args[1],
+        _ => return Err(EvalError::DivisionByZero),
+    })
+}
+
+fn largest_divisor(n: f64, cap: f64) -> f64 {
+    let (n, cap) = (n.max(1.0) as u64, cap.max(1.0) as u64);
+    (1..=cap.min(n)).rev().find(|d| n % d == 0).unwrap_or(1) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
+        pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn divisor_shrinks_tile_n_until_it_divides() {
+        // N = 896 over herd_n = 4 leaves 224 columns per herd column; tile_n 128
+        // does not divide it, the largest divisor not above 128 is 112.
+        let e = Expr::Call {
+            func: "divisor".into(),
+            args: vec![Expr::Binary {
+                op: BinaryOp::Div,
+                lhs: Box::new(Expr::Var("N".into())),
+                rhs: Box::new(Expr::Var("herd_n".into())),
+            }],
+        };
+        let v = vars(&[("N", 896.0), ("herd_n", 4.0)]);
+        assert_eq!(e.eval(&v, Some(128.0)), Ok(112.0));
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let e = Expr::Var("tile_q".into());
+        assert_eq!(
+            e.eval(&BTreeMap::new(), None),
+            Err(EvalError::UnknownVariable("tile_q".into()))
+        );
+        let e = Expr::Call {
+            func: "sqrt".into(),
+            args: vec![],
+        };
+        assert!(matches!(
+            e.eval(&BTreeMap::new(), None),
+            Err(EvalError::UnknownFunction(_))
+        ));
+    }
+
+    #[test]
+    fn values_serialize_as_plain_json() {
+        let v = Value::IntList(vec![8, 4]);
+        assert_eq!(serde_json::to_string(&v).unwrap(), "[8,4]");
+        let back: Value = serde_json::from_str("2048").unwrap();
+        assert_eq!(back, Value::Int(2048));
+    }
+}
