@@ -10,3 +10,4 @@ pub mod cli;
 pub mod diag;
 pub mod graph;
 pub mod syntax;
+pub mod synth;

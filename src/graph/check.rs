@@ -51,7 +51,9 @@ pub(super) fn check_entry(entry: &Entry, phase: u8) -> Checked {
             checker.observation(&mut data, entry);
             NodeData::Observation(data)
         }
-        EntryBody::Lesson { title } => NodeData::Lesson(checker.lesson(&title.text, entry)),
+        EntryBody::Lesson { title } => {
+            NodeData::Lesson(Box::new(checker.lesson(&title.text, entry)))
+        }
         EntryBody::Note { text } => NodeData::Note {
             text: text.text.clone(),
         },

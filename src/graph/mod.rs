@@ -147,7 +147,7 @@ pub struct Node {
 pub enum NodeData {
     Action(ActionData),
     Observation(ObservationData),
-    Lesson(LessonData),
+    Lesson(Box<LessonData>),
     Note { text: String },
     Decision { text: String },
 }
