@@ -400,7 +400,7 @@ mod tests {
             .map(|(path, text)| SourceFile { path, text })
             .collect();
         let (parsed, mut diagnostics) = crate::syntax::parse_sources(&sources, 0);
-        let (graph, more) = crate::graph::build(&parsed);
+        let (graph, more) = crate::graph::build(parsed);
         diagnostics.extend(more);
         let messages = diagnostics
             .iter()

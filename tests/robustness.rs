@@ -35,7 +35,7 @@ fn check(text: &str) {
         text: text.to_string(),
     }];
     let (parsed, mut diagnostics) = syntax::parse_sources(&sources, 0);
-    let (graph, more) = graph::build(&parsed);
+    let (graph, more) = graph::build(parsed);
     diagnostics.extend(more);
     let index = LineIndex::new(text);
     for diagnostic in &diagnostics {

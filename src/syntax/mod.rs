@@ -8,6 +8,7 @@
 //! # use std::path::Path;
 //! let sources = skillc::syntax::load_dir(Path::new("trajectories/example"))?;
 //! let (parsed, diagnostics) = skillc::syntax::parse_sources(&sources, 0);
+//! let (graph, more) = skillc::graph::build(parsed);
 //! # Ok::<(), skillc::syntax::LoadError>(())
 //! ```
 //!

@@ -110,7 +110,7 @@ fn measure(sources: &[SourceFile], entries: usize) -> Row {
     let (parsed, diagnostics) = crate::syntax::parse_sources(sources, 0);
     let parse = start.elapsed();
     let start = Instant::now();
-    let (graph, more) = crate::graph::build(&parsed);
+    let (graph, more) = crate::graph::build(parsed);
     let resolve = start.elapsed();
     let cpu = cpu_time()
         .zip(cpu_before)
