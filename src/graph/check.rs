@@ -541,7 +541,7 @@ impl Checker {
                                 }
                             ),
                         )
-                        .with_hint(describe_thresholds(&measurements)),
+                        .with_hint(describe_thresholds(measurements)),
                     );
                 }
             }
