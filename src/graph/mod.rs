@@ -93,15 +93,16 @@ pub fn load_dirs(dirs: &[PathBuf]) -> Result<Loaded, LoadError> {
     })
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// The resolved trajectory. `export::to_json` writes it out; the struct itself is not
+/// serialised because node indices and the id table are in-memory conveniences.
+#[derive(Debug, Clone)]
 pub struct Graph {
     pub header: Option<HeaderInfo>,
     pub files: Vec<FileInfo>,
     pub sessions: Vec<SessionInfo>,
     /// Nodes in trajectory order; edges from the citing entry to the cited one.
-    #[serde(skip)]
     pub inner: DiGraph<Node, Edge>,
-    #[serde(skip)]
+    /// Entry id to node.
     pub index: HashMap<String, NodeIndex>,
 }
 
