@@ -20,6 +20,7 @@ pub struct Args {
     /// Timed runs per size below 1M entries; the fastest is reported.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+    /// Seed of the synthetic trajectories.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
