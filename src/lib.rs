@@ -7,3 +7,7 @@
 //! `bundle.json`. `cli` is the only place that renders diagnostics.
 
 pub mod cli;
+pub mod diag;
+pub mod graph;
+pub mod syntax;
+pub mod synth;

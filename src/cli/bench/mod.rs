@@ -5,9 +5,16 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
+pub mod parse;
+
 #[derive(Debug, Subcommand)]
-pub enum BenchCommand {}
+pub enum BenchCommand {
+    /// Front-end throughput: parse + resolve + validate 10k, 100k and 1M entries.
+    Parse(parse::Args),
+}
 
 pub fn run(cmd: BenchCommand) -> ExitCode {
-    match cmd {}
+    match cmd {
+        BenchCommand::Parse(args) => parse::run(args),
+    }
 }
