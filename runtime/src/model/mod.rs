@@ -2,3 +2,5 @@
 //! CPU f32 reference that every numerical gate compares against.
 
 pub mod arch;
+pub mod config;
+pub mod scope;
