@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod bench;
+pub mod reference;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -24,11 +25,14 @@ pub enum Command {
     /// Benchmarks that print a table (parse, build, oracle, emulator, deploy).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Run the CPU f32 reference on a model directory; check it against reference.safetensors when present.
+    Reference(reference::Args),
 }
 
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Reference(args) => reference::run(args),
     }
 }
 
