@@ -196,7 +196,7 @@ fn print_table(
         rayon::current_num_threads(),
         cpu_features()
     );
-    println!("{:<38} {}", "metric", "value");
+    println!("{:<38} value", "metric");
     println!(
         "{:<38} {:.2} s ({})",
         "random weight generation",
