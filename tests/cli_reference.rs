@@ -75,3 +75,31 @@ fn config_errors_point_at_the_field() {
     assert_eq!(code, 1);
     insta::assert_snapshot!(err);
 }
+
+/// A text prompt through `tokenizer.json` (only with the `tokenizer` feature:
+/// `cargo test --features tokenizer --test cli_reference`).
+#[cfg(feature = "tokenizer")]
+#[test]
+fn text_prompt_through_tokenizer_json() {
+    let dir = std::env::temp_dir().join(format!("skillc-cli-tokenizer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for file in ["config.json", "model.safetensors"] {
+        std::fs::copy(format!("{MALFORMED}/ok-micro/{file}"), dir.join(file)).unwrap();
+    }
+    let tokenizer = r#"{
+      "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+      "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+      "post_processor": null, "decoder": null,
+      "model": {"type": "WordLevel", "unk_token": "unk",
+                "vocab": {"unk": 0, "hello": 1, "world": 2, "a": 3, "b": 4, "c": 5, "d": 6,
+                          "e": 7, "f": 8, "g": 9, "h": 10, "i": 11, "j": 12, "k": 13,
+                          "l": 14, "m": 15}}
+    }"#;
+    std::fs::write(dir.join("tokenizer.json"), tokenizer).unwrap();
+    let model = dir.to_string_lossy().into_owned();
+    let (code, out, err) = skillc(&["reference", "--model", &model, "--prompt", "hello world"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("prompt (2 tokens): 1,2"), "{out}");
+    assert!(out.contains("text: "), "{out}");
+}

@@ -16,6 +16,7 @@ use skillc_runtime::model::arch::Architecture;
 use skillc_runtime::model::config::load_config;
 use skillc_runtime::model::memory::human_bytes;
 use skillc_runtime::model::oracle::{LogitRows, Reference};
+use skillc_runtime::model::tensor::anonymous_buffer;
 use skillc_runtime::model::Model;
 
 use crate::cli::EXIT_USAGE;
@@ -60,7 +61,13 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let generation = generation.elapsed();
-    let stream = stream_bandwidth(args.stream_mib << 20);
+    let stream = match stream_bandwidth(args.stream_mib << 20) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: stream buffer: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     let decode = match time_decode(&model, args.decode_tokens) {
         Ok(d) => d,
         Err(e) => {
@@ -80,18 +87,21 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 /// Bytes per second of a parallel streaming read (sum of u64 words) over a
-/// buffer much larger than the caches; best of five passes.
-fn stream_bandwidth(bytes: usize) -> f64 {
-    let words = vec![1u64; bytes / 8];
+/// buffer much larger than the caches, allocated like the random weights
+/// (huge pages requested); best of five passes.
+fn stream_bandwidth(bytes: usize) -> Result<f64, String> {
+    let mut buffer = anonymous_buffer(bytes).map_err(|e| e.to_string())?;
+    buffer.par_chunks_mut(1 << 16).for_each(|c| c.fill(1));
     let mut best = f64::MAX;
     for _ in 0..5 {
         let start = Instant::now();
-        let sum: u64 = words
+        let sum: u64 = buffer
             .par_chunks(1 << 16)
             .map(|chunk| {
                 let mut acc = [0u64; 8];
-                for lanes in chunk.chunks_exact(8) {
-                    for (a, &w) in acc.iter_mut().zip(lanes) {
+                for lanes in chunk.chunks_exact(64) {
+                    for (a, word) in acc.iter_mut().zip(lanes.chunks_exact(8)) {
+                        let w = u64::from_le_bytes(word.try_into().unwrap_or_default());
                         *a = a.wrapping_add(w);
                     }
                 }
@@ -101,7 +111,7 @@ fn stream_bandwidth(bytes: usize) -> f64 {
         black_box(sum);
         best = best.min(start.elapsed().as_secs_f64());
     }
-    (words.len() * 8) as f64 / best
+    Ok(buffer.len() as f64 / best)
 }
 
 struct DecodeTiming {
