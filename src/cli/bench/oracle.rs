@@ -15,8 +15,9 @@ use rayon::prelude::*;
 use skillc_runtime::model::arch::Architecture;
 use skillc_runtime::model::config::load_config;
 use skillc_runtime::model::memory::human_bytes;
-use skillc_runtime::model::oracle::{LogitRows, Reference};
+use skillc_runtime::model::oracle::{linear, LogitRows, Reference};
 use skillc_runtime::model::tensor::anonymous_buffer;
+use skillc_runtime::model::tensor::BfTensor;
 use skillc_runtime::model::Model;
 
 use crate::cli::EXIT_USAGE;
@@ -52,6 +53,7 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    let load_at_start = load_average();
     let generation = Instant::now();
     let model = match Model::random(arch, args.seed) {
         Ok(model) => model,
@@ -82,7 +84,16 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    print_table(&args, &model, generation, stream, &decode, prefill);
+    let kernels = time_kernels(&model, args.prefill_tokens);
+    let timings = Timings {
+        generation,
+        stream,
+        decode,
+        prefill,
+        load_at_start,
+    };
+    print_table(&args, &model, &timings);
+    print_kernels(&model, args.prefill_tokens, &kernels);
     ExitCode::SUCCESS
 }
 
@@ -126,6 +137,10 @@ impl DecodeTiming {
         let mut sorted = self.steps.clone();
         sorted.sort_by(f64::total_cmp);
         sorted[sorted.len() / 2]
+    }
+
+    fn best(&self) -> f64 {
+        self.steps.iter().copied().fold(f64::MAX, f64::min)
     }
 }
 
@@ -184,14 +199,63 @@ fn time_prefill(model: &Model, t: usize) -> Result<Duration, String> {
     Ok(start.elapsed())
 }
 
-fn print_table(
-    args: &Args,
-    model: &Model,
+/// Seconds for the layer-0 gate projection at `t` rows through each prefill
+/// kernel (best of three): the blocked bf16 GEMM the reference uses, and
+/// `matrixmultiply`'s sgemm on f32 panels.
+fn time_kernels(model: &Model, t: usize) -> [(&'static str, f64); 2] {
+    let w = &model.weights.layers[0].gate_proj;
+    let x: Vec<f32> = (0..t * w.cols())
+        .map(|i| ((i % 97) as f32 - 48.0) / 97.0)
+        .collect();
+    let mut y = vec![0.0f32; t * w.rows()];
+    let mut best = |kernel: fn(&[f32], usize, &BfTensor, &mut [f32])| {
+        (0..3)
+            .map(|_| {
+                let start = Instant::now();
+                kernel(&x, t, w, &mut y);
+                start.elapsed().as_secs_f64()
+            })
+            .fold(f64::MAX, f64::min)
+    };
+    [
+        ("blocked bf16 GEMM (used)", best(linear::matmul)),
+        ("sgemm on f32 panels", best(linear::matmul_sgemm)),
+    ]
+}
+
+fn print_kernels(model: &Model, t: usize, kernels: &[(&'static str, f64); 2]) {
+    let w = &model.weights.layers[0].gate_proj;
+    let flops = 2.0 * (t * w.rows() * w.cols()) as f64;
+    for (name, seconds) in kernels {
+        println!(
+            "{:<38} {:.1} GFLOP/s ({} x {:?}, {:.1} ms)",
+            format!("  kernel: {name}"),
+            flops / seconds / 1e9,
+            t,
+            w.shape(),
+            seconds * 1e3
+        );
+    }
+}
+
+/// Everything one run measured.
+struct Timings {
     generation: Duration,
     stream: f64,
-    decode: &DecodeTiming,
+    decode: DecodeTiming,
     prefill: Duration,
-) {
+    load_at_start: Option<String>,
+}
+
+fn print_table(args: &Args, model: &Model, timings: &Timings) {
+    let Timings {
+        generation,
+        stream,
+        decode,
+        prefill,
+        load_at_start,
+    } = timings;
+    let (stream, prefill) = (*stream, *prefill);
     let arch = &model.arch;
     let gb = |bytes: f64| bytes / 1e9;
     let median = decode.median();
@@ -206,6 +270,11 @@ fn print_table(
         rayon::current_num_threads(),
         cpu_features()
     );
+    if let Some(load) = load_at_start {
+        println!(
+            "load average at start {load} (other processes on this machine compete for cores and memory)"
+        );
+    }
     println!("{:<38} value", "metric");
     println!(
         "{:<38} {:.2} s ({})",
@@ -220,11 +289,12 @@ fn print_table(
         args.stream_mib
     );
     println!(
-        "{:<38} {:.2} tok/s (median of {} steps, {:.1} ms/token)",
+        "{:<38} {:.2} tok/s (median of {} steps, {:.1} ms/token; best step {:.1} ms)",
         "decode",
         1.0 / median,
         decode.steps.len(),
-        median * 1e3
+        median * 1e3,
+        decode.best() * 1e3
     );
     println!(
         "{:<38} {:.3} GB (weights + KV cache)",
@@ -250,6 +320,12 @@ fn print_table(
         flops / prefill.as_secs_f64() / 1e9,
         flops / 1e9
     );
+}
+
+/// The 1-minute load average, where the OS reports it.
+fn load_average() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next().map(str::to_string)
 }
 
 fn cpu_features() -> String {

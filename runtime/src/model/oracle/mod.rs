@@ -18,6 +18,7 @@
 
 pub mod blocks;
 pub mod compare;
+pub mod gemm;
 pub mod linear;
 
 use rayon::prelude::*;
