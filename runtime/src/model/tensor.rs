@@ -9,12 +9,9 @@ use memmap2::{Mmap, MmapMut};
 /// Tensors at least this large (bytes) are generated in huge-page memory.
 const HUGE_PAGE_THRESHOLD: usize = 1 << 20;
 
-/// Writable anonymous memory (see [`anonymous_buffer`]).
-pub type AnonymousBuffer = MmapMut;
-
 /// Zeroed anonymous memory of `bytes`, with transparent huge pages requested
 /// where the OS supports the advice (Linux; elsewhere it is plain memory).
-pub fn anonymous_buffer(bytes: usize) -> std::io::Result<AnonymousBuffer> {
+fn anonymous_buffer(bytes: usize) -> std::io::Result<MmapMut> {
     let map = MmapMut::map_anon(bytes.max(1))?;
     #[cfg(target_os = "linux")]
     {
