@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 pub mod bench;
 pub mod check;
 pub mod graph;
+pub mod reference;
 pub mod render;
 
 #[derive(Debug, Parser)]
@@ -31,6 +32,8 @@ pub enum Command {
     /// Benchmarks that print a table (parse, build, oracle, emulator, deploy).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Run the CPU f32 reference on a model directory; check it against reference.safetensors when present.
+    Reference(reference::Args),
 }
 
 pub fn run(cli: Cli) -> ExitCode {
@@ -38,6 +41,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Check(args) => check::run(args),
         Command::Graph(args) => graph::run(args),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Reference(args) => reference::run(args),
     }
 }
 

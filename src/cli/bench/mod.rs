@@ -5,16 +5,20 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
+pub mod oracle;
 pub mod parse;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Front-end throughput: parse + resolve + validate 10k, 100k and 1M entries.
     Parse(parse::Args),
+    /// CPU f32 reference: decode tok/s against measured memory bandwidth, prefill GFLOP/s.
+    Oracle(oracle::Args),
 }
 
 pub fn run(cmd: BenchCommand) -> ExitCode {
     match cmd {
         BenchCommand::Parse(args) => parse::run(args),
+        BenchCommand::Oracle(args) => oracle::run(args),
     }
 }
