@@ -272,7 +272,7 @@ pub enum BinaryOp {
 pub enum EvalError {
     #[error("unknown variable `{0}` in remedy expression")]
     UnknownVariable(String),
-    #[error("unknown function `{0}` in remedy expression (known: divisor, min, max, align_up, align_down)")]
+    #[error("unknown function `{0}` in remedy expression (see ops::FUNCTIONS)")]
     UnknownFunction(String),
     #[error("`{func}` takes {expected} argument(s), got {got}")]
     Arity {
@@ -282,20 +282,11 @@ pub enum EvalError {
     },
     #[error("division by zero in remedy expression")]
     DivisionByZero,
+    #[error("`{0}` has no defined result for these arguments")]
+    Undefined(String),
     #[error("remedy expression needs a number, found {0}")]
     NotANumber(String),
 }
-
-/// Functions a remedy may call. `divisor(n)` is the largest divisor of `n` not
-/// above the context's `cap` (the value being replaced), which is how an engineer
-/// "shrinks tile_n until it divides".
-pub const FUNCTIONS: &[(&str, usize)] = &[
-    ("divisor", 1),
-    ("min", 2),
-    ("max", 2),
-    ("align_up", 2),
-    ("align_down", 2),
-];
 
 impl Expr {
     /// Evaluates to an integer-valued number where all inputs are integers.
@@ -332,40 +323,31 @@ fn binary(op: BinaryOp, l: f64, r: f64) -> Result<f64, EvalError> {
         BinaryOp::Sub => Ok(l - r),
         BinaryOp::Mul => Ok(l * r),
         BinaryOp::Div | BinaryOp::Rem if r == 0.0 => Err(EvalError::DivisionByZero),
-        // Integer operands divide like the dimensions they are (floor).
+        // Integer operands divide like the dimensions they are (floor, with the
+        // matching non-negative remainder), as grammar/README.md specifies.
         BinaryOp::Div if both_int => Ok((l / r).floor()),
         BinaryOp::Div => Ok(l / r),
+        BinaryOp::Rem if both_int => Ok(l.rem_euclid(r)),
         BinaryOp::Rem => Ok(l % r),
     }
 }
 
+/// Functions are defined once, in `ops::eval_function`, for the checker and the
+/// runtime alike; they take integers, as every dimension they compute is one.
 fn call(func: &str, args: &[f64], cap: Option<f64>) -> Result<f64, EvalError> {
-    let expected = FUNCTIONS
-        .iter()
-        .find(|(name, _)| *name == func)
-        .map(|(_, n)| *n)
+    let spec = crate::ops::function_spec(func)
         .ok_or_else(|| EvalError::UnknownFunction(func.to_string()))?;
-    if args.len() != expected {
+    if args.len() != spec.arity {
         return Err(EvalError::Arity {
             func: func.to_string(),
-            expected,
+            expected: spec.arity,
             got: args.len(),
         });
     }
-    let a = args[0];
-    Ok(match func {
-        "divisor" => largest_divisor(a, cap.unwrap_or(a)),
-        "min" => a.min(args[1]),
-        "max" => a.max(args[1]),
-        "align_up" if args[1] > 0.0 => (a / args[1]).ceil() * args[1],
-        "align_down" if args[1] > 0.0 => (a / args[1]).floor() * args[1],
-        _ => return Err(EvalError::DivisionByZero),
-    })
-}
-
-fn largest_divisor(n: f64, cap: f64) -> f64 {
-    let (n, cap) = (n.max(1.0) as u64, cap.max(1.0) as u64);
-    (1..=cap.min(n)).rev().find(|d| n % d == 0).unwrap_or(1) as f64
+    let ints = args.iter().map(|a| a.round() as i64).collect::<Vec<_>>();
+    crate::ops::eval_function(func, &ints, cap.map(|c| c.round() as i64))
+        .map(|v| v as f64)
+        .ok_or_else(|| EvalError::Undefined(func.to_string()))
 }
 
 #[cfg(test)]
