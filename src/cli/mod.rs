@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod bench;
+pub mod calibrate;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -24,11 +25,14 @@ pub enum Command {
     /// Benchmarks that print a table (parse, build, oracle, emulator, deploy).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Compare the XDNA 2 cost model with the reference system's measurements (--fit refits it).
+    Calibrate(calibrate::Args),
 }
 
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Calibrate(args) => calibrate::run(args),
     }
 }
 
