@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 pub mod bench;
 pub mod calibrate;
+pub mod reference;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -27,12 +28,15 @@ pub enum Command {
     Bench(bench::BenchCommand),
     /// Compare the XDNA 2 cost model with the reference system's measurements (--fit refits it).
     Calibrate(calibrate::Args),
+    /// Run the CPU f32 reference on a model directory; check it against reference.safetensors when present.
+    Reference(reference::Args),
 }
 
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Calibrate(args) => calibrate::run(args),
+        Command::Reference(args) => reference::run(args),
     }
 }
 
