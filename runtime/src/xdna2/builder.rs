@@ -687,21 +687,22 @@ impl<'a> Builder<'a> {
             self.emit(Group { name: "o_gemv_ffn", launches, outputs: vec!["x".into()] });
             return;
         }
-        if self.options.cascade_ffn {
+        let placeable = [(&wo, attn, &o), (&wg, &hn, &gate), (&wu, &hn, &up), (&wd, &act, &down)]
+            .iter()
+            .all(|(w, x, out)| self.gemv(w, x, out, None, Herd::ROW).check(self.device).is_empty());
+        if self.options.cascade_ffn || !placeable {
             // The cascade does not fit these dims: standalone GEMV calls with
             // the glue on the host (lessons 18–19).
             if let Some(b) = self.buffers.get_mut("ln2") {
                 b.class = BufferClass::Host;
             }
-            self.emit(Group { name: "o_gemv", launches: vec![self.gemv(&wo, attn, &o, None, Herd::ROW)], outputs: vec![o.clone()] });
+            self.projection_call("o_gemv", &wo, attn, &o);
             self.host(HostOp::Add { a: "x".into(), b: o, out: h1.clone(), n: d.hidden });
             self.host(HostOp::RmsNorm { x: h1.clone(), weight: ln2, out: hn.clone(), cols: d.hidden, eps: d.eps, last_row: false });
-            for (name, w, out) in [("gate_gemv", &wg, &gate), ("up_gemv", &wu, &up)] {
-                let launch = self.gemv(w, &hn, out, None, Herd::ROW);
-                self.emit(Group { name, launches: vec![launch], outputs: vec![out.clone()] });
-            }
+            self.projection_call("gate_gemv", &wg, &hn, &gate);
+            self.projection_call("up_gemv", &wu, &hn, &up);
             self.host(HostOp::SiluMul { gate, up, out: act.clone(), n: d.ffn });
-            self.emit(Group { name: "down_gemv", launches: vec![self.gemv(&wd, &act, &down, None, Herd::ROW)], outputs: vec![down.clone()] });
+            self.projection_call("down_gemv", &wd, &act, &down);
             self.host(HostOp::Add { a: h1, b: down, out: "x".into(), n: d.hidden });
             return;
         }
@@ -716,6 +717,21 @@ impl<'a> Builder<'a> {
             Launch::EltwiseAdd { a: h1, b: down, out: "x".into(), spec: self.eltwise(d.hidden) },
         ];
         self.emit(Group { name: "o_gemv_ffn", launches, outputs: vec!["x".into()] });
+    }
+
+    /// One decode projection as its own GEMV call, or on the CPU when the
+    /// GEMV kernel cannot place it (e.g. K not a multiple of 64).
+    fn projection_call(&mut self, name: &'static str, w: &str, x: &str, out: &str) {
+        let launch = self.gemv(w, x, out, None, Herd::ROW);
+        if launch.check(self.device).is_empty() {
+            self.emit(Group { name, launches: vec![launch], outputs: vec![out.to_string()] });
+            return;
+        }
+        let (m, k) = (self.buffers[out].elements, self.buffers[x].elements);
+        if let Some(b) = self.buffers.get_mut(w) {
+            b.class = BufferClass::Host;
+        }
+        self.host(HostOp::Matvec { w: w.into(), x: x.into(), out: out.into(), m, k });
     }
 
     fn emit(&mut self, group: Group) {

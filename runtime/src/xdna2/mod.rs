@@ -13,6 +13,7 @@ pub mod calibration;
 pub mod constraints;
 pub mod cost;
 pub mod device;
+pub mod exec;
 pub mod fit;
 pub mod kernels;
 pub mod numerics;

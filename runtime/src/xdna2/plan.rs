@@ -552,6 +552,34 @@ impl Plan {
         })
     }
 
+    /// GEMM launches whose N is not a multiple of tile_n × herd rows: the
+    /// hardware runs them and leaves columns unwritten (see `kernels::gemm`).
+    /// A debugger reads this after a validation gate reports mismatches.
+    pub fn silent_corruptions(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        for (section, call) in self.calls() {
+            for (i, launch) in call.launches.iter().enumerate() {
+                if let Launch::Gemm { spec, .. } = launch {
+                    let unwritten = spec.unwritten_columns();
+                    if unwritten > 0 {
+                        found.push(format!(
+                            "{}/{}/launch {i}: gemm {}x{}x{} tile_n {} x herd rows {} leaves {unwritten} of {} columns unwritten",
+                            section.name(),
+                            call.name,
+                            spec.m,
+                            spec.k,
+                            spec.n,
+                            spec.tile.tile_n,
+                            spec.herd.rows(),
+                            spec.n
+                        ));
+                    }
+                }
+            }
+        }
+        found
+    }
+
     /// NPU calls per decoder layer.
     pub fn calls_per_layer(&self) -> usize {
         self.layer.iter().filter(|s| matches!(s, Step::Call(_))).count()

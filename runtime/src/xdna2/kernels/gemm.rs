@@ -68,7 +68,7 @@ impl BOperand<'_> {
     }
 }
 
-const TILE_N_CHOICES: [usize; 4] = [128, 64, 32, 16];
+const TILE_N_CHOICES: [usize; 5] = [128, 64, 32, 16, 8];
 const TILE_M_CHOICES: [usize; 3] = [64, 32, 16];
 const TILE_K_L2_CHOICES: [usize; 4] = [256, 128, 64, 32];
 const TILE_K_L1: usize = 32;
@@ -96,7 +96,7 @@ impl GemmSpec {
         let tile_n = TILE_N_CHOICES
             .into_iter()
             .find(|t| n % (t * herd.rows()) == 0)
-            .unwrap_or(16);
+            .unwrap_or(MMA);
         let tile_k_l2 = TILE_K_L2_CHOICES
             .into_iter()
             .find(|t| k % t == 0 && stride_words(*t, n) <= device.limits.dma_stride_max_words)
