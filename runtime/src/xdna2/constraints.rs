@@ -185,6 +185,7 @@ pub struct ChannelUse {
 fn breakdown(parts: &[(&str, usize)]) -> String {
     parts
         .iter()
+        .filter(|(_, bytes)| *bytes > 0)
         .map(|(name, bytes)| format!("{name} {bytes}"))
         .collect::<Vec<_>>()
         .join(" + ")
