@@ -103,13 +103,13 @@ params! {
     fa_launch_s = 0.3e-3, [1e-6, 5e-3],
         "extra set-up time of a flash-attention launch (cascade configuration)";
     rmsnorm_cycles_per_element = 1.0, [0.01, 100.0],
-        "vector-unit cycles per element of RMSNorm (also Q/K norm, softmax: no measurement of their own)";
+        "tile streaming cycles per element of RMSNorm (also Q/K norm and softmax, which have no measurement of their own)";
     add_cycles_per_element = 1.0, [0.01, 100.0],
-        "vector-unit cycles per element of eltwise add";
+        "tile streaming cycles per element of eltwise add";
     silu_mul_cycles_per_element = 2.0, [0.01, 100.0],
-        "vector-unit cycles per element of SiLU-mul";
+        "tile streaming cycles per element of SiLU-mul";
     rope_cycles_per_element = 1.0, [0.01, 100.0],
-        "vector-unit cycles per element of RoPE";
+        "tile streaming cycles per element of RoPE";
     host_prefill_layer_s = 7e-3, [1e-5, 5e-2],
         "host scheduling per prefill layer; starts at the measured ~7 ms/layer (calibration §5)";
     host_attention_s = 0.2e-3, [1e-6, 1e-2],
@@ -335,8 +335,9 @@ fn gemv_cost(spec: &GemvSpec, matrices: usize, device: &Device, p: &Params) -> L
     let flops = 2.0 * matrices as f64 * spec.m as f64 * spec.k as f64;
     let peak = device.peak_flops(tiles, device.compute_tile.macs_per_cycle_bf16);
     let mut cost = blank(tiles, flops, bytes, peak);
-    cost.compute_s = weights / (spec.herd.cols() as f64 * rows * per_tile);
-    cost.data_s = bytes / p.dram_bytes_per_s;
+    cost.compute_s = flops / peak;
+    let stream = weights / (spec.herd.cols() as f64 * rows * per_tile);
+    cost.data_s = stream.max(bytes / p.dram_bytes_per_s);
     cost
 }
 
@@ -362,10 +363,12 @@ fn flash_cost(spec: &FlashAttentionSpec, device: &Device, p: &Params) -> LaunchC
     cost
 }
 
+/// Streaming vector kernels: each tile streams its elements at a fitted
+/// cycles-per-element rate (DMA-bound, calibration §3), capped by DRAM.
 fn vector_cost(elements: f64, bytes: f64, tiles: usize, cycles_per_element: f64, clock: f64, dram: f64) -> LaunchCost {
     let mut cost = blank(tiles, 0.0, bytes, 0.0);
-    cost.compute_s = elements * cycles_per_element / (tiles.max(1) as f64 * clock);
-    cost.data_s = bytes / dram;
+    let stream = elements * cycles_per_element / (tiles.max(1) as f64 * clock);
+    cost.data_s = stream.max(bytes / dram);
     cost
 }
 

@@ -18,3 +18,5 @@ pub mod fit;
 pub mod kernels;
 pub mod numerics;
 pub mod plan;
+pub mod roofline;
+pub mod trace;
