@@ -7,11 +7,11 @@
 
 use std::collections::BTreeSet;
 
+use skillc_runtime::xdna2::builder::plan_for;
 use skillc_runtime::xdna2::calibration::{
     data_dir, default_models_dir, load_model, ratio_checks, stale_plan_files, PointSet, Prepared,
     REFERENCE_MODEL,
 };
-use skillc_runtime::xdna2::builder::plan_for;
 use skillc_runtime::xdna2::cost::Params;
 use skillc_runtime::xdna2::device::Device;
 use skillc_runtime::xdna2::fit::FittedFile;
@@ -19,7 +19,8 @@ use skillc_runtime::xdna2::plan::{Phase, PlanOptions};
 
 fn prepared() -> (Prepared, Device) {
     let device = Device::npu2();
-    let prepared = Prepared::load(&device, &data_dir(), &default_models_dir()).expect("data set loads");
+    let prepared =
+        Prepared::load(&device, &data_dir(), &default_models_dir()).expect("data set loads");
     (prepared, device)
 }
 
@@ -27,17 +28,34 @@ fn prepared() -> (Prepared, Device) {
 fn committed_fit_matches_the_data_set_and_the_model() {
     let (prepared, device) = prepared();
     let file = FittedFile::committed();
-    assert_eq!(file.dataset_sha256, prepared.dataset_sha256, "run `skillc calibrate --fit`");
+    assert_eq!(
+        file.dataset_sha256, prepared.dataset_sha256,
+        "run `skillc calibrate --fit`"
+    );
     let report = prepared.report(&device, &file.params().expect("params"));
     assert_eq!(report.results.len(), file.errors.len());
     for result in &report.results {
         let stored = file.errors[&result.id];
-        assert!((stored - result.error).abs() < 1e-9, "{}: stored {stored}, now {}", result.id, result.error);
+        assert!(
+            (stored - result.error).abs() < 1e-9,
+            "{}: stored {stored}, now {}",
+            result.id,
+            result.error
+        );
     }
     for (now, stored) in [(&report.fit, &file.fit), (&report.held_out, &file.held_out)] {
-        assert_eq!((now.points, &now.worst_id), (stored.points, &stored.worst_id));
-        assert!((now.median_error - stored.median_error).abs() < 1e-9, "{now:?} vs {stored:?}");
-        assert!((now.worst_error - stored.worst_error).abs() < 1e-9, "{now:?} vs {stored:?}");
+        assert_eq!(
+            (now.points, &now.worst_id),
+            (stored.points, &stored.worst_id)
+        );
+        assert!(
+            (now.median_error - stored.median_error).abs() < 1e-9,
+            "{now:?} vs {stored:?}"
+        );
+        assert!(
+            (now.worst_error - stored.worst_error).abs() < 1e-9,
+            "{now:?} vs {stored:?}"
+        );
     }
 }
 
@@ -61,7 +79,11 @@ fn committed_parameters_are_a_local_optimum() {
             let mut moved = values.clone();
             moved[i] = (moved[i] * factor).clamp(spec.lower, spec.upper);
             let value = objective(&Params::from_values(&moved));
-            assert!(value >= best - 1e-6, "{} x{factor} improves the fit: {value} < {best}", spec.name);
+            assert!(
+                value >= best - 1e-6,
+                "{} x{factor} improves the fit: {value} < {best}",
+                spec.name
+            );
         }
     }
 }
@@ -74,7 +96,9 @@ fn targets_hold() {
     assert!(file.fit.worst_error <= 0.35, "{:?}", file.fit);
     assert_eq!(file.held_out.points, 16);
     assert!(file.held_out.median_error <= 0.20, "{:?}", file.held_out);
-    assert!(file.note().starts_with("modeled; cost model calibration: median"));
+    assert!(file
+        .note()
+        .starts_with("modeled; cost model calibration: median"));
 }
 
 #[test]
@@ -83,7 +107,13 @@ fn ablation_ratios_reproduce_the_published_speedups() {
     let params = FittedFile::committed().params().expect("params");
     let checks = ratio_checks(&data_dir(), &device, &params).expect("plans load");
     for check in checks.iter().filter(|c| c.name.starts_with("ablation")) {
-        assert!(check.error().abs() <= 0.25, "{}: modeled {} vs {}", check.name, check.modeled, check.published);
+        assert!(
+            check.error().abs() <= 0.25,
+            "{}: modeled {} vs {}",
+            check.name,
+            check.modeled,
+            check.published
+        );
     }
 }
 
@@ -93,7 +123,10 @@ fn plan_files_are_what_the_builder_produces() {
     let (prepared, _) = prepared();
     let arch = load_model(&default_models_dir(), REFERENCE_MODEL).expect("config");
     let stale = stale_plan_files(&prepared.data, &data_dir(), &arch, &device).expect("builds");
-    assert!(stale.is_empty(), "stale plan files {stale:?}: run `skillc calibrate --fit`");
+    assert!(
+        stale.is_empty(),
+        "stale plan files {stale:?}: run `skillc calibrate --fit`"
+    );
 }
 
 #[test]
@@ -105,7 +138,11 @@ fn points_are_sourced_and_unique() {
         assert!(p.point.source.starts_with("mlir-air:"), "{}", p.point.id);
         assert!(p.point.section.starts_with('§'), "{}", p.point.id);
         assert!(["M", "D"].contains(&p.point.tag.as_str()), "{}", p.point.id);
-        assert!(p.measured_s > 0.0 && p.measured_s.is_finite(), "{}", p.point.id);
+        assert!(
+            p.measured_s > 0.0 && p.measured_s.is_finite(),
+            "{}",
+            p.point.id
+        );
     }
 }
 
@@ -129,12 +166,27 @@ fn nine_models_place_with_the_published_decode_structure() {
     for (model, decode_calls) in published {
         let arch = load_model(&default_models_dir(), model).expect("config");
         for (phase, seq) in [(Phase::Prefill, 2048), (Phase::Decode, 128)] {
-            let plan = plan_for(model, &arch, &device, phase, seq, &PlanOptions::reference()).expect("plan");
+            let plan = plan_for(model, &arch, &device, phase, seq, &PlanOptions::reference())
+                .expect("plan");
             if let Err(v) = plan.check(&device) {
-                panic!("{model} {phase:?}: {}", v.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("; "));
+                panic!(
+                    "{model} {phase:?}: {}",
+                    v.iter()
+                        .map(|v| v.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                );
             }
-            assert!(plan.silent_corruptions().is_empty(), "{model}: {:?}", plan.silent_corruptions());
-            let expected = if phase == Phase::Decode { decode_calls } else { 3 };
+            assert!(
+                plan.silent_corruptions().is_empty(),
+                "{model}: {:?}",
+                plan.silent_corruptions()
+            );
+            let expected = if phase == Phase::Decode {
+                decode_calls
+            } else {
+                3
+            };
             assert_eq!(plan.calls_per_layer(), expected, "{model} {phase:?}");
         }
     }

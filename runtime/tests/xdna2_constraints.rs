@@ -10,7 +10,9 @@ use skillc_runtime::xdna2::builder::plan_for;
 use skillc_runtime::xdna2::constraints::Constraint;
 use skillc_runtime::xdna2::device::Device;
 use skillc_runtime::xdna2::kernels::{gemm, BOperand, Dtype, GemmSpec, KernelError, Precision};
-use skillc_runtime::xdna2::plan::{Launch, Phase, Plan, PlanOptions, Step, Transform, WeightSource};
+use skillc_runtime::xdna2::plan::{
+    Launch, Phase, Plan, PlanOptions, Step, Transform, WeightSource,
+};
 
 #[derive(Deserialize)]
 struct Case {
@@ -32,10 +34,21 @@ fn refused_launches() {
 }
 
 fn llama_prefill() -> (Plan, Device) {
-    let models = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/models/llama-3.2-1b");
+    let models = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/models/llama-3.2-1b"
+    );
     let arch = load_config(std::path::Path::new(models)).expect("config");
     let device = Device::npu2();
-    let plan = plan_for("llama-3.2-1b", &arch, &device, Phase::Prefill, 2048, &PlanOptions::reference()).expect("plan");
+    let plan = plan_for(
+        "llama-3.2-1b",
+        &arch,
+        &device,
+        Phase::Prefill,
+        2048,
+        &PlanOptions::reference(),
+    )
+    .expect("plan");
     (plan, device)
 }
 
@@ -48,7 +61,11 @@ fn calls_mut(plan: &mut Plan) -> impl Iterator<Item = &mut skillc_runtime::xdna2
 
 fn refusal(plan: &Plan, device: &Device) -> String {
     let violations = plan.check(device).expect_err("refused");
-    violations.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("\n")
+    violations
+        .iter()
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[test]
@@ -62,7 +79,9 @@ fn the_reference_plan_places() {
 #[test]
 fn plan_with_an_l1_overflow_names_where() {
     let (mut plan, device) = llama_prefill();
-    let o_ffn = calls_mut(&mut plan).find(|c| c.name == "o_ffn").expect("o_ffn");
+    let o_ffn = calls_mut(&mut plan)
+        .find(|c| c.name == "o_ffn")
+        .expect("o_ffn");
     if let Launch::Gemm { spec, .. } = &mut o_ffn.launches[3] {
         spec.tile.tile_k_l1 = 128;
     }
@@ -72,8 +91,13 @@ fn plan_with_an_l1_overflow_names_where() {
 #[test]
 fn flash_attention_cannot_merge_and_calls_hold_eight_launches() {
     let (mut plan, device) = llama_prefill();
-    let fa = calls_mut(&mut plan).find(|c| c.name == "flash_attn").expect("fa").clone();
-    let rms = calls_mut(&mut plan).find(|c| c.name == "rms_gemms_rope").expect("rms");
+    let fa = calls_mut(&mut plan)
+        .find(|c| c.name == "flash_attn")
+        .expect("fa")
+        .clone();
+    let rms = calls_mut(&mut plan)
+        .find(|c| c.name == "rms_gemms_rope")
+        .expect("rms");
     rms.launches.extend(fa.launches.clone());
     rms.launches.extend(fa.launches.clone());
     rms.launches.extend(fa.launches);
@@ -84,11 +108,18 @@ fn flash_attention_cannot_merge_and_calls_hold_eight_launches() {
 #[test]
 fn a_gemm_weight_that_was_not_pre_transposed_is_refused() {
     let (mut plan, device) = llama_prefill();
-    if let Some(WeightSource::Tensor { transforms, .. }) = plan.buffers.get_mut("wq").and_then(|b| b.source.as_mut()) {
+    if let Some(WeightSource::Tensor { transforms, .. }) =
+        plan.buffers.get_mut("wq").and_then(|b| b.source.as_mut())
+    {
         transforms.retain(|t| *t != Transform::Transpose);
     }
     let violations = plan.check(&device).expect_err("refused");
-    assert!(violations.iter().any(|v| v.constraint == Constraint::Layout), "{violations:?}");
+    assert!(
+        violations
+            .iter()
+            .any(|v| v.constraint == Constraint::Layout),
+        "{violations:?}"
+    );
     insta::assert_snapshot!(refusal(&plan, &device));
 }
 
@@ -108,6 +139,10 @@ fn kernels_refuse_before_running() {
 fn operands_of_the_wrong_size_are_errors_not_panics() {
     let device = Device::npu2();
     let spec = GemmSpec::select(&device, 256, 2048, 512, Precision::Bf16, Dtype::Bf16);
-    let err = gemm(&device, &spec, &[0u16; 10], BOperand::KxN(&[0u16; 10])).expect_err("wrong sizes");
-    assert_eq!(err.to_string(), "gemm: operand A has 10 elements, shape needs 524288");
+    let err =
+        gemm(&device, &spec, &[0u16; 10], BOperand::KxN(&[0u16; 10])).expect_err("wrong sizes");
+    assert_eq!(
+        err.to_string(),
+        "gemm: operand A has 10 elements, shape needs 524288"
+    );
 }

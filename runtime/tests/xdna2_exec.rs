@@ -15,13 +15,23 @@ use skillc_runtime::xdna2::exec::Session;
 use skillc_runtime::xdna2::plan::{Launch, Phase, PlanOptions, Step};
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/fixtures")).join(name)
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/fixtures"
+    ))
+    .join(name)
 }
 
 fn prompt(name: &str) -> Vec<u32> {
-    let text = std::fs::read_to_string(fixture(name).join("reference.json")).expect("reference.json");
+    let text =
+        std::fs::read_to_string(fixture(name).join("reference.json")).expect("reference.json");
     let json: serde_json::Value = serde_json::from_str(&text).expect("json");
-    json["prompt_ids"].as_array().expect("prompt_ids").iter().map(|v| v.as_u64().expect("id") as u32).collect()
+    json["prompt_ids"]
+        .as_array()
+        .expect("prompt_ids")
+        .iter()
+        .map(|v| v.as_u64().expect("id") as u32)
+        .collect()
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
@@ -37,23 +47,50 @@ fn run_fixture(name: &str) {
     let model = Model::load(&fixture(name), None).expect("fixture loads");
     let device = Device::npu2();
     let tokens = prompt(name);
-    let prefill = plan_for(name, &model.arch, &device, Phase::Prefill, SEQ, &PlanOptions::reference()).expect("plan");
-    let decode = plan_for(name, &model.arch, &device, Phase::Decode, SEQ, &PlanOptions::reference()).expect("plan");
+    let prefill = plan_for(
+        name,
+        &model.arch,
+        &device,
+        Phase::Prefill,
+        SEQ,
+        &PlanOptions::reference(),
+    )
+    .expect("plan");
+    let decode = plan_for(
+        name,
+        &model.arch,
+        &device,
+        Phase::Decode,
+        SEQ,
+        &PlanOptions::reference(),
+    )
+    .expect("plan");
 
     let mut session = Session::new(&model.arch, &model.weights, &device);
     session.capture_layers(true);
     let npu = session.prefill(&prefill, &tokens).expect("prefill runs");
     let mut reference = Reference::new(&model).expect("reference");
-    let out = reference.prefill(&tokens, LogitRows::Last).expect("reference prefill");
+    let out = reference
+        .prefill(&tokens, LogitRows::Last)
+        .expect("reference prefill");
     let hidden = model.arch.hidden_size;
-    for (layer, (emulated, expected)) in session.layer_outputs.iter().zip(&out.layer_outputs).enumerate() {
+    for (layer, (emulated, expected)) in session
+        .layer_outputs
+        .iter()
+        .zip(&out.layer_outputs)
+        .enumerate()
+    {
         let emulated = skillc_runtime::bf16::to_f32_vec(&emulated[..tokens.len() * hidden]);
         let c = cosine(&emulated, &expected.data);
         assert!(c >= 0.99, "{name} layer {layer}: cosine {c}");
     }
     let c = cosine(&npu, &out.logits.data);
     assert!(c >= 0.99, "{name} prefill logits cosine {c}");
-    assert_eq!(argmax(&npu), argmax(&out.logits.data), "{name}: next token differs");
+    assert_eq!(
+        argmax(&npu),
+        argmax(&out.logits.data),
+        "{name}: next token differs"
+    );
 
     // Teacher-forced decode: the same tokens on both sides, logits compared.
     let mut token = argmax(&out.logits.data) as u32;
@@ -96,8 +133,18 @@ fn ablation_cells_give_bit_identical_logits() {
     let logits: Vec<Vec<f32>> = ['a', 'd']
         .into_iter()
         .map(|cell| {
-            let plan = plan_for(name, &model.arch, &device, Phase::Prefill, SEQ, &ablation_options(cell)).expect("plan");
-            Session::new(&model.arch, &model.weights, &device).prefill(&plan, &tokens).expect("runs")
+            let plan = plan_for(
+                name,
+                &model.arch,
+                &device,
+                Phase::Prefill,
+                SEQ,
+                &ablation_options(cell),
+            )
+            .expect("plan");
+            Session::new(&model.arch, &model.weights, &device)
+                .prefill(&plan, &tokens)
+                .expect("runs")
         })
         .collect();
     assert_eq!(logits[0], logits[1]);
@@ -109,7 +156,15 @@ fn a_gemm_tile_that_does_not_divide_n_corrupts_the_output_silently() {
     let model = Model::load(&fixture(name), None).expect("fixture loads");
     let device = Device::npu2();
     let tokens = prompt(name);
-    let good = plan_for(name, &model.arch, &device, Phase::Prefill, SEQ, &PlanOptions::reference()).expect("plan");
+    let good = plan_for(
+        name,
+        &model.arch,
+        &device,
+        Phase::Prefill,
+        SEQ,
+        &PlanOptions::reference(),
+    )
+    .expect("plan");
     let mut bad = good.clone();
     // Q projection: N = 128 with herd rows 4; tile_n 64 leaves no full block.
     for step in &mut bad.layer {
@@ -124,11 +179,17 @@ fn a_gemm_tile_that_does_not_divide_n_corrupts_the_output_silently() {
             }
         }
     }
-    assert!(bad.check(&device).is_ok(), "the hardware does not refuse it");
+    assert!(
+        bad.check(&device).is_ok(),
+        "the hardware does not refuse it"
+    );
     let mut session = Session::new(&model.arch, &model.weights, &device);
     let ok = session.prefill(&good, &tokens).expect("runs");
     let corrupt = session.prefill(&bad, &tokens).expect("runs, silently");
-    assert!(cosine(&ok, &corrupt) < 0.99, "the corruption must be visible to a gate");
+    assert!(
+        cosine(&ok, &corrupt) < 0.99,
+        "the corruption must be visible to a gate"
+    );
 }
 
 #[test]
@@ -136,21 +197,38 @@ fn phantom_heads_pad_a_non_aligned_model_exactly() {
     // Qwen2.5-0.5B's attention (14 heads of 64 over 2 KV heads, 896 wide) in
     // one layer: the plan pads to 16 heads so q_dim is 1024-aligned.
     let models = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/models"));
-    let mut arch = skillc_runtime::model::config::load_config(&models.join("qwen2.5-0.5b")).expect("config");
+    let mut arch =
+        skillc_runtime::model::config::load_config(&models.join("qwen2.5-0.5b")).expect("config");
     arch.num_layers = 1;
     arch.vocab_size = 1024;
     arch.intermediate_size = 512;
     let model = Model::random(arch, 7).expect("random weights");
     let device = Device::npu2();
-    let plan = plan_for("qwen2.5-0.5b-1layer", &model.arch, &device, Phase::Prefill, SEQ, &PlanOptions::reference()).expect("plan");
-    let fa_heads = plan.calls().flat_map(|(_, c)| &c.launches).find_map(|l| match l {
-        Launch::FlashAttention { spec, .. } => Some(spec.heads),
-        _ => None,
-    });
+    let plan = plan_for(
+        "qwen2.5-0.5b-1layer",
+        &model.arch,
+        &device,
+        Phase::Prefill,
+        SEQ,
+        &PlanOptions::reference(),
+    )
+    .expect("plan");
+    let fa_heads = plan
+        .calls()
+        .flat_map(|(_, c)| &c.launches)
+        .find_map(|l| match l {
+            Launch::FlashAttention { spec, .. } => Some(spec.heads),
+            _ => None,
+        });
     assert_eq!(fa_heads, Some(16));
     let tokens: Vec<u32> = (0..20).map(|i| (i * 37 % 1024) as u32).collect();
-    let npu = Session::new(&model.arch, &model.weights, &device).prefill(&plan, &tokens).expect("runs");
-    let expected = Reference::new(&model).expect("reference").prefill(&tokens, LogitRows::Last).expect("reference");
+    let npu = Session::new(&model.arch, &model.weights, &device)
+        .prefill(&plan, &tokens)
+        .expect("runs");
+    let expected = Reference::new(&model)
+        .expect("reference")
+        .prefill(&tokens, LogitRows::Last)
+        .expect("reference");
     let c = cosine(&npu, &expected.logits.data);
     assert!(c >= 0.99, "padded model logits cosine {c}");
 }

@@ -14,12 +14,16 @@ use skillc_runtime::xdna2::numerics::{compare, tolerance, Comparison};
 
 fn normal(seed: u64, n: usize, scale: f32) -> Vec<u16> {
     let mut g = SplitMix64::new(seed);
-    (0..n).map(|_| bf16::from_f32(g.next_normal() * scale)).collect()
+    (0..n)
+        .map(|_| bf16::from_f32(g.next_normal() * scale))
+        .collect()
 }
 
 fn near_one(seed: u64, n: usize) -> Vec<u16> {
     let mut g = SplitMix64::new(seed);
-    (0..n).map(|_| bf16::from_f32(1.0 + 0.25 * g.next_signed())).collect()
+    (0..n)
+        .map(|_| bf16::from_f32(1.0 + 0.25 * g.next_signed()))
+        .collect()
 }
 
 fn f32s(bits: &[u16]) -> Vec<f32> {
@@ -39,7 +43,22 @@ fn matmul_reference(a: &[u16], b_nk: &[u16], m: usize, k: usize, n: usize) -> Ve
     let mut c = vec![0.0f64; m * n];
     // SAFETY: buffers hold m·k, n·k and m·n values with the given strides.
     unsafe {
-        matrixmultiply::dgemm(m, k, n, 1.0, a.as_ptr(), k as isize, 1, b.as_ptr(), 1, k as isize, 0.0, c.as_mut_ptr(), n as isize, 1);
+        matrixmultiply::dgemm(
+            m,
+            k,
+            n,
+            1.0,
+            a.as_ptr(),
+            k as isize,
+            1,
+            b.as_ptr(),
+            1,
+            k as isize,
+            0.0,
+            c.as_mut_ptr(),
+            n as isize,
+            1,
+        );
     }
     c.iter().map(|&v| v as f32).collect()
 }
@@ -68,7 +87,12 @@ fn gemm_bf16_matches_f32_on_model_shapes() {
         let spec = GemmSpec::select(&device, ROWS, k, n, Precision::Bf16, Dtype::Bf16);
         assert_eq!(spec.unwritten_columns(), 0, "{name}");
         let out = gemm(&device, &spec, &a, BOperand::NxK(&b_nk)).expect(name);
-        gate(Kernel::Gemm, Precision::Bf16, &out, &matmul_reference(&a, &b_nk, ROWS, k, n));
+        gate(
+            Kernel::Gemm,
+            Precision::Bf16,
+            &out,
+            &matmul_reference(&a, &b_nk, ROWS, k, n),
+        );
     }
 }
 
@@ -86,7 +110,11 @@ fn gemm_f32_epilogue_and_pre_transposed_operand() {
     }
     let spec = GemmSpec::select(&device, ROWS, k, n, Precision::Bf16, Dtype::F32);
     let out = gemm_f32(&device, &spec, &a, BOperand::KxN(&b_kn)).expect("runs");
-    let c = compare(&out, &matmul_reference(&a, &b_nk, ROWS, k, n), tolerance(Kernel::Gemm, Precision::Bf16));
+    let c = compare(
+        &out,
+        &matmul_reference(&a, &b_nk, ROWS, k, n),
+        tolerance(Kernel::Gemm, Precision::Bf16),
+    );
     assert_eq!(c.mismatches, 0, "{c:?}");
     // f32 output skips the bf16 rounding: far below bf16's 2^-9 relative step.
     assert!(c.mean_rel_l1 < 1e-5, "{c:?}");
@@ -111,8 +139,18 @@ fn bfp16_operands_cost_accuracy_but_stay_inside_their_gate() {
             let spec = GemmSpec::select(&device, ROWS, k, n, precision, Dtype::Bf16);
             gemm(&device, &spec, &a, BOperand::NxK(&b_nk)).expect(name)
         };
-        let exact = gate(Kernel::Gemm, Precision::Bf16, &run(Precision::Bf16), &reference);
-        let blocked = gate(Kernel::Gemm, Precision::Bfp16, &run(Precision::Bfp16), &reference);
+        let exact = gate(
+            Kernel::Gemm,
+            Precision::Bf16,
+            &run(Precision::Bf16),
+            &reference,
+        );
+        let blocked = gate(
+            Kernel::Gemm,
+            Precision::Bfp16,
+            &run(Precision::Bfp16),
+            &reference,
+        );
         assert!(
             blocked.mean_rel_l1 > exact.mean_rel_l1 && blocked.max_abs > exact.max_abs,
             "{name}: BFP16 {blocked:?} vs bf16 {exact:?}"
@@ -123,8 +161,14 @@ fn bfp16_operands_cost_accuracy_but_stay_inside_their_gate() {
             let out = gemm_f32(&device, &spec, &a, BOperand::NxK(&b_nk)).expect(name);
             compare(&out, &reference, tolerance(Kernel::Gemm, precision)).mean_rel_l1
         };
-        let (exact, blocked) = (operand_error(Precision::Bf16), operand_error(Precision::Bfp16));
-        assert!(blocked > 100.0 * exact, "{name}: operand error BFP16 {blocked:e} vs bf16 {exact:e}");
+        let (exact, blocked) = (
+            operand_error(Precision::Bf16),
+            operand_error(Precision::Bfp16),
+        );
+        assert!(
+            blocked > 100.0 * exact,
+            "{name}: operand error BFP16 {blocked:e} vs bf16 {exact:e}"
+        );
     }
 }
 
@@ -143,8 +187,16 @@ fn bfp16_on_signed_data_fails_the_element_gate_that_bf16_passes() {
         let spec = GemmSpec::select(&device, ROWS, k, n, precision, Dtype::Bf16);
         f32s(&gemm(&device, &spec, &a, BOperand::NxK(&b_nk)).expect("runs"))
     };
-    let exact = compare(&run(Precision::Bf16), &reference, tolerance(Kernel::Gemm, Precision::Bf16));
-    let blocked = compare(&run(Precision::Bfp16), &reference, tolerance(Kernel::Gemm, Precision::Bfp16));
+    let exact = compare(
+        &run(Precision::Bf16),
+        &reference,
+        tolerance(Kernel::Gemm, Precision::Bf16),
+    );
+    let blocked = compare(
+        &run(Precision::Bfp16),
+        &reference,
+        tolerance(Kernel::Gemm, Precision::Bfp16),
+    );
     assert_eq!(exact.mismatches, 0, "{exact:?}");
     assert!(blocked.mismatches * 20 > blocked.elements, "{blocked:?}");
     assert!((5e-3..2e-2).contains(&blocked.mean_rel_l1), "{blocked:?}");
@@ -153,7 +205,12 @@ fn bfp16_on_signed_data_fails_the_element_gate_that_bf16_passes() {
 fn matvec_reference(w: &[u16], x: &[u16], k: usize) -> Vec<f32> {
     let x: Vec<f64> = x.iter().map(|&v| bf16::to_f32(v) as f64).collect();
     w.par_chunks(k)
-        .map(|row| row.iter().zip(&x).map(|(&a, b)| bf16::to_f32(a) as f64 * b).sum::<f64>() as f32)
+        .map(|row| {
+            row.iter()
+                .zip(&x)
+                .map(|(&a, b)| bf16::to_f32(a) as f64 * b)
+                .sum::<f64>() as f32
+        })
         .collect()
 }
 
@@ -161,13 +218,29 @@ fn matvec_reference(w: &[u16], x: &[u16], k: usize) -> Vec<f32> {
 fn gemv_matches_f32_on_decode_shapes() {
     let device = Device::npu2();
     // (M, K): Llama-1B q, k, down; Qwen3-4B gate; Qwen2.5-3B down (K 11008).
-    for (i, &(m, k)) in [(2048, 2048), (512, 2048), (2048, 8192), (9728, 2560), (2048, 11008)].iter().enumerate() {
+    for (i, &(m, k)) in [
+        (2048, 2048),
+        (512, 2048),
+        (2048, 8192),
+        (9728, 2560),
+        (2048, 11008),
+    ]
+    .iter()
+    .enumerate()
+    {
         let w = normal(30 + i as u64, m * k, 1.0 / (k as f32).sqrt());
         let x = normal(300 + i as u64, k, 1.0);
         let residual = normal(3000 + i as u64, m, 1.0);
-        let spec = GemvSpec { residual: true, ..GemvSpec::select(&device, m, k, Herd::ROW) };
+        let spec = GemvSpec {
+            residual: true,
+            ..GemvSpec::select(&device, m, k, Herd::ROW)
+        };
         let out = gemv(&device, &spec, &w, &x, Some(&residual)).expect("runs");
-        let reference: Vec<f32> = matvec_reference(&w, &x, k).iter().zip(&residual).map(|(y, &r)| y + bf16::to_f32(r)).collect();
+        let reference: Vec<f32> = matvec_reference(&w, &x, k)
+            .iter()
+            .zip(&residual)
+            .map(|(y, &r)| y + bf16::to_f32(r))
+            .collect();
         gate(Kernel::Gemv, Precision::Bf16, &out, &reference);
     }
 }
@@ -178,14 +251,28 @@ fn cascade_swiglu_matches_f32_at_llama_dims() {
     let (m, k, eps) = (8192, 2048, 1e-5f32);
     let x = normal(40, k, 1.0);
     let norm = near_one(41, k);
-    let (wg, wu) = (normal(42, m * k, 1.0 / (k as f32).sqrt()), normal(43, m * k, 1.0 / (k as f32).sqrt()));
+    let (wg, wu) = (
+        normal(42, m * k, 1.0 / (k as f32).sqrt()),
+        normal(43, m * k, 1.0 / (k as f32).sqrt()),
+    );
     let spec = GemvSpec::select(&device, m, k, Herd([8, 4]));
     let out = gemv_swiglu(&device, &spec, eps, &x, &norm, &wg, &wu).expect("runs");
     let xf = f32s(&x);
     let inv = 1.0 / (xf.iter().map(|v| v * v).sum::<f32>() / k as f32 + eps).sqrt();
-    let normed: Vec<u16> = xf.iter().zip(&norm).map(|(v, &w)| bf16::from_f32(v * inv * bf16::to_f32(w))).collect();
-    let (g, u) = (matvec_reference(&wg, &normed, k), matvec_reference(&wu, &normed, k));
-    let reference: Vec<f32> = g.iter().zip(&u).map(|(g, u)| g / (1.0 + (-g).exp()) * u).collect();
+    let normed: Vec<u16> = xf
+        .iter()
+        .zip(&norm)
+        .map(|(v, &w)| bf16::from_f32(v * inv * bf16::to_f32(w)))
+        .collect();
+    let (g, u) = (
+        matvec_reference(&wg, &normed, k),
+        matvec_reference(&wu, &normed, k),
+    );
+    let reference: Vec<f32> = g
+        .iter()
+        .zip(&u)
+        .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+        .collect();
     gate(Kernel::GemvSwiglu, Precision::Bf16, &out, &reference);
 }
 
@@ -198,15 +285,24 @@ fn lm_head_partitions_match_f32_at_a_qwen_vocabulary() {
     let spec = LmHeadSpec::select(&device, vocab, k, 8);
     assert!(spec.check(&device).is_empty());
     let out = lm_head_gemv(&device, &spec, &w, &x).expect("runs");
-    gate(Kernel::LmHeadGemv, Precision::Bf16, &out, &matvec_reference(&w, &x, k));
+    gate(
+        Kernel::LmHeadGemv,
+        Precision::Bf16,
+        &out,
+        &matvec_reference(&w, &x, k),
+    );
 }
 
 fn rms_reference(x: &[u16], w: Option<&[u16]>, cols: usize, eps: f32) -> Vec<f32> {
     x.chunks(cols)
         .flat_map(|row| {
             let r = f32s(row);
-            let inv = 1.0 / (r.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / cols as f64 + eps as f64).sqrt();
-            r.into_iter().enumerate().map(move |(i, v)| (v as f64 * inv) as f32 * w.map_or(1.0, |w| bf16::to_f32(w[i])))
+            let inv = 1.0
+                / (r.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / cols as f64 + eps as f64)
+                    .sqrt();
+            r.into_iter()
+                .enumerate()
+                .map(move |(i, v)| (v as f64 * inv) as f32 * w.map_or(1.0, |w| bf16::to_f32(w[i])))
         })
         .collect()
 }
@@ -217,35 +313,76 @@ fn rms_norm_plain_weighted_and_per_head() {
     for (i, &cols) in [2048usize, 896, 2560, 3072].iter().enumerate() {
         let x = normal(60 + i as u64, ROWS * cols, 2.0);
         let w = near_one(600 + i as u64, cols);
-        let spec = NormSpec { rows: ROWS, cols, herd: Herd::ROW, weighted: true };
+        let spec = NormSpec {
+            rows: ROWS,
+            cols,
+            herd: Herd::ROW,
+            weighted: true,
+        };
         let out = rms_norm(&device, &spec, 1e-6, &x, Some(&w)).expect("runs");
-        gate(Kernel::Rmsnorm, Precision::Bf16, &out, &rms_reference(&x, Some(&w), cols, 1e-6));
-        let plain = NormSpec { weighted: false, ..spec };
+        gate(
+            Kernel::Rmsnorm,
+            Precision::Bf16,
+            &out,
+            &rms_reference(&x, Some(&w), cols, 1e-6),
+        );
+        let plain = NormSpec {
+            weighted: false,
+            ..spec
+        };
         let out = rms_norm(&device, &plain, 1e-6, &x, None).expect("runs");
-        gate(Kernel::Rmsnorm, Precision::Bf16, &out, &rms_reference(&x, None, cols, 1e-6));
+        gate(
+            Kernel::Rmsnorm,
+            Precision::Bf16,
+            &out,
+            &rms_reference(&x, None, cols, 1e-6),
+        );
     }
     // Qwen3 Q norm: 16 heads of 128 per position.
     let (heads, hd) = (16, 128);
     let x = normal(70, ROWS * heads * hd, 3.0);
     let w = near_one(71, hd);
-    let spec = NormSpec { rows: ROWS * heads, cols: hd, herd: Herd::ROW, weighted: true };
+    let spec = NormSpec {
+        rows: ROWS * heads,
+        cols: hd,
+        herd: Herd::ROW,
+        weighted: true,
+    };
     let out = qk_rms_norm(&device, &spec, 1e-6, &x, &w).expect("runs");
-    gate(Kernel::QkRmsnorm, Precision::Bf16, &out, &rms_reference(&x, Some(&w), hd, 1e-6));
+    gate(
+        Kernel::QkRmsnorm,
+        Precision::Bf16,
+        &out,
+        &rms_reference(&x, Some(&w), hd, 1e-6),
+    );
 }
 
 fn inv_freq(theta: f32, hd: usize) -> Vec<f32> {
-    (0..hd / 2).map(|j| 1.0 / theta.powf((2 * j) as f32 / hd as f32)).collect()
+    (0..hd / 2)
+        .map(|j| 1.0 / theta.powf((2 * j) as f32 / hd as f32))
+        .collect()
 }
 
 #[test]
 fn rope_half_split_from_the_table() {
     let device = Device::npu2();
     // Llama-1B (32 heads of 64, theta 5e5) late in a 2048 context; Qwen3 (16 of 128, theta 1e6).
-    for (i, &(heads, hd, theta, base)) in [(32usize, 64usize, 500_000.0f32, 1900usize), (16, 128, 1_000_000.0, 0)].iter().enumerate() {
+    for (i, &(heads, hd, theta, base)) in [
+        (32usize, 64usize, 500_000.0f32, 1900usize),
+        (16, 128, 1_000_000.0, 0),
+    ]
+    .iter()
+    .enumerate()
+    {
         let freqs = inv_freq(theta, hd);
         let lut = rope_lut(&freqs, 2048);
         let x = normal(80 + i as u64, ROWS * heads * hd, 1.0);
-        let spec = RopeSpec { rows: ROWS, heads, head_dim: hd, herd: Herd::ROW };
+        let spec = RopeSpec {
+            rows: ROWS,
+            heads,
+            head_dim: hd,
+            herd: Herd::ROW,
+        };
         let out = rope(&device, &spec, &x, &lut, base).expect("runs");
         let half = hd / 2;
         let mut reference = vec![0.0f32; x.len()];
@@ -255,7 +392,10 @@ fn rope_half_split_from_the_table() {
                 let o = (r * heads + h) * hd;
                 for j in 0..half {
                     let (c, s) = ((p * freqs[j] as f64).cos(), (p * freqs[j] as f64).sin());
-                    let (a, b) = (bf16::to_f32(x[o + j]) as f64, bf16::to_f32(x[o + half + j]) as f64);
+                    let (a, b) = (
+                        bf16::to_f32(x[o + j]) as f64,
+                        bf16::to_f32(x[o + half + j]) as f64,
+                    );
                     reference[o + j] = (a * c - b * s) as f32;
                     reference[o + half + j] = (b * c + a * s) as f32;
                 }
@@ -272,7 +412,11 @@ fn silu_mul_add_and_softmax() {
     let (g, u) = (normal(90, n, 2.0), normal(91, n, 1.0));
     let spec = EltwiseSpec::select(&device, n, Herd::ROW);
     let out = silu_mul(&device, &spec, &g, &u).expect("runs");
-    let reference: Vec<f32> = f32s(&g).iter().zip(f32s(&u)).map(|(g, u)| g / (1.0 + (-g).exp()) * u).collect();
+    let reference: Vec<f32> = f32s(&g)
+        .iter()
+        .zip(f32s(&u))
+        .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+        .collect();
     gate(Kernel::SiluMul, Precision::Bf16, &out, &reference);
 
     let n = ROWS * 2048;
@@ -284,7 +428,12 @@ fn silu_mul_add_and_softmax() {
 
     let cols = 2048;
     let x = normal(94, ROWS * cols, 3.0);
-    let spec = NormSpec { rows: ROWS, cols, herd: Herd::ROW, weighted: false };
+    let spec = NormSpec {
+        rows: ROWS,
+        cols,
+        herd: Herd::ROW,
+        weighted: false,
+    };
     let out = softmax(&device, &spec, &x).expect("runs");
     let reference: Vec<f32> = x
         .chunks(cols)
@@ -304,7 +453,10 @@ fn embedding_gathers_rows_exactly() {
     let table = normal(95, vocab * hidden, 1.0);
     let ids = [0u32, 999, 17, 17];
     let out = embedding(&table, hidden, &ids).expect("in range");
-    let reference: Vec<f32> = ids.iter().flat_map(|&i| f32s(&table[i as usize * hidden..][..hidden])).collect();
+    let reference: Vec<f32> = ids
+        .iter()
+        .flat_map(|&i| f32s(&table[i as usize * hidden..][..hidden]))
+        .collect();
     gate(Kernel::Embedding, Precision::Bf16, &out, &reference);
     assert!(embedding(&table, hidden, &[1000]).is_err());
 }
@@ -323,18 +475,28 @@ fn attention_reference(q: &[u16], k: &[u16], v: &[u16], spec: &FlashAttentionSpe
             QkvLayout::HeadFirst => (slot / spec.lq, slot % spec.lq),
         };
         let qv = f32s(&q[at(spec.lq, heads, i, h)..][..hd]);
-        let visible = if spec.causal { i + spec.lk - spec.lq + 1 } else { spec.lk };
+        let visible = if spec.causal {
+            i + spec.lk - spec.lq + 1
+        } else {
+            spec.lk
+        };
         let scores: Vec<f64> = (0..visible)
             .map(|j| {
                 let kk = &k[at(spec.lk, kv, j, h / group)..][..hd];
-                qv.iter().zip(kk).map(|(a, &b)| *a as f64 * bf16::to_f32(b) as f64).sum::<f64>() / (hd as f64).sqrt()
+                qv.iter()
+                    .zip(kk)
+                    .map(|(a, &b)| *a as f64 * bf16::to_f32(b) as f64)
+                    .sum::<f64>()
+                    / (hd as f64).sqrt()
             })
             .collect();
         let max = scores.iter().cloned().fold(f64::MIN, f64::max);
         let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
         let sum: f64 = weights.iter().sum();
         for (d, slot) in o.iter_mut().enumerate() {
-            let acc: f64 = (0..visible).map(|j| weights[j] * bf16::to_f32(v[at(spec.lk, kv, j, h / group) + d]) as f64).sum();
+            let acc: f64 = (0..visible)
+                .map(|j| weights[j] * bf16::to_f32(v[at(spec.lk, kv, j, h / group) + d]) as f64)
+                .sum();
             *slot = (acc / sum) as f32;
         }
     });
@@ -346,7 +508,13 @@ fn flash_attention_gqa_causal_head_dim_64_and_128() {
     let device = Device::npu2();
     // (heads, kv heads, head_dim, length, causal): Llama-1B, padded Qwen2.5-0.5B,
     // Qwen3 (head_dim 128, head-first chunks), Qwen2.5-1.5B padded, a non-causal MHA.
-    let cases = [(32, 8, 64, 256, true), (16, 2, 64, 256, true), (16, 8, 128, 256, true), (16, 2, 128, 256, true), (2, 2, 64, 512, false)];
+    let cases = [
+        (32, 8, 64, 256, true),
+        (16, 2, 64, 256, true),
+        (16, 8, 128, 256, true),
+        (16, 2, 128, 256, true),
+        (2, 2, 64, 512, false),
+    ];
     for (i, &(heads, kv, hd, len, causal)) in cases.iter().enumerate() {
         let spec = FlashAttentionSpec::select(len, len, heads, kv, hd, causal);
         assert_eq!(spec.layout == QkvLayout::HeadFirst, hd > 64);
@@ -354,7 +522,12 @@ fn flash_attention_gqa_causal_head_dim_64_and_128() {
         let k = normal(120 + i as u64, len * kv * hd, 1.0);
         let v = normal(130 + i as u64, len * kv * hd, 1.0);
         let out = flash_attention(&device, &spec, &q, &k, &v).expect("runs");
-        gate(Kernel::FlashAttention, Precision::Bf16, &out, &attention_reference(&q, &k, &v, &spec));
+        gate(
+            Kernel::FlashAttention,
+            Precision::Bf16,
+            &out,
+            &attention_reference(&q, &k, &v, &spec),
+        );
     }
 }
 
@@ -366,7 +539,14 @@ fn tolerances() {
         .filter(|&(k, p)| k == Kernel::Gemm || p == Precision::Bf16)
         .map(|(k, p)| {
             let t = tolerance(k, p);
-            format!("{:<16} {:<6} rtol {:e} atol {:e}  ({})", k.name(), format!("{p:?}"), t.rtol, t.atol, t.source)
+            format!(
+                "{:<16} {:<6} rtol {:e} atol {:e}  ({})",
+                k.name(),
+                format!("{p:?}"),
+                t.rtol,
+                t.atol,
+                t.source
+            )
         })
         .collect();
     insta::assert_snapshot!(table.join("\n"));

@@ -95,7 +95,11 @@ struct Run<'s, 'w> {
 
 impl<'w> Session<'w> {
     pub fn new(arch: &'w Architecture, weights: &'w Weights, device: &'w Device) -> Self {
-        let tensors = weights.tensors().into_iter().map(|t| (t.name(), (t.bits(), t.shape()))).collect();
+        let tensors = weights
+            .tensors()
+            .into_iter()
+            .map(|t| (t.name(), (t.bits(), t.shape())))
+            .collect();
         Session {
             arch,
             device,
@@ -120,7 +124,10 @@ impl<'w> Session<'w> {
     }
 
     pub fn reset(&mut self) {
-        self.keys.iter_mut().chain(&mut self.values).for_each(Vec::clear);
+        self.keys
+            .iter_mut()
+            .chain(&mut self.values)
+            .for_each(Vec::clear);
         self.position = 0;
     }
 
@@ -133,7 +140,10 @@ impl<'w> Session<'w> {
         }
         let last = *tokens.last().ok_or(ExecError::EmptyPrompt)?;
         if tokens.len() > plan.seq_len {
-            return Err(ExecError::TooManyTokens { got: tokens.len(), rows: plan.seq_len });
+            return Err(ExecError::TooManyTokens {
+                got: tokens.len(),
+                rows: plan.seq_len,
+            });
         }
         plan.check(self.device).map_err(ExecError::Refused)?;
         self.reset();
@@ -152,7 +162,10 @@ impl<'w> Session<'w> {
             return Err(ExecError::WrongPhase(plan.phase));
         }
         if self.position >= plan.seq_len {
-            return Err(ExecError::BeyondContext { position: self.position, context: plan.seq_len });
+            return Err(ExecError::BeyondContext {
+                position: self.position,
+                context: plan.seq_len,
+            });
         }
         plan.check(self.device).map_err(ExecError::Refused)?;
         let base = self.position;
@@ -167,7 +180,14 @@ impl<'w> Session<'w> {
 impl<'s, 'w> Run<'s, 'w> {
     fn new(session: &'s mut Session<'w>, plan: &'s Plan, rows: usize, base: usize) -> Self {
         session.layer_outputs.clear();
-        Run { session, plan, memory: BTreeMap::new(), weights: BTreeMap::new(), rows, base }
+        Run {
+            session,
+            plan,
+            memory: BTreeMap::new(),
+            weights: BTreeMap::new(),
+            rows,
+            base,
+        }
     }
 
     fn execute(&mut self, ids: &[u32]) -> Result<(), ExecError> {
@@ -204,13 +224,19 @@ impl<'s, 'w> Run<'s, 'w> {
     }
 
     fn declared(&self, name: &str) -> Result<&'s Buffer, ExecError> {
-        self.plan.buffers.get(name).ok_or_else(|| ExecError::UnknownBuffer(name.to_string()))
+        self.plan
+            .buffers
+            .get(name)
+            .ok_or_else(|| ExecError::UnknownBuffer(name.to_string()))
     }
 
     /// An activation buffer, zero-filled on first use.
     fn activation(&mut self, name: &str) -> Result<&mut Vec<u16>, ExecError> {
         let elements = self.declared(name)?.elements;
-        Ok(self.memory.entry(name.to_string()).or_insert_with(|| vec![0; elements]))
+        Ok(self
+            .memory
+            .entry(name.to_string())
+            .or_insert_with(|| vec![0; elements]))
     }
 
     fn take(&mut self, name: &str) -> Result<Vec<u16>, ExecError> {
@@ -237,12 +263,18 @@ impl<'s, 'w> Run<'s, 'w> {
         }
         let buffer = self.declared(name)?;
         let data = match &buffer.source {
-            Some(WeightSource::Tensor { name: tensor, transforms }) => {
+            Some(WeightSource::Tensor {
+                name: tensor,
+                transforms,
+            }) => {
                 let tensor = tensor.replace("{layer}", &layer.to_string());
-                let (bits, shape) = *self.session.tensors.get(tensor.as_str()).ok_or_else(|| ExecError::MissingTensor {
-                    buffer: name.to_string(),
-                    tensor: tensor.clone(),
-                })?;
+                let (bits, shape) =
+                    *self.session.tensors.get(tensor.as_str()).ok_or_else(|| {
+                        ExecError::MissingTensor {
+                            buffer: name.to_string(),
+                            tensor: tensor.clone(),
+                        }
+                    })?;
                 let cols = if shape.len() == 2 { shape[1] } else { 1 };
                 materialize(name, bits, cols, transforms)?
             }
@@ -271,7 +303,16 @@ impl<'s, 'w> Run<'s, 'w> {
                 let mut result = self.take(out)?;
                 if self.declared(b)?.source.is_some() {
                     let w = self.weight(b, layer)?;
-                    let operand = if self.transposed(b) { BOperand::NxK(w.bits()) } else { BOperand::KxN(w.bits()) };
+                    // A row view of a partition is unpadded; the GEMM reads the full slot.
+                    let mut bits = std::borrow::Cow::Borrowed(w.bits());
+                    if bits.len() < spec.k * spec.n {
+                        bits.to_mut().resize(spec.k * spec.n, 0);
+                    }
+                    let operand = if self.transposed(b) {
+                        BOperand::NxK(&bits)
+                    } else {
+                        BOperand::KxN(&bits)
+                    };
                     gemm_into(device, spec, &a, operand, &mut result).map_err(k)?;
                 } else {
                     let b = self.read(b, layer)?;
@@ -279,24 +320,53 @@ impl<'s, 'w> Run<'s, 'w> {
                 }
                 result
             }
-            Launch::Gemv { w, x, residual, spec, .. } => {
+            Launch::Gemv {
+                w,
+                x,
+                residual,
+                spec,
+                ..
+            } => {
                 let x = self.read(x, layer)?;
-                let r = residual.as_deref().map(|r| self.read(r, layer)).transpose()?;
+                let r = residual
+                    .as_deref()
+                    .map(|r| self.read(r, layer))
+                    .transpose()?;
                 let w = self.weight(w, layer)?;
                 gemv(device, spec, w.bits(), &x, r.as_deref()).map_err(k)?
             }
-            Launch::GemvSwiglu { x, norm, gate, up, eps, spec, .. } => {
+            Launch::GemvSwiglu {
+                x,
+                norm,
+                gate,
+                up,
+                eps,
+                spec,
+                ..
+            } => {
                 let x = self.read(x, layer)?;
                 let norm = self.read(norm, layer)?;
                 let (g, u) = (self.weight(gate, layer)?, self.weight(up, layer)?);
                 gemv_swiglu(device, spec, *eps as f32, &x, &norm, g.bits(), u.bits()).map_err(k)?
             }
-            Launch::Rmsnorm { x, weight, eps, spec, .. } => {
+            Launch::Rmsnorm {
+                x,
+                weight,
+                eps,
+                spec,
+                ..
+            } => {
                 let x = self.read(x, layer)?;
                 let w = weight.as_deref().map(|w| self.read(w, layer)).transpose()?;
                 rms_norm(device, spec, *eps as f32, &x, w.as_deref()).map_err(k)?
             }
-            Launch::QkRmsnorm { x, weight, eps, spec, .. } => {
+            Launch::QkRmsnorm {
+                x,
+                weight,
+                eps,
+                spec,
+                ..
+            } => {
                 let x = self.read(x, layer)?;
                 let w = self.read(weight, layer)?;
                 qk_rms_norm(device, spec, *eps as f32, &x, &w).map_err(k)?
@@ -318,11 +388,23 @@ impl<'s, 'w> Run<'s, 'w> {
                 let x = self.read(x, layer)?;
                 softmax(device, spec, &x).map_err(k)?
             }
-            Launch::FlashAttention { q, k: key, v, spec, .. } => {
-                let (q, kk, v) = (self.read(q, layer)?, self.read(key, layer)?, self.read(v, layer)?);
+            Launch::FlashAttention {
+                q, k: key, v, spec, ..
+            } => {
+                let (q, kk, v) = (
+                    self.read(q, layer)?,
+                    self.read(key, layer)?,
+                    self.read(v, layer)?,
+                );
                 flash_attention(device, spec, &q, &kk, &v).map_err(k)?
             }
-            Launch::LmHeadGemv { w, x, out, spec, part } => {
+            Launch::LmHeadGemv {
+                w,
+                x,
+                out,
+                spec,
+                part,
+            } => {
                 let x = self.read(x, layer)?;
                 let w = self.weight(w, layer)?;
                 let mut logits = self.take(out)?;
@@ -336,9 +418,12 @@ impl<'s, 'w> Run<'s, 'w> {
 
     fn host(&mut self, op: &HostOp, layer: usize, ids: &[u32]) -> Result<(), ExecError> {
         match op {
-            HostOp::Embed { table, out, hidden, .. } => {
+            HostOp::Embed {
+                table, out, hidden, ..
+            } => {
                 let table = self.weight(table, layer)?;
-                let rows = embedding(table.bits(), *hidden, ids).map_err(|source| ExecError::Kernel { layer, source })?;
+                let rows = embedding(table.bits(), *hidden, ids)
+                    .map_err(|source| ExecError::Kernel { layer, source })?;
                 self.put(out, rows);
             }
             HostOp::KvStore { k, v, kv_width, .. } => {
@@ -347,7 +432,13 @@ impl<'s, 'w> Run<'s, 'w> {
                 self.session.keys[layer].extend_from_slice(&keys[..n]);
                 self.session.values[layer].extend_from_slice(&values[..n]);
             }
-            HostOp::DecodeAttention { q, out, heads, kv_heads, head_dim } => {
+            HostOp::DecodeAttention {
+                q,
+                out,
+                heads,
+                kv_heads,
+                head_dim,
+            } => {
                 let q = self.read(q, layer)?;
                 let positions = self.base + 1;
                 let result = decode_attention(
@@ -359,23 +450,55 @@ impl<'s, 'w> Run<'s, 'w> {
                 );
                 self.put(out, result);
             }
-            HostOp::Transpose { from, to, rows, heads, head_dim, to_layout } => {
+            HostOp::Transpose {
+                from,
+                to,
+                rows,
+                heads,
+                head_dim,
+                to_layout,
+            } => {
                 let x = self.read(from, layer)?;
                 self.put(to, transpose(&x, *rows, *heads, *head_dim, *to_layout));
             }
-            HostOp::BiasAdd { x, bias, heads, head_dim, lut, .. } => {
+            HostOp::BiasAdd {
+                x,
+                bias,
+                heads,
+                head_dim,
+                lut,
+                ..
+            } => {
                 let bias = self.read(bias, layer)?;
                 let lut = lut.as_deref().map(|l| self.weight(l, layer)).transpose()?;
                 let base = self.base;
                 let data = self.activation(x)?;
-                add_bias(data, &bias, *heads * *head_dim, *head_dim, lut.as_ref().map(|l| l.bits()), base);
+                add_bias(
+                    data,
+                    &bias,
+                    *heads * *head_dim,
+                    *head_dim,
+                    lut.as_ref().map(|l| l.bits()),
+                    base,
+                );
             }
             HostOp::Add { a, b, out, .. } => {
                 let (a, b) = (self.read(a, layer)?, self.read(b, layer)?);
-                let sum = a.iter().zip(&b).map(|(&x, &y)| bf16::from_f32(bf16::to_f32(x) + bf16::to_f32(y))).collect();
+                let sum = a
+                    .iter()
+                    .zip(&b)
+                    .map(|(&x, &y)| bf16::from_f32(bf16::to_f32(x) + bf16::to_f32(y)))
+                    .collect();
                 self.put(out, sum);
             }
-            HostOp::RmsNorm { x, weight, out, cols, eps, last_row } => {
+            HostOp::RmsNorm {
+                x,
+                weight,
+                out,
+                cols,
+                eps,
+                last_row,
+            } => {
                 let x = self.read(x, layer)?;
                 let weight = self.read(weight, layer)?;
                 let row = if *last_row { self.rows - 1 } else { 0 };
@@ -386,13 +509,21 @@ impl<'s, 'w> Run<'s, 'w> {
             }
             HostOp::SiluMul { gate, up, out, .. } => {
                 let (g, u) = (self.read(gate, layer)?, self.read(up, layer)?);
-                let act = g.iter().zip(&u).map(|(&g, &u)| bf16::from_f32(blocks::silu(bf16::to_f32(g)) * bf16::to_f32(u))).collect();
+                let act = g
+                    .iter()
+                    .zip(&u)
+                    .map(|(&g, &u)| bf16::from_f32(blocks::silu(bf16::to_f32(g)) * bf16::to_f32(u)))
+                    .collect();
                 self.put(out, act);
             }
             HostOp::Matvec { w, x, out, k, .. } => {
                 let x32 = bf16::to_f32_vec(&self.read(x, layer)?);
                 let w = self.weight(w, layer)?;
-                let y = w.bits().chunks(*k).map(|row| bf16::from_f32(bf16::dot_bf16_f32(row, &x32))).collect();
+                let y = w
+                    .bits()
+                    .chunks(*k)
+                    .map(|row| bf16::from_f32(bf16::dot_bf16_f32(row, &x32)))
+                    .collect();
                 self.put(out, y);
             }
             HostOp::Scheduling { .. } => {}
@@ -413,7 +544,11 @@ impl<'s, 'w> Run<'s, 'w> {
         while let Some(buffer) = self.plan.buffers.get(&format!("logits.{part}")) {
             let width = buffer.elements / self.plan.seq_len;
             let data = self.activation(&format!("logits.{part}"))?;
-            logits.extend(data[row * width..(row + 1) * width].iter().map(|&b| bf16::to_f32(b)));
+            logits.extend(
+                data[row * width..(row + 1) * width]
+                    .iter()
+                    .map(|&b| bf16::to_f32(b)),
+            );
             part += 1;
         }
         logits.truncate(vocab);
@@ -421,34 +556,68 @@ impl<'s, 'w> Run<'s, 'w> {
     }
 }
 
-/// Applies a weight buffer's setup transforms; a lone `Transpose` is a
-/// layout tag, read in place.
+/// Applies a weight buffer's setup transforms without copying what it can
+/// borrow: `Transpose` is a layout tag read in place, `Rows` a view of the
+/// real rows (the zero padding past the tensor is never read).
 fn materialize<'w>(
     buffer: &str,
     bits: &'w [u16],
     mut cols: usize,
     transforms: &[Transform],
 ) -> Result<WeightData<'w>, ExecError> {
-    let needs_copy = transforms.iter().any(|t| !matches!(t, Transform::Transpose));
-    if !needs_copy {
-        return Ok(WeightData::Borrowed(bits));
-    }
-    let mut data = bits.to_vec();
+    let mut data = WeightData::Borrowed(bits);
     for t in transforms {
         match *t {
             Transform::Transpose => {}
-            Transform::PadHeads { axis, heads, padded_heads, kv_heads, head_dim } => {
-                (data, cols) = pad_heads(&data, cols, axis, heads, padded_heads, kv_heads, head_dim)
-                    .ok_or_else(|| ExecError::Transform { buffer: buffer.to_string(), message: format!("cannot pad {heads} heads to {padded_heads} over {kv_heads} KV heads") })?;
+            Transform::Rows { start, rows, .. } => {
+                let end = (start + rows) * cols;
+                data = match data {
+                    WeightData::Borrowed(b) if end <= b.len() => {
+                        WeightData::Borrowed(&b[start * cols..end])
+                    }
+                    other => {
+                        let b = other.bits();
+                        let slice =
+                            b.get(start * cols..end)
+                                .ok_or_else(|| ExecError::Transform {
+                                    buffer: buffer.to_string(),
+                                    message: format!(
+                                        "rows {start}..{} beyond the tensor",
+                                        start + rows
+                                    ),
+                                })?;
+                        WeightData::Owned(Arc::new(slice.to_vec()))
+                    }
+                };
             }
-            Transform::Rows { start, rows, padded_rows } => {
-                let mut out = vec![0u16; padded_rows * cols];
-                out[..rows * cols].copy_from_slice(&data[start * cols..(start + rows) * cols]);
-                data = out;
+            Transform::PadHeads {
+                axis,
+                heads,
+                padded_heads,
+                kv_heads,
+                head_dim,
+            } => {
+                let (padded, new_cols) = pad_heads(
+                    data.bits(),
+                    cols,
+                    axis,
+                    heads,
+                    padded_heads,
+                    kv_heads,
+                    head_dim,
+                )
+                .ok_or_else(|| ExecError::Transform {
+                    buffer: buffer.to_string(),
+                    message: format!(
+                        "cannot pad {heads} heads to {padded_heads} over {kv_heads} KV heads"
+                    ),
+                })?;
+                data = WeightData::Owned(Arc::new(padded));
+                cols = new_cols;
             }
         }
     }
-    Ok(WeightData::Owned(Arc::new(data)))
+    Ok(data)
 }
 
 /// Inserts zero phantom heads after the real heads of each KV group, along
@@ -516,7 +685,14 @@ fn transpose(x: &[u16], rows: usize, heads: usize, d: usize, to: QkvLayout) -> V
 
 /// Adds a bias to every row; with a RoPE table the bias is rotated to each
 /// row's position first (RoPE(x + b) = RoPE(x) + RoPE(b)).
-fn add_bias(x: &mut [u16], bias: &[u16], width: usize, head_dim: usize, lut: Option<&[u16]>, base: usize) {
+fn add_bias(
+    x: &mut [u16],
+    bias: &[u16],
+    width: usize,
+    head_dim: usize,
+    lut: Option<&[u16]>,
+    base: usize,
+) {
     let half = head_dim / 2;
     for (r, row) in x.chunks_mut(width).enumerate() {
         for (h, head) in row.chunks_mut(head_dim).enumerate() {
@@ -525,9 +701,17 @@ fn add_bias(x: &mut [u16], bias: &[u16], width: usize, head_dim: usize, lut: Opt
                 let value = match lut {
                     Some(lut) => {
                         let table = &lut[(base + r) * head_dim..][..head_dim];
-                        let (c, s) = (bf16::to_f32(table[i % half]), bf16::to_f32(table[half + i % half]));
-                        let (b0, b1) = (bf16::to_f32(b[i % half]), bf16::to_f32(b[half + i % half]));
-                        if i < half { b0 * c - b1 * s } else { b1 * c + b0 * s }
+                        let (c, s) = (
+                            bf16::to_f32(table[i % half]),
+                            bf16::to_f32(table[half + i % half]),
+                        );
+                        let (b0, b1) =
+                            (bf16::to_f32(b[i % half]), bf16::to_f32(b[half + i % half]));
+                        if i < half {
+                            b0 * c - b1 * s
+                        } else {
+                            b1 * c + b0 * s
+                        }
                     }
                     None => bf16::to_f32(b[i]),
                 };
@@ -538,7 +722,13 @@ fn add_bias(x: &mut [u16], bias: &[u16], width: usize, head_dim: usize, lut: Opt
 }
 
 /// One query per head over the cached positions, in f32 (host numpy-like).
-fn decode_attention(q: &[u16], keys: &[u16], values: &[u16], positions: usize, dims: (usize, usize, usize)) -> Vec<u16> {
+fn decode_attention(
+    q: &[u16],
+    keys: &[u16],
+    values: &[u16],
+    positions: usize,
+    dims: (usize, usize, usize),
+) -> Vec<u16> {
     let (heads, kv_heads, d) = dims;
     let kv_dim = kv_heads * d;
     let group = heads / kv_heads.max(1);

@@ -73,7 +73,9 @@ struct Sums {
 pub fn roofline(timing: &Timing, params: &Params, note: &str) -> Roofline {
     let mut sums: BTreeMap<Kernel, Sums> = BTreeMap::new();
     for step in &timing.steps {
-        let StepTiming::Call(call) = step else { continue };
+        let StepTiming::Call(call) = step else {
+            continue;
+        };
         for launch in &call.launches {
             let r = call.repeats;
             let s = sums.entry(launch.kernel).or_default();
@@ -96,14 +98,30 @@ pub fn roofline(timing: &Timing, params: &Params, note: &str) -> Roofline {
             flops: s.flops,
             dram_bytes: s.bytes,
             achieved_gflops: s.flops / s.seconds / 1e9,
-            peak_gflops: if s.body > 0.0 { s.peak_time / s.body / 1e9 } else { 0.0 },
+            peak_gflops: if s.body > 0.0 {
+                s.peak_time / s.body / 1e9
+            } else {
+                0.0
+            },
             achieved_gbps: s.bytes / s.seconds / 1e9,
             peak_gbps: params.dram_bytes_per_s / 1e9,
-            bound: if s.compute_time >= s.data_time { Bound::Compute } else { Bound::Memory },
+            bound: if s.compute_time >= s.data_time {
+                Bound::Compute
+            } else {
+                Bound::Memory
+            },
         })
         .collect();
-    rows.sort_by(|a, b| b.seconds.total_cmp(&a.seconds).then(a.kernel.cmp(&b.kernel)));
-    Roofline { model: timing.model.clone(), rows, note: note.to_string() }
+    rows.sort_by(|a, b| {
+        b.seconds
+            .total_cmp(&a.seconds)
+            .then(a.kernel.cmp(&b.kernel))
+    });
+    Roofline {
+        model: timing.model.clone(),
+        rows,
+        note: note.to_string(),
+    }
 }
 
 impl fmt::Display for Roofline {

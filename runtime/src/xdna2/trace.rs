@@ -98,7 +98,11 @@ impl Timeline {
 
 /// The timeline of `runs` (name, timing) played one after another.
 pub fn chrome_trace(runs: &[(&str, &Timing)], calibration_note: &str) -> Value {
-    let mut timeline = Timeline { events: Vec::new(), tracks: BTreeMap::new(), clock: 0.0 };
+    let mut timeline = Timeline {
+        events: Vec::new(),
+        tracks: BTreeMap::new(),
+        clock: 0.0,
+    };
     for (name, timing) in runs {
         timeline.run(timing, name);
     }
