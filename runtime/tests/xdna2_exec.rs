@@ -232,3 +232,64 @@ fn phantom_heads_pad_a_non_aligned_model_exactly() {
     let c = cosine(&npu, &expected.logits.data);
     assert!(c >= 0.99, "padded model logits cosine {c}");
 }
+
+/// Phase-1 validation of every launch of a fixture's plans passes, and the
+/// silent-corruption tiling comes back with mismatches (it is not refused).
+#[test]
+fn phase_one_validation_sees_the_silent_corruption() {
+    use skillc_runtime::xdna2::validate::validate_launch;
+    let model = Model::load(&fixture("qwen3-tiny"), None).expect("fixture loads");
+    let device = Device::npu2();
+    for phase in [Phase::Prefill, Phase::Decode] {
+        let plan = plan_for(
+            "qwen3-tiny",
+            &model.arch,
+            &device,
+            phase,
+            SEQ,
+            &PlanOptions::reference(),
+        )
+        .expect("plan");
+        for (_, call) in plan.calls() {
+            for launch in &call.launches {
+                let v = validate_launch(&device, launch, 3).expect("places");
+                assert!(
+                    v.passed(),
+                    "{} {}: {:?}",
+                    v.kernel.name(),
+                    v.shape,
+                    v.comparison
+                );
+            }
+        }
+    }
+    let spec = skillc_runtime::xdna2::kernels::GemmSpec {
+        n: 896,
+        ..skillc_runtime::xdna2::kernels::GemmSpec::select(
+            &device,
+            256,
+            896,
+            896,
+            Default::default(),
+            Default::default(),
+        )
+    };
+    let mut corrupt = spec;
+    corrupt.tile.tile_n = 128;
+    assert_eq!(
+        (spec.unwritten_columns(), corrupt.unwritten_columns()),
+        (0, 384)
+    );
+    let launch = |spec| Launch::Gemm {
+        a: "a".into(),
+        b: "b".into(),
+        out: "c".into(),
+        spec,
+    };
+    assert!(validate_launch(&device, &launch(spec), 1)
+        .expect("runs")
+        .passed());
+    let v = validate_launch(&device, &launch(corrupt), 1)
+        .expect("runs: the hardware does not refuse it");
+    assert!(v.comparison.mismatches > 0, "{v:?}");
+}
