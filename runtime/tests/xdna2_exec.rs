@@ -124,30 +124,30 @@ fn smollm2_tiny_runs_on_the_emulator() {
     run_fixture("smollm2-tiny");
 }
 
+/// Host traffic, merging and the activation layout change time, not values.
 #[test]
-fn ablation_cells_give_bit_identical_logits() {
+fn ablation_cells_and_the_naive_plan_give_bit_identical_logits() {
     let name = "llama32-tiny";
     let model = Model::load(&fixture(name), None).expect("fixture loads");
     let device = Device::npu2();
     let tokens = prompt(name);
-    let logits: Vec<Vec<f32>> = ['a', 'd']
-        .into_iter()
-        .map(|cell| {
-            let plan = plan_for(
-                name,
-                &model.arch,
-                &device,
-                Phase::Prefill,
-                SEQ,
-                &ablation_options(cell),
-            )
-            .expect("plan");
+    let options = [
+        ablation_options('a'),
+        ablation_options('d'),
+        PlanOptions::naive(),
+    ];
+    let logits: Vec<Vec<f32>> = options
+        .iter()
+        .map(|options| {
+            let plan =
+                plan_for(name, &model.arch, &device, Phase::Prefill, SEQ, options).expect("plan");
             Session::new(&model.arch, &model.weights, &device)
                 .prefill(&plan, &tokens)
                 .expect("runs")
         })
         .collect();
     assert_eq!(logits[0], logits[1]);
+    assert_eq!(logits[0], logits[2]);
 }
 
 #[test]

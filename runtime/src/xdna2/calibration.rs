@@ -690,12 +690,14 @@ pub struct PlanFile {
 /// The ablation cell's options: A naive, B + weight buffers, C + shared
 /// intermediate buffers, D + merged launches (calibration §8). The decode
 /// cascade is off in every cell (the ablation's o_gemv_ffn has 8 launches);
-/// omit_pingpong is on in every cell, as it was before the ablation.
+/// omit_pingpong and the seq-first layout are on in every cell, as they were
+/// before the ablation (its cells are bit-identical).
 pub fn ablation_options(cell: char) -> PlanOptions {
     let reference = PlanOptions::reference();
     let mut o = PlanOptions {
         cascade_ffn: false,
         omit_pingpong: true,
+        layout: reference.layout,
         ..PlanOptions::naive()
     };
     if cell >= 'b' {

@@ -244,7 +244,6 @@ pub fn time_standalone(launch: &Launch, device: &Device, params: &Params) -> f64
 /// Modeled cost of a launch; `in_call` applies the multi-launch ELF factor.
 pub fn time_launch(launch: &Launch, device: &Device, params: &Params, in_call: bool) -> LaunchCost {
     let p = params;
-    let clock = device.clock_hz;
     let dram = p.dram_bytes_per_s;
     let mut cost = match launch {
         Launch::Gemm { spec, .. } => gemm_cost(spec, device, p),
@@ -267,7 +266,7 @@ pub fn time_launch(launch: &Launch, device: &Device, params: &Params, in_call: b
                 bytes,
                 spec.herd.tiles(),
                 p.rmsnorm_cycles_per_element,
-                clock,
+                device,
                 dram,
             )
         }
@@ -279,7 +278,7 @@ pub fn time_launch(launch: &Launch, device: &Device, params: &Params, in_call: b
                 bytes,
                 spec.herd.tiles(),
                 p.rope_cycles_per_element,
-                clock,
+                device,
                 dram,
             )
         }
@@ -290,7 +289,7 @@ pub fn time_launch(launch: &Launch, device: &Device, params: &Params, in_call: b
                 3.0 * n * 2.0,
                 spec.herd.tiles(),
                 p.add_cycles_per_element,
-                clock,
+                device,
                 dram,
             )
         }
@@ -301,7 +300,7 @@ pub fn time_launch(launch: &Launch, device: &Device, params: &Params, in_call: b
                 3.0 * n * 2.0,
                 spec.herd.tiles(),
                 p.silu_mul_cycles_per_element,
-                clock,
+                device,
                 dram,
             )
         }
@@ -373,7 +372,9 @@ fn gemv_cost(spec: &GemvSpec, matrices: usize, device: &Device, p: &Params) -> L
     let mut cost = blank(tiles, flops, bytes, peak);
     cost.compute_s = flops / peak;
     let stream = weights / (spec.herd.cols() as f64 * rows * per_tile);
-    cost.data_s = stream.max(bytes / p.dram_bytes_per_s);
+    // Each column's weights arrive over one channel.
+    let channel = weights / (spec.herd.cols() as f64 * device.channel_bytes_per_s());
+    cost.data_s = stream.max(channel).max(bytes / p.dram_bytes_per_s);
     cost
 }
 
@@ -401,18 +402,23 @@ fn flash_cost(spec: &FlashAttentionSpec, device: &Device, p: &Params) -> LaunchC
 }
 
 /// Streaming vector kernels: each tile streams its elements at a fitted
-/// cycles-per-element rate (DMA-bound, calibration §3), capped by DRAM.
+/// cycles-per-element rate (DMA-bound, calibration §3), capped by its DMA
+/// channels and by DRAM.
 fn vector_cost(
     elements: f64,
     bytes: f64,
     tiles: usize,
     cycles_per_element: f64,
-    clock: f64,
+    device: &Device,
     dram: f64,
 ) -> LaunchCost {
     let mut cost = blank(tiles, 0.0, bytes, 0.0);
-    let stream = elements * cycles_per_element / (tiles.max(1) as f64 * clock);
-    cost.data_s = stream.max(bytes / dram);
+    let tiles = tiles.max(1) as f64;
+    let stream = elements * cycles_per_element / (tiles * device.clock_hz);
+    // Never faster than the tiles' in and out channels carry the bytes.
+    let channels = (device.compute_tile.dma_in + device.compute_tile.dma_out) as f64;
+    let dma = bytes / (tiles * channels * device.channel_bytes_per_s());
+    cost.data_s = stream.max(dma).max(bytes / dram);
     cost
 }
 

@@ -90,7 +90,8 @@ impl PlanOptions {
     }
 
     /// Everything a deployment can run without optimizing: one call per
-    /// launch, every buffer written per call, activations through the host.
+    /// launch, every buffer written per call, activations through the host,
+    /// attention head-first behind host transposes.
     pub fn naive() -> Self {
         PlanOptions {
             merge_launches: false,
@@ -99,6 +100,7 @@ impl PlanOptions {
             shared_intermediates: false,
             cascade_ffn: false,
             omit_pingpong: false,
+            layout: QkvLayout::HeadFirst,
             ..Self::reference()
         }
     }
