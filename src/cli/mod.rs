@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod bench;
+pub mod calibrate;
 pub mod check;
 pub mod graph;
 pub mod reference;
@@ -29,19 +30,22 @@ pub enum Command {
     Check(check::Args),
     /// Print the action/lesson graph of a trajectory as Graphviz DOT or JSON.
     Graph(graph::Args),
+    /// Run the CPU f32 reference on a model directory; check it against reference.safetensors when present.
+    Reference(reference::Args),
+    /// Compare the XDNA 2 cost model with the reference system's measurements (--fit refits it).
+    Calibrate(calibrate::Args),
     /// Benchmarks that print a table (parse, build, oracle, emulator, deploy).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
-    /// Run the CPU f32 reference on a model directory; check it against reference.safetensors when present.
-    Reference(reference::Args),
 }
 
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Check(args) => check::run(args),
         Command::Graph(args) => graph::run(args),
-        Command::Bench(cmd) => bench::run(cmd),
         Command::Reference(args) => reference::run(args),
+        Command::Calibrate(args) => calibrate::run(args),
+        Command::Bench(cmd) => bench::run(cmd),
     }
 }
 
