@@ -63,6 +63,28 @@ pub struct Phase {
     /// Ids of lessons that guard this phase's steps.
     pub lessons: Vec<String>,
     pub targets: Vec<Target>,
+    /// Actions the trajectory tried in this phase and abandoned; kept so that a run
+    /// does not repeat them. Absent in bundles written before the field existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dead_ends: Vec<DeadEnd>,
+}
+
+/// An abandoned action: reverted, superseded, or failed with no recorded fix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeadEnd {
+    /// Stable within the bundle, like step ids.
+    pub id: String,
+    pub op: String,
+    pub params: BTreeMap<String, Value>,
+    /// `reverted by <entry>`, `superseded by <step>` or `failed`.
+    pub outcome: String,
+    /// Checks that failed after the action, in trajectory notation.
+    pub failed_checks: Vec<String>,
+    /// Notes and decisions explaining why it was abandoned.
+    pub reasons: Vec<String>,
+    /// The debugging skill that keeps it.
+    pub skill: String,
+    pub provenance: Vec<Provenance>,
 }
 
 /// One executable action on the effective path.
