@@ -7,5 +7,7 @@
 //! `bundle.json`. `cli` is the only place that renders diagnostics.
 
 pub mod cli;
+pub mod diag;
 pub mod distill;
 pub mod emit;
+pub mod syntax;
