@@ -10,4 +10,5 @@ pub mod cli;
 pub mod diag;
 pub mod distill;
 pub mod emit;
+pub mod graph;
 pub mod syntax;
