@@ -76,8 +76,10 @@ pub struct DeadEnd {
     pub id: String,
     pub op: String,
     pub params: BTreeMap<String, Value>,
-    /// `reverted by <entry>`, `superseded by <step>` or `failed`.
+    /// `reverted by <entry>`, `superseded by <entry>` or `failed`.
     pub outcome: String,
+    /// The failed check as a pattern the executor can match, when it had a threshold.
+    pub symptom: Option<Symptom>,
     /// Checks that failed after the action, in trajectory notation.
     pub failed_checks: Vec<String>,
     /// Notes and decisions explaining why it was abandoned.
@@ -193,6 +195,10 @@ pub struct Lesson {
     pub symptom: Symptom,
     pub cause: String,
     pub fix: Remedy,
+    /// Further remedies, applied in order after `fix` (a lesson may have several
+    /// `fix` clauses). Absent in bundles written before the field existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub then: Vec<Remedy>,
     /// Phases where the lesson applies.
     pub phases: Vec<u8>,
     /// The skill set it belongs to, e.g. `debug-gemm-silent-corruption`.

@@ -7,7 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use skillc_runtime::bundle::{Baseline, Comparison, LessonKind, Provenance, Remedy, Symptom, Value};
+use skillc_runtime::bundle::{
+    Baseline, Comparison, LessonKind, Provenance, Remedy, Symptom, Value,
+};
 
 /// A whole bundle: eight phases, the lessons they refer to and the cross-phase
 /// optimization and debugging skills.
@@ -73,8 +75,6 @@ pub struct StepIr {
 pub enum FigureSource {
     Measured,
     Modeled,
-    /// The trajectory does not say.
-    Unstated,
 }
 
 impl FigureSource {
@@ -82,7 +82,6 @@ impl FigureSource {
         match self {
             FigureSource::Measured => "measured",
             FigureSource::Modeled => "modeled",
-            FigureSource::Unstated => "unstated",
         }
     }
 }
@@ -131,11 +130,16 @@ pub struct LessonIr {
     pub kind: LessonKind,
     pub origin: LessonOrigin,
     pub title: String,
+    /// The machine-matchable symptom (its first predicate only: the bundle holds one).
     pub symptom: Symptom,
+    /// The whole symptom in trajectory notation, every predicate included.
+    pub symptom_line: String,
     pub cause: String,
     /// The cause as an executable condition, in trajectory notation.
     pub cause_condition: Option<String>,
     pub fix: Remedy,
+    /// Further fix clauses, applied in order after `fix`.
+    pub then: Vec<Remedy>,
     /// Phases where the lesson applies, sorted.
     pub phases: Vec<u8>,
     /// The skill it belongs to (`opt-…` / `debug-…`).
@@ -157,6 +161,9 @@ pub struct DeadEndIr {
     pub op: String,
     pub params: BTreeMap<String, Value>,
     pub outcome: DeadEndOutcome,
+    /// The first failed check as a machine-matchable symptom (the comparison that
+    /// held instead of the threshold), when a check with a threshold failed.
+    pub symptom: Option<Symptom>,
     /// Checks that failed after the action, in trajectory notation.
     pub failed_checks: Vec<String>,
     /// Notes and decisions explaining why it was abandoned.
@@ -182,7 +189,12 @@ pub struct SkillSetIr {
     pub name: String,
     pub kind: LessonKind,
     pub description: String,
+    /// The whole trigger as one line (what `bundle.json` carries).
     pub trigger: String,
+    /// Failure patterns in trajectory notation, any of which calls for the skill.
+    pub trigger_patterns: Vec<String>,
+    /// When the skill applies besides the patterns (optimization skills), or empty.
+    pub trigger_note: String,
     pub hypotheses: Vec<HypothesisIr>,
     /// Steps of the effective path that apply the technique (optimization skills).
     pub applied_steps: Vec<String>,

@@ -101,6 +101,7 @@ fn phase(p: &PhaseIr) -> Phase {
                     DeadEndOutcome::Superseded { by } => format!("superseded by {by}"),
                     DeadEndOutcome::Failed => "failed".to_string(),
                 },
+                symptom: d.symptom.clone(),
                 failed_checks: d.failed_checks.clone(),
                 reasons: d.reasons.clone(),
                 skill: d.skill.clone(),
@@ -149,6 +150,7 @@ fn lesson(l: &LessonIr) -> Lesson {
         symptom: l.symptom.clone(),
         cause,
         fix: l.fix.clone(),
+        then: l.then.clone(),
         phases: l.phases.clone(),
         skill: l.skill.clone(),
         evidence_count: l.evidence_count,
@@ -164,4 +166,3 @@ pub fn to_json(bundle: &Bundle) -> Result<String, serde_json::Error> {
     text.push('\n');
     Ok(text)
 }
-

@@ -105,7 +105,10 @@ pub fn report(differences: &[Difference], lines_per_file: usize, max_files: usiz
                 let text = diff
                     .unified_diff()
                     .context_radius(2)
-                    .header(&format!("a/{path} (on disk)"), &format!("b/{path} (from sources)"))
+                    .header(
+                        &format!("a/{path} (on disk)"),
+                        &format!("b/{path} (from sources)"),
+                    )
                     .to_string();
                 let lines: Vec<&str> = text.lines().collect();
                 for line in lines.iter().take(lines_per_file) {

@@ -143,11 +143,17 @@ mod tests {
 
     #[test]
     fn names_are_slugs_within_the_limit() {
-        assert_eq!(skill_name("Validate-Kernel: GEMM__tile"), "validate-kernel-gemm-tile");
+        assert_eq!(
+            skill_name("Validate-Kernel: GEMM__tile"),
+            "validate-kernel-gemm-tile"
+        );
         assert_eq!(skill_name("--x--"), "x");
         assert_eq!(skill_name("ü"), "unnamed");
         let long = skill_name(&"abcdefghij-".repeat(10));
-        assert!(long.len() <= NAME_MAX_CHARS && !long.ends_with('-'), "{long}");
+        assert!(
+            long.len() <= NAME_MAX_CHARS && !long.ends_with('-'),
+            "{long}"
+        );
     }
 
     #[test]

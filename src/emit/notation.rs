@@ -183,7 +183,8 @@ pub fn symptom(s: &Symptom) -> String {
         if !out.is_empty() {
             out.push_str(" with ");
         }
-        out.push_str(&format!("{metric} {} {}", cmp.symbol(), number(v)));
+        let unit = ops::metric_spec(metric).map_or("", |m| m.canonical_unit);
+        out.push_str(&format!("{metric} {} {}", cmp.symbol(), quantity(v, unit)));
     }
     out
 }

@@ -18,6 +18,7 @@ use super::views::{self, Index, PageView, SectionView};
 use super::EmitError;
 use crate::distill::catalog::{self, ENTRY_SKILL};
 use crate::distill::ir::{PhaseIr, SkillIr, SkillSetIr};
+use crate::distill::skills::count;
 
 /// The spec's limit on SKILL.md body length.
 pub const BODY_MAX_LINES: usize = 500;
@@ -39,7 +40,10 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("sources", include_str!("templates/sources.md.hbs")),
     ("rules", include_str!("templates/rules.md.hbs")),
     ("no-fit", include_str!("templates/no-fit.md.hbs")),
-    ("opt-criteria", include_str!("templates/opt-criteria.md.hbs")),
+    (
+        "opt-criteria",
+        include_str!("templates/opt-criteria.md.hbs"),
+    ),
     ("bundle-note", include_str!("templates/bundle-note.md.hbs")),
 ];
 
@@ -227,7 +231,10 @@ pub fn phase_page(t: &Templates, ir: &SkillIr, phase: &PhaseIr) -> Result<SkillD
         Draft::new(
             "Exit gates",
             "exit-gates",
-            t.render("gates", &json!({ "gates": views::gates(&phase.exit_gates) }))?,
+            t.render(
+                "gates",
+                &json!({ "gates": views::gates(&phase.exit_gates) }),
+            )?,
             50,
         ),
     ];
@@ -243,7 +250,10 @@ pub fn phase_page(t: &Templates, ir: &SkillIr, phase: &PhaseIr) -> Result<SkillD
         drafts.push(Draft::new(
             "Targets",
             "targets",
-            t.render("targets", &json!({ "targets": views::targets(&phase.targets) }))?,
+            t.render(
+                "targets",
+                &json!({ "targets": views::targets(&phase.targets) }),
+            )?,
             40,
         ));
     }
@@ -304,7 +314,11 @@ fn phase_references(t: &Templates, ir: &SkillIr, phase: &PhaseIr) -> Result<Stri
     skills.extend(
         ir.skills
             .iter()
-            .filter(|s| s.applied_steps.iter().any(|id| step_ids.contains(id.as_str())))
+            .filter(|s| {
+                s.applied_steps
+                    .iter()
+                    .any(|id| step_ids.contains(id.as_str()))
+            })
             .map(|s| s.name.as_str()),
     );
     let mut lines = vec![format!(
@@ -497,29 +511,46 @@ pub fn skill_page(
             front_matter,
             title,
             intro: vec![format!(
-                "Part of {}, distilled from trajectory {}; {} hypotheses, {} evidence entries.",
+                "Part of {}, distilled from trajectory {}; {}, {}.",
                 views::skill_link(ENTRY_SKILL),
                 source_names(ir),
-                skill.hypotheses.len(),
-                skill.evidence_count
+                count(skill.hypotheses.len(), "hypothesis", "hypotheses"),
+                count(
+                    skill.evidence_count as usize,
+                    "evidence entry",
+                    "evidence entries"
+                ),
             )],
             drafts,
         },
     )
 }
 
-/// The trigger, plus what the runtime's vocabulary says about an optimization's
-/// operation.
+/// The trigger patterns as a list, the note, and what the runtime's vocabulary says
+/// about an optimization's operation.
 fn trigger(skill: &SkillSetIr) -> String {
-    let mut text = literal(&skill.trigger, 0);
-    if skill.kind == LessonKind::Optimization {
-        let op = skill
-            .name
-            .strip_prefix(catalog::OPT_PREFIX)
-            .and_then(ops::operation);
-        if let Some(op) = op {
-            text.push_str(&format!("\n\nThe operation {}: {}.", code_span(op.name), op.doc));
-        }
+    let mut paragraphs = Vec::new();
+    if !skill.trigger_patterns.is_empty() {
+        let intro = match skill.kind {
+            LessonKind::Debugging => "Use this skill when one of these checks fails (trajectory notation):",
+            LessonKind::Optimization => "Apply it when one of these shows (trajectory notation):",
+        };
+        let items: Vec<String> = skill
+            .trigger_patterns
+            .iter()
+            .map(|pattern| format!("- {}", literal(pattern, 2)))
+            .collect();
+        paragraphs.push(format!("{intro}\n\n{}", items.join("\n")));
     }
-    text
+    if !skill.trigger_note.is_empty() {
+        paragraphs.push(format!("Apply it when {}.", skill.trigger_note));
+    }
+    let op = (skill.kind == LessonKind::Optimization)
+        .then(|| skill.name.strip_prefix(catalog::OPT_PREFIX))
+        .flatten()
+        .and_then(ops::operation);
+    if let Some(op) = op {
+        paragraphs.push(format!("The operation {}: {}.", code_span(op.name), op.doc));
+    }
+    paragraphs.join("\n\n")
 }

@@ -136,7 +136,12 @@ fn field(name: &str, old: &str, new: &str, parts: &mut Vec<String>) {
 
 /// `prefix: part; part` with `provenance`, or nothing when no part changed.
 fn changed(prefix: String, parts: Vec<String>, provenance: &[Provenance]) -> Option<Described> {
-    (!parts.is_empty()).then(|| (format!("{prefix}: {}", parts.join("; ")), provenance.to_vec()))
+    (!parts.is_empty()).then(|| {
+        (
+            format!("{prefix}: {}", parts.join("; ")),
+            provenance.to_vec(),
+        )
+    })
 }
 
 pub fn diff(old: &Bundle, new: &Bundle) -> SemanticDiff {
@@ -144,7 +149,12 @@ pub fn diff(old: &Bundle, new: &Bundle) -> SemanticDiff {
 
     let mut header = Vec::new();
     let mut parts = Vec::new();
-    field("schema", &old.schema_version, &new.schema_version, &mut parts);
+    field(
+        "schema",
+        &old.schema_version,
+        &new.schema_version,
+        &mut parts,
+    );
     field("name", &old.name, &new.name, &mut parts);
     if !parts.is_empty() {
         header.push(Change {
@@ -181,7 +191,11 @@ pub fn diff(old: &Bundle, new: &Bundle) -> SemanticDiff {
 
     let old_phases = by_key(&old.phases, |p| p.index);
     let new_phases = by_key(&new.phases, |p| p.index);
-    let indices: BTreeSet<u8> = old_phases.keys().chain(new_phases.keys()).copied().collect();
+    let indices: BTreeSet<u8> = old_phases
+        .keys()
+        .chain(new_phases.keys())
+        .copied()
+        .collect();
     for index in indices {
         let (o, n) = (old_phases.get(&index), new_phases.get(&index));
         let name = n.or(o).map(|p| p.name.as_str()).unwrap_or_default();
@@ -279,7 +293,12 @@ fn phase_changes(o: &Phase, n: &Phase) -> Vec<Change> {
     changes.extend(keyed(
         &by_key(&o.exit_gates, gate_key),
         &by_key(&n.exit_gates, gate_key),
-        |key, g: &Gate| (format!("gate {key}: {}", gate_check(g)), g.provenance.clone()),
+        |key, g: &Gate| {
+            (
+                format!("gate {key}: {}", gate_check(g)),
+                g.provenance.clone(),
+            )
+        },
         |key, o: &Gate, n: &Gate| {
             let mut parts = Vec::new();
             field("check", &gate_check(o), &gate_check(n), &mut parts);
@@ -369,10 +388,25 @@ fn step_changes(key: &String, o: &Step, n: &Step) -> Option<Described> {
     let keys: BTreeSet<&String> = o.params.keys().chain(n.params.keys()).collect();
     let show = |v: Option<&Value>| v.map_or_else(|| "(unset)".to_string(), notation::value);
     for k in keys {
-        field(k, &show(o.params.get(k)), &show(n.params.get(k)), &mut parts);
+        field(
+            k,
+            &show(o.params.get(k)),
+            &show(n.params.get(k)),
+            &mut parts,
+        );
     }
-    field("guarded by", &list(&o.guarded_by), &list(&n.guarded_by), &mut parts);
-    field("source", &cite(&o.provenance), &cite(&n.provenance), &mut parts);
+    field(
+        "guarded by",
+        &list(&o.guarded_by),
+        &list(&n.guarded_by),
+        &mut parts,
+    );
+    field(
+        "source",
+        &cite(&o.provenance),
+        &cite(&n.provenance),
+        &mut parts,
+    );
     changed(format!("step {key}"), parts, &n.provenance)
 }
 
@@ -407,14 +441,24 @@ fn target_key(t: &Target) -> String {
 
 fn lesson_changes(key: &String, o: &Lesson, n: &Lesson) -> Option<Described> {
     let mut parts = Vec::new();
-    field("title", &one_line(&o.title), &one_line(&n.title), &mut parts);
+    field(
+        "title",
+        &one_line(&o.title),
+        &one_line(&n.title),
+        &mut parts,
+    );
     field(
         "symptom",
         &notation::symptom(&o.symptom),
         &notation::symptom(&n.symptom),
         &mut parts,
     );
-    field("cause", &one_line(&o.cause), &one_line(&n.cause), &mut parts);
+    field(
+        "cause",
+        &one_line(&o.cause),
+        &one_line(&n.cause),
+        &mut parts,
+    );
     field(
         "fix",
         &notation::remedy(&o.fix),
@@ -428,7 +472,13 @@ fn lesson_changes(key: &String, o: &Lesson, n: &Lesson) -> Option<Described> {
         &n.evidence_count.to_string(),
         &mut parts,
     );
-    let phases = |l: &Lesson| l.phases.iter().map(u8::to_string).collect::<Vec<_>>().join(",");
+    let phases = |l: &Lesson| {
+        l.phases
+            .iter()
+            .map(u8::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     field("phases", &phases(o), &phases(n), &mut parts);
     changed(key.clone(), parts, &n.provenance)
 }
@@ -446,6 +496,11 @@ fn skill_changes(key: &String, o: &SkillSet, n: &SkillSet) -> Option<Described> 
         &n.evidence_count.to_string(),
         &mut parts,
     );
-    field("trigger", &one_line(&o.trigger), &one_line(&n.trigger), &mut parts);
+    field(
+        "trigger",
+        &one_line(&o.trigger),
+        &one_line(&n.trigger),
+        &mut parts,
+    );
     changed(key.clone(), parts, &[])
 }

@@ -96,9 +96,12 @@ fn gate(g: &GateIr) -> GateView {
         None => code_span(&notation::params(None, &g.conditions)),
     };
     let check = match g.baseline {
-        Baseline::Absolute => {
-            code_span(&notation::check(&g.metric, g.comparison, g.threshold, &g.unit))
-        }
+        Baseline::Absolute => code_span(&notation::check(
+            &g.metric,
+            g.comparison,
+            g.threshold,
+            &g.unit,
+        )),
         Baseline::PreviousPhase => format!(
             "{} the previous phase's value (it was {} in the trajectory)",
             code_span(&format!("{} {}", g.metric, g.comparison.symbol())),
@@ -174,7 +177,7 @@ pub fn lesson(l: &LessonIr) -> LessonView {
             LessonOrigin::Recorded => "recorded lesson".to_string(),
             LessonOrigin::DeadEnd => "distilled from a dead end".to_string(),
         },
-        symptom: code_span(&notation::symptom(&l.symptom)),
+        symptom: code_span(&l.symptom_line),
         symptom_text: if l.symptom.text.is_empty() {
             String::new()
         } else {
@@ -190,7 +193,11 @@ pub fn lesson(l: &LessonIr) -> LessonView {
             .as_deref()
             .map(code_span)
             .unwrap_or_default(),
-        fix: code_span(&notation::remedy(&l.fix)),
+        fix: std::iter::once(&l.fix)
+            .chain(&l.then)
+            .map(|r| code_span(&notation::remedy(r)))
+            .collect::<Vec<_>>()
+            .join(", then "),
         guards: ids(&l.guards),
         evidence_count: l.evidence_count,
         evidence: provenance(&l.evidence),
@@ -247,7 +254,8 @@ pub struct PhaseLinkView {
     pub index: u8,
     pub link: String,
     pub title: String,
-    pub steps: usize,
+    /// `4 steps`.
+    pub steps: String,
     pub gates: Vec<String>,
 }
 
@@ -258,7 +266,7 @@ pub fn phase_links(ir: &SkillIr) -> Vec<PhaseLinkView> {
             index: p.index,
             link: skill_link(&p.name),
             title: p.title.clone(),
-            steps: p.steps.len(),
+            steps: crate::distill::skills::count(p.steps.len(), "step", "steps"),
             gates: p
                 .exit_gates
                 .iter()

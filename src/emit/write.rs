@@ -152,12 +152,22 @@ mod tests {
     fn a_failed_write_leaves_the_previous_bundle_intact() {
         let root = temp_dir("failed");
         let out = root.join("demo");
-        write_bundle(&out, &rendered(&[("bundle.json", "{}\n"), ("a/SKILL.md", "old\n")]))
-            .expect("first write");
+        write_bundle(
+            &out,
+            &rendered(&[("bundle.json", "{}\n"), ("a/SKILL.md", "old\n")]),
+        )
+        .expect("first write");
         // `x` as both a file and a directory cannot be written.
-        let broken = rendered(&[("bundle.json", "{}\n"), ("x", "file"), ("x/SKILL.md", "dir")]);
+        let broken = rendered(&[
+            ("bundle.json", "{}\n"),
+            ("x", "file"),
+            ("x/SKILL.md", "dir"),
+        ]);
         assert!(write_bundle(&out, &broken).is_err());
-        assert_eq!(fs::read_to_string(out.join("a/SKILL.md")).ok().as_deref(), Some("old\n"));
+        assert_eq!(
+            fs::read_to_string(out.join("a/SKILL.md")).ok().as_deref(),
+            Some("old\n")
+        );
         let leftovers: Vec<_> = fs::read_dir(&root).expect("read").collect();
         assert_eq!(leftovers.len(), 1, "staging directory removed");
         fs::remove_dir_all(&root).ok();
@@ -169,13 +179,22 @@ mod tests {
         let out = root.join("demo");
         let (_, aside) = siblings(&out).expect("siblings");
         // As if the process died between the two renames.
-        write_tree(&aside, &rendered(&[("bundle.json", "{}\n"), ("a/SKILL.md", "old\n")]))
-            .expect("aside");
-        write_bundle(&out, &rendered(&[("bundle.json", "{}\n"), ("b/SKILL.md", "new\n")]))
-            .expect("write");
+        write_tree(
+            &aside,
+            &rendered(&[("bundle.json", "{}\n"), ("a/SKILL.md", "old\n")]),
+        )
+        .expect("aside");
+        write_bundle(
+            &out,
+            &rendered(&[("bundle.json", "{}\n"), ("b/SKILL.md", "new\n")]),
+        )
+        .expect("write");
         assert!(!aside.exists());
         assert!(!out.join("a").exists());
-        assert_eq!(fs::read_to_string(out.join("b/SKILL.md")).ok().as_deref(), Some("new\n"));
+        assert_eq!(
+            fs::read_to_string(out.join("b/SKILL.md")).ok().as_deref(),
+            Some("new\n")
+        );
         fs::remove_dir_all(&root).ok();
     }
 

@@ -26,6 +26,8 @@ mod expr;
 mod resolve;
 mod suggest;
 
+pub use expr::to_text as expr_text;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 
