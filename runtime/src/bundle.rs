@@ -84,6 +84,8 @@ pub struct DeadEnd {
     pub failed_checks: Vec<String>,
     /// Notes and decisions explaining why it was abandoned.
     pub reasons: Vec<String>,
+    /// The lesson that explains the failure, if one does.
+    pub explained_by: Option<String>,
     /// The debugging skill that keeps it.
     pub skill: String,
     pub provenance: Vec<Provenance>,

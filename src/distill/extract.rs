@@ -192,7 +192,7 @@ pub fn extract(input: &Input) -> Extracted {
     let texts = attached_texts(g);
     let mut diagnostics = Vec::new();
     let mut lessons = Vec::new();
-    // Dead end → the first lesson that explains it.
+    // Dead end → (skill, id) of the first lesson that explains it.
     let mut explained: HashMap<NodeIndex, (String, String)> = HashMap::new();
     for (index, node) in g.nodes() {
         let (NodeData::Lesson(data), true) = (&node.data, node.effective) else {
@@ -205,7 +205,7 @@ pub fn extract(input: &Input) -> Extracted {
             if matches!(cx.fates.get(&action), Some(Fate::Dead(_))) {
                 explained
                     .entry(action)
-                    .or_insert_with(|| (lesson.skill.clone(), reason_from(&lesson)));
+                    .or_insert_with(|| (lesson.skill.clone(), lesson.id.clone()));
             }
         }
         lessons.push(lesson);
@@ -265,17 +265,19 @@ pub fn extract(input: &Input) -> Extracted {
             symptom: dead_end_symptom(&cx, index, data),
             failed_checks: failed_checks(g, index),
             reasons: texts.get(&index).cloned().unwrap_or_default(),
+            explained_by: None,
             skill: String::new(),
             provenance: vec![cx.provenance(node)],
         };
         match explained.get(&index) {
-            Some((skill, reason)) => {
+            Some((skill, lesson)) => {
                 dead_end.skill = skill.clone();
-                dead_end.reasons.push(reason.clone());
+                dead_end.explained_by = Some(lesson.clone());
             }
             None => match dead_end_lesson(&cx, index, outcome, &dead_end) {
                 Some(lesson) => {
                     dead_end.skill = lesson.skill.clone();
+                    dead_end.explained_by = Some(lesson.id.clone());
                     lessons.push(lesson);
                 }
                 None => dead_end.skill = skills::dead_end_skill(&dead_end.op, &dead_end.params),
@@ -687,10 +689,6 @@ fn explained_actions(g: &Graph, lesson: NodeIndex) -> Vec<NodeIndex> {
         }
     }
     actions
-}
-
-fn reason_from(lesson: &LessonIr) -> String {
-    format!("lesson {}: {}", lesson.id, lesson.title)
 }
 
 fn recorded_lesson(

@@ -168,6 +168,8 @@ pub struct DeadEndIr {
     pub failed_checks: Vec<String>,
     /// Notes and decisions explaining why it was abandoned.
     pub reasons: Vec<String>,
+    /// The recorded lesson that explains the failure, if one does.
+    pub explained_by: Option<String>,
     /// The debugging skill that keeps it.
     pub skill: String,
     pub provenance: Vec<Provenance>,

@@ -154,6 +154,7 @@ impl Merged {
                 }
             }
         }
+        let mut lessons_renamed: HashMap<String, String> = HashMap::new();
         for mut lesson in t.lessons {
             for guard in &mut lesson.guards {
                 if let Some(id) = renamed.get(guard) {
@@ -166,11 +167,25 @@ impl Merged {
                 .get(&key)
                 .and_then(|id| self.lessons.get_mut(id))
             {
-                Some(existing) => merge_lesson(existing, lesson),
+                Some(existing) => {
+                    lessons_renamed.insert(lesson.id.clone(), existing.id.clone());
+                    merge_lesson(existing, lesson);
+                }
                 None => {
                     self.lesson_keys.insert(key, lesson.id.clone());
                     self.lessons.insert(lesson.id.clone(), lesson);
                 }
+            }
+        }
+        // Ids are qualified where trajectories share them, so a merged-away id can
+        // only have been cited by this trajectory's dead ends.
+        for dead_end in self.phases.iter_mut().flat_map(|p| p.dead_ends.iter_mut()) {
+            if let Some(id) = dead_end
+                .explained_by
+                .as_ref()
+                .and_then(|id| lessons_renamed.get(id))
+            {
+                dead_end.explained_by = Some(id.clone());
             }
         }
     }

@@ -84,17 +84,7 @@ pub fn skill_sets(ir: &SkillIr) -> Vec<SkillSetIr> {
     for lesson in ir.lessons.values() {
         let m = members.entry(lesson.skill.clone()).or_default();
         m.lessons.push(lesson.id.clone());
-        m.triggers.insert(match &lesson.symptom.op {
-            Some(op) if lesson.kind == LessonKind::Debugging => {
-                let params = notation::params(Some(op), &lesson.symptom.params);
-                if params.is_empty() {
-                    format!("{op} fails")
-                } else {
-                    format!("{op}({params}) fails")
-                }
-            }
-            _ => lesson.symptom_line.clone(),
-        });
+        m.triggers.insert(lesson.symptom_line.clone());
         m.phases.extend(&lesson.phases);
     }
     for phase in &ir.phases {
@@ -102,6 +92,9 @@ pub fn skill_sets(ir: &SkillIr) -> Vec<SkillSetIr> {
             let m = members.entry(dead_end.skill.clone()).or_default();
             m.dead_ends.push(dead_end.id.clone());
             m.phases.insert(phase.index);
+            if dead_end.explained_by.is_some() {
+                continue;
+            }
             m.triggers.insert(match &dead_end.symptom {
                 Some(symptom) => notation::symptom(symptom),
                 None => format!(

@@ -104,6 +104,7 @@ fn phase(p: &PhaseIr) -> Phase {
                 symptom: d.symptom.clone(),
                 failed_checks: d.failed_checks.clone(),
                 reasons: d.reasons.clone(),
+                explained_by: d.explained_by.clone(),
                 skill: d.skill.clone(),
                 provenance: d.provenance.clone(),
             })

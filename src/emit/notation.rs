@@ -88,13 +88,25 @@ pub fn params(op: Option<&str>, params: &BTreeMap<String, Value>) -> String {
         .join(" ")
 }
 
+/// Keys in the operation's declared order; a list slot (`tile_n`) ranks with its
+/// parameter, in slot order.
 fn ordered_keys<'a>(op: &str, keys: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     let declared = ops::operation(op).map(|spec| spec.params).unwrap_or(&[]);
     let rank = |key: &str| {
         declared
             .iter()
-            .position(|p| p.name == key)
-            .unwrap_or(declared.len())
+            .enumerate()
+            .find_map(|(i, p)| {
+                if p.name == key {
+                    Some((i, 0))
+                } else {
+                    p.components
+                        .iter()
+                        .position(|c| *c == key)
+                        .map(|slot| (i, slot + 1))
+                }
+            })
+            .unwrap_or((declared.len(), 0))
     };
     let mut keys: Vec<&str> = keys.collect();
     keys.sort_by(|a, b| rank(a).cmp(&rank(b)).then(a.cmp(b)));
@@ -106,10 +118,19 @@ pub fn remedy(fix: &Remedy) -> String {
     let mut out = fix.op.clone();
     for key in ordered_keys(&fix.op, fix.set.keys().map(String::as_str)) {
         if let Some(e) = fix.set.get(key) {
-            out.push_str(&format!(" {key}={}", expr(e)));
+            out.push_str(&format!(" {key}={}", fix_value(e)));
         }
     }
     out
+}
+
+/// A fix value as the language accepts it: arithmetic at the top is parenthesised
+/// (`tile_n=(tile_n / 2)`), calls and literals are not.
+pub fn fix_value(e: &Expr) -> String {
+    match e {
+        Expr::Binary { .. } => format!("({})", expr(e)),
+        _ => expr(e),
+    }
 }
 
 /// A remedy expression with the fewest parentheses that keep its meaning.

@@ -532,7 +532,9 @@ fn trigger(skill: &SkillSetIr) -> String {
     let mut paragraphs = Vec::new();
     if !skill.trigger_patterns.is_empty() {
         let intro = match skill.kind {
-            LessonKind::Debugging => "Use this skill when one of these checks fails (trajectory notation):",
+            LessonKind::Debugging => {
+                "Use this skill when one of these checks fails (trajectory notation):"
+            }
             LessonKind::Optimization => "Apply it when one of these shows (trajectory notation):",
         };
         let items: Vec<String> = skill

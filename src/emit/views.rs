@@ -181,12 +181,12 @@ pub fn lesson(l: &LessonIr) -> LessonView {
         symptom_text: if l.symptom.text.is_empty() {
             String::new()
         } else {
-            literal(&l.symptom.text, 4)
+            literal(&l.symptom.text, 2)
         },
         cause: if l.cause.is_empty() {
             String::new()
         } else {
-            literal(&l.cause, 4)
+            literal(&l.cause, 2)
         },
         condition: l
             .cause_condition
@@ -211,6 +211,7 @@ pub struct DeadEndView {
     pub id: String,
     pub call: String,
     pub outcome: String,
+    pub explained_by: String,
     pub failed_checks: Vec<String>,
     pub reasons: Vec<String>,
     pub skill: String,
@@ -226,6 +227,7 @@ pub fn dead_end(d: &DeadEndIr) -> DeadEndView {
             DeadEndOutcome::Superseded { by } => format!("superseded by {}", code_span(by)),
             DeadEndOutcome::Failed => "failed and was never fixed".to_string(),
         },
+        explained_by: d.explained_by.as_deref().map(code_span).unwrap_or_default(),
         failed_checks: d.failed_checks.iter().map(|c| code_span(c)).collect(),
         reasons: d.reasons.iter().map(|r| literal(r, 4)).collect(),
         skill: skill_link(&d.skill),
