@@ -139,7 +139,55 @@ fn needs_yaml_escape(c: char) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// Decodes the escapes [`yaml_quoted`] writes, as a YAML reader would.
+    fn unquote(quoted: &str) -> String {
+        let inner = &quoted[1..quoted.len() - 1];
+        let mut out = String::new();
+        let mut chars = inner.chars();
+        while let Some(c) = chars.next() {
+            if c != '\\' {
+                out.push(c);
+                continue;
+            }
+            let hex = |chars: &mut std::str::Chars, n: usize| {
+                let digits: String = chars.take(n).collect();
+                char::from_u32(u32::from_str_radix(&digits, 16).expect("hex")).expect("char")
+            };
+            match chars.next() {
+                Some('n') => out.push('\n'),
+                Some('t') => out.push('\t'),
+                Some('x') => out.push(hex(&mut chars, 2)),
+                Some('u') => out.push(hex(&mut chars, 4)),
+                Some(other) => out.push(other),
+                None => {}
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn quoted_scalars_read_back_unchanged(text in "(?s).{0,200}") {
+            let quoted = yaml_quoted(&text);
+            prop_assert!(!quoted.contains("---"));
+            prop_assert!(!quoted.chars().any(|c| c.is_control()));
+            prop_assert_eq!(unquote(&quoted), text);
+        }
+
+        #[test]
+        fn any_text_gives_a_valid_name_and_description(text in "(?s).{0,2000}") {
+            let name = skill_name(&text);
+            prop_assert!(!name.is_empty() && name.len() <= NAME_MAX_CHARS);
+            prop_assert!(!name.starts_with('-') && !name.ends_with('-') && !name.contains("--"));
+            let description = description(&text);
+            prop_assert!(description.chars().count() <= DESCRIPTION_MAX_CHARS);
+            prop_assert!(!description.contains('<') && !description.contains('>'));
+        }
+    }
 
     #[test]
     fn names_are_slugs_within_the_limit() {

@@ -90,7 +90,47 @@ pub fn visible_controls(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// Reads a code span back the way CommonMark does.
+    fn read_span(span: &str) -> String {
+        let fence = span.chars().take_while(|c| *c == '`').count();
+        let inner = &span[fence..span.len() - fence];
+        match inner.strip_prefix(' ').and_then(|i| i.strip_suffix(' ')) {
+            Some(stripped) if inner.trim() != "" => stripped.to_string(),
+            _ => inner.to_string(),
+        }
+    }
+
+    /// Reads a fenced block back: the lines between the fences, indent removed.
+    fn read_block(block: &str, indent: usize) -> String {
+        let lines: Vec<&str> = block.trim_start_matches('\n').split('\n').collect();
+        lines[1..lines.len() - 1]
+            .iter()
+            .map(|l| l.get(indent..).unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    proptest! {
+        #[test]
+        fn literal_text_reads_back_unchanged(text in "(?s).{1,300}", indent in 0usize..6) {
+            let shown = literal(&text, indent);
+            let read = if shown.starts_with('\n') {
+                read_block(&shown, indent)
+            } else {
+                read_span(&shown)
+            };
+            prop_assert_eq!(read, visible_controls(&text));
+        }
+
+        #[test]
+        fn backtick_heavy_text_reads_back_unchanged(text in "[`a ]{1,40}") {
+            prop_assert_eq!(read_span(&code_span(&text)), text);
+        }
+    }
 
     #[test]
     fn code_span_outlasts_backticks_in_the_text() {
