@@ -31,7 +31,7 @@ pub(super) fn check_entry(entry: &Entry, phase: u8) -> Checked {
     };
     let kind = entry.body.kind();
     checker.clause_placement(entry, kind);
-    let references = references(entry);
+    let references = references(entry, kind);
     let data = match &entry.body {
         EntryBody::Action(head) => NodeData::Action(checker.action(&head.op, &head.params, phase)),
         EntryBody::Observe(head) => {
@@ -84,7 +84,9 @@ fn conditions(entry: &Entry) -> Vec<Param> {
         .collect()
 }
 
-fn references(entry: &Entry) -> Vec<Reference> {
+/// The references written in the clauses the entry's kind accepts (a misplaced
+/// clause is reported once, as misplaced, and adds no edge).
+fn references(entry: &Entry, kind: EntryKind) -> Vec<Reference> {
     let mut references = Vec::new();
     let mut push = |kind: EdgeKind, names: &[Name]| {
         references.extend(names.iter().map(|n| Reference {
@@ -92,7 +94,7 @@ fn references(entry: &Entry) -> Vec<Reference> {
             target: n.clone(),
         }));
     };
-    for clause in &entry.clauses {
+    for clause in entry.clauses.iter().filter(|c| allowed(&c.kind, kind)) {
         match &clause.kind {
             ClauseKind::After(names) => push(EdgeKind::After, names),
             ClauseKind::About(names) => push(EdgeKind::About, names),
@@ -722,7 +724,7 @@ impl Checker {
                 param: param.name.to_string(),
                 slot,
                 key: assignment.key.text.clone(),
-                text: expr::to_text(&value),
+                text: expr::to_fix_text(&value),
                 value,
                 span: assignment.span,
             });

@@ -135,6 +135,15 @@ pub(super) fn word_as_variable(expr: &Expr) -> Expr {
     }
 }
 
+/// Canonical text of a fix value, as it would be written after `key=`: computed values
+/// other than calls are parenthesised.
+pub fn to_fix_text(expr: &Expr) -> String {
+    match expr.kind {
+        ExprKind::Unary { .. } | ExprKind::Binary { .. } => format!("({})", to_text(expr)),
+        _ => to_text(expr),
+    }
+}
+
 /// Canonical source text: single spaces around binary operators, parentheses only
 /// where precedence needs them.
 pub fn to_text(expr: &Expr) -> String {

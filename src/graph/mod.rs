@@ -23,6 +23,8 @@
 mod check;
 pub mod export;
 mod expr;
+
+pub use expr::to_text as expr_text;
 mod resolve;
 mod suggest;
 

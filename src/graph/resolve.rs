@@ -4,7 +4,7 @@
 //! whole-graph checks (cycles, evidence, unmeasured actions) and the effective path.
 //! Every pass is linear in the number of entries and references.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use petgraph::algo::{tarjan_scc, toposort};
 use petgraph::graph::NodeIndex;
@@ -16,7 +16,8 @@ use super::check::{self, Checked, Reference};
 use super::{Edge, EdgeKind, FileInfo, Graph, HeaderInfo, Node, NodeData, SessionInfo};
 use crate::diag::{self, Code, Diagnostic};
 use crate::syntax::{
-    Entry, EntryKind, Header, Item, ParsedFile, Session, Span, Timestamp, Value, ValueKind, Verdict,
+    Entry, EntryKind, Header, Item, ParsedFile, Session, Span, Timestamp, UnparsedKind, Value,
+    ValueKind, Verdict,
 };
 
 /// Dangling references that get a "did you mean" hint; each costs a scan of all ids.
@@ -26,6 +27,14 @@ struct Placed<'a> {
     entry: &'a Entry,
     session: usize,
     phase: u8,
+}
+
+/// What the items that failed to parse leave behind: ids that exist but have no node,
+/// and whether any item failed at all.
+#[derive(Default)]
+struct Broken<'a> {
+    ids: HashSet<&'a str>,
+    any: bool,
 }
 
 pub(super) fn build(files: &[ParsedFile]) -> (Graph, Vec<Diagnostic>) {
@@ -44,7 +53,8 @@ pub(super) fn build(files: &[ParsedFile]) -> (Graph, Vec<Diagnostic>) {
     };
     let mut diagnostics = Vec::new();
 
-    let placed = place(files, &mut graph, &mut diagnostics);
+    let mut broken = Broken::default();
+    let placed = place(files, &mut graph, &mut broken, &mut diagnostics);
     let checked: Vec<Checked> = placed
         .par_iter()
         .map(|p| check::check_entry(p.entry, p.phase))
@@ -67,9 +77,16 @@ pub(super) fn build(files: &[ParsedFile]) -> (Graph, Vec<Diagnostic>) {
         references.push(checked.references);
     }
 
-    resolve_references(&mut graph, &references, &mut diagnostics);
-    derive_measured_actions(&mut graph, &mut diagnostics);
-    derive_lesson_edges(&mut graph, &mut diagnostics);
+    resolve_references(&mut graph, &references, &broken, &mut diagnostics);
+    // Warnings about the graph's shape would mostly echo the syntax errors (an entry
+    // that failed to parse leaves its neighbours unobserved or without evidence), so
+    // they wait until the trajectory parses.
+    let mut shape_warnings = Vec::new();
+    derive_measured_actions(&mut graph, &mut shape_warnings);
+    derive_lesson_edges(&mut graph, &mut shape_warnings);
+    if !broken.any {
+        diagnostics.extend(shape_warnings);
+    }
     warn_fixed_passes(&graph, &mut diagnostics);
     report_cycles(&graph, &mut diagnostics);
     mark_effective(&mut graph);
@@ -85,6 +102,7 @@ pub(super) fn build(files: &[ParsedFile]) -> (Graph, Vec<Diagnostic>) {
 fn place<'a>(
     files: &'a [ParsedFile],
     graph: &mut Graph,
+    broken: &mut Broken<'a>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<Placed<'a>> {
     let mut placed = Vec::new();
@@ -121,6 +139,32 @@ fn place<'a>(
                         span: session.span,
                     });
                     session_sizes.push(0);
+                }
+                Item::Unparsed(unparsed) => {
+                    broken.any = true;
+                    match &unparsed.kind {
+                        UnparsedKind::Header => {
+                            header_span.get_or_insert(unparsed.span);
+                        }
+                        // Entries up to the next session belong to a session whose phase
+                        // is unknown: no phase checks, and no "outside any session".
+                        UnparsedKind::Session => {
+                            graph.sessions.push(SessionInfo {
+                                timestamp: String::new(),
+                                phase: u8::MAX,
+                                title: None,
+                                span: unparsed.span,
+                            });
+                            session_sizes.push(1);
+                        }
+                        UnparsedKind::Entry { id } => {
+                            broken.ids.insert(id);
+                            if let Some(size) = session_sizes.last_mut() {
+                                *size += 1;
+                            }
+                        }
+                        UnparsedKind::Other => {}
+                    }
                 }
                 Item::Entry(entry) => {
                     let Some(session) = graph.sessions.len().checked_sub(1) else {
@@ -178,7 +222,7 @@ fn place<'a>(
         }
     }
     for (session, size) in graph.sessions.iter().zip(&session_sizes) {
-        if *size == 0 {
+        if *size == 0 && !broken.any {
             diagnostics.push(Diagnostic::new(
                 Code::EmptySession,
                 keyword_span(session.span, "session"),
@@ -332,6 +376,7 @@ fn timestamp_problem(t: &Timestamp) -> Option<&'static str> {
 fn resolve_references(
     graph: &mut Graph,
     references: &[Vec<Reference>],
+    broken: &Broken<'_>,
     diagnostics: &mut Vec<Diagnostic>,
 ) {
     let mut suggestions_left = SUGGESTION_BUDGET;
@@ -340,6 +385,9 @@ fn resolve_references(
         for reference in refs {
             let name = &reference.target;
             let Some(target) = graph.find(&name.text) else {
+                if broken.ids.contains(name.text.as_str()) {
+                    continue;
+                }
                 let mut diagnostic = Diagnostic::new(
                     Code::UnknownReference,
                     name.span,
