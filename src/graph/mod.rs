@@ -28,8 +28,6 @@ pub use expr::to_text as expr_text;
 mod resolve;
 mod suggest;
 
-pub use expr::to_text as expr_text;
-
 use std::collections::HashMap;
 use std::path::PathBuf;
 
