@@ -13,22 +13,32 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use petgraph::graph::NodeIndex;
 use rayon::prelude::*;
 use skillc_runtime::bundle::{Comparison, Value};
 use skillc_runtime::ops;
 
 use crate::diag::{self, Code, Diagnostic};
 use crate::emit::notation;
+use crate::graph::{Graph, NodeData};
+use crate::syntax::Span;
 
 pub mod catalog;
-pub mod extract;
+mod checks;
+mod extract;
 pub mod ir;
+mod lessons;
+mod path;
 pub mod skills;
 pub mod values;
 
+use extract::Extracted;
 pub use extract::Input;
-use extract::{Extracted, StepSpans, IDENTITY_PARAMS};
 use ir::{GateIr, LessonIr, PhaseIr, SkillIr, StepIr, TargetIr};
+
+/// Parameters that say *what* a step acts on rather than *how*: two actions with the
+/// same operation and the same values of these are the same step.
+pub const IDENTITY_PARAMS: &[&str] = &["kernel", "shape", "layer", "group", "against", "layout"];
 
 /// The IR and what distillation found worth saying (conflicts, unlowered fixes).
 #[derive(Debug)]
@@ -97,14 +107,23 @@ pub fn distill(name: &str, inputs: &[Input]) -> Distilled {
 
 /// The bundle built so far, with what merging the next trajectory needs.
 #[derive(Default)]
-struct Merged {
+struct Merged<'a> {
     sources: Vec<ir::SourceIr>,
     phases: Vec<PhaseIr>,
     lessons: BTreeMap<String, LessonIr>,
     /// Lesson content key → id, to find the same lesson in another trajectory.
     lesson_keys: HashMap<String, String>,
-    /// Step id → where it was written (first trajectory that has it).
-    step_spans: HashMap<String, StepSpans>,
+    /// Step id → the action it came from (first trajectory that has it).
+    step_nodes: HashMap<String, (&'a Graph, NodeIndex)>,
+}
+
+/// Where parameter `key` of an action was written (the action itself if nowhere).
+fn param_span(graph: &Graph, action: NodeIndex, key: &str) -> Span {
+    let node = graph.node(action);
+    match &node.data {
+        NodeData::Action(data) => data.param(key).map_or(node.span, |p| p.span),
+        _ => node.span,
+    }
 }
 
 /// Identity of a step across trajectories: operation and identity parameters.
@@ -130,28 +149,29 @@ fn lesson_key(lesson: &LessonIr) -> String {
     )
 }
 
-impl Merged {
-    fn add(&mut self, t: Extracted, diagnostics: &mut Vec<Diagnostic>) {
+impl<'a> Merged<'a> {
+    fn add(&mut self, t: Extracted<'a>, diagnostics: &mut Vec<Diagnostic>) {
         diagnostics.extend(t.diagnostics);
         let trajectory = t.source.trajectory.clone();
         self.sources.push(t.source);
         let mut renamed: HashMap<String, String> = HashMap::new();
+        let graph = t.graph;
         if self.phases.is_empty() {
             self.phases = t.phases;
-            self.step_spans = t.step_spans;
         } else {
             for (phase, incoming) in self.phases.iter_mut().zip(t.phases) {
                 let into = MergeInto {
-                    spans: &self.step_spans,
-                    incoming_spans: &t.step_spans,
+                    kept: &self.step_nodes,
+                    incoming: &t.step_nodes,
+                    graph,
                     trajectory: &trajectory,
                 };
                 into.phase(phase, incoming, &mut renamed, diagnostics);
             }
-            for (id, spans) in t.step_spans {
-                if !renamed.contains_key(&id) {
-                    self.step_spans.insert(id, spans);
-                }
+        }
+        for (id, node) in t.step_nodes {
+            if !renamed.contains_key(&id) {
+                self.step_nodes.insert(id, (graph, node));
             }
         }
         let mut lessons_renamed: HashMap<String, String> = HashMap::new();
@@ -206,13 +226,14 @@ fn merge_lesson(existing: &mut LessonIr, other: LessonIr) {
     existing.guards = guards.into_iter().collect();
 }
 
-struct MergeInto<'a> {
-    spans: &'a HashMap<String, StepSpans>,
-    incoming_spans: &'a HashMap<String, StepSpans>,
-    trajectory: &'a str,
+struct MergeInto<'m, 'a> {
+    kept: &'m HashMap<String, (&'a Graph, NodeIndex)>,
+    incoming: &'m HashMap<String, NodeIndex>,
+    graph: &'a Graph,
+    trajectory: &'m str,
 }
 
-impl MergeInto<'_> {
+impl MergeInto<'_, '_> {
     fn phase(
         &self,
         phase: &mut PhaseIr,
@@ -299,8 +320,7 @@ impl MergeInto<'_> {
         kept: &Value,
         dropped: &Value,
     ) -> Option<Diagnostic> {
-        let spans = self.incoming_spans.get(other_id)?;
-        let span = spans.params.get(key).copied().unwrap_or(spans.action);
+        let span = param_span(self.graph, *self.incoming.get(other_id)?, key);
         let kept_in = step
             .provenance
             .first()
@@ -318,11 +338,8 @@ impl MergeInto<'_> {
             ),
         )
         .with_hint("trajectories merge in name order and the first one's value wins; make them agree, or build them separately");
-        if let Some(first) = self.spans.get(&step.id) {
-            d = d.with_related(
-                first.params.get(key).copied().unwrap_or(first.action),
-                "the value kept",
-            );
+        if let Some((graph, action)) = self.kept.get(&step.id) {
+            d = d.with_related(param_span(graph, *action, key), "the value kept");
         }
         Some(d)
     }
@@ -348,8 +365,8 @@ fn stricter(a: &GateIr, b: &GateIr) -> bool {
 
 fn merge_gates(gates: &mut Vec<GateIr>, incoming: Vec<GateIr>) {
     for gate in incoming {
-        let key = extract::gate_key(&gate);
-        match gates.iter_mut().find(|g| extract::gate_key(g) == key) {
+        let key = checks::gate_key(&gate);
+        match gates.iter_mut().find(|g| checks::gate_key(g) == key) {
             Some(existing) => {
                 let mut provenance = std::mem::take(&mut existing.provenance);
                 provenance.extend(gate.provenance.iter().cloned());
@@ -361,7 +378,7 @@ fn merge_gates(gates: &mut Vec<GateIr>, incoming: Vec<GateIr>) {
             None => gates.push(gate),
         }
     }
-    gates.sort_by_key(extract::gate_key);
+    gates.sort_by_key(checks::gate_key);
 }
 
 fn target_key(t: &TargetIr) -> (String, String) {

@@ -27,6 +27,13 @@ pub fn literal(text: &str, indent: usize) -> String {
 /// One-line text as a code span. Newlines are shown as `⏎` so the span stays on one
 /// line; callers with multi-line text use [`literal`].
 pub fn code_span(text: &str) -> String {
+    // Most spans (ids, paths, operations) need no change at all.
+    if !text.is_empty()
+        && !text.starts_with(' ')
+        && !text.bytes().any(|b| b == b'`' || b < 0x20 || b == 0x7f)
+    {
+        return format!("`{text}`");
+    }
     let text = visible_controls(text).replace('\n', "\u{23CE}");
     if text.is_empty() {
         return "*(empty)*".to_string();

@@ -4,7 +4,7 @@
 //! it, which keeps every body under the spec's 500 lines however long the
 //! trajectory is, and decides placement from the section's own content only.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use handlebars::Handlebars;
 use serde::Serialize;
@@ -61,6 +61,11 @@ impl Templates {
                 .map_err(|e| EmitError::Template(Box::new(e)))?;
         }
         Ok(Templates(hb))
+    }
+
+    /// Renders a template whose data is one list under `key`.
+    fn list<T: Serialize>(&self, name: &str, key: &str, items: &[T]) -> Result<String, EmitError> {
+        self.render(name, &BTreeMap::from([(key, items)]))
     }
 
     fn render(&self, name: &str, data: &impl Serialize) -> Result<String, EmitError> {
@@ -158,7 +163,7 @@ fn body_line_count(skill_md: &str) -> usize {
         .map_or(0, |body| body.lines().count())
 }
 
-fn metadata(ir: &SkillIr, kind: &str) -> std::collections::BTreeMap<String, String> {
+fn metadata(ir: &SkillIr, kind: &str) -> BTreeMap<String, String> {
     [
         ("bundle", ir.name.clone()),
         ("kind", kind.to_string()),
@@ -225,7 +230,7 @@ pub fn phase_page(t: &Templates, ir: &SkillIr, phase: &PhaseIr) -> Result<SkillD
         Draft::new(
             "Steps",
             "steps",
-            t.render("steps", &json!({ "steps": views::steps(&phase.steps) }))?,
+            t.list("steps", "steps", &views::steps(&phase.steps))?,
             150,
         ),
         Draft::new(
@@ -233,7 +238,7 @@ pub fn phase_page(t: &Templates, ir: &SkillIr, phase: &PhaseIr) -> Result<SkillD
             "exit-gates",
             t.render(
                 "gates",
-                &json!({ "gates": views::gates(&phase.exit_gates) }),
+                &BTreeMap::from([("gates", views::gates(&phase.exit_gates))]),
             )?,
             50,
         ),
@@ -242,7 +247,7 @@ pub fn phase_page(t: &Templates, ir: &SkillIr, phase: &PhaseIr) -> Result<SkillD
         drafts.push(Draft::new(
             "Lessons guarding these steps",
             "lessons",
-            t.render("lessons", &json!({ "lessons": lessons }))?,
+            t.list("lessons", "lessons", &lessons)?,
             130,
         ));
     }
@@ -252,7 +257,7 @@ pub fn phase_page(t: &Templates, ir: &SkillIr, phase: &PhaseIr) -> Result<SkillD
             "targets",
             t.render(
                 "targets",
-                &json!({ "targets": views::targets(&phase.targets) }),
+                &BTreeMap::from([("targets", views::targets(&phase.targets))]),
             )?,
             40,
         ));
@@ -262,7 +267,7 @@ pub fn phase_page(t: &Templates, ir: &SkillIr, phase: &PhaseIr) -> Result<SkillD
         drafts.push(Draft::new(
             "Dead ends",
             "dead-ends",
-            t.render("dead-ends", &json!({ "dead_ends": dead_ends }))?,
+            t.list("dead-ends", "dead_ends", &dead_ends)?,
             50,
         ));
     }
@@ -368,7 +373,7 @@ pub fn entry_page(t: &Templates, ir: &SkillIr) -> Result<SkillDir, EmitError> {
         Draft::new(
             "Phases",
             "phases",
-            t.render("phases", &json!({ "phases": views::phase_links(ir) }))?,
+            t.list("phases", "phases", &views::phase_links(ir))?,
             200,
         ),
         Draft::new(
@@ -386,7 +391,7 @@ pub fn entry_page(t: &Templates, ir: &SkillIr) -> Result<SkillDir, EmitError> {
         Draft::new(
             "Sources",
             "sources",
-            t.render("sources", &json!({ "sources": sources }))?,
+            t.list("sources", "sources", &sources)?,
             30,
         ),
         Draft::new(
@@ -413,7 +418,7 @@ fn skill_list(t: &Templates, ir: &SkillIr, kind: LessonKind) -> Result<String, E
     if skills.is_empty() {
         return Ok("None recorded in the trajectory.".to_string());
     }
-    t.render("skills", &json!({ "skills": skills }))
+    t.list("skills", "skills", &skills)
 }
 
 pub fn skill_page(
@@ -452,7 +457,7 @@ pub fn skill_page(
             drafts.push(Draft::new(
                 "Applied in the trajectory",
                 "applied",
-                t.render("applied", &json!({ "applied": applied }))?,
+                t.list("applied", "applied", &applied)?,
                 80,
             ));
         }
@@ -463,7 +468,7 @@ pub fn skill_page(
             LessonKind::Optimization => "Lessons",
         },
         "hypotheses",
-        t.render("hypotheses", &json!({ "hypotheses": hypotheses }))?,
+        t.list("hypotheses", "hypotheses", &hypotheses)?,
         250,
     ));
     let dead_ends = views::skill_dead_ends(index, skill);
@@ -471,7 +476,7 @@ pub fn skill_page(
         drafts.push(Draft::new(
             "Tried and abandoned",
             "dead-ends",
-            t.render("dead-ends", &json!({ "dead_ends": dead_ends }))?,
+            t.list("dead-ends", "dead_ends", &dead_ends)?,
             80,
         ));
     }

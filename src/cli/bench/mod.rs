@@ -5,9 +5,16 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
+pub mod build;
+
 #[derive(Debug, Subcommand)]
-pub enum BenchCommand {}
+pub enum BenchCommand {
+    /// Time `skillc build` per stage on the example and synthetic trajectories.
+    Build(build::Args),
+}
 
 pub fn run(cmd: BenchCommand) -> ExitCode {
-    match cmd {}
+    match cmd {
+        BenchCommand::Build(args) => build::run(args),
+    }
 }
