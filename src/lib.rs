@@ -12,3 +12,4 @@ pub mod distill;
 pub mod emit;
 pub mod graph;
 pub mod syntax;
+pub mod synth;

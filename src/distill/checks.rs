@@ -131,21 +131,21 @@ fn gate_from(
     let threshold = m.threshold.as_ref()?;
     let comparison = values::comparison(threshold.op)?;
     let metric = m.metric.text.clone();
-    let unit = values::unit_of(&metric, &threshold.value);
     let baseline = if skills::is_performance_metric(&metric) {
         Baseline::PreviousPhase
     } else {
         Baseline::Absolute
     };
+    // Gates hold canonical units, which is what the executor measures in.
     let canonical = values::canonical(&metric, &threshold.value);
     Some((
         canonical,
         GateIr {
-            recorded: Some(values::in_unit(&m.value, &unit)),
-            threshold: values::number(&threshold.value),
+            recorded: Some(values::canonical(&metric, &m.value)),
+            threshold: canonical,
+            unit: values::canonical_unit(&metric).to_string(),
             metric,
             comparison,
-            unit,
             baseline,
             op: op_of(cx, measured),
             conditions: conditions(cx, data, measured),

@@ -187,15 +187,11 @@ fn fate(g: &Graph, index: NodeIndex) -> Fate {
             }
         }
     }
-    let last = g
-        .observations_of(index)
-        .into_iter()
-        .filter_map(|o| {
-            observation(g.node(o))
-                .and_then(|d| d.outcome())
-                .map(|v| (o, v))
-        })
-        .last();
+    let last = g.observations_of(index).into_iter().rev().find_map(|o| {
+        observation(g.node(o))
+            .and_then(|d| d.outcome())
+            .map(|v| (o, v))
+    });
     match last {
         Some((failed, Verdict::Fail)) => {
             let fixer = g
@@ -259,13 +255,13 @@ pub fn ordered_steps(cx: &Cx, phase: usize) -> Vec<NodeIndex> {
         .copied()
         .filter(|a| cx.is_step(*a))
         .collect();
-    let position: HashMap<NodeIndex, usize> =
-        steps.iter().enumerate().map(|(i, s)| (*s, i)).collect();
+    // Buckets hold nodes in trajectory order, so `steps` is sorted by index.
+    let position = |node: NodeIndex| steps.binary_search(&node).ok();
     let mut waiting = vec![0usize; steps.len()];
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
     for (i, &index) in steps.iter().enumerate() {
         for dep in cx.g.targets(index, EdgeKind::After) {
-            if let Some(&d) = position.get(&dep).filter(|d| **d != i) {
+            if let Some(d) = position(dep).filter(|d| *d != i) {
                 waiting[i] += 1;
                 dependents[d].push(i);
             }

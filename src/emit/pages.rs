@@ -454,12 +454,16 @@ pub fn skill_page(
     if skill.kind == LessonKind::Optimization {
         let applied = views::applied_steps(index, skill);
         if !applied.is_empty() {
-            drafts.push(Draft::new(
-                "Applied in the trajectory",
-                "applied",
-                t.list("applied", "applied", &applied)?,
-                80,
-            ));
+            let mut body = t.list("applied", "applied", &applied)?;
+            let more = skill.applied_steps.len().saturating_sub(applied.len());
+            if more > 0 {
+                body = format!(
+                    "{}\n\n{} more, listed with the steps of the phase pages.",
+                    body.trim_end(),
+                    count(more, "step", "steps")
+                );
+            }
+            drafts.push(Draft::new("Applied in the trajectory", "applied", body, 80));
         }
     }
     drafts.push(Draft::new(
