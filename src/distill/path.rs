@@ -21,8 +21,27 @@ pub const PHASE_COUNT: usize = 8;
 pub enum Fate {
     Step,
     Dead(DeadEndOutcome),
+    /// A check whose failure a later action fixed: the failure belongs to what was
+    /// checked (a dead end of its own, or a step the fix changed), so the check
+    /// itself is neither a step nor a dead end.
+    Dropped,
     /// Not an action.
     None,
+}
+
+/// Operations that measure or check rather than change the deployment.
+pub fn is_check(op: &str) -> bool {
+    matches!(
+        op,
+        "validate-kernel"
+            | "validate-block"
+            | "verify-model"
+            | "compare-reference"
+            | "profile-prefill"
+            | "profile-decode"
+            | "diagnose-layers"
+            | "evaluate"
+    )
 }
 
 /// Per-trajectory context: the graph, what became of each node, nodes bucketed by
@@ -168,7 +187,7 @@ impl<'a> Cx<'a> {
 }
 
 /// Reverted or superseded by an effective entry, or whose last verdict failed: a
-/// dead end; otherwise a step.
+/// dead end (a fixed check is dropped instead); otherwise a step.
 fn fate(g: &Graph, index: NodeIndex) -> Fate {
     let node = g.node(index);
     if !node.effective {
@@ -192,20 +211,27 @@ fn fate(g: &Graph, index: NodeIndex) -> Fate {
             .and_then(|d| d.outcome())
             .map(|v| (o, v))
     });
-    match last {
-        Some((failed, Verdict::Fail)) => {
-            let fixer = g
-                .sources(failed, EdgeKind::Fixes)
-                .into_iter()
-                .find(|f| g.node(*f).effective && g.node(*f).kind == EntryKind::Action);
-            Fate::Dead(match fixer {
-                Some(by) => DeadEndOutcome::Superseded {
-                    by: g.node(by).id.clone(),
-                },
-                None => DeadEndOutcome::Failed,
-            })
-        }
-        _ => Fate::Step,
+    let Some((failed, Verdict::Fail)) = last else {
+        return Fate::Step;
+    };
+    // The fixer may itself have been replaced later; the replacement chain is
+    // followed when the fix is attached to steps.
+    let fixers: Vec<NodeIndex> = g
+        .sources(failed, EdgeKind::Fixes)
+        .into_iter()
+        .filter(|f| g.node(*f).kind == EntryKind::Action)
+        .collect();
+    let fixer = fixers
+        .iter()
+        .find(|f| g.node(**f).effective)
+        .or(fixers.first());
+    let checks = action(node).is_some_and(|a| is_check(&a.op));
+    match fixer {
+        Some(_) if checks => Fate::Dropped,
+        Some(by) => Fate::Dead(DeadEndOutcome::Superseded {
+            by: g.node(*by).id.clone(),
+        }),
+        None => Fate::Dead(DeadEndOutcome::Failed),
     }
 }
 

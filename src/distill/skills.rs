@@ -16,6 +16,7 @@ use skillc_runtime::ops::{self, Dimension};
 
 use super::catalog::{DEBUG_PREFIX, OPT_PREFIX};
 use super::ir::{HypothesisIr, SkillIr, SkillSetIr};
+use super::path::is_check;
 use crate::emit::frontmatter::skill_name;
 use crate::emit::notation;
 
@@ -29,12 +30,9 @@ pub fn is_performance_metric(metric: &str) -> bool {
     }
 }
 
-/// Operations of phases 4–5 that measure or check rather than change the plan.
+/// Operations of phases 4–5 that change the deployment plan (not checks, not notes).
 fn changes_the_plan(op: &str) -> bool {
-    !matches!(
-        op,
-        "profile-prefill" | "profile-decode" | "verify-model" | "diagnose-layers" | "note-host"
-    )
+    !is_check(op) && op != "note-host"
 }
 
 fn kernel_suffix(params: &BTreeMap<String, Value>) -> String {
