@@ -231,7 +231,7 @@ pub fn from_dead_end(
     let replacement_step = cx.replacement(replacement);
     let mut phases = BTreeSet::from([dead_end.phase]);
     phases.extend(replacement_step.map(|s| g.node(s).phase));
-    let evidence: Vec<Provenance> = checks::failed(g, index)
+    let evidence: Vec<Provenance> = checks::failed(cx, index)
         .into_iter()
         .map(|o| cx.provenance(g.node(o)))
         .collect();

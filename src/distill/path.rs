@@ -105,6 +105,7 @@ impl<'a> Cx<'a> {
                 _ => fates.push(Fate::None),
             }
         }
+        supersede_changed_actions(g, &mut fates);
         Cx {
             g,
             paths,
@@ -232,6 +233,32 @@ fn fate(g: &Graph, index: NodeIndex) -> Fate {
             by: g.node(*by).id.clone(),
         }),
         None => Fate::Dead(DeadEndOutcome::Failed),
+    }
+}
+
+/// An action that applies a lesson (`fixes … by <lesson>`) replaces the earlier
+/// action of the same operation that the lesson's fix changes (the graph's `changes`
+/// edge): `reuse-static-weights key=per-layer` fixing a failed check replaces the
+/// `reuse-static-weights key=shared` that caused it, even when the check, not the
+/// culprit, is what the failed observation measured.
+fn supersede_changed_actions(g: &Graph, fates: &mut [Fate]) {
+    for (fixer, node) in g.nodes() {
+        let Some(fixer_op) = action(node).map(|a| a.op.as_str()) else {
+            continue;
+        };
+        for lesson in g.targets(fixer, EdgeKind::By) {
+            for changed in g.targets(lesson, EdgeKind::Changes) {
+                let same_op = action(g.node(changed)).is_some_and(|a| a.op == fixer_op);
+                let fate = fates.get_mut(changed.index());
+                if let Some(fate @ Fate::Step) = fate {
+                    if same_op && changed < fixer {
+                        *fate = Fate::Dead(DeadEndOutcome::Superseded {
+                            by: node.id.clone(),
+                        });
+                    }
+                }
+            }
+        }
     }
 }
 
