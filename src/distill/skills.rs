@@ -82,7 +82,11 @@ pub fn skill_sets(ir: &SkillIr) -> Vec<SkillSetIr> {
     for lesson in ir.lessons.values() {
         let m = members.entry(lesson.skill.clone()).or_default();
         m.lessons.push(lesson.id.clone());
-        m.triggers.insert(lesson.symptom_line.clone());
+        m.triggers.insert(if lesson.symptom_line.is_empty() {
+            lesson.symptom.text.clone()
+        } else {
+            lesson.symptom_line.clone()
+        });
         m.phases.extend(&lesson.phases);
     }
     for phase in &ir.phases {
@@ -137,10 +141,16 @@ fn skill_set(ir: &SkillIr, name: String, m: Members, sources: &str) -> SkillSetI
         .filter_map(|id| ir.lessons.get(id))
         .map(|l| HypothesisIr {
             lesson: l.id.clone(),
-            check: l
-                .cause_condition
-                .clone()
-                .unwrap_or_else(|| l.symptom_line.clone()),
+            check: [
+                l.cause_condition.as_deref(),
+                Some(l.symptom_line.as_str()),
+                Some(l.symptom.text.as_str()),
+            ]
+            .into_iter()
+            .flatten()
+            .find(|c| !c.is_empty())
+            .unwrap_or("the symptom as recorded")
+            .to_string(),
             evidence_count: l.evidence_count,
         })
         .collect();

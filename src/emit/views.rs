@@ -188,7 +188,11 @@ pub fn lesson(l: &LessonIr) -> LessonView {
             LessonOrigin::Recorded => "recorded lesson".to_string(),
             LessonOrigin::DeadEnd => "distilled from a dead end".to_string(),
         },
-        symptom: code_span(&l.symptom_line),
+        symptom: if l.symptom_line.is_empty() {
+            String::new()
+        } else {
+            code_span(&l.symptom_line)
+        },
         symptom_text: if l.symptom.text.is_empty() {
             String::new()
         } else {
