@@ -7,8 +7,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod bench;
+pub mod build;
 pub mod calibrate;
 pub mod check;
+pub mod diff;
 pub mod graph;
 pub mod reference;
 pub mod render;
@@ -30,6 +32,10 @@ pub enum Command {
     Check(check::Args),
     /// Print the action/lesson graph of a trajectory as Graphviz DOT or JSON.
     Graph(graph::Args),
+    /// Distill trajectories into an eight-phase skill bundle (SKILL.md files and bundle.json).
+    Build(build::Args),
+    /// Semantic diff of two skill bundles: phases, steps, gates, lessons, skills.
+    Diff(diff::Args),
     /// Run the CPU f32 reference on a model directory; check it against reference.safetensors when present.
     Reference(reference::Args),
     /// Compare the XDNA 2 cost model with the reference system's measurements (--fit refits it).
@@ -43,6 +49,8 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Check(args) => check::run(args),
         Command::Graph(args) => graph::run(args),
+        Command::Build(args) => build::run(args),
+        Command::Diff(args) => diff::run(args),
         Command::Reference(args) => reference::run(args),
         Command::Calibrate(args) => calibrate::run(args),
         Command::Bench(cmd) => bench::run(cmd),

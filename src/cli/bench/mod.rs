@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
+pub mod build;
 pub mod emulator;
 pub mod oracle;
 pub mod parse;
@@ -13,6 +14,8 @@ pub mod parse;
 pub enum BenchCommand {
     /// Front-end throughput: parse + resolve + validate 10k, 100k and 1M entries.
     Parse(parse::Args),
+    /// Time `skillc build` per stage on the example and synthetic trajectories.
+    Build(build::Args),
     /// CPU f32 reference: decode tok/s against measured memory bandwidth, prefill GFLOP/s.
     Oracle(oracle::Args),
     /// XDNA 2 emulator: functional decode step of a full-size model vs the CPU reference's, as a ratio.
@@ -22,6 +25,7 @@ pub enum BenchCommand {
 pub fn run(cmd: BenchCommand) -> ExitCode {
     match cmd {
         BenchCommand::Parse(args) => parse::run(args),
+        BenchCommand::Build(args) => build::run(args),
         BenchCommand::Oracle(args) => oracle::run(args),
         BenchCommand::Emulator(args) => emulator::run(args),
     }

@@ -1,0 +1,205 @@
+//! `skillc bench build`: `skillc build` in memory (parse + resolve, distill, emit; no
+//! file reading or writing), per stage, for the example trajectory, synthetic
+//! trajectories (`synth::generate_files`) of 10k and 100k entries, and any
+//! directories given. Each input runs `--runs` times and the fastest run is
+//! reported, with the CPU time all threads spent on it: the machine may be shared,
+//! and CPU time is what the work costs.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use super::parse::cpu_time;
+use crate::cli::{EXIT_FAILED, EXIT_USAGE};
+use crate::distill::{self, Input};
+use crate::emit;
+use crate::graph;
+use crate::syntax::{self, SourceFile};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Synthetic trajectory sizes in entries.
+    #[arg(long, value_delimiter = ',', default_values_t = [10_000, 100_000])]
+    pub sizes: Vec<usize>,
+    /// Files each synthetic trajectory is split into.
+    #[arg(long, default_value_t = 8)]
+    pub files: usize,
+    /// Seed of the synthetic trajectories.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Timed runs per input; the fastest is reported.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// More trajectory directories to time, each built on its own.
+    pub dirs: Vec<PathBuf>,
+}
+
+/// One trajectory held in memory.
+struct Case {
+    label: String,
+    dir_name: String,
+    sources: Vec<SourceFile>,
+}
+
+/// Wall and CPU time of one stage.
+#[derive(Debug, Clone, Copy, Default)]
+struct Timed {
+    wall: Duration,
+    cpu: Option<Duration>,
+}
+
+impl Timed {
+    fn show(&self) -> String {
+        let cpu = self.cpu.map_or_else(|| "-".to_string(), ms);
+        format!("{} / {cpu}", ms(self.wall))
+    }
+}
+
+/// Runs `work`, timing it.
+fn timed<T>(work: impl FnOnce() -> T) -> (T, Timed) {
+    let cpu_before = cpu_time();
+    let start = Instant::now();
+    let value = work();
+    let wall = start.elapsed();
+    let cpu = cpu_time()
+        .zip(cpu_before)
+        .map(|(after, before)| after.saturating_sub(before));
+    (value, Timed { wall, cpu })
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    entries: usize,
+    files: usize,
+    front: Timed,
+    distill: Timed,
+    emit: Timed,
+}
+
+impl Run {
+    fn total(&self) -> Timed {
+        let stages = [self.front, self.distill, self.emit];
+        Timed {
+            wall: stages.iter().map(|s| s.wall).sum(),
+            cpu: stages.iter().map(|s| s.cpu).sum(),
+        }
+    }
+}
+
+fn directory_case(dir: &Path) -> Result<Case, String> {
+    let sources = syntax::load_dir(dir).map_err(|e| e.to_string())?;
+    let dir_name = dir
+        .canonicalize()
+        .ok()
+        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "trajectory".to_string());
+    Ok(Case {
+        label: syntax::display_path(dir),
+        dir_name,
+        sources,
+    })
+}
+
+fn synthetic_case(entries: usize, files: usize, seed: u64) -> Case {
+    Case {
+        label: format!("synthetic {entries}"),
+        dir_name: "synthetic".to_string(),
+        sources: crate::synth::generate_files(entries, seed, files)
+            .into_iter()
+            .map(|(path, text)| SourceFile { path, text })
+            .collect(),
+    }
+}
+
+fn run_once(case: &Case) -> Result<Run, String> {
+    let ((graph, diagnostics), front) = timed(|| {
+        let (parsed, mut diagnostics) = syntax::parse_sources(&case.sources, 0);
+        let (graph, more) = graph::build(parsed);
+        diagnostics.extend(more);
+        (graph, diagnostics)
+    });
+    let errors = crate::diag::error_count(&diagnostics);
+    if errors > 0 {
+        return Err(format!("{}: {errors} errors", case.label));
+    }
+    let shared = distill::shared_ids([&graph]);
+    let input = Input {
+        dir_name: &case.dir_name,
+        graph: &graph,
+        sources: &case.sources,
+        shared_ids: &shared,
+    };
+    let (distilled, distill) = timed(|| distill::distill(&case.dir_name, &[input]));
+    let (rendered, emit) = timed(|| emit::render(&distilled.ir));
+    let rendered = rendered.map_err(|e| e.to_string())?;
+    Ok(Run {
+        entries: graph.node_count(),
+        files: rendered.files.len(),
+        front,
+        distill,
+        emit,
+    })
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e3)
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let mut cases = Vec::new();
+    for dir in std::iter::once(Path::new("trajectories/example"))
+        .chain(args.dirs.iter().map(PathBuf::as_path))
+    {
+        match directory_case(dir) {
+            Ok(case) => cases.push(case),
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        }
+    }
+    cases.extend(
+        args.sizes
+            .iter()
+            .map(|&n| synthetic_case(n, args.files, args.seed)),
+    );
+    let threads = rayon::current_num_threads();
+    println!(
+        "skillc build in memory: parse + resolve, distill, emit ({threads} thread{}; fastest of {} runs)",
+        if threads == 1 { "" } else { "s" },
+        args.runs.max(1)
+    );
+    println!("each stage: wall ms / CPU ms of all threads");
+    println!(
+        "{:<22} {:>8} {:>17} {:>15} {:>15} {:>17} {:>6}",
+        "input", "entries", "parse+resolve", "distill", "emit", "total", "files"
+    );
+    for case in &cases {
+        let mut best: Option<Run> = None;
+        for _ in 0..args.runs.max(1) {
+            match run_once(case) {
+                Ok(run) if best.is_none_or(|b| run.total().wall < b.total().wall) => {
+                    best = Some(run)
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    eprintln!("error: {error}");
+                    return ExitCode::from(EXIT_FAILED);
+                }
+            }
+        }
+        let Some(run) = best else { continue };
+        println!(
+            "{:<22} {:>8} {:>17} {:>15} {:>15} {:>17} {:>6}",
+            case.label,
+            run.entries,
+            run.front.show(),
+            run.distill.show(),
+            run.emit.show(),
+            run.total().show(),
+            run.files
+        );
+    }
+    println!("reproduce: cargo run --release -- bench build");
+    ExitCode::SUCCESS
+}
