@@ -8,4 +8,5 @@
 
 pub mod cli;
 pub mod diag;
+pub mod graph;
 pub mod syntax;

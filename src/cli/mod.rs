@@ -7,6 +7,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod bench;
+pub mod check;
+pub mod graph;
+pub mod render;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -21,6 +24,10 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Parse, resolve and validate trajectory directories; print every diagnostic.
+    Check(check::Args),
+    /// Print the action/lesson graph of a trajectory as Graphviz DOT or JSON.
+    Graph(graph::Args),
     /// Benchmarks that print a table (parse, build, oracle, emulator, deploy).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -28,6 +35,8 @@ pub enum Command {
 
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
+        Command::Check(args) => check::run(args),
+        Command::Graph(args) => graph::run(args),
         Command::Bench(cmd) => bench::run(cmd),
     }
 }

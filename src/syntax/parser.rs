@@ -37,22 +37,14 @@ pub fn parse_text(file: FileId, path: &str, text: &str) -> (ParsedFile, Vec<Diag
             continue;
         }
         let source = &text[piece.range.clone()];
+        builder.spans.base = piece.range.start;
         match TrajectoryParser::parse(Rule::file, source) {
-            Ok(mut pairs) => {
-                builder.spans.base = piece.range.start;
-                let Some(file_pair) = pairs.next() else {
-                    continue;
-                };
-                for pair in file_pair.into_inner() {
-                    if let Some(item) = builder.item(pair) {
-                        items.push(item);
-                    }
-                }
-            }
+            Ok(pairs) => builder.items(pairs, &mut items),
             Err(error) => {
-                let diagnostic =
+                let (diagnostic, at) =
                     super::errors::syntax_error(&builder.spans, piece.range.start, source, &error);
                 builder.diagnostics.push(diagnostic);
+                builder.salvage(source, at, &mut items);
             }
         }
     }
@@ -146,6 +138,56 @@ fn is_keyword(rule: Rule) -> bool {
 }
 
 impl Builder<'_> {
+    fn items(&mut self, mut pairs: pest::iterators::Pairs<'_, Rule>, items: &mut Vec<Item>) {
+        let Some(file_pair) = pairs.next() else {
+            return;
+        };
+        for pair in file_pair.into_inner() {
+            if let Some(item) = self.item(pair) {
+                items.push(item);
+            }
+        }
+    }
+
+    /// After a syntax error at `at` in `source`: keeps the items that end before the
+    /// error's line (a session line followed by a broken entry keeps its session), or
+    /// a header or session cut short by the error, and records the broken item so the
+    /// resolver knows it existed.
+    fn salvage(&mut self, source: &str, at: usize, items: &mut Vec<Item>) {
+        let line_start = source[..at].rfind('\n').map_or(0, |i| i + 1);
+        let base = self.spans.base;
+        let mut kept_until = 0;
+        if let Ok(pairs) = TrajectoryParser::parse(Rule::file, &source[..at]) {
+            let mut salvaged = Vec::new();
+            self.items(pairs, &mut salvaged);
+            for item in salvaged {
+                let (start, end) = match &item {
+                    Item::Entry(e) => (e.span.start, e.span.end),
+                    Item::Header(h) => (h.span.start, h.span.end),
+                    Item::Session(s) => (s.span.start, s.span.end),
+                    Item::Unparsed(_) => continue,
+                };
+                let (start, end) = (start as usize - base, end as usize - base);
+                // An entry cut short by the error would be checked with its tail missing.
+                if matches!(item, Item::Entry(_)) && end > line_start {
+                    break;
+                }
+                kept_until = if start < line_start { end } else { at };
+                items.push(item);
+            }
+        }
+        if kept_until >= at {
+            return;
+        }
+        let rest = source[kept_until..].trim_start();
+        let rest_start = source.len() - rest.len();
+        let span = self.spans.span_at(base + rest_start, base + source.len());
+        items.push(Item::Unparsed(Unparsed {
+            kind: split::item_kind(rest),
+            span,
+        }));
+    }
+
     fn item(&mut self, pair: Pair<'_, Rule>) -> Option<Item> {
         match pair.as_rule() {
             Rule::header => Some(Item::Header(self.header(pair))),
@@ -365,31 +407,35 @@ impl Builder<'_> {
 
     fn number(&mut self, pair: &Pair<'_, Rule>) -> Number {
         let text = pair.as_str();
-        let is_float = text.contains(['.', 'e', 'E']);
-        if !is_float {
+        if !text.contains(['.', 'e', 'E']) {
             if let Ok(i) = text.parse::<i64>() {
                 return Number::Int(i);
             }
+            self.out_of_range(pair);
+            return Number::Int(if text.starts_with('-') {
+                i64::MIN
+            } else {
+                i64::MAX
+            });
         }
         match text.parse::<f64>() {
-            Ok(f) if f.is_finite() && is_float => Number::Float(f),
-            Ok(f) => {
-                self.diagnostics.push(
-                    Diagnostic::new(
-                        Code::NumberOutOfRange,
-                        self.spans.span(pair),
-                        format!("number `{text}` is out of range"),
-                    )
-                    .with_hint("integers are 64-bit signed; floats must be finite"),
-                );
-                if f.is_finite() {
-                    Number::Float(f)
-                } else {
-                    Number::Float(0.0)
-                }
+            Ok(f) if f.is_finite() => Number::Float(f),
+            _ => {
+                self.out_of_range(pair);
+                Number::Float(0.0)
             }
-            Err(_) => Number::Int(0),
         }
+    }
+
+    fn out_of_range(&mut self, pair: &Pair<'_, Rule>) {
+        self.diagnostics.push(
+            Diagnostic::new(
+                Code::NumberOutOfRange,
+                self.spans.span(pair),
+                format!("number `{}` is out of range", pair.as_str()),
+            )
+            .with_hint("integers are 64-bit signed; floats must be finite"),
+        );
     }
 
     fn param(&mut self, pair: Pair<'_, Rule>) -> Param {

@@ -112,6 +112,23 @@ fn leading_word(line: &[u8]) -> (&[u8], &[u8]) {
     line.split_at(len)
 }
 
+/// What the piece starting at `text` opens: used to keep track of items that fail to
+/// parse.
+pub fn item_kind(text: &str) -> super::UnparsedKind {
+    let bytes = text.as_bytes();
+    let (word, _) = leading_word(bytes);
+    if !starts_item(bytes) {
+        return super::UnparsedKind::Other;
+    }
+    match word {
+        b"trajectory" => super::UnparsedKind::Header,
+        b"session" => super::UnparsedKind::Session,
+        _ => super::UnparsedKind::Entry {
+            id: String::from_utf8_lossy(word).into_owned(),
+        },
+    }
+}
+
 fn starts_item(line: &[u8]) -> bool {
     let (word, rest) = leading_word(line);
     if word.is_empty() || !word[0].is_ascii_alphabetic() {
