@@ -7,8 +7,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod bench;
+pub mod calibrate;
 pub mod check;
 pub mod graph;
+pub mod reference;
 pub mod render;
 
 #[derive(Debug, Parser)]
@@ -31,6 +33,10 @@ pub enum Command {
     /// Benchmarks that print a table (parse, build, oracle, emulator, deploy).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Compare the XDNA 2 cost model with the reference system's measurements (--fit refits it).
+    Calibrate(calibrate::Args),
+    /// Run the CPU f32 reference on a model directory; check it against reference.safetensors when present.
+    Reference(reference::Args),
 }
 
 pub fn run(cli: Cli) -> ExitCode {
@@ -38,6 +44,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Check(args) => check::run(args),
         Command::Graph(args) => graph::run(args),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Calibrate(args) => calibrate::run(args),
+        Command::Reference(args) => reference::run(args),
     }
 }
 

@@ -9,6 +9,7 @@
 //!   what would not fit.
 //! - [`oracle`]: the reference forward pass, its building blocks, and the
 //!   comparison with a fixture's `reference.safetensors`.
+//! - [`tokenizer`]: text prompts via `tokenizer.json` (cargo feature `tokenizer`).
 //!
 //! A [`Model`] is the architecture plus its weights:
 //! `Model::load(dir, seed)` reads `dir/config.json` and the weights in `dir`,
@@ -23,6 +24,7 @@ pub mod oracle;
 pub mod random;
 pub mod scope;
 pub mod tensor;
+pub mod tokenizer;
 pub mod weights;
 
 use std::path::Path;

@@ -114,6 +114,8 @@ pub enum BufferClass {
     Weight,
     /// Activations, scratch and outputs.
     Activation,
+    /// Tensors only host ops read (embedding table, host-side norms, biases).
+    Host,
 }
 
 /// A setup-time transform of a checkpoint tensor.
@@ -270,11 +272,15 @@ pub enum Launch {
         out: String,
         spec: FlashAttentionSpec,
     },
+    /// Partition `part` of the LM head: `w` holds the partition's rows
+    /// (`spec.part.m`, zero-padded past the vocabulary); its logits land in
+    /// their rows of `out`.
     LmHeadGemv {
         w: String,
         x: String,
         out: String,
         spec: LmHeadSpec,
+        part: usize,
     },
 }
 
@@ -369,7 +375,9 @@ impl Launch {
                 "{}x{} h{}/{} d{}",
                 spec.lq, spec.lk, spec.heads, spec.kv_heads, spec.head_dim
             ),
-            Launch::LmHeadGemv { spec, .. } => format!("{}x{} /{}", spec.vocab, spec.part.k, spec.parts),
+            Launch::LmHeadGemv { spec, part, .. } => {
+                format!("{}x{} part {}/{}", spec.part.m, spec.part.k, part + 1, spec.parts)
+            }
         }
     }
 }
@@ -389,8 +397,13 @@ pub struct Call {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum HostOp {
-    /// Token embedding gather of `rows` positions.
-    Embed { out: String, rows: usize, hidden: usize },
+    /// Token embedding gather of `rows` positions from `table`.
+    Embed {
+        table: String,
+        out: String,
+        rows: usize,
+        hidden: usize,
+    },
     /// Stores this layer's K and V rows in the host KV cache (prefill: all
     /// rows with the head-major transpose; decode: one appended row).
     KvStore {
@@ -689,7 +702,7 @@ fn operand_sizes(launch: &Launch) -> Vec<(&str, usize)> {
             let (nq, nk) = (spec.lq * spec.heads * spec.head_dim, spec.lk * spec.kv_heads * spec.head_dim);
             vec![(q, nq), (k, nk), (v, nk), (out, nq)]
         }
-        Launch::LmHeadGemv { w, x, out, spec } => vec![(w, spec.vocab * spec.part.k), (x, spec.part.k), (out, spec.vocab)],
+        Launch::LmHeadGemv { w, x, out, spec, .. } => vec![(w, spec.part.m * spec.part.k), (x, spec.part.k), (out, spec.vocab)],
     }
 }
 
