@@ -9,4 +9,5 @@
 pub mod cli;
 pub mod diag;
 pub mod graph;
+pub mod replay;
 pub mod syntax;

@@ -12,6 +12,7 @@ pub mod check;
 pub mod graph;
 pub mod reference;
 pub mod render;
+pub mod replay;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -30,6 +31,8 @@ pub enum Command {
     Check(check::Args),
     /// Print the action/lesson graph of a trajectory as Graphviz DOT or JSON.
     Graph(graph::Args),
+    /// Re-execute a trajectory on the XDNA 2 emulator and check every recorded observation.
+    Replay(replay::Args),
     /// Benchmarks that print a table (parse, build, oracle, emulator, deploy).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -43,6 +46,7 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Check(args) => check::run(args),
         Command::Graph(args) => graph::run(args),
+        Command::Replay(args) => replay::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Calibrate(args) => calibrate::run(args),
         Command::Reference(args) => reference::run(args),
