@@ -11,3 +11,4 @@ pub mod diag;
 pub mod graph;
 pub mod replay;
 pub mod syntax;
+pub mod synth;

@@ -26,7 +26,7 @@ fn check_single_file(path: &Path) -> (Vec<SourceFile>, Vec<Diagnostic>) {
         text,
     }];
     let (parsed, mut diagnostics) = syntax::parse_sources(&sources, 0);
-    let (_, more) = graph::build(&parsed);
+    let (_, more) = graph::build(parsed);
     diagnostics.extend(more);
     skillc::diag::sort(&mut diagnostics);
     (sources, diagnostics)

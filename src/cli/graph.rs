@@ -20,6 +20,7 @@ pub enum Format {
 pub struct Args {
     /// The trajectory directory.
     pub dir: PathBuf,
+    /// Output format: Graphviz DOT, or JSON with every node and edge and its position.
     #[arg(long, value_enum, default_value = "dot")]
     pub format: Format,
     /// Write to this file instead of stdout.

@@ -20,56 +20,93 @@ pub(super) struct Reference {
 }
 
 pub(super) struct Checked {
+    pub id: String,
+    pub kind: EntryKind,
+    pub span: Span,
     pub data: NodeData,
     pub references: Vec<Reference>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
-pub(super) fn check_entry(entry: &Entry, phase: u8) -> Checked {
+/// Checks an entry, then moves its parts into the node data (the AST is consumed, so
+/// a large trajectory is not held in memory twice).
+pub(super) fn check_entry(entry: Entry, phase: u8) -> Checked {
     let mut checker = Checker {
         diagnostics: Vec::new(),
     };
     let kind = entry.body.kind();
-    checker.clause_placement(entry, kind);
-    let references = references(entry, kind);
-    let data = match &entry.body {
-        EntryBody::Action(head) => NodeData::Action(checker.action(&head.op, &head.params, phase)),
-        EntryBody::Observe(head) => {
-            let mut data = ObservationData {
-                provenance: head.provenance.unwrap_or(Provenance::Measured),
-                label: head.label.as_ref().map(|t| t.text.clone()),
-                measurements: head.measurements.clone(),
-                conditions: conditions(entry),
-                verdict: None,
-                thresholds_met: None,
-            };
-            for clause in &entry.clauses {
-                if let ClauseKind::Verdict(verdict) = clause.kind {
-                    data.verdict.get_or_insert(verdict);
-                }
-            }
-            checker.observation(&mut data, entry);
-            NodeData::Observation(data)
-        }
-        EntryBody::Lesson { title } => NodeData::Lesson(checker.lesson(&title.text, entry)),
-        EntryBody::Note { text } => NodeData::Note {
-            text: text.text.clone(),
-        },
-        EntryBody::Decision { text } => NodeData::Decision {
-            text: text.text.clone(),
-        },
-    };
+    checker.clause_placement(&entry, kind);
+    let references = references(&entry, kind);
     if let Some(conditions) = entry.clauses.iter().find_map(|c| match &c.kind {
         ClauseKind::When(params) => Some(params),
         _ => None,
     }) {
         checker.no_duplicate_keys(conditions, "condition");
     }
+    let verdict = entry.clauses.iter().find_map(|c| match c.kind {
+        ClauseKind::Verdict(verdict) => Some(verdict),
+        _ => None,
+    });
+    let mut thresholds_met = None;
+    let mut lesson = None;
+    match &entry.body {
+        EntryBody::Action(head) => checker.action(&head.op, &head.params, phase),
+        EntryBody::Observe(head) => {
+            thresholds_met = checker.observation(&head.measurements, verdict, &entry)
+        }
+        EntryBody::Lesson { title } => lesson = Some(checker.lesson(&title.text, &entry)),
+        EntryBody::Note { .. } | EntryBody::Decision { .. } => {}
+    }
+    let Entry {
+        id,
+        body,
+        clauses,
+        span,
+    } = entry;
+    let data = match body {
+        EntryBody::Action(head) => NodeData::Action(ActionData {
+            op: head.op.text,
+            params: head.params,
+        }),
+        EntryBody::Observe(head) => NodeData::Observation(ObservationData {
+            provenance: head.provenance.unwrap_or(Provenance::Measured),
+            label: head.label.map(|t| t.text),
+            measurements: head.measurements,
+            conditions: into_conditions(clauses),
+            verdict,
+            thresholds_met,
+        }),
+        EntryBody::Lesson { title } => {
+            NodeData::Lesson(Box::new(lesson.unwrap_or_else(|| LessonData {
+                title: title.text,
+                symptom: None,
+                cause: None,
+                remedies: Vec::new(),
+                conditions: Vec::new(),
+            })))
+        }
+        EntryBody::Note { text } => NodeData::Note { text: text.text },
+        EntryBody::Decision { text } => NodeData::Decision { text: text.text },
+    };
     Checked {
+        id: id.text,
+        kind,
+        span,
         data,
         references,
         diagnostics: checker.diagnostics,
     }
+}
+
+fn into_conditions(clauses: Vec<crate::syntax::Clause>) -> Vec<Param> {
+    clauses
+        .into_iter()
+        .filter_map(|c| match c.kind {
+            ClauseKind::When(params) => Some(params),
+            _ => None,
+        })
+        .flatten()
+        .collect()
 }
 
 fn conditions(entry: &Entry) -> Vec<Param> {
@@ -232,13 +269,9 @@ impl Checker {
         spec
     }
 
-    fn action(&mut self, op: &Name, params: &[Param], phase: u8) -> ActionData {
-        let data = ActionData {
-            op: op.text.clone(),
-            params: params.to_vec(),
-        };
+    fn action(&mut self, op: &Name, params: &[Param], phase: u8) {
         let Some(spec) = self.operation(op) else {
-            return data;
+            return;
         };
         if phase <= 7 && !spec.allowed_in(phase) {
             let phases: Vec<String> = spec.phases.iter().map(u8::to_string).collect();
@@ -275,7 +308,6 @@ impl Checker {
                 );
             }
         }
-        data
     }
 
     fn unknown_parameter(&mut self, spec: &OpSpec, key: &Name, slots_allowed: bool) {
@@ -425,8 +457,15 @@ impl Checker {
     // Observations
     // ----------------------------------------------------------------------------
 
-    fn observation(&mut self, data: &mut ObservationData, entry: &Entry) {
-        if data.measurements.is_empty() && data.verdict.is_none() {
+    /// Checks the measurements and returns whether all thresholds hold (`None` without
+    /// thresholds or when a unit problem makes it undecidable).
+    fn observation(
+        &mut self,
+        measurements: &[Measurement],
+        verdict: Option<crate::syntax::Verdict>,
+        entry: &Entry,
+    ) -> Option<bool> {
+        if measurements.is_empty() && verdict.is_none() {
             self.push(
                 Diagnostic::new(
                     Code::EmptyObservation,
@@ -439,8 +478,8 @@ impl Checker {
         let mut all_met = true;
         let mut any_threshold = false;
         let mut undecidable = false;
-        for (i, measurement) in data.measurements.iter().enumerate() {
-            if let Some(first) = data.measurements[..i]
+        for (i, measurement) in measurements.iter().enumerate() {
+            if let Some(first) = measurements[..i]
                 .iter()
                 .find(|m| m.metric.text == measurement.metric.text)
             {
@@ -472,9 +511,11 @@ impl Checker {
                 }
             }
         }
-        if any_threshold && !undecidable {
-            data.thresholds_met = Some(all_met);
-            if let Some(verdict) = data.verdict {
+        if !any_threshold || undecidable {
+            return None;
+        }
+        {
+            if let Some(verdict) = verdict {
                 let implied = if all_met {
                     crate::syntax::Verdict::Pass
                 } else {
@@ -500,11 +541,12 @@ impl Checker {
                                 }
                             ),
                         )
-                        .with_hint(describe_thresholds(&data.measurements)),
+                        .with_hint(describe_thresholds(measurements)),
                     );
                 }
             }
         }
+        Some(all_met)
     }
 
     fn metric(&mut self, name: &Name) -> Option<&'static ops::MetricSpec> {

@@ -43,8 +43,8 @@ use crate::syntax::{
 };
 
 /// Resolves and validates one trajectory (the parsed files of one directory, in file
-/// order). Diagnostics come sorted by file and position.
-pub fn build(files: &[ParsedFile]) -> (Graph, Vec<Diagnostic>) {
+/// order), consuming the syntax tree. Diagnostics come sorted by file and position.
+pub fn build(files: Vec<ParsedFile>) -> (Graph, Vec<Diagnostic>) {
     resolve::build(files)
 }
 
@@ -77,9 +77,11 @@ pub fn load_dirs(dirs: &[PathBuf]) -> Result<Loaded, LoadError> {
         sources.extend(files);
     }
     let (parsed, mut diagnostics) = syntax::parse_sources(&sources, 0);
+    let mut parsed = parsed.into_iter();
     let mut trajectories = Vec::new();
     for (dir, range) in dirs.iter().zip(ranges) {
-        let (graph, more) = build(&parsed[range]);
+        let files: Vec<ParsedFile> = parsed.by_ref().take(range.len()).collect();
+        let (graph, more) = build(files);
         diagnostics.extend(more);
         trajectories.push((dir.clone(), graph));
     }
@@ -91,15 +93,16 @@ pub fn load_dirs(dirs: &[PathBuf]) -> Result<Loaded, LoadError> {
     })
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// The resolved trajectory. `export::to_json` writes it out; the struct itself is not
+/// serialised because node indices and the id table are in-memory conveniences.
+#[derive(Debug, Clone)]
 pub struct Graph {
     pub header: Option<HeaderInfo>,
     pub files: Vec<FileInfo>,
     pub sessions: Vec<SessionInfo>,
     /// Nodes in trajectory order; edges from the citing entry to the cited one.
-    #[serde(skip)]
     pub inner: DiGraph<Node, Edge>,
-    #[serde(skip)]
+    /// Entry id to node.
     pub index: HashMap<String, NodeIndex>,
 }
 
@@ -147,7 +150,7 @@ pub struct Node {
 pub enum NodeData {
     Action(ActionData),
     Observation(ObservationData),
-    Lesson(LessonData),
+    Lesson(Box<LessonData>),
     Note { text: String },
     Decision { text: String },
 }

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 
 use petgraph::algo::{tarjan_scc, toposort};
-use petgraph::graph::NodeIndex;
+use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::{EdgeFiltered, EdgeRef};
 use petgraph::Direction;
 use rayon::prelude::*;
@@ -23,8 +23,8 @@ use crate::syntax::{
 /// Dangling references that get a "did you mean" hint; each costs a scan of all ids.
 const SUGGESTION_BUDGET: usize = 16;
 
-struct Placed<'a> {
-    entry: &'a Entry,
+struct Placed {
+    entry: Entry,
     session: usize,
     phase: u8,
 }
@@ -32,12 +32,17 @@ struct Placed<'a> {
 /// What the items that failed to parse leave behind: ids that exist but have no node,
 /// and whether any item failed at all.
 #[derive(Default)]
-struct Broken<'a> {
-    ids: HashSet<&'a str>,
+struct Broken {
+    ids: HashSet<String>,
     any: bool,
 }
 
-pub(super) fn build(files: &[ParsedFile]) -> (Graph, Vec<Diagnostic>) {
+pub(super) fn build(files: Vec<ParsedFile>) -> (Graph, Vec<Diagnostic>) {
+    let entry_count = files
+        .iter()
+        .flat_map(|f| &f.items)
+        .filter(|i| matches!(i, Item::Entry(_)))
+        .count();
     let mut graph = Graph {
         header: None,
         files: files
@@ -48,31 +53,29 @@ pub(super) fn build(files: &[ParsedFile]) -> (Graph, Vec<Diagnostic>) {
             })
             .collect(),
         sessions: Vec::new(),
-        inner: Default::default(),
-        index: HashMap::new(),
+        inner: DiGraph::with_capacity(entry_count, entry_count * 2),
+        index: HashMap::with_capacity(entry_count),
     };
     let mut diagnostics = Vec::new();
 
     let mut broken = Broken::default();
     let placed = place(files, &mut graph, &mut broken, &mut diagnostics);
-    let checked: Vec<Checked> = placed
-        .par_iter()
-        .map(|p| check::check_entry(p.entry, p.phase))
+    let checked: Vec<(Checked, usize, u8)> = placed
+        .into_par_iter()
+        .map(|p| (check::check_entry(p.entry, p.phase), p.session, p.phase))
         .collect();
 
-    let mut references = Vec::with_capacity(placed.len());
-    for (placed, checked) in placed.iter().zip(checked) {
-        let entry = placed.entry;
-        let index = graph.inner.add_node(Node {
-            id: entry.id.text.clone(),
-            kind: entry.body.kind(),
-            phase: placed.phase,
-            session: placed.session,
-            span: entry.span,
+    let mut references = Vec::with_capacity(checked.len());
+    for (checked, session, phase) in checked {
+        graph.inner.add_node(Node {
+            id: checked.id,
+            kind: checked.kind,
+            phase,
+            session,
+            span: checked.span,
             effective: true,
             data: checked.data,
         });
-        graph.index.insert(entry.id.text.clone(), index);
         diagnostics.extend(checked.diagnostics);
         references.push(checked.references);
     }
@@ -99,25 +102,28 @@ pub(super) fn build(files: &[ParsedFile]) -> (Graph, Vec<Diagnostic>) {
 // Pass 1: items
 // ---------------------------------------------------------------------------------
 
-fn place<'a>(
-    files: &'a [ParsedFile],
+/// Walks the items in order: the header, sessions (each entry takes the latest one's
+/// phase) and entries, whose ids go into `graph.index` at the node position they will
+/// get. Entries that cannot be placed are reported and dropped.
+fn place(
+    files: Vec<ParsedFile>,
     graph: &mut Graph,
-    broken: &mut Broken<'a>,
+    broken: &mut Broken,
     diagnostics: &mut Vec<Diagnostic>,
-) -> Vec<Placed<'a>> {
-    let mut placed = Vec::new();
-    let mut first_definition: HashMap<&str, Span> = HashMap::new();
+) -> Vec<Placed> {
+    let mut placed: Vec<Placed> = Vec::with_capacity(graph.index.capacity());
     let mut header_span: Option<Span> = None;
     let mut session_sizes: Vec<usize> = Vec::new();
-    let mut previous_timestamp: Option<&Timestamp> = None;
+    let mut previous_timestamp: Option<Timestamp> = None;
+    let first_file = files.first().map(|f| f.file);
 
     for file in files {
-        for item in &file.items {
+        for item in file.items {
             match item {
                 Item::Header(header) => match header_span {
                     None => {
                         header_span = Some(header.span);
-                        graph.header = Some(header_info(header, diagnostics));
+                        graph.header = Some(header_info(&header, diagnostics));
                     }
                     Some(first) => diagnostics.push(
                         Diagnostic::new(
@@ -130,19 +136,19 @@ fn place<'a>(
                     ),
                 },
                 Item::Session(session) => {
-                    check_session(session, previous_timestamp, diagnostics);
-                    previous_timestamp = Some(&session.timestamp);
+                    check_session(&session, previous_timestamp.as_ref(), diagnostics);
                     graph.sessions.push(SessionInfo {
                         timestamp: session.timestamp.text.clone(),
                         phase: u8::try_from(session.phase).unwrap_or(u8::MAX),
-                        title: session.title.as_ref().map(|t| t.text.clone()),
+                        title: session.title.map(|t| t.text),
                         span: session.span,
                     });
+                    previous_timestamp = Some(session.timestamp);
                     session_sizes.push(0);
                 }
                 Item::Unparsed(unparsed) => {
                     broken.any = true;
-                    match &unparsed.kind {
+                    match unparsed.kind {
                         UnparsedKind::Header => {
                             header_span.get_or_insert(unparsed.span);
                         }
@@ -180,19 +186,21 @@ fn place<'a>(
                         );
                         continue;
                     };
-                    if let Some(first) = first_definition.get(entry.id.text.as_str()) {
+                    if let Some(first) = graph.index.get(entry.id.text.as_str()) {
                         diagnostics.push(
                             Diagnostic::new(
                                 Code::DuplicateId,
                                 entry.id.span,
                                 format!("entry id `{}` is already used", entry.id.text),
                             )
-                            .with_related(*first, "first used here")
+                            .with_related(placed[first.index()].entry.id.span, "first used here")
                             .with_hint("ids are unique across all files of the trajectory"),
                         );
                         continue;
                     }
-                    first_definition.insert(&entry.id.text, entry.id.span);
+                    graph
+                        .index
+                        .insert(entry.id.text.clone(), NodeIndex::new(placed.len()));
                     session_sizes[session] += 1;
                     placed.push(Placed {
                         entry,
@@ -205,9 +213,9 @@ fn place<'a>(
     }
 
     if header_span.is_none() {
-        if let Some(file) = files.first() {
+        if let Some(file) = first_file {
             let span = Span {
-                file: file.file,
+                file,
                 start: 0,
                 end: 0,
                 line: 1,
@@ -376,7 +384,7 @@ fn timestamp_problem(t: &Timestamp) -> Option<&'static str> {
 fn resolve_references(
     graph: &mut Graph,
     references: &[Vec<Reference>],
-    broken: &Broken<'_>,
+    broken: &Broken,
     diagnostics: &mut Vec<Diagnostic>,
 ) {
     let mut suggestions_left = SUGGESTION_BUDGET;

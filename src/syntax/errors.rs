@@ -5,6 +5,7 @@
 use pest::error::{Error, ErrorVariant, InputLocation};
 
 use super::parser::{Rule, SpanMaker};
+use super::{split, UnparsedKind};
 use crate::diag::{Code, Diagnostic};
 
 pub(super) fn syntax_error(
@@ -29,7 +30,10 @@ pub(super) fn syntax_error(
     };
     let span = spans.span_at(base + caret, base + caret + found.len());
     let expected = match &error.variant {
-        ErrorVariant::ParsingError { positives, .. } => describe(positives),
+        ErrorVariant::ParsingError { positives, .. } => describe(
+            positives,
+            matches!(split::item_kind(piece), UnparsedKind::Entry { .. }),
+        ),
         ErrorVariant::CustomError { message } => message.clone(),
     };
     let found_text = if found.is_empty() {
@@ -108,7 +112,10 @@ fn found_token(piece: &str, at: usize) -> &str {
 
 /// What the parser expected, in the language's words, deduplicated and in a stable
 /// order.
-fn describe(positives: &[Rule]) -> String {
+/// `in_entry`: the piece is an entry, so wherever the next item may start a clause may
+/// too (pest does not report the `clause_start` lookahead that guards clauses).
+fn describe(positives: &[Rule], in_entry: bool) -> String {
+    const CLAUSE: &str = "a clause (when, after, about, evidence, fixes, supersedes, reverts, symptom, cause, fix, -> verdict)";
     let mut names: Vec<&str> = Vec::new();
     let clause_keywords = positives.iter().filter(|r| is_clause_start(**r)).count();
     let any_value = positives
@@ -120,10 +127,13 @@ fn describe(positives: &[Rule]) -> String {
         } else if is_item_start(*rule) {
             "the next item"
         } else if clause_keywords > 2 && is_clause_start(*rule) {
-            "a clause (when, after, about, evidence, fixes, supersedes, reverts, symptom, cause, fix, -> verdict)"
+            CLAUSE
         } else {
             rule_name(*rule)
         };
+        if name == "the next item" && in_entry && !names.contains(&CLAUSE) {
+            names.push(CLAUSE);
+        }
         if !name.is_empty() && !names.contains(&name) {
             names.push(name);
         }

@@ -8,6 +8,7 @@
 //! # use std::path::Path;
 //! let sources = skillc::syntax::load_dir(Path::new("trajectories/example"))?;
 //! let (parsed, diagnostics) = skillc::syntax::parse_sources(&sources, 0);
+//! let (graph, more) = skillc::graph::build(parsed);
 //! # Ok::<(), skillc::syntax::LoadError>(())
 //! ```
 //!
@@ -131,11 +132,22 @@ pub fn parse_sources(sources: &[SourceFile], first_id: u32) -> (Vec<ParsedFile>,
     (parsed, diagnostics)
 }
 
+/// One trajectory directory, loaded and parsed.
+#[derive(Debug)]
+pub struct ParsedDir {
+    /// File `i` has `FileId(i)`.
+    pub sources: Vec<SourceFile>,
+    pub files: Vec<ParsedFile>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
 /// Loads and parses one trajectory directory (file ids start at 0).
-pub fn parse_dir(
-    dir: &Path,
-) -> Result<(Vec<SourceFile>, Vec<ParsedFile>, Vec<Diagnostic>), LoadError> {
+pub fn parse_dir(dir: &Path) -> Result<ParsedDir, LoadError> {
     let sources = load_dir(dir)?;
-    let (parsed, diagnostics) = parse_sources(&sources, 0);
-    Ok((sources, parsed, diagnostics))
+    let (files, diagnostics) = parse_sources(&sources, 0);
+    Ok(ParsedDir {
+        sources,
+        files,
+        diagnostics,
+    })
 }

@@ -5,6 +5,7 @@
 use pest::iterators::Pair;
 use pest::Parser;
 use pest_derive::Parser;
+use rayon::prelude::*;
 
 use super::ast::*;
 use super::span::{FileId, LineIndex, Span};
@@ -15,45 +16,59 @@ use crate::diag::{Code, Diagnostic};
 #[grammar = "grammar/trajectory.pest"]
 pub struct TrajectoryParser;
 
-/// Parses one file's text. Never panics; every problem is a diagnostic.
+/// Longest remedy expression accepted, in parse-tree tokens (`divisor(N / herd_n)` is
+/// about 20).
+const MAX_EXPRESSION_TOKENS: usize = 2000;
+
+/// Parses one file's text. Never panics; every problem is a diagnostic. Runs of items
+/// are parsed in parallel; items and diagnostics come back in file order.
 pub fn parse_text(file: FileId, path: &str, text: &str) -> (ParsedFile, Vec<Diagnostic>) {
     let index = LineIndex::new(text);
-    let mut builder = Builder {
-        spans: SpanMaker::new(file, text, &index),
-        diagnostics: Vec::new(),
-    };
-    let mut items = Vec::new();
-    for piece in split::split(text) {
-        if let Some(at) = piece.too_deep_at {
-            let span = builder.spans.span_at(at, at + 1);
-            builder.diagnostics.push(
-                Diagnostic::new(
-                    Code::NestingTooDeep,
-                    span,
-                    format!("brackets nested more than {} deep", split::MAX_NESTING),
-                )
-                .with_hint("flatten the value; lists and expressions need only a few levels"),
-            );
-            continue;
-        }
-        let source = &text[piece.range.clone()];
-        builder.spans.base = piece.range.start;
-        match TrajectoryParser::parse(Rule::file, source) {
-            Ok(pairs) => builder.items(pairs, &mut items),
-            Err(error) => {
-                let (diagnostic, at) =
-                    super::errors::syntax_error(&builder.spans, piece.range.start, source, &error);
-                builder.diagnostics.push(diagnostic);
-                builder.salvage(source, at, &mut items);
-            }
-        }
+    let pieces = split::split(text);
+    let batches: Vec<&[split::Piece]> = batches(&pieces).collect();
+    let results: Vec<(Vec<Item>, Vec<Diagnostic>)> = batches
+        .par_iter()
+        .map(|batch| parse_batch(file, text, &index, batch))
+        .collect();
+    let mut items = Vec::with_capacity(pieces.len());
+    let mut diagnostics = Vec::new();
+    for (batch_items, batch_diagnostics) in results {
+        items.extend(batch_items);
+        diagnostics.extend(batch_diagnostics);
     }
     let parsed = ParsedFile {
         file,
         path: path.to_string(),
         items,
     };
-    (parsed, builder.diagnostics)
+    (parsed, diagnostics)
+}
+
+fn parse_batch(
+    file: FileId,
+    text: &str,
+    index: &LineIndex,
+    batch: &[split::Piece],
+) -> (Vec<Item>, Vec<Diagnostic>) {
+    let mut builder = Builder {
+        spans: SpanMaker::new(file, text, index),
+        diagnostics: Vec::new(),
+    };
+    let mut items = Vec::with_capacity(batch.len());
+    // Fast path: the whole run in one pest call. Only if that fails is each piece
+    // parsed on its own, which pins down every error; valid files never get there.
+    if batch.len() > 1 && batch.iter().all(|p| p.too_deep_at.is_none()) {
+        let range = batch[0].range.start..batch[batch.len() - 1].range.end;
+        if let Ok(pairs) = TrajectoryParser::parse(Rule::file, &text[range.clone()]) {
+            builder.spans.base = range.start;
+            builder.items(pairs, &mut items);
+            return (items, builder.diagnostics);
+        }
+    }
+    for piece in batch {
+        builder.piece(text, piece, &mut items);
+    }
+    (items, builder.diagnostics)
 }
 
 /// Turns byte offsets of the current piece into spans with line and column. Lookups
@@ -64,6 +79,8 @@ pub(super) struct SpanMaker<'a> {
     text: &'a str,
     index: &'a LineIndex,
     pub(super) base: usize,
+    /// The last lookup (line index, offset, column), where the next one starts.
+    cursor: std::cell::Cell<(usize, u32, u32)>,
 }
 
 impl<'a> SpanMaker<'a> {
@@ -73,6 +90,7 @@ impl<'a> SpanMaker<'a> {
             text,
             index,
             base: 0,
+            cursor: std::cell::Cell::new((0, 0, 1)),
         }
     }
 
@@ -80,7 +98,10 @@ impl<'a> SpanMaker<'a> {
     pub(super) fn span_at(&self, start: usize, end: usize) -> Span {
         let start = start.min(self.text.len());
         let end = end.clamp(start, self.text.len());
-        let (line, col) = self.index.line_col(self.text, start as u32);
+        let ((line, col), cursor) =
+            self.index
+                .line_col_from(self.text, start as u32, self.cursor.get());
+        self.cursor.set(cursor);
         Span {
             file: self.file,
             start: start as u32,
@@ -137,7 +158,56 @@ fn is_keyword(rule: Rule) -> bool {
     )
 }
 
+/// Consecutive pieces grouped into runs of about [`BATCH_BYTES`]: one pest call per run
+/// instead of per item saves the parser's per-call setup.
+fn batches(pieces: &[split::Piece]) -> impl Iterator<Item = &[split::Piece]> {
+    let mut rest = pieces;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let start = rest[0].range.start;
+        let len = rest
+            .iter()
+            .position(|p| p.range.end - start > BATCH_BYTES)
+            .unwrap_or(rest.len())
+            .max(1);
+        let (batch, tail) = rest.split_at(len);
+        rest = tail;
+        Some(batch)
+    })
+}
+
+const BATCH_BYTES: usize = 16 * 1024;
+
 impl Builder<'_> {
+    /// Parses one piece on its own, reporting its syntax error if it has one.
+    fn piece(&mut self, text: &str, piece: &split::Piece, items: &mut Vec<Item>) {
+        if let Some(at) = piece.too_deep_at {
+            let span = self.spans.span_at(at, at + 1);
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::NestingTooDeep,
+                    span,
+                    format!("brackets nested more than {} deep", split::MAX_NESTING),
+                )
+                .with_hint("flatten the value; lists and expressions need only a few levels"),
+            );
+            return;
+        }
+        let source = &text[piece.range.clone()];
+        self.spans.base = piece.range.start;
+        match TrajectoryParser::parse(Rule::file, source) {
+            Ok(pairs) => self.items(pairs, items),
+            Err(error) => {
+                let (diagnostic, at) =
+                    super::errors::syntax_error(&self.spans, piece.range.start, source, &error);
+                self.diagnostics.push(diagnostic);
+                self.salvage(source, at, items);
+            }
+        }
+    }
+
     fn items(&mut self, mut pairs: pest::iterators::Pairs<'_, Rule>, items: &mut Vec<Item>) {
         let Some(file_pair) = pairs.next() else {
             return;
@@ -298,6 +368,16 @@ impl Builder<'_> {
             text: String::new(),
             span,
         });
+        if split::is_reserved(&id.text) {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::Syntax,
+                    id.span,
+                    format!("`{}` is a keyword and cannot be an entry id", id.text),
+                )
+                .with_hint("ids are words like `a12`, `o13`, `l14`"),
+            );
+        }
         let body = match parts.next() {
             Some(head) => self.entry_body(head, span),
             None => EntryBody::Note {
@@ -523,7 +603,7 @@ impl Builder<'_> {
                 for part in inner(pair) {
                     match part.as_rule() {
                         Rule::string | Rule::triple_string => cause.text = Some(self.text(part)),
-                        Rule::expr => cause.condition = Some(self.expr(part)),
+                        Rule::expr => cause.condition = Some(self.bounded_expr(part)),
                         _ => {}
                     }
                 }
@@ -604,9 +684,28 @@ impl Builder<'_> {
             Rule::boolean => ExprKind::Bool(pair.as_str() == "true"),
             Rule::quantity => ExprKind::Number(self.quantity(pair)),
             Rule::ident_value => ExprKind::Word(pair.as_str().to_string()),
-            _ => return self.expr(pair),
+            _ => return self.bounded_expr(pair),
         };
         Expr { kind, span }
+    }
+
+    /// An expression of at most [`MAX_EXPRESSION_TOKENS`] tokens; a larger one is
+    /// reported and replaced by `0`, so later passes can walk expression trees
+    /// recursively without risking the stack.
+    fn bounded_expr(&mut self, pair: Pair<'_, Rule>) -> Expr {
+        let span = self.spans.span(&pair);
+        if pair.clone().into_inner().flatten().count() > MAX_EXPRESSION_TOKENS {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::NestingTooDeep,
+                    span,
+                    format!("expression longer than {MAX_EXPRESSION_TOKENS} tokens"),
+                )
+                .with_hint("a remedy expression computes one parameter; keep it short"),
+            );
+            return zero_expr(span);
+        }
+        self.expr(pair)
     }
 
     /// Expression rules nest one level per precedence tier; each tier folds its

@@ -6,15 +6,19 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 pub mod oracle;
+pub mod parse;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// CPU f32 reference: decode tok/s against measured memory bandwidth, prefill GFLOP/s.
     Oracle(oracle::Args),
+    /// Front-end throughput: parse + resolve + validate 10k, 100k and 1M entries.
+    Parse(parse::Args),
 }
 
 pub fn run(cmd: BenchCommand) -> ExitCode {
     match cmd {
         BenchCommand::Oracle(args) => oracle::run(args),
+        BenchCommand::Parse(args) => parse::run(args),
     }
 }
