@@ -7,8 +7,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod bench;
+pub mod build;
 pub mod calibrate;
 pub mod check;
+pub mod diff;
 pub mod graph;
 pub mod reference;
 pub mod render;
@@ -29,6 +31,10 @@ pub struct Cli {
 pub enum Command {
     /// Parse, resolve and validate trajectory directories; print every diagnostic.
     Check(check::Args),
+    /// Distill trajectories into an eight-phase skill bundle (SKILL.md files and bundle.json).
+    Build(build::Args),
+    /// Semantic diff of two skill bundles: phases, steps, gates, lessons, skills.
+    Diff(diff::Args),
     /// Print the action/lesson graph of a trajectory as Graphviz DOT or JSON.
     Graph(graph::Args),
     /// Re-execute a trajectory on the XDNA 2 emulator and check every recorded observation.
@@ -46,6 +52,8 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Check(args) => check::run(args),
         Command::Graph(args) => graph::run(args),
+        Command::Build(args) => build::run(args),
+        Command::Diff(args) => diff::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Calibrate(args) => calibrate::run(args),

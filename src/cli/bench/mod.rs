@@ -5,11 +5,14 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
+pub mod build;
 pub mod oracle;
 pub mod parse;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
+    /// Time `skillc build` per stage on the example and synthetic trajectories.
+    Build(build::Args),
     /// CPU f32 reference: decode tok/s against measured memory bandwidth, prefill GFLOP/s.
     Oracle(oracle::Args),
     /// Front-end throughput: parse + resolve + validate 10k, 100k and 1M entries.
@@ -18,6 +21,7 @@ pub enum BenchCommand {
 
 pub fn run(cmd: BenchCommand) -> ExitCode {
     match cmd {
+        BenchCommand::Build(args) => build::run(args),
         BenchCommand::Oracle(args) => oracle::run(args),
         BenchCommand::Parse(args) => parse::run(args),
     }
