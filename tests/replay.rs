@@ -1,8 +1,9 @@
 //! `skillc replay` on the llama32-tiny fixture: every directory under
 //! tests/replay/ is a trajectory for that model; its replay outcomes (entry,
 //! metric, recorded figure, outcome) are snapshotted, and the tampered copies of
-//! the agreeing trajectory must disagree on exactly the tampered entry and make
-//! the command exit 1.
+//! the agreeing trajectory (a wrong gate verdict, a time far outside the band, a
+//! fix its lesson does not compute) must disagree on exactly the tampered entry
+//! and make the command exit 1.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -75,7 +76,7 @@ fn the_agreeing_trajectory_agrees_on_every_row() {
         "{}",
         outcomes(&report)
     );
-    assert_eq!(report.counts.agree, report.counts.observations);
+    assert_eq!(report.counts.agree, report.counts.compared);
 }
 
 #[test]
@@ -114,6 +115,22 @@ fn a_time_outside_the_band_is_a_disagreement() {
         "{}",
         bad[0].reason
     );
+}
+
+#[test]
+fn a_fix_the_remedy_does_not_compute_is_a_disagreement() {
+    let report = replay_dir(&root().join("tests/replay/wrong-fix"), Functional::Full);
+    let bad: Vec<_> = report
+        .rows
+        .iter()
+        .filter(|r| r.outcome == Outcome::Disagree)
+        .collect();
+    assert_eq!(bad.len(), 1, "{}", outcomes(&report));
+    assert_eq!(
+        (bad[0].entry.as_str(), bad[0].metric.as_str()),
+        ("t1.lesson", "fix tile_n")
+    );
+    assert!(bad[0].reason.contains("gives 48"), "{}", bad[0].reason);
 }
 
 #[test]

@@ -147,8 +147,9 @@ pub fn human(report: &Report, problems_only: bool, seconds: f64) -> String {
     let c = &report.counts;
     let b = &report.band;
     out.push_str(&format!(
-        "\nreplayed {} on {} (--functional {}): {} observations: {} agree, {} disagree, {} outside the emulator, {} not run; \
-         {} actions executed, {} lessons and {} notes/decisions not compared\n",
+        "\nreplayed {} on {} (--functional {}): {} entries compared ({} observations, {} lessons' fixes): \
+         {} agree, {} disagree, {} outside the emulator, {} not run; {} actions executed; \
+         {} lessons without an applied fix and {} notes/decisions not compared\n",
         report.trajectory,
         report.model,
         match report.functional {
@@ -156,13 +157,15 @@ pub fn human(report: &Report, problems_only: bool, seconds: f64) -> String {
             Functional::Kernels => "kernels",
             Functional::None => "none",
         },
+        c.compared,
         c.observations,
+        c.lessons_checked,
         c.agree,
         c.disagree,
         c.outside,
         c.not_run,
         c.actions,
-        c.lessons,
+        c.lessons - c.lessons_checked,
         c.text,
     ));
     out.push_str(&format!(

@@ -26,6 +26,7 @@ pub mod judge;
 mod kernel;
 mod measure;
 mod params;
+mod remedy;
 mod state;
 
 use std::collections::HashMap;
@@ -44,7 +45,7 @@ use skillc_runtime::xdna2::kernels::Precision;
 use skillc_runtime::xdna2::numerics::{self, Tolerance};
 use skillc_runtime::xdna2::plan::{Binding, Call, Launch, Phase, Step};
 
-use crate::graph::{ActionData, Graph, Node, NodeData, ObservationData};
+use crate::graph::{ActionData, EdgeKind, Graph, LessonData, Node, NodeData, ObservationData};
 use crate::syntax::{EntryKind, Verdict};
 
 pub use emulator::{Band, EmulatorError};
@@ -94,14 +95,18 @@ pub struct Row {
 /// Entries by how replay treated them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {
+    /// Observations, and lessons whose fix an action applied (`fixes … by`).
+    pub compared: usize,
     pub observations: usize,
-    /// Observations whose every row agrees.
+    /// Compared entries whose every row agrees.
     pub agree: usize,
     pub disagree: usize,
     pub outside: usize,
     pub not_run: usize,
     pub actions: usize,
     pub lessons: usize,
+    /// Lessons whose remedy was recomputed and compared with the applied fix.
+    pub lessons_checked: usize,
     /// Notes and decisions: text, skipped.
     pub text: usize,
 }
@@ -199,7 +204,7 @@ impl Walk<'_> {
                 self.done.insert(index, (result, self.state.clone()));
             }
             NodeData::Observation(obs) => self.observe(index, node, obs),
-            NodeData::Lesson(_) => self.counts.lessons += 1,
+            NodeData::Lesson(lesson) => self.lesson(index, node, lesson),
             NodeData::Note { .. } | NodeData::Decision { .. } => self.counts.text += 1,
         }
     }
@@ -484,10 +489,98 @@ impl Walk<'_> {
 
     fn observe(&mut self, index: NodeIndex, node: &Node, obs: &ObservationData) {
         self.counts.observations += 1;
+        let rows = self.replay_observation(index, obs);
+        self.record(node, rows);
+    }
+
+    /// Recomputes a lesson's fix from the action that failed and compares it
+    /// with each action that applied the lesson.
+    fn lesson(&mut self, index: NodeIndex, node: &Node, lesson: &LessonData) {
+        self.counts.lessons += 1;
+        let mut rows = Vec::new();
+        for applying in self.graph.sources(index, EdgeKind::By) {
+            let NodeData::Action(applied) = &self.graph.node(applying).data else {
+                continue;
+            };
+            for remedy in lesson.remedies.iter().filter(|r| r.op == applied.op) {
+                let Some(failed) = self.failed_action(applying, &remedy.op) else {
+                    let j = Judgement {
+                        outcome: Outcome::Disagree,
+                        reason: "the fixed observation measures no action".into(),
+                    };
+                    rows.push((
+                        format!("fix {}", remedy.op),
+                        String::new(),
+                        String::new(),
+                        j,
+                    ));
+                    continue;
+                };
+                for c in remedy::check(remedy, failed, applied, &self.emu.arch) {
+                    let agree = c.agrees();
+                    let (shown, reason) = match &c.computed {
+                        Ok(v) => (
+                            v.clone(),
+                            format!("computed from {}", self.graph.node(applying).id),
+                        ),
+                        Err(why) => ("?".to_string(), why.clone()),
+                    };
+                    let j = Judgement {
+                        outcome: if agree {
+                            Outcome::Agree
+                        } else {
+                            Outcome::Disagree
+                        },
+                        reason: if agree {
+                            reason
+                        } else {
+                            format!("the remedy gives {shown}, the fix applied {}", c.applied)
+                        },
+                    };
+                    rows.push((
+                        format!("fix {}", c.key),
+                        format!("{} (applied)", c.applied),
+                        shown,
+                        j,
+                    ));
+                }
+            }
+        }
+        if !rows.is_empty() {
+            self.counts.lessons_checked += 1;
+            self.record(node, rows);
+        }
+    }
+
+    /// The action whose failure `applying` fixes: among the `after` actions of
+    /// the observation it fixes, the one running `op`, else the measured one.
+    fn failed_action(&self, applying: NodeIndex, op: &str) -> Option<&ActionData> {
+        let fixed = self
+            .graph
+            .targets(applying, EdgeKind::Fixes)
+            .into_iter()
+            .next()?;
+        let actions: Vec<&ActionData> = self
+            .graph
+            .targets(fixed, EdgeKind::After)
+            .into_iter()
+            .filter_map(|t| match &self.graph.node(t).data {
+                NodeData::Action(a) => Some(a),
+                _ => None,
+            })
+            .collect();
+        actions
+            .iter()
+            .find(|a| a.op == op)
+            .or(actions.first())
+            .copied()
+    }
+
+    fn record(&mut self, node: &Node, rows: Vec<(String, String, String, Judgement)>) {
+        self.counts.compared += 1;
         let location = self.graph.location(node.span);
         let before = self.rows.len();
-        let replayed = self.replay_observation(index, obs);
-        for (metric, recorded, replayed, judgement) in replayed {
+        for (metric, recorded, replayed, judgement) in rows {
             self.rows.push(Row {
                 entry: node.id.clone(),
                 location: location.clone(),
@@ -527,7 +620,7 @@ impl Walk<'_> {
         };
         let after: Vec<NodeIndex> = self
             .graph
-            .targets(index, crate::graph::EdgeKind::After)
+            .targets(index, EdgeKind::After)
             .into_iter()
             .filter(|t| self.graph.node(*t).kind == EntryKind::Action)
             .collect();
