@@ -253,3 +253,109 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
         dot / (na.sqrt() * nb.sqrt())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use skillc_runtime::model::config::load_config;
+
+    use super::*;
+    use crate::replay::kernel::{self, Context, KernelChoiceError};
+    use crate::replay::params::{param_lists, Params};
+
+    fn arch() -> Architecture {
+        let config = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/fixtures/llama32-tiny/config.json"
+        );
+        load_config(Path::new(config)).expect("fixture config")
+    }
+
+    fn check(action: &str, arch: &Architecture) -> Result<KernelCheck, HarnessError> {
+        let device = Device::npu2();
+        let lists = param_lists(action);
+        let p = Params(&lists[0]);
+        let ctx = Context {
+            arch,
+            device: &device,
+            lm_head_parts: 2,
+        };
+        let launch = kernel::launch(p, ctx).expect("a kernel choice");
+        let tolerance = numerics::tolerance(
+            launch.kernel(),
+            skillc_runtime::xdna2::kernels::Precision::Bf16,
+        );
+        validate(&launch, arch, &device, tolerance, 7)
+    }
+
+    #[test]
+    fn every_kernel_passes_its_registry_tolerance_at_a_small_shape() {
+        let arch = arch();
+        for action in [
+            "a action select-tiling kernel=gemm shape=[256,128,128]",
+            "a action select-tiling kernel=gemv shape=[512,256] herd=[8,1] tile=[8]",
+            "a action select-tiling kernel=lm_head_gemv shape=[512,128]",
+            "a action select-tiling kernel=rmsnorm shape=[64,128] herd=[8,1]",
+            "a action select-tiling kernel=rope shape=[256,32] herd=[8,1]",
+            "a action select-tiling kernel=silu_mul shape=[65536] herd=[8,1] tile=[4096]",
+            "a action select-tiling kernel=eltwise_add shape=[65536] herd=[8,1]",
+            "a action select-tiling kernel=flash_attention shape=[256,256,32] layout=seq-first",
+            "a action select-tiling kernel=flash_attention shape=[256,256,32] layout=head-first",
+        ] {
+            let run = check(action, &arch).expect(action);
+            assert_eq!(
+                run.comparison.mismatches, 0,
+                "{action}: {:?}",
+                run.comparison
+            );
+            assert!(run.cosine > 0.999, "{action}: cosine {}", run.cosine);
+        }
+    }
+
+    #[test]
+    fn an_unwritten_column_block_is_caught() {
+        // N = 384 in blocks of tile_n 64 x herd_n 4 = 256: the last 128 columns
+        // are never written.
+        let run = check(
+            "a action select-tiling kernel=gemm shape=[256,128,384] tile=[32,128,32,64]",
+            &arch(),
+        )
+        .expect("runs");
+        assert!(
+            run.comparison.mismatches > 256 * 100,
+            "{:?}",
+            run.comparison
+        );
+    }
+
+    #[test]
+    fn a_refused_configuration_is_the_kernel_error() {
+        let refused = check(
+            "a action select-tiling kernel=eltwise_add shape=[65536] herd=[8,1] tile=[8192]",
+            &arch(),
+        );
+        assert!(matches!(refused, Err(HarnessError::Kernel(_))));
+    }
+
+    #[test]
+    fn shapes_of_the_wrong_rank_are_reported() {
+        let arch = arch();
+        let device = Device::npu2();
+        let lists = param_lists("a action select-tiling kernel=gemm shape=[256,128]");
+        let ctx = Context {
+            arch: &arch,
+            device: &device,
+            lm_head_parts: 1,
+        };
+        let err = kernel::launch(Params(&lists[0]), ctx).expect_err("rank 2");
+        assert_eq!(
+            err,
+            KernelChoiceError::Shape {
+                kernel: "gemm",
+                expected: 3,
+                got: vec![256, 128]
+            }
+        );
+    }
+}

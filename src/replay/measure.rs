@@ -218,3 +218,71 @@ pub fn join(violations: &[skillc_runtime::xdna2::constraints::ConstraintViolatio
         .collect::<Vec<_>>()
         .join("; ")
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use skillc_runtime::model::config::load_config;
+    use skillc_runtime::xdna2::builder::plan_for;
+    use skillc_runtime::xdna2::device::Device;
+
+    use super::*;
+    use crate::replay::params::param_lists;
+
+    fn prefill_plan(state: &State) -> Plan {
+        let config = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/fixtures/llama32-tiny/config.json"
+        );
+        let arch = load_config(Path::new(config)).expect("fixture config");
+        let options = state.options(Phase::Prefill);
+        plan_for(
+            "tiny",
+            &arch,
+            &Device::npu2(),
+            Phase::Prefill,
+            256,
+            &options,
+        )
+        .expect("plan")
+    }
+
+    #[test]
+    fn a_partial_merge_counts_its_group_once() {
+        let mut state = State::initial();
+        assert_eq!(calls_per_layer(&prefill_plan(&state), &state), 15);
+        state.merged.insert("rms_gemms_rope".into());
+        assert_eq!(calls_per_layer(&prefill_plan(&state), &state), 10);
+        state.merged.insert("o_ffn".into());
+        let plan = prefill_plan(&state);
+        assert!(plan.options.merge_launches);
+        assert_eq!(calls_per_layer(&plan, &state), 3);
+    }
+
+    #[test]
+    fn unknown_conditions_are_outside_the_emulator() {
+        let lists = param_lists(
+            "x1 observe kernel_ms = 1 ms when call=o_ffn platform_profile=balanced\n\
+             x2 observe prefill_s = 1 s when seq_len=2048 scope=layers\n\
+             x3 observe prefill_s = 1 s when scope=host-python\n",
+        );
+        let reason = unmodeled_condition(Params(&lists[0])).expect("outside");
+        assert!(reason.contains("platform_profile=balanced"), "{reason}");
+        assert_eq!(unmodeled_condition(Params(&lists[1])), None);
+        assert!(unmodeled_condition(Params(&lists[2])).is_some());
+    }
+
+    #[test]
+    fn a_restated_parameter_must_match_the_measured_action() {
+        let lists = param_lists(
+            "a1 action validate-kernel kernel=gemm shape=[64,64,64]\n\
+             a2 action validate-kernel kernel=gemm shape=[32,64,64]\n\
+             x1 observe mismatches = 0 == 0 when kernel=gemm shape=[64,64,64]\n",
+        );
+        let conditions = Params(&lists[2]);
+        assert_eq!(restatement_mismatch(conditions, &[Params(&lists[0])]), None);
+        let reason = restatement_mismatch(conditions, &[Params(&lists[1])]).expect("mismatch");
+        assert!(reason.contains("shape=[64,64,64]"), "{reason}");
+    }
+}

@@ -88,3 +88,29 @@ pub fn value_text(value: &ValueKind) -> String {
         }
     }
 }
+
+/// The parameter lists of every entry of `text`: an action's parameters, an
+/// observation's conditions (tests write them in the language itself).
+#[cfg(test)]
+pub fn param_lists(text: &str) -> Vec<Vec<Param>> {
+    use crate::syntax::{parse_file, ClauseKind, EntryBody, FileId, Item, SourceFile};
+    let source = SourceFile {
+        path: "t.traj".into(),
+        text: text.into(),
+    };
+    let (parsed, _) = parse_file(FileId(0), &source);
+    parsed
+        .items
+        .into_iter()
+        .filter_map(|item| match item {
+            Item::Entry(e) => match e.body {
+                EntryBody::Action(a) => Some(a.params),
+                _ => e.clauses.into_iter().find_map(|c| match c.kind {
+                    ClauseKind::When(p) => Some(p),
+                    _ => None,
+                }),
+            },
+            _ => None,
+        })
+        .collect()
+}
