@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 pub mod build;
+pub mod emulator;
 pub mod oracle;
 pub mod parse;
 
@@ -15,6 +16,8 @@ pub enum BenchCommand {
     Build(build::Args),
     /// CPU f32 reference: decode tok/s against measured memory bandwidth, prefill GFLOP/s.
     Oracle(oracle::Args),
+    /// XDNA 2 emulator: functional decode step of a full-size model vs the CPU reference's, as a ratio.
+    Emulator(emulator::Args),
     /// Front-end throughput: parse + resolve + validate 10k, 100k and 1M entries.
     Parse(parse::Args),
 }
@@ -24,5 +27,6 @@ pub fn run(cmd: BenchCommand) -> ExitCode {
         BenchCommand::Build(args) => build::run(args),
         BenchCommand::Oracle(args) => oracle::run(args),
         BenchCommand::Parse(args) => parse::run(args),
+        BenchCommand::Emulator(args) => emulator::run(args),
     }
 }
