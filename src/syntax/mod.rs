@@ -104,9 +104,13 @@ pub fn load_file(path: &Path) -> Result<SourceFile, LoadError> {
         path: shown.clone(),
         source,
     })?;
-    let text = String::from_utf8(bytes).map_err(|_| LoadError::NotUtf8 {
+    let mut text = String::from_utf8(bytes).map_err(|_| LoadError::NotUtf8 {
         path: shown.clone(),
     })?;
+    // Editors on some platforms start UTF-8 files with a byte-order mark; it is not text.
+    if text.starts_with('\u{feff}') {
+        text.drain(..'\u{feff}'.len_utf8());
+    }
     Ok(SourceFile { path: shown, text })
 }
 
