@@ -11,7 +11,7 @@ const HUGE_PAGE_THRESHOLD: usize = 1 << 20;
 
 /// Zeroed anonymous memory of `bytes`, with transparent huge pages requested
 /// where the OS supports the advice (Linux; elsewhere it is plain memory).
-pub fn anonymous_buffer(bytes: usize) -> std::io::Result<MmapMut> {
+fn anonymous_buffer(bytes: usize) -> std::io::Result<MmapMut> {
     let map = MmapMut::map_anon(bytes.max(1))?;
     #[cfg(target_os = "linux")]
     {

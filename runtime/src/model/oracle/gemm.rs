@@ -19,8 +19,8 @@ use crate::model::tensor::BfTensor;
 const ROWS: usize = 3;
 /// Rows of x per register tile.
 const TOKENS: usize = 4;
-/// Weight rows per rayon task: the task's weights (≈ 24 rows × in) stay in L1/L2
-/// while every token tile streams past them.
+/// Weight rows per rayon task. Within a task each token tile (4 rows of x) is
+/// held in L1 while the task's weights (24 rows, in L2) pass by it.
 const ROWS_PER_TASK: usize = 24;
 const LANES: usize = 8;
 
@@ -64,17 +64,18 @@ fn block(w: &[u16], inner: usize, x: &[f32], t: usize, yt: &mut [f32]) {
 
 type TileFn = fn(&[&[u16]], &[&[f32]], &mut [[f32; TOKENS]; ROWS]);
 
-/// Walks the block in ROWS × TOKENS tiles (smaller at the edges).
+/// Walks the block in ROWS × TOKENS tiles (smaller at the edges), token tiles
+/// outermost.
 #[inline(always)]
 fn block_with(w: &[u16], inner: usize, x: &[f32], t: usize, yt: &mut [f32], tile: TileFn) {
     let rows = w.len() / inner;
     let mut sums = [[0.0f32; TOKENS]; ROWS];
-    for r0 in (0..rows).step_by(ROWS) {
-        let nr = ROWS.min(rows - r0);
-        let w_rows: Vec<&[u16]> = (r0..r0 + nr).map(|r| &w[r * inner..][..inner]).collect();
-        for c0 in (0..t).step_by(TOKENS) {
-            let nc = TOKENS.min(t - c0);
-            let x_rows: Vec<&[f32]> = (c0..c0 + nc).map(|c| &x[c * inner..][..inner]).collect();
+    for c0 in (0..t).step_by(TOKENS) {
+        let nc = TOKENS.min(t - c0);
+        let x_rows: Vec<&[f32]> = (c0..c0 + nc).map(|c| &x[c * inner..][..inner]).collect();
+        for r0 in (0..rows).step_by(ROWS) {
+            let nr = ROWS.min(rows - r0);
+            let w_rows: Vec<&[u16]> = (r0..r0 + nr).map(|r| &w[r * inner..][..inner]).collect();
             tile(&w_rows, &x_rows, &mut sums);
             for (r, row_sums) in sums.iter().enumerate().take(nr) {
                 yt[(r0 + r) * t + c0..][..nc].copy_from_slice(&row_sums[..nc]);
