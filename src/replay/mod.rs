@@ -12,19 +12,19 @@
 //! must lie within the cost model's calibration error of the recorded figure.
 //!
 //! Functional scope (`--functional`): `kernels` (the default) reruns every kernel
-//! validation at its recorded shape; `full` also loads the model's weights (seeded
-//! when the directory has none) and compares the CPU reference with the
-//! transformers outputs when the directory has them (`reference.safetensors`);
-//! `none` keeps to constraint checks and the cost model. Numerical runs of whole
-//! blocks or models on the NPU path (validate-block, verify-model) are never
-//! replayed: the emulator has no plan executor on real tensors yet, and they are
-//! reported as not run with that reason.
+//! validation at its recorded shape; `full` also runs the model-level checks on
+//! the model's weights (seeded when the directory has none): weight loading, the
+//! comparison with the transformers outputs when the directory has them
+//! (`reference.safetensors`), and the block, diagnosis and verify gates with the
+//! emulator executing the deployment's plans ([`model_run`]); `none` keeps to
+//! constraint checks and the cost model.
 
 mod emulator;
 mod harness;
 pub mod judge;
 mod kernel;
 mod measure;
+mod model_run;
 mod params;
 mod remedy;
 mod state;
@@ -55,7 +55,7 @@ use emulator::Emulator;
 use harness::KernelCheck;
 use judge::{Judgement, Recorded, Replayed};
 use params::Params;
-use state::{group_parts, group_phase, State};
+use state::{group_parts, group_phase, RopePairing, State};
 
 /// How much functional (numerical) work replay redoes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -143,6 +143,9 @@ pub enum ActionResult {
     Checked(bool, String),
     /// A model-level numerical run: its metrics and whether it passed.
     Values(Vec<(&'static str, f64)>, bool),
+    /// A model-level run on the NPU path, run when an observation reads it
+    /// (its conditions say how many prompts).
+    Model(model_run::Run),
 }
 
 #[derive(Debug, Clone)]
@@ -161,6 +164,7 @@ pub fn replay(graph: &Graph, options: &Options) -> Result<Report, EmulatorError>
         options,
         emu,
         model: None,
+        runner: model_run::Runner::new(options.seed),
         state: State::initial(),
         done: HashMap::new(),
         rows: Vec::new(),
@@ -188,6 +192,7 @@ struct Walk<'g> {
     emu: Emulator,
     /// Weights, loaded by the first action that needs them (`--functional full`).
     model: Option<Model>,
+    runner: model_run::Runner,
     state: State,
     /// Each action's result and the state right after it.
     done: HashMap<NodeIndex, (ActionResult, State)>,
@@ -216,7 +221,11 @@ impl Walk<'_> {
         match action.op.as_str() {
             "check-scope" => {
                 let report = check_scope(&self.emu.arch);
-                let reasons: Vec<String> = report.blockers.iter().map(|b| b.feature.to_string()).collect();
+                let reasons: Vec<String> = report
+                    .blockers
+                    .iter()
+                    .map(|b| b.feature.to_string())
+                    .collect();
                 ActionResult::Checked(report.executable(), reasons.join(", "))
             }
             "select-tiling" => self.select(p),
@@ -229,6 +238,7 @@ impl Walk<'_> {
                 ActionResult::Done
             }
             "reuse-static-weights" => {
+                self.state.shared_weight_buffers = p.word("key") == Some("shared");
                 self.state.options_of_session(node.phase).static_weights = true;
                 ActionResult::Done
             }
@@ -243,7 +253,10 @@ impl Walk<'_> {
                     Some("head-first") => skillc_runtime::xdna2::kernels::QkvLayout::HeadFirst,
                     _ => skillc_runtime::xdna2::kernels::QkvLayout::SeqFirst,
                 };
-                self.state.both().into_iter().for_each(|o| o.layout = layout);
+                self.state
+                    .both()
+                    .into_iter()
+                    .for_each(|o| o.layout = layout);
                 self.check_plans(&[Phase::Prefill, Phase::Decode])
             }
             "last-token-lm-head" => {
@@ -275,15 +288,32 @@ impl Walk<'_> {
                 self.state.decode.cpu_decode_attention = true;
                 self.check_plans(&[Phase::Decode])
             }
-            "load-weights" | "compare-reference" if self.options.functional != Functional::Full => {
-                ActionResult::NotRun(format!("{} runs only at --functional full", action.op))
+            "rope-convention" => {
+                self.state.rope = match p.word("convention") {
+                    Some("interleaved") => RopePairing::Interleaved,
+                    _ => RopePairing::HalfSplit,
+                };
+                ActionResult::Done
+            }
+            "load-weights" | "compare-reference" | "verify-model" | "validate-block"
+            | "diagnose-layers" | "evaluate"
+                if self.options.functional != Functional::Full =>
+            {
+                ActionResult::NotRun(format!(
+                    "{} is a model-level run; it runs at --functional full",
+                    action.op
+                ))
             }
             "load-weights" => self.load_weights(),
             "compare-reference" => self.compare_reference(p),
-            "verify-model" | "validate-block" | "diagnose-layers" | "evaluate" => ActionResult::NotRun(format!(
-                "{} runs the whole NPU path on real tensors; the emulator has no plan executor for that yet",
-                action.op
-            )),
+            "verify-model" | "evaluate" => ActionResult::Model(model_run::Run::Verify {
+                tokens: p.count("tokens").unwrap_or(32),
+                top_k: p.count("top_k").unwrap_or(5),
+            }),
+            "validate-block" => ActionResult::Model(model_run::Run::Block {
+                layer: p.count("layer").unwrap_or(0),
+            }),
+            "diagnose-layers" => ActionResult::Model(model_run::Run::Diagnose),
             // Building, bookkeeping, host-only and profiling actions change nothing
             // the emulator holds; profiles are evaluated per observation.
             _ => ActionResult::Done,
@@ -644,6 +674,7 @@ impl Walk<'_> {
                 measure::restatement_mismatch(conditions, &action_params).map(Replayed::Problem)
             });
         let (result, state) = self.done[&measured].clone();
+        let result = self.resolve(result, &state, conditions);
         let NodeData::Action(action) = &self.graph.node(measured).data else {
             unreachable!("after targets were filtered to actions")
         };
@@ -697,6 +728,29 @@ impl Walk<'_> {
         rows
     }
 
+    /// Runs a model-level check the observation reads (with its prompt count).
+    fn resolve(
+        &mut self,
+        result: ActionResult,
+        state: &State,
+        conditions: Params<'_>,
+    ) -> ActionResult {
+        let ActionResult::Model(run) = result else {
+            return result;
+        };
+        let prompts = conditions.count("prompts").unwrap_or(2);
+        if self.model().is_err() {
+            return ActionResult::Problem("the model's weights could not be loaded".into());
+        }
+        let (Some(model), device) = (self.model.as_ref(), &self.emu.device) else {
+            return ActionResult::Problem("no model".into());
+        };
+        match self.runner.run(model, device, state, run, prompts) {
+            Ok(outcome) => ActionResult::Values(outcome.values, outcome.pass),
+            Err(why) => ActionResult::Problem(why),
+        }
+    }
+
     fn metric(
         &mut self,
         metric: &str,
@@ -733,6 +787,9 @@ fn action_verdict(result: &ActionResult) -> Result<bool, Replayed> {
     match result {
         ActionResult::Done => Ok(true),
         ActionResult::Checked(ok, _) | ActionResult::Values(_, ok) => Ok(*ok),
+        ActionResult::Model(_) => Err(Replayed::Problem(
+            "a model-level run was not resolved".into(),
+        )),
         ActionResult::Refused(why) => Err(Replayed::Refused(why.clone())),
         ActionResult::NotRun(why) => Err(Replayed::NotRun(why.clone())),
         ActionResult::Problem(why) => Err(Replayed::Problem(why.clone())),

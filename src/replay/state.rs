@@ -1,12 +1,11 @@
 //! The deployment state replay carries from action to action: the plan options of
-//! the prefill and the decode plan, which launch groups are merged, and the kernel
-//! choices made so far (the registry being built in phase 1).
+//! the prefill and the decode plan, which launch groups are merged, the kernel
+//! choices made so far (the registry being built in phase 1), and the two facts
+//! only a model-level run shows (RoPE pairing, how weight buffers are keyed).
 //!
 //! The trajectory starts from the unoptimized deployment: one call per launch,
 //! every buffer written per call, activations head-first around attention, the
 //! prefill LM head as a full-sequence GEMM and the decode LM head on the host.
-//! Facts only a model-level numerical run would show (the RoPE pairing, how static
-//! weight buffers are keyed) are not kept: replay does not run whole models.
 //! Actions switch the emulator's plan options one at a time; the session's phase
 //! says which plan a buffer technique applies to (phase 4 prefill, phase 5 decode).
 
@@ -14,6 +13,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use skillc_runtime::xdna2::kernels::QkvLayout;
 use skillc_runtime::xdna2::plan::{Launch, Phase, PlanOptions};
+
+/// Which dimensions RoPE rotates together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RopePairing {
+    /// `i` with `i + head_dim/2`, as Hugging Face checkpoints expect.
+    HalfSplit,
+    /// `2i` with `2i + 1`.
+    Interleaved,
+}
 
 /// Launch groups the emulator's builder merges, per plan phase.
 pub const PREFILL_GROUPS: &[&str] = &["rms_gemms_rope", "o_ffn"];
@@ -28,6 +36,10 @@ pub struct State {
     pub merged: BTreeSet<String>,
     /// Kernel choices by (kernel name, shape).
     pub kernels: BTreeMap<(String, Vec<usize>), Launch>,
+    /// What only a model-level run shows: the RoPE pairing, and static weight
+    /// buffers keyed per kernel (every layer reads the one written last).
+    pub rope: RopePairing,
+    pub shared_weight_buffers: bool,
 }
 
 impl State {
@@ -43,6 +55,8 @@ impl State {
             decode: first,
             merged: BTreeSet::new(),
             kernels: BTreeMap::new(),
+            rope: RopePairing::HalfSplit,
+            shared_weight_buffers: false,
         }
     }
 
