@@ -14,6 +14,7 @@ pub mod diff;
 pub mod graph;
 pub mod reference;
 pub mod render;
+pub mod replay;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -36,6 +37,8 @@ pub enum Command {
     Build(build::Args),
     /// Semantic diff of two skill bundles: phases, steps, gates, lessons, skills.
     Diff(diff::Args),
+    /// Re-execute a trajectory on the XDNA 2 emulator and check every recorded observation.
+    Replay(replay::Args),
     /// Run the CPU f32 reference on a model directory; check it against reference.safetensors when present.
     Reference(reference::Args),
     /// Compare the XDNA 2 cost model with the reference system's measurements (--fit refits it).
@@ -51,6 +54,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Graph(args) => graph::run(args),
         Command::Build(args) => build::run(args),
         Command::Diff(args) => diff::run(args),
+        Command::Replay(args) => replay::run(args),
         Command::Reference(args) => reference::run(args),
         Command::Calibrate(args) => calibrate::run(args),
         Command::Bench(cmd) => bench::run(cmd),
