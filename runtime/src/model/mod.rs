@@ -1,4 +1,163 @@
 //! Models: the architecture description, config parsing, weight loading and the
 //! CPU f32 reference that every numerical gate compares against.
+//!
+//! - [`config`]: `config.json` (either Hugging Face layout) → [`arch::Architecture`];
+//!   [`scope`]: what the reference can execute.
+//! - [`checkpoint`] reads safetensors files (single or sharded, memory-mapped);
+//!   [`weights`] arranges them per layer as bf16 [`tensor::BfTensor`]s;
+//!   [`random`] makes seeded weights from a config alone; [`memory`] refuses
+//!   what would not fit.
+//! - [`oracle`]: the reference forward pass, its building blocks, and the
+//!   comparison with a fixture's `reference.safetensors`.
+//!
+//! A [`Model`] is the architecture plus its weights:
+//! `Model::load(dir, seed)` reads `dir/config.json` and the weights in `dir`,
+//! or draws random weights under `seed` when `dir` holds none;
+//! `Model::random(arch, seed)` needs no directory.
 
 pub mod arch;
+pub mod checkpoint;
+pub mod config;
+pub mod memory;
+pub mod oracle;
+pub mod random;
+pub mod scope;
+pub mod tensor;
+pub mod weights;
+
+use std::path::Path;
+
+use thiserror::Error;
+
+use arch::Architecture;
+use checkpoint::{Checkpoint, WeightsError};
+use config::ConfigError;
+use memory::{available_memory, human_bytes, MemoryEstimate};
+use weights::Weights;
+
+/// Why a model could not be made.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ModelError {
+    #[error("config: {0}")]
+    Config(#[from] ConfigError),
+    #[error("weights: {0}")]
+    Weights(#[from] WeightsError),
+    #[error("out of scope: {0}")]
+    OutOfScope(String),
+    #[error("no *.safetensors weights in the model directory; give a seed to use random weights")]
+    NoWeights,
+    #[error(
+        "the model would not fit in memory: it needs about {} ({} weights + {} KV cache for \
+         {} positions + {} activations) but {} is available",
+        human_bytes(.estimate.total()),
+        human_bytes(.estimate.weights),
+        human_bytes(.estimate.kv_cache),
+        .estimate.context,
+        human_bytes(.estimate.activations),
+        human_bytes(*.available)
+    )]
+    TooLarge {
+        estimate: MemoryEstimate,
+        available: u64,
+    },
+}
+
+/// Where the weights came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WeightOrigin {
+    /// Safetensors files, relative to the model directory.
+    Checkpoint {
+        files: Vec<String>,
+    },
+    Random {
+        seed: u64,
+    },
+}
+
+/// An architecture with its weights, ready for the reference.
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub arch: Architecture,
+    pub weights: Weights,
+    pub origin: WeightOrigin,
+}
+
+impl Model {
+    /// Reads `dir/config.json`, then the weights in `dir`; with no weight files
+    /// there, draws random weights under `seed` (an error without one).
+    pub fn load(dir: &Path, seed: Option<u64>) -> Result<Self, ModelError> {
+        let arch = config::load_config(&dir.join("config.json"))?;
+        Self::load_with_arch(arch, dir, seed)
+    }
+
+    /// Like [`Model::load`] with an architecture parsed elsewhere (e.g. from
+    /// `config.transformers5.json`).
+    pub fn load_with_arch(
+        arch: Architecture,
+        dir: &Path,
+        seed: Option<u64>,
+    ) -> Result<Self, ModelError> {
+        check_executable(&arch)?;
+        match Checkpoint::open(dir)? {
+            Some(checkpoint) => {
+                let weights = Weights::from_checkpoint(&arch, &checkpoint)?;
+                let files = checkpoint.files().iter().map(|f| f.to_string()).collect();
+                Ok(Self {
+                    arch,
+                    weights,
+                    origin: WeightOrigin::Checkpoint { files },
+                })
+            }
+            None => match seed {
+                Some(seed) => Self::random(arch, seed),
+                None => Err(ModelError::NoWeights),
+            },
+        }
+    }
+
+    /// Seeded random bf16 weights for `arch` (see [`random`]), refused up front
+    /// when the estimate exceeds the available memory.
+    pub fn random(arch: Architecture, seed: u64) -> Result<Self, ModelError> {
+        check_executable(&arch)?;
+        let estimate = MemoryEstimate::for_reference(
+            &arch,
+            memory::DEFAULT_CONTEXT,
+            memory::DEFAULT_PREFILL_ROWS,
+        );
+        check_fits(estimate, available_memory())?;
+        let weights = random::random_weights(&arch, seed);
+        Ok(Self {
+            arch,
+            weights,
+            origin: WeightOrigin::Random { seed },
+        })
+    }
+}
+
+/// Refuses an estimate above the available memory (when that is known).
+pub fn check_fits(estimate: MemoryEstimate, available: Option<u64>) -> Result<(), ModelError> {
+    match available {
+        Some(available) if estimate.total() > available => Err(ModelError::TooLarge {
+            estimate,
+            available,
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn check_executable(arch: &Architecture) -> Result<(), ModelError> {
+    let report = scope::check_scope(arch);
+    if report.executable() {
+        return Ok(());
+    }
+    let reasons: Vec<String> = report
+        .blockers
+        .iter()
+        .map(|b| format!("{} ({})", b.feature, b.reason))
+        .collect();
+    Err(ModelError::OutOfScope(format!(
+        "{:?} is not executable by the reference: {}",
+        arch.family,
+        reasons.join("; ")
+    )))
+}

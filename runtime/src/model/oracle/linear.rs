@@ -1,0 +1,217 @@
+//! Linear layers of the reference, `y = x · Wᵀ` with W a bf16 `[out, in]`
+//! matrix and x, y in f32.
+//!
+//! One token (decode) is a GEMV: memory-bound, so W streams once as bf16 bits
+//! widened by a shift, rows split over rayon. Several tokens (prefill) convert W
+//! to f32 one panel of rows at a time and hand it to `matrixmultiply`'s sgemm,
+//! which beats any loop written here once a panel is reused by many rows.
+
+use rayon::prelude::*;
+
+use crate::bf16;
+use crate::model::tensor::BfTensor;
+
+/// Weight rows converted to f32 per sgemm call in prefill.
+pub const PANEL_ROWS: usize = 256;
+/// Output rows per rayon task in a GEMV.
+const GEMV_ROWS_PER_TASK: usize = 32;
+/// Independent accumulators of the dot product: enough to hide add latency.
+const LANES: usize = 32;
+
+/// `y[t, o] = Σ_i x[t, i] · w[o, i]` for `t` rows of `x` (row-major
+/// `[t, in]`); `y` is `[t, out]`.
+pub fn matmul(x: &[f32], t: usize, w: &BfTensor, y: &mut [f32]) {
+    let (out, inner) = (w.rows(), w.cols());
+    assert_eq!(x.len(), t * inner, "{}: input is not [t, in]", w.name());
+    assert_eq!(y.len(), t * out, "{}: output is not [t, out]", w.name());
+    if t == 1 {
+        gemv(w, x, y);
+        return;
+    }
+    let mut panel = vec![0.0f32; PANEL_ROWS.min(out) * inner];
+    for start in (0..out).step_by(PANEL_ROWS) {
+        let rows = PANEL_ROWS.min(out - start);
+        let panel = &mut panel[..rows * inner];
+        panel
+            .par_chunks_mut(inner)
+            .zip(w.bits()[start * inner..(start + rows) * inner].par_chunks(inner))
+            .for_each(|(dst, src)| bf16::slice_to_f32(src, dst));
+        // SAFETY: A is x ([t, inner], row stride inner), B is the panel seen as
+        // [inner, rows] (column stride inner), C is columns start..start+rows of
+        // y ([t, out], row stride out); every index stays inside the slices,
+        // whose lengths were asserted above.
+        unsafe {
+            matrixmultiply::sgemm(
+                t,
+                inner,
+                rows,
+                1.0,
+                x.as_ptr(),
+                inner as isize,
+                1,
+                panel.as_ptr(),
+                1,
+                inner as isize,
+                0.0,
+                y.as_mut_ptr().add(start),
+                out as isize,
+                1,
+            );
+        }
+    }
+}
+
+/// `y[o] = Σ_i w[o, i] · x[i]`.
+pub fn gemv(w: &BfTensor, x: &[f32], y: &mut [f32]) {
+    let inner = w.cols();
+    assert_eq!(x.len(), inner, "{}: input length", w.name());
+    assert_eq!(y.len(), w.rows(), "{}: output length", w.name());
+    let bits = w.bits();
+    y.par_chunks_mut(GEMV_ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(task, ys)| {
+            let first = task * GEMV_ROWS_PER_TASK;
+            let rows = &bits[first * inner..(first + ys.len()) * inner];
+            dot_rows(rows, inner, x, ys);
+        });
+}
+
+/// Adds a bf16 bias to every row of `y` (`[t, n]`).
+pub fn add_bias(y: &mut [f32], bias: &BfTensor) {
+    let bias = bias.to_f32_vec();
+    for row in y.chunks_exact_mut(bias.len()) {
+        for (v, b) in row.iter_mut().zip(&bias) {
+            *v += b;
+        }
+    }
+}
+
+/// One dot product per row of `rows` (`ys.len()` rows of `inner` values).
+fn dot_rows(rows: &[u16], inner: usize, x: &[f32], ys: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is present, checked just above.
+            unsafe { dot_rows_avx2(rows, inner, x, ys) };
+            return;
+        }
+    }
+    dot_rows_portable(rows, inner, x, ys);
+}
+
+/// The same code compiled with AVX2 enabled: wider vectors only. Rust never
+/// contracts `a * b + c` into an FMA, so results equal the portable path's bit
+/// for bit, on every machine.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dot_rows_avx2(rows: &[u16], inner: usize, x: &[f32], ys: &mut [f32]) {
+    dot_rows_portable(rows, inner, x, ys);
+}
+
+#[inline(always)]
+fn dot_rows_portable(rows: &[u16], inner: usize, x: &[f32], ys: &mut [f32]) {
+    for (y, row) in ys.iter_mut().zip(rows.chunks_exact(inner)) {
+        *y = dot(row, x);
+    }
+}
+
+/// Dot product of a bf16 row with an f32 vector: `LANES` running sums, reduced
+/// pairwise, then the tail. This order is the reference GEMV's numerics.
+#[inline(always)]
+pub fn dot(row: &[u16], x: &[f32]) -> f32 {
+    let n = row.len().min(x.len());
+    let body = n / LANES * LANES;
+    let mut acc = [0.0f32; LANES];
+    for (r, v) in row[..body]
+        .chunks_exact(LANES)
+        .zip(x[..body].chunks_exact(LANES))
+    {
+        for l in 0..LANES {
+            acc[l] += bf16::to_f32(r[l]) * v[l];
+        }
+    }
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        for l in 0..width {
+            acc[l] += acc[l + width];
+        }
+    }
+    let tail: f32 = row[body..n]
+        .iter()
+        .zip(&x[body..n])
+        .map(|(&r, &v)| bf16::to_f32(r) * v)
+        .sum();
+    acc[0] + tail
+}
+
+/// Dot product of two f32 vectors with eight running sums (attention scores).
+#[inline]
+pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    const W: usize = 8;
+    let n = a.len().min(b.len());
+    let body = n / W * W;
+    let mut acc = [0.0f32; W];
+    for (p, q) in a[..body].chunks_exact(W).zip(b[..body].chunks_exact(W)) {
+        for l in 0..W {
+            acc[l] += p[l] * q[l];
+        }
+    }
+    let tail: f32 = a[body..n].iter().zip(&b[body..n]).map(|(p, q)| p * q).sum();
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7])) + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    fn random_matrix(rows: usize, cols: usize, seed: u64) -> BfTensor {
+        let mut rng = SplitMix64::new(seed);
+        let bits = (0..rows * cols)
+            .map(|_| bf16::from_f32(rng.next_normal()))
+            .collect();
+        BfTensor::owned("w", vec![rows, cols], bits)
+    }
+
+    fn naive(x: &[f32], t: usize, w: &BfTensor) -> Vec<f64> {
+        let (out, inner) = (w.rows(), w.cols());
+        let wf = w.to_f32_vec();
+        let mut y = vec![0.0f64; t * out];
+        for r in 0..t {
+            for o in 0..out {
+                y[r * out + o] = (0..inner)
+                    .map(|i| x[r * inner + i] as f64 * wf[o * inner + i] as f64)
+                    .sum();
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn gemv_and_gemm_match_a_f64_product() {
+        // Odd sizes exercise tails, several panels and several GEMV tasks.
+        let (out, inner) = (PANEL_ROWS + 37, 75);
+        let w = random_matrix(out, inner, 1);
+        let mut rng = SplitMix64::new(2);
+        for t in [1, 3] {
+            let x: Vec<f32> = (0..t * inner).map(|_| rng.next_normal()).collect();
+            let mut y = vec![0.0f32; t * out];
+            matmul(&x, t, &w, &mut y);
+            for (got, want) in y.iter().zip(naive(&x, t, &w)) {
+                assert!((*got as f64 - want).abs() < 1e-4, "t={t}: {got} vs {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn simd_and_portable_dot_agree_bitwise() {
+        let w = random_matrix(5, 131, 3);
+        let x: Vec<f32> = (0..131).map(|i| (i as f32 * 0.37).sin()).collect();
+        let mut a = vec![0.0; 5];
+        let mut b = vec![0.0; 5];
+        dot_rows(w.bits(), 131, &x, &mut a);
+        dot_rows_portable(w.bits(), 131, &x, &mut b);
+        assert_eq!(a, b);
+    }
+}

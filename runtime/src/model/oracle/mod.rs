@@ -1,0 +1,334 @@
+//! The CPU f32 reference: the oracle every numerical gate compares against.
+//!
+//! Weights stay bf16 (as loaded), every activation, the KV cache, norms, RoPE
+//! and softmax are f32, following transformers' eager float32 path:
+//! embedding → per layer [RMSNorm → q/k/v (+bias) → q/k RMSNorm → RoPE → GQA
+//! causal attention over the KV cache → o_proj → residual → RMSNorm → gated MLP
+//! → residual] → final RMSNorm → LM head.
+//!
+//! ```no_run
+//! # use skillc_runtime::model::{Model, oracle::{Reference, LogitRows}};
+//! # fn demo(model: &Model) -> Result<(), Box<dyn std::error::Error>> {
+//! let mut reference = Reference::new(model)?;
+//! let prefill = reference.prefill(&[1, 2, 3], LogitRows::Last)?;
+//! let next = reference.decode_step(7)?; // logits at position 3
+//! let tokens = Reference::new(model)?.greedy(&[1, 2, 3], 16)?;
+//! # Ok(()) }
+//! ```
+
+pub mod blocks;
+pub mod compare;
+pub mod linear;
+
+use rayon::prelude::*;
+use thiserror::Error;
+
+use super::arch::Architecture;
+use super::scope::check_scope;
+use super::weights::{LayerWeights, Weights};
+use super::Model;
+
+/// Why the reference refused to run.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ReferenceError {
+    #[error("the reference cannot execute this model: {0}")]
+    OutOfScope(String),
+    #[error("token id {id} at prompt position {index} is outside the vocabulary (size {vocab})")]
+    TokenOutOfRange { id: u32, index: usize, vocab: usize },
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    #[error(
+        "position {position} is beyond the sliding window ({window}) of layer {layer}; \
+         sliding-window attention is only executed while it equals full attention"
+    )]
+    BeyondSlidingWindow {
+        position: usize,
+        window: u64,
+        layer: usize,
+    },
+}
+
+/// Which prefill rows get logits: the LM head over a large vocabulary is the
+/// biggest single GEMM, and generation only needs the last row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogitRows {
+    Last,
+    All,
+}
+
+/// A row-major f32 matrix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matrix {
+    pub rows: usize,
+    pub cols: usize,
+    pub data: Vec<f32>,
+}
+
+impl Matrix {
+    pub fn zeros(rows: usize, cols: usize) -> Self {
+        Self {
+            rows,
+            cols,
+            data: vec![0.0; rows * cols],
+        }
+    }
+
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.data[i * self.cols..(i + 1) * self.cols]
+    }
+
+    pub fn last_row(&self) -> &[f32] {
+        self.row(self.rows - 1)
+    }
+}
+
+/// Everything a prefill computes, for the gates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrefillOutput {
+    /// Token embeddings (the input of layer 0), `[T, hidden]`.
+    pub embeddings: Matrix,
+    /// Residual stream after each decoder layer, `[T, hidden]` each.
+    pub layer_outputs: Vec<Matrix>,
+    /// After the final norm, `[T, hidden]`.
+    pub final_hidden: Matrix,
+    /// `[T, vocab]` for [`LogitRows::All`], `[1, vocab]` (last position) for
+    /// [`LogitRows::Last`].
+    pub logits: Matrix,
+}
+
+/// Keys and values of every layer, `[positions, kv_dim]` each, f32.
+#[derive(Debug, Clone)]
+struct KvCache {
+    keys: Vec<Vec<f32>>,
+    values: Vec<Vec<f32>>,
+    len: usize,
+}
+
+/// The reference model with its KV cache.
+#[derive(Debug)]
+pub struct Reference<'m> {
+    arch: &'m Architecture,
+    weights: &'m Weights,
+    inv_freq: Vec<f32>,
+    cache: KvCache,
+}
+
+impl<'m> Reference<'m> {
+    /// A reference with an empty cache; refuses models the scope check blocks.
+    pub fn new(model: &'m Model) -> Result<Self, ReferenceError> {
+        let scope = check_scope(&model.arch);
+        if let Some(blocker) = scope.blockers.first() {
+            return Err(ReferenceError::OutOfScope(format!(
+                "{}: {}",
+                blocker.feature, blocker.reason
+            )));
+        }
+        let layers = model.arch.num_layers;
+        Ok(Self {
+            arch: &model.arch,
+            weights: &model.weights,
+            inv_freq: blocks::inv_freq(&model.arch),
+            cache: KvCache {
+                keys: vec![Vec::new(); layers],
+                values: vec![Vec::new(); layers],
+                len: 0,
+            },
+        })
+    }
+
+    /// Positions in the KV cache (the position the next token takes).
+    pub fn position(&self) -> usize {
+        self.cache.len
+    }
+
+    /// Empties the KV cache.
+    pub fn reset(&mut self) {
+        for layer in self.cache.keys.iter_mut().chain(&mut self.cache.values) {
+            layer.clear();
+        }
+        self.cache.len = 0;
+    }
+
+    /// Runs `ids` at the next positions (0.. on a fresh reference), filling the
+    /// cache, and returns every intermediate the gates compare.
+    pub fn prefill(
+        &mut self,
+        ids: &[u32],
+        rows: LogitRows,
+    ) -> Result<PrefillOutput, ReferenceError> {
+        self.forward(ids, rows, true)
+    }
+
+    /// Feeds one token at the next position; returns its logits.
+    pub fn decode_step(&mut self, token: u32) -> Result<Vec<f32>, ReferenceError> {
+        Ok(self.forward(&[token], LogitRows::Last, false)?.logits.data)
+    }
+
+    /// Greedy continuation of `prompt`: `n` tokens, each the argmax of the
+    /// previous step's logits (EOS does not stop it). Starts from the current
+    /// cache (empty on a fresh reference).
+    pub fn greedy(&mut self, prompt: &[u32], n: usize) -> Result<Vec<u32>, ReferenceError> {
+        let mut tokens = Vec::with_capacity(n);
+        if n == 0 {
+            return Ok(tokens);
+        }
+        let mut logits = self.prefill(prompt, LogitRows::Last)?.logits.data;
+        loop {
+            let next = blocks::argmax(&logits) as u32;
+            tokens.push(next);
+            if tokens.len() == n {
+                return Ok(tokens);
+            }
+            logits = self.decode_step(next)?;
+        }
+    }
+
+    fn check_tokens(&self, ids: &[u32]) -> Result<(), ReferenceError> {
+        if ids.is_empty() {
+            return Err(ReferenceError::EmptyPrompt);
+        }
+        let vocab = self.arch.vocab_size;
+        if let Some((index, &id)) = ids.iter().enumerate().find(|(_, &id)| id as usize >= vocab) {
+            return Err(ReferenceError::TokenOutOfRange { id, index, vocab });
+        }
+        if let Some(sw) = &self.arch.sliding_window {
+            let last = self.cache.len + ids.len() - 1;
+            if last as u64 >= sw.window {
+                return Err(ReferenceError::BeyondSlidingWindow {
+                    position: last,
+                    window: sw.window,
+                    layer: sw.layers.first().copied().unwrap_or(0),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn forward(
+        &mut self,
+        ids: &[u32],
+        rows: LogitRows,
+        record: bool,
+    ) -> Result<PrefillOutput, ReferenceError> {
+        self.check_tokens(ids)?;
+        let (h, t) = (self.arch.hidden_size, ids.len());
+        let start = self.cache.len;
+        let mut x = Matrix::zeros(t, h);
+        for (row, &id) in x.data.chunks_exact_mut(h).zip(ids) {
+            crate::bf16::slice_to_f32(self.weights.embed_tokens.row(id as usize), row);
+        }
+        let embeddings = if record {
+            x.clone()
+        } else {
+            Matrix::zeros(0, h)
+        };
+        let angles: Vec<(Vec<f32>, Vec<f32>)> = (start..start + t)
+            .map(|p| blocks::rope_angles(&self.inv_freq, p))
+            .collect();
+        let mut layer_outputs = Vec::new();
+        for (i, layer) in self.weights.layers.iter().enumerate() {
+            self.attention_block(i, layer, &mut x, start, &angles);
+            self.mlp_block(layer, &mut x);
+            if record {
+                layer_outputs.push(x.clone());
+            }
+        }
+        self.cache.len += t;
+        let eps = self.arch.rms_norm_eps as f32;
+        blocks::rms_norm_rows_in_place(&mut x.data, self.weights.final_norm.bits(), eps);
+        let logits = self.logits(&x, rows);
+        Ok(PrefillOutput {
+            embeddings,
+            layer_outputs,
+            final_hidden: x,
+            logits,
+        })
+    }
+
+    fn logits(&self, hidden: &Matrix, rows: LogitRows) -> Matrix {
+        let head = self.weights.output_projection();
+        let (input, t) = match rows {
+            LogitRows::All => (&hidden.data[..], hidden.rows),
+            LogitRows::Last => (hidden.last_row(), 1),
+        };
+        let mut logits = Matrix::zeros(t, head.rows());
+        linear::matmul(input, t, head, &mut logits.data);
+        logits
+    }
+
+    /// `x += o_proj(attention(norm(x)))`, appending this layer's keys and
+    /// values to the cache.
+    fn attention_block(
+        &mut self,
+        i: usize,
+        layer: &LayerWeights,
+        x: &mut Matrix,
+        start: usize,
+        angles: &[(Vec<f32>, Vec<f32>)],
+    ) {
+        let arch = self.arch;
+        let (t, d) = (x.rows, arch.head_dim);
+        let eps = arch.rms_norm_eps as f32;
+        let mut normed = x.clone();
+        blocks::rms_norm_rows_in_place(&mut normed.data, layer.input_norm.bits(), eps);
+        let project = |w: &super::tensor::BfTensor, bias: Option<&super::tensor::BfTensor>| {
+            let mut y = vec![0.0f32; t * w.rows()];
+            linear::matmul(&normed.data, t, w, &mut y);
+            if let Some(b) = bias {
+                linear::add_bias(&mut y, b);
+            }
+            y
+        };
+        let mut q = project(&layer.q_proj, layer.q_bias.as_ref());
+        let mut k = project(&layer.k_proj, layer.k_bias.as_ref());
+        let v = project(&layer.v_proj, layer.v_bias.as_ref());
+        if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
+            blocks::rms_norm_rows_in_place(&mut q, qn.bits(), eps);
+            blocks::rms_norm_rows_in_place(&mut k, kn.bits(), eps);
+        }
+        for (qs, (cos, sin)) in q.chunks_exact_mut(arch.q_dim()).zip(angles) {
+            qs.chunks_exact_mut(d)
+                .for_each(|head| blocks::apply_rope(head, cos, sin));
+        }
+        for (ks, (cos, sin)) in k.chunks_exact_mut(arch.kv_dim()).zip(angles) {
+            ks.chunks_exact_mut(d)
+                .for_each(|head| blocks::apply_rope(head, cos, sin));
+        }
+        self.cache.keys[i].extend_from_slice(&k);
+        self.cache.values[i].extend_from_slice(&v);
+        let (keys, values) = (&self.cache.keys[i], &self.cache.values[i]);
+        let q_dim = arch.q_dim();
+        let mut attended = vec![0.0f32; t * q_dim];
+        attended
+            .par_chunks_mut(q_dim)
+            .zip(q.par_chunks(q_dim))
+            .enumerate()
+            .for_each(|(r, (out, q_row))| {
+                blocks::attention_row(arch, q_row, keys, values, start + r + 1, out);
+            });
+        let mut o = vec![0.0f32; t * arch.hidden_size];
+        linear::matmul(&attended, t, &layer.o_proj, &mut o);
+        for (xv, ov) in x.data.iter_mut().zip(&o) {
+            *xv += ov;
+        }
+    }
+
+    /// `x += down(act(gate(norm(x))) · up(norm(x)))`.
+    fn mlp_block(&self, layer: &LayerWeights, x: &mut Matrix) {
+        let t = x.rows;
+        let f = self.arch.intermediate_size;
+        let mut normed = x.clone();
+        let eps = self.arch.rms_norm_eps as f32;
+        blocks::rms_norm_rows_in_place(&mut normed.data, layer.post_attention_norm.bits(), eps);
+        let mut gate = vec![0.0f32; t * f];
+        let mut up = vec![0.0f32; t * f];
+        linear::matmul(&normed.data, t, &layer.gate_proj, &mut gate);
+        linear::matmul(&normed.data, t, &layer.up_proj, &mut up);
+        blocks::gated_activation(self.arch.activation, &mut gate, &up);
+        let mut down = vec![0.0f32; t * self.arch.hidden_size];
+        linear::matmul(&gate, t, &layer.down_proj, &mut down);
+        for (xv, dv) in x.data.iter_mut().zip(&down) {
+            *xv += dv;
+        }
+    }
+}

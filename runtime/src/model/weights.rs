@@ -1,0 +1,241 @@
+//! The weights of a model, per layer, as bf16 tensors ([`BfTensor`]), with the
+//! checkpoint names and shapes every family uses. Fields are public so the
+//! emulator and the executor read `weights.layers[i].q_proj.bits()` directly:
+//! no copy, whether the bits are mapped from a file or generated.
+
+use super::arch::Architecture;
+use super::checkpoint::{Checkpoint, WeightsError};
+use super::tensor::BfTensor;
+
+/// One decoder layer. Projections are `[out, in]` as in the checkpoints.
+#[derive(Debug, Clone)]
+pub struct LayerWeights {
+    pub input_norm: BfTensor,
+    pub q_proj: BfTensor,
+    pub k_proj: BfTensor,
+    pub v_proj: BfTensor,
+    pub o_proj: BfTensor,
+    /// Present when the architecture has `qkv_bias` (Qwen2.5).
+    pub q_bias: Option<BfTensor>,
+    pub k_bias: Option<BfTensor>,
+    pub v_bias: Option<BfTensor>,
+    /// Per-head RMSNorm weights `[head_dim]`, present with `qk_norm` (Qwen3).
+    pub q_norm: Option<BfTensor>,
+    pub k_norm: Option<BfTensor>,
+    pub post_attention_norm: BfTensor,
+    pub gate_proj: BfTensor,
+    pub up_proj: BfTensor,
+    pub down_proj: BfTensor,
+}
+
+/// All weights of a model.
+#[derive(Debug, Clone)]
+pub struct Weights {
+    pub embed_tokens: BfTensor,
+    pub layers: Vec<LayerWeights>,
+    pub final_norm: BfTensor,
+    /// `None` when the LM head is tied to the embeddings.
+    pub lm_head: Option<BfTensor>,
+}
+
+impl Weights {
+    /// The output projection `[vocab, hidden]`: `lm_head`, or the embeddings
+    /// when tied.
+    pub fn output_projection(&self) -> &BfTensor {
+        self.lm_head.as_ref().unwrap_or(&self.embed_tokens)
+    }
+
+    /// Every tensor, in checkpoint-name order of layers.
+    pub fn tensors(&self) -> Vec<&BfTensor> {
+        let mut all = vec![&self.embed_tokens];
+        for layer in &self.layers {
+            all.extend(layer.tensors());
+        }
+        all.push(&self.final_norm);
+        all.extend(self.lm_head.as_ref());
+        all
+    }
+
+    /// Bytes of bf16 weights (the tied head counted once).
+    pub fn bytes(&self) -> u64 {
+        self.tensors().iter().map(|t| 2 * t.len() as u64).sum()
+    }
+
+    /// Reads every tensor of `arch` from `checkpoint`, checking names, shapes,
+    /// dtypes and that no value is NaN or infinite.
+    pub fn from_checkpoint(
+        arch: &Architecture,
+        checkpoint: &Checkpoint,
+    ) -> Result<Self, WeightsError> {
+        let weights = build(arch, &mut |spec: &TensorSpec| {
+            checkpoint.tensor(&spec.name, &spec.shape)
+        })?;
+        for tensor in weights.tensors() {
+            if let Some((index, value)) = tensor.first_non_finite() {
+                return Err(WeightsError::NonFinite {
+                    name: tensor.name().to_string(),
+                    index,
+                    value,
+                });
+            }
+        }
+        Ok(weights)
+    }
+}
+
+impl LayerWeights {
+    pub fn tensors(&self) -> Vec<&BfTensor> {
+        let mut all = vec![&self.input_norm];
+        all.extend(self.q_norm.iter().chain(&self.k_norm));
+        all.extend([&self.q_proj, &self.k_proj, &self.v_proj]);
+        all.extend(self.q_bias.iter().chain(&self.k_bias).chain(&self.v_bias));
+        all.extend([
+            &self.o_proj,
+            &self.post_attention_norm,
+            &self.gate_proj,
+            &self.up_proj,
+            &self.down_proj,
+        ]);
+        all
+    }
+}
+
+/// What a tensor is for, which decides how random weights are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TensorRole {
+    Embedding,
+    /// A projection; the payload is its fan-in.
+    Projection(usize),
+    Norm,
+    /// The final norm, which sets the logit scale.
+    FinalNorm,
+    Bias,
+}
+
+/// A tensor the architecture needs: checkpoint name, shape, role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorSpec {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub role: TensorRole,
+}
+
+/// Every tensor `arch` needs, in the order [`Weights::tensors`] lists them.
+pub fn tensor_specs(arch: &Architecture) -> Vec<TensorSpec> {
+    let mut specs = Vec::new();
+    let listed: Result<Weights, std::convert::Infallible> = build(arch, &mut |spec| {
+        specs.push(spec.clone());
+        Ok(BfTensor::owned(spec.name.clone(), vec![0], Vec::new()))
+    });
+    drop(listed);
+    specs
+}
+
+/// Assembles [`Weights`] from a tensor source, asking for each tensor by spec.
+pub(crate) fn build<E>(
+    arch: &Architecture,
+    source: &mut dyn FnMut(&TensorSpec) -> Result<BfTensor, E>,
+) -> Result<Weights, E> {
+    let (h, v) = (arch.hidden_size, arch.vocab_size);
+    let mut get = |name: String, shape: Vec<usize>, role: TensorRole| {
+        source(&TensorSpec { name, shape, role })
+    };
+    let embed_tokens = get(
+        "model.embed_tokens.weight".into(),
+        vec![v, h],
+        TensorRole::Embedding,
+    )?;
+    let layers = (0..arch.num_layers)
+        .map(|i| layer(arch, i, &mut get))
+        .collect::<Result<Vec<_>, _>>()?;
+    let final_norm = get("model.norm.weight".into(), vec![h], TensorRole::FinalNorm)?;
+    let lm_head = if arch.tie_word_embeddings {
+        None
+    } else {
+        Some(get(
+            "lm_head.weight".into(),
+            vec![v, h],
+            TensorRole::Projection(h),
+        )?)
+    };
+    Ok(Weights {
+        embed_tokens,
+        layers,
+        final_norm,
+        lm_head,
+    })
+}
+
+type Getter<'a, E> = dyn FnMut(String, Vec<usize>, TensorRole) -> Result<BfTensor, E> + 'a;
+
+fn layer<E>(arch: &Architecture, i: usize, get: &mut Getter<'_, E>) -> Result<LayerWeights, E> {
+    let (h, f) = (arch.hidden_size, arch.intermediate_size);
+    let (q, kv, d) = (arch.q_dim(), arch.kv_dim(), arch.head_dim);
+    let p = format!("model.layers.{i}");
+    let input_norm = get(
+        format!("{p}.input_layernorm.weight"),
+        vec![h],
+        TensorRole::Norm,
+    )?;
+    let (q_norm, k_norm) = if arch.qk_norm {
+        (
+            Some(get(
+                format!("{p}.self_attn.q_norm.weight"),
+                vec![d],
+                TensorRole::Norm,
+            )?),
+            Some(get(
+                format!("{p}.self_attn.k_norm.weight"),
+                vec![d],
+                TensorRole::Norm,
+            )?),
+        )
+    } else {
+        (None, None)
+    };
+    let proj = TensorRole::Projection;
+    let q_proj = get(format!("{p}.self_attn.q_proj.weight"), vec![q, h], proj(h))?;
+    let k_proj = get(format!("{p}.self_attn.k_proj.weight"), vec![kv, h], proj(h))?;
+    let v_proj = get(format!("{p}.self_attn.v_proj.weight"), vec![kv, h], proj(h))?;
+    let (q_bias, k_bias, v_bias) = if arch.qkv_bias {
+        (
+            Some(get(
+                format!("{p}.self_attn.q_proj.bias"),
+                vec![q],
+                TensorRole::Bias,
+            )?),
+            Some(get(
+                format!("{p}.self_attn.k_proj.bias"),
+                vec![kv],
+                TensorRole::Bias,
+            )?),
+            Some(get(
+                format!("{p}.self_attn.v_proj.bias"),
+                vec![kv],
+                TensorRole::Bias,
+            )?),
+        )
+    } else {
+        (None, None, None)
+    };
+    Ok(LayerWeights {
+        input_norm,
+        q_proj,
+        k_proj,
+        v_proj,
+        o_proj: get(format!("{p}.self_attn.o_proj.weight"), vec![h, q], proj(q))?,
+        q_bias,
+        k_bias,
+        v_bias,
+        q_norm,
+        k_norm,
+        post_attention_norm: get(
+            format!("{p}.post_attention_layernorm.weight"),
+            vec![h],
+            TensorRole::Norm,
+        )?,
+        gate_proj: get(format!("{p}.mlp.gate_proj.weight"), vec![f, h], proj(h))?,
+        up_proj: get(format!("{p}.mlp.up_proj.weight"), vec![f, h], proj(h))?,
+        down_proj: get(format!("{p}.mlp.down_proj.weight"), vec![h, f], proj(f))?,
+    })
+}

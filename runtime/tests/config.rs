@@ -1,0 +1,58 @@
+//! Config parsing over every real config in `shared/models` and both layouts of
+//! every fixture: the resolved architectures are snapshotted, and the two layouts
+//! of one fixture must resolve to the same architecture.
+
+use std::path::{Path, PathBuf};
+
+use skillc_runtime::model::config::load_config;
+
+fn shared(sub: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared")
+        .join(sub)
+}
+
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+#[test]
+fn real_configs_resolve() {
+    let models = subdirs(&shared("models"));
+    assert!(models.len() >= 10, "expected the ten shared configs");
+    for dir in models {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let arch = load_config(&dir.join("config.json")).unwrap_or_else(|e| panic!("{name}: {e}"));
+        insta::assert_json_snapshot!(format!("model_{name}"), arch);
+    }
+}
+
+#[test]
+fn fixture_layouts_agree() {
+    let fixtures = subdirs(&shared("fixtures"));
+    assert_eq!(fixtures.len(), 4);
+    for dir in fixtures {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let classic = load_config(&dir.join("config.json")).unwrap();
+        let newer = load_config(&dir.join("config.transformers5.json")).unwrap();
+        assert_eq!(classic, newer, "{name}: the two layouts disagree");
+        insta::assert_json_snapshot!(format!("fixture_{name}"), classic);
+    }
+}
+
+#[test]
+fn scope_of_real_configs() {
+    let mut report = std::collections::BTreeMap::new();
+    for dir in subdirs(&shared("models")) {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let arch = load_config(&dir).unwrap();
+        report.insert(name, skillc_runtime::model::scope::check_scope(&arch));
+    }
+    insta::assert_json_snapshot!("scope", report);
+}
