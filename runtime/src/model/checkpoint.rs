@@ -43,6 +43,12 @@ pub enum WeightsError {
         index: usize,
         value: f32,
     },
+    #[error(
+        "found {} safetensors files ({}) but no {INDEX_FILE} saying which tensor is where",
+        .files.len(),
+        .files.join(", ")
+    )]
+    Ambiguous { files: Vec<String> },
     #[error("{file}: tensor `{name}` was expected here by the index but is not in the file")]
     NotInShard { file: String, name: String },
 }
@@ -96,14 +102,7 @@ impl Checkpoint {
         match files.len() {
             0 => Ok(None),
             1 => Ok(Some(files)),
-            _ => Err(WeightsError::Index {
-                file: INDEX_FILE.into(),
-                problem: format!(
-                    "missing: {} safetensors files ({}) and no index saying which tensor is where",
-                    files.len(),
-                    files.join(", ")
-                ),
-            }),
+            _ => Err(WeightsError::Ambiguous { files }),
         }
     }
 

@@ -156,8 +156,8 @@ fn check_executable(arch: &Architecture) -> Result<(), ModelError> {
         .map(|b| format!("{} ({})", b.feature, b.reason))
         .collect();
     Err(ModelError::OutOfScope(format!(
-        "{:?} is not executable by the reference: {}",
-        arch.family,
+        "{} is not executable by the reference: {}",
+        arch.class_name,
         reasons.join("; ")
     )))
 }
