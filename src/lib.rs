@@ -7,3 +7,5 @@
 //! `bundle.json`. `cli` is the only place that renders diagnostics.
 
 pub mod cli;
+pub mod diag;
+pub mod syntax;

@@ -1,0 +1,141 @@
+//! Front end of the compiler: loads `.traj` files and parses them into the typed AST
+//! ([`ast`]) with a [`Span`] on every node. Language reference: grammar/README.md.
+//!
+//! A trajectory is a directory: its `.traj` files, in file-name order, form one
+//! trajectory. Typical use:
+//!
+//! ```no_run
+//! # use std::path::Path;
+//! let sources = skillc::syntax::load_dir(Path::new("trajectories/example"))?;
+//! let (parsed, diagnostics) = skillc::syntax::parse_sources(&sources, 0);
+//! # Ok::<(), skillc::syntax::LoadError>(())
+//! ```
+//!
+//! Several directories load together by concatenating their `SourceFile` lists and
+//! giving each directory's first file id to [`parse_sources`]; file ids then index the
+//! combined list, which is what the renderer needs.
+
+pub mod ast;
+mod errors;
+mod parser;
+mod span;
+pub mod split;
+
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+pub use ast::*;
+pub use parser::dedent;
+pub use span::{FileId, LineIndex, Span};
+
+use crate::diag::Diagnostic;
+
+/// The extension of trajectory files.
+pub const EXTENSION: &str = "traj";
+
+/// A file's text and the path it is shown under (as given, `/`-separated).
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    pub path: String,
+    pub text: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not a directory")]
+    NotADirectory { path: String },
+    #[error("{path}: no .{EXTENSION} files in this directory")]
+    Empty { path: String },
+    #[error("{path}: not valid UTF-8")]
+    NotUtf8 { path: String },
+}
+
+/// Shows a path with `/` separators whatever the platform.
+pub fn display_path(path: &Path) -> String {
+    path.to_string_lossy().replace('\\', "/")
+}
+
+/// Reads the `.traj` files directly inside `dir`, sorted by file name.
+pub fn load_dir(dir: &Path) -> Result<Vec<SourceFile>, LoadError> {
+    let shown = display_path(dir);
+    if !dir.is_dir() {
+        return Err(if dir.exists() {
+            LoadError::NotADirectory { path: shown }
+        } else {
+            LoadError::Io {
+                path: shown,
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            }
+        });
+    }
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for entry in walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .max_depth(1)
+        .sort_by_file_name()
+    {
+        let entry = entry.map_err(|e| LoadError::Io {
+            path: shown.clone(),
+            source: e.into(),
+        })?;
+        let path = entry.path();
+        if entry.file_type().is_file() && path.extension().is_some_and(|e| e == EXTENSION) {
+            paths.push(path.to_path_buf());
+        }
+    }
+    if paths.is_empty() {
+        return Err(LoadError::Empty { path: shown });
+    }
+    paths.iter().map(|path| load_file(path)).collect()
+}
+
+/// Reads one file.
+pub fn load_file(path: &Path) -> Result<SourceFile, LoadError> {
+    let shown = display_path(path);
+    let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
+        path: shown.clone(),
+        source,
+    })?;
+    let text = String::from_utf8(bytes).map_err(|_| LoadError::NotUtf8 {
+        path: shown.clone(),
+    })?;
+    Ok(SourceFile { path: shown, text })
+}
+
+/// Parses one file's text as file `file`.
+pub fn parse_file(file: FileId, source: &SourceFile) -> (ParsedFile, Vec<Diagnostic>) {
+    parser::parse_text(file, &source.path, &source.text)
+}
+
+/// Parses files in parallel; file `i` of `sources` gets id `first_id + i`. Results
+/// and diagnostics come back in file order whatever the thread count.
+pub fn parse_sources(sources: &[SourceFile], first_id: u32) -> (Vec<ParsedFile>, Vec<Diagnostic>) {
+    let results: Vec<_> = sources
+        .par_iter()
+        .enumerate()
+        .map(|(i, source)| parse_file(FileId(first_id + i as u32), source))
+        .collect();
+    let mut parsed = Vec::with_capacity(results.len());
+    let mut diagnostics = Vec::new();
+    for (file, diags) in results {
+        parsed.push(file);
+        diagnostics.extend(diags);
+    }
+    (parsed, diagnostics)
+}
+
+/// Loads and parses one trajectory directory (file ids start at 0).
+pub fn parse_dir(
+    dir: &Path,
+) -> Result<(Vec<SourceFile>, Vec<ParsedFile>, Vec<Diagnostic>), LoadError> {
+    let sources = load_dir(dir)?;
+    let (parsed, diagnostics) = parse_sources(&sources, 0);
+    Ok((sources, parsed, diagnostics))
+}
