@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod bench;
+pub mod deploy;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -24,11 +25,14 @@ pub enum Command {
     /// Benchmarks that print a table (parse, build, oracle, emulator, deploy).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Run a skill bundle on a model, phase by phase on the emulated XDNA 2 backend.
+    Deploy(deploy::Args),
 }
 
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Deploy(args) => deploy::run(args),
     }
 }
 
