@@ -112,6 +112,7 @@ use ParamKind::{Bool, Float, Ident, Int, Str};
 pub const KERNELS: &[&str] = &[
     "gemm",
     "gemv",
+    "gemv_swiglu",
     "rmsnorm",
     "qk_rmsnorm",
     "rope",

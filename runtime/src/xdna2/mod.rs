@@ -1,3 +1,15 @@
 //! The XDNA 2 (npu2) backend: an emulator of the array that computes what the NPU
 //! computes, refuses what it cannot place, and times plans with a cost model
 //! calibrated against published measurements.
+//!
+//! Pipeline: `device` (the array as data) → `kernels` (functional kernels with
+//! hardware numerics, each with its constraints) → `plan` (a deployment as data)
+//! built by `builder` → `exec` (functional execution on real tensors) and `cost`
+//! (modeled time, fitted by `fit` against `calibration` points) → `trace` and
+//! `roofline` (what a reader looks at).
+
+pub mod constraints;
+pub mod device;
+pub mod kernels;
+pub mod numerics;
+pub mod plan;

@@ -1,0 +1,336 @@
+//! Row-parallel vector-unit kernels: RMSNorm (plain, weighted, per-head for
+//! Q/K norm), RoPE (half-split, from a bf16 cos|sin lookup table), SiLU·mul,
+//! element-wise add, softmax, and the embedding gather.
+//!
+//! Numerics follow the bf16 vector unit: reductions accumulate in f32 over
+//! eight lanes; each vector multiply that produces a bf16 vector rounds its
+//! result (so RMSNorm rounds `x·inv_rms` before applying the weight, SiLU
+//! rounds exp, the sigmoid and `g·sigmoid` before the product with `up`).
+//! These extra roundings are why the registry gates these kernels at wider
+//! atol than GEMM.
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::{operand, refuse_if_any, Herd, Kernel, KernelError};
+use crate::bf16;
+use crate::xdna2::constraints::{ChannelUse, Checker, Constraint, ConstraintViolation};
+use crate::xdna2::device::Device;
+
+/// Elements per tile transfer of a streaming kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RowTile {
+    pub tile: usize,
+}
+
+/// Element-wise add or SiLU·mul over `n` elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct EltwiseSpec {
+    pub n: usize,
+    pub herd: Herd,
+    pub tile: RowTile,
+}
+
+/// A row-wise kernel (RMSNorm, Q/K RMSNorm, softmax) over `rows × cols`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct NormSpec {
+    pub rows: usize,
+    pub cols: usize,
+    pub herd: Herd,
+    /// Multiplies by a weight vector of `cols` elements.
+    pub weighted: bool,
+}
+
+/// RoPE over `rows` positions of `heads` heads of `head_dim`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RopeSpec {
+    pub rows: usize,
+    pub heads: usize,
+    pub head_dim: usize,
+    pub herd: Herd,
+}
+
+impl EltwiseSpec {
+    /// The largest even tile up to the L1 limit that splits `n` evenly over
+    /// the herd.
+    pub fn select(device: &Device, n: usize, herd: Herd) -> EltwiseSpec {
+        let per_tile = n / herd.tiles().max(1);
+        let max = device.limits.eltwise_tile_max;
+        let tile = (2..=max.min(per_tile))
+            .rev()
+            .find(|t| t % 2 == 0 && per_tile % t == 0)
+            .unwrap_or(2);
+        EltwiseSpec {
+            n,
+            herd,
+            tile: RowTile { tile },
+        }
+    }
+
+    pub fn check(&self, device: &Device, kernel: Kernel) -> Vec<ConstraintViolation> {
+        let mut c = Checker::new(device, kernel);
+        let (cols, rows) = (self.herd.cols(), self.herd.rows());
+        c.herd_fits(cols, rows);
+        let tile = self.tile.tile;
+        let max = device.limits.eltwise_tile_max;
+        c.require(tile <= max, Constraint::L1Capacity, || {
+            format!("tile {tile} exceeds {max} elements")
+        });
+        c.l1(&[("in 2x2", 2 * 2 * tile * 2), ("out 2x", 2 * tile * 2)]);
+        let block = tile * self.herd.tiles();
+        c.require(block > 0 && self.n % block == 0, Constraint::Alignment, || {
+            format!("N {} is not a multiple of tile {tile} x {} tiles = {block}", self.n, self.herd.tiles())
+        });
+        dma_even(&mut c, tile);
+        c.channels(cols, streamed(rows, 2, 1));
+        c.finish()
+    }
+}
+
+impl NormSpec {
+    pub fn check(&self, device: &Device, kernel: Kernel) -> Vec<ConstraintViolation> {
+        let mut c = Checker::new(device, kernel);
+        let (cols, rows) = (self.herd.cols(), self.herd.rows());
+        c.herd_fits(cols, rows);
+        let tiles = self.herd.tiles();
+        c.require(self.rows % tiles == 0, Constraint::Alignment, || {
+            format!("{} rows do not split over {tiles} tiles", self.rows)
+        });
+        let weight = if self.weighted { self.cols * 2 } else { 0 };
+        c.l1(&[
+            ("row in 2x", 2 * self.cols * 2),
+            ("row out 2x", 2 * self.cols * 2),
+            ("weight", weight),
+        ]);
+        dma_even(&mut c, self.cols);
+        c.channels(cols, streamed(rows, 1 + usize::from(self.weighted), 1));
+        c.finish()
+    }
+}
+
+impl RopeSpec {
+    pub fn check(&self, device: &Device) -> Vec<ConstraintViolation> {
+        let mut c = Checker::new(device, Kernel::Rope);
+        let (cols, rows) = (self.herd.cols(), self.herd.rows());
+        c.herd_fits(cols, rows);
+        let tiles = self.herd.tiles();
+        let vectors = self.rows * self.heads;
+        c.require(vectors % tiles == 0, Constraint::Alignment, || {
+            format!("{} rows x {} heads do not split over {tiles} tiles", self.rows, self.heads)
+        });
+        c.require(self.head_dim % 2 == 0, Constraint::Alignment, || {
+            format!("half-split RoPE needs an even head_dim, got {}", self.head_dim)
+        });
+        let hd = self.head_dim * 2;
+        c.l1(&[("x 2x", 2 * hd), ("lut 2x", 2 * hd), ("out 2x", 2 * hd)]);
+        c.channels(cols, streamed(rows, 2, 1));
+        c.finish()
+    }
+}
+
+/// Channels of a kernel whose tiles stream straight from the shim.
+fn streamed(rows: usize, inputs: usize, outputs: usize) -> ChannelUse {
+    ChannelUse {
+        compute_in: inputs,
+        compute_out: outputs,
+        mem_in: 0,
+        mem_out: 0,
+        shim_in: rows * inputs,
+        shim_out: rows * outputs,
+    }
+}
+
+fn dma_even(c: &mut Checker<'_>, elements: usize) {
+    let multiple = c.device.limits.dma_length_multiple_bytes;
+    c.require((elements * 2) % multiple == 0, Constraint::Alignment, || {
+        format!("{elements} bf16 elements are {} bytes; DMA lengths must be multiples of {multiple}", elements * 2)
+    });
+}
+
+/// RMSNorm of every row: `x / sqrt(mean(x²) + eps) · weight`.
+pub fn rms_norm(
+    device: &Device,
+    spec: &NormSpec,
+    eps: f32,
+    x: &[u16],
+    weight: Option<&[u16]>,
+) -> Result<Vec<u16>, KernelError> {
+    norm_rows(device, spec, Kernel::Rmsnorm, eps, x, weight)
+}
+
+/// Per-head RMSNorm (Qwen3 Q/K norm): rows are `positions × heads`, columns
+/// are `head_dim`, one weight vector shared by every head.
+pub fn qk_rms_norm(
+    device: &Device,
+    spec: &NormSpec,
+    eps: f32,
+    x: &[u16],
+    weight: &[u16],
+) -> Result<Vec<u16>, KernelError> {
+    norm_rows(device, spec, Kernel::QkRmsnorm, eps, x, Some(weight))
+}
+
+fn norm_rows(
+    device: &Device,
+    spec: &NormSpec,
+    kernel: Kernel,
+    eps: f32,
+    x: &[u16],
+    weight: Option<&[u16]>,
+) -> Result<Vec<u16>, KernelError> {
+    refuse_if_any(kernel, spec.check(device, kernel))?;
+    operand(kernel, "x", x, spec.rows * spec.cols)?;
+    if let Some(w) = weight {
+        operand(kernel, "weight", w, spec.cols)?;
+    }
+    let weight = weight.filter(|_| spec.weighted);
+    let mut out = vec![0u16; x.len()];
+    out.par_chunks_mut(spec.cols.max(1))
+        .zip(x.par_chunks(spec.cols.max(1)))
+        .for_each(|(o, row)| rms_norm_row(row, weight, eps, o));
+    Ok(out)
+}
+
+/// One row of RMSNorm with the vector unit's roundings.
+pub(crate) fn rms_norm_row(row: &[u16], weight: Option<&[u16]>, eps: f32, out: &mut [u16]) {
+    let mut lanes = [0.0f32; 8];
+    for chunk in row.chunks(8) {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            let f = bf16::to_f32(v);
+            *lane += f * f;
+        }
+    }
+    let sum: f32 = lanes.iter().sum();
+    let inv = 1.0 / (sum / row.len().max(1) as f32 + eps).sqrt();
+    for (i, (o, &v)) in out.iter_mut().zip(row).enumerate() {
+        let normed = bf16::round(bf16::to_f32(v) * inv);
+        *o = match weight {
+            Some(w) => bf16::from_f32(normed * bf16::to_f32(w[i])),
+            None => bf16::from_f32(normed),
+        };
+    }
+}
+
+/// The RoPE lookup table `[positions, head_dim]`: each row holds
+/// `cos(p·f_0..f_{d/2})` then `sin(p·f_0..f_{d/2})`, rounded to bf16.
+pub fn rope_lut(inv_freq: &[f64], positions: usize) -> Vec<u16> {
+    let half = inv_freq.len();
+    let mut lut = vec![0u16; positions * 2 * half];
+    for (p, row) in lut.chunks_mut((2 * half).max(1)).enumerate() {
+        for (i, &f) in inv_freq.iter().enumerate() {
+            let angle = p as f64 * f;
+            row[i] = bf16::from_f32(angle.cos() as f32);
+            row[half + i] = bf16::from_f32(angle.sin() as f32);
+        }
+    }
+    lut
+}
+
+/// Half-split RoPE of `x` (`[rows, heads·head_dim]`, seq-first) for
+/// positions `first_position..first_position + rows`, reading `lut`.
+pub fn rope(
+    device: &Device,
+    spec: &RopeSpec,
+    x: &[u16],
+    lut: &[u16],
+    first_position: usize,
+) -> Result<Vec<u16>, KernelError> {
+    refuse_if_any(Kernel::Rope, spec.check(device))?;
+    let (hd, width) = (spec.head_dim, spec.heads * spec.head_dim);
+    operand(Kernel::Rope, "x", x, spec.rows * width)?;
+    let needed = (first_position + spec.rows) * hd;
+    if lut.len() < needed {
+        return Err(KernelError::Operand {
+            kernel: Kernel::Rope,
+            operand: "lut",
+            expected: needed,
+            got: lut.len(),
+        });
+    }
+    let half = hd / 2;
+    let mut out = vec![0u16; x.len()];
+    out.par_chunks_mut(width.max(1))
+        .zip(x.par_chunks(width.max(1)))
+        .enumerate()
+        .for_each(|(r, (o, row))| {
+            let table = &lut[(first_position + r) * hd..][..hd];
+            for (oh, xh) in o.chunks_mut(hd).zip(row.chunks(hd)) {
+                for i in 0..half {
+                    let (c, s) = (bf16::to_f32(table[i]), bf16::to_f32(table[half + i]));
+                    let (a, b) = (bf16::to_f32(xh[i]), bf16::to_f32(xh[half + i]));
+                    oh[i] = bf16::from_f32(a * c - b * s);
+                    oh[half + i] = bf16::from_f32(b * c + a * s);
+                }
+            }
+        });
+    Ok(out)
+}
+
+/// `silu(gate) · up`.
+pub fn silu_mul(device: &Device, spec: &EltwiseSpec, gate: &[u16], up: &[u16]) -> Result<Vec<u16>, KernelError> {
+    refuse_if_any(Kernel::SiluMul, spec.check(device, Kernel::SiluMul))?;
+    operand(Kernel::SiluMul, "gate", gate, spec.n)?;
+    operand(Kernel::SiluMul, "up", up, spec.n)?;
+    Ok(gate
+        .par_iter()
+        .zip(up.par_iter())
+        .map(|(&g, &u)| silu_mul_value(g, u))
+        .collect())
+}
+
+/// One element of SiLU·mul with the vector unit's bf16 roundings.
+pub(crate) fn silu_mul_value(g: u16, u: u16) -> u16 {
+    let gf = bf16::to_f32(g);
+    let e = bf16::round((-gf).exp());
+    let sigmoid = bf16::round(1.0 / (1.0 + e));
+    let silu = bf16::round(gf * sigmoid);
+    bf16::from_f32(silu * bf16::to_f32(u))
+}
+
+/// `a + b`.
+pub fn eltwise_add(device: &Device, spec: &EltwiseSpec, a: &[u16], b: &[u16]) -> Result<Vec<u16>, KernelError> {
+    refuse_if_any(Kernel::EltwiseAdd, spec.check(device, Kernel::EltwiseAdd))?;
+    operand(Kernel::EltwiseAdd, "a", a, spec.n)?;
+    operand(Kernel::EltwiseAdd, "b", b, spec.n)?;
+    Ok(a.par_iter()
+        .zip(b.par_iter())
+        .map(|(&x, &y)| bf16::from_f32(bf16::to_f32(x) + bf16::to_f32(y)))
+        .collect())
+}
+
+/// Row-wise softmax.
+pub fn softmax(device: &Device, spec: &NormSpec, x: &[u16]) -> Result<Vec<u16>, KernelError> {
+    refuse_if_any(Kernel::Softmax, spec.check(device, Kernel::Softmax))?;
+    operand(Kernel::Softmax, "x", x, spec.rows * spec.cols)?;
+    let mut out = vec![0u16; x.len()];
+    out.par_chunks_mut(spec.cols.max(1))
+        .zip(x.par_chunks(spec.cols.max(1)))
+        .for_each(|(o, row)| {
+            let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(bf16::to_f32(v)));
+            let exps: Vec<f32> = row.iter().map(|&v| (bf16::to_f32(v) - max).exp()).collect();
+            let sum: f32 = exps.iter().sum();
+            for (slot, e) in o.iter_mut().zip(exps) {
+                *slot = bf16::from_f32(e / sum);
+            }
+        });
+    Ok(out)
+}
+
+/// Gathers rows of `table` (`[rows, hidden]`) for `ids`.
+pub fn embedding(table: &[u16], hidden: usize, ids: &[u32]) -> Result<Vec<u16>, KernelError> {
+    let rows = table.len() / hidden.max(1);
+    let mut out = Vec::with_capacity(ids.len() * hidden);
+    for (position, &id) in ids.iter().enumerate() {
+        let id = id as usize;
+        if id >= rows {
+            return Err(KernelError::Index {
+                kernel: Kernel::Embedding,
+                position,
+                index: id,
+                limit: rows,
+            });
+        }
+        out.extend_from_slice(&table[id * hidden..(id + 1) * hidden]);
+    }
+    Ok(out)
+}

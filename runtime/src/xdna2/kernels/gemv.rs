@@ -1,0 +1,317 @@
+//! Decode matrix-vector kernels: `y[M] = W[M×K] · x[K]` with W in checkpoint
+//! `[out, in]` order, bf16 operands and f32 accumulation over eight lanes per
+//! K segment. Variants: a fused residual add (`matvec_2tile_add`), the decode
+//! cascade (herd rows split K and chain f32 partial sums), the fused
+//! RMSNorm → gate/up GEMV → SiLU·mul cascade launch, and the LM head run as
+//! partitions so each partition's outer loop stays within the DMA repeat count.
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::elementwise::{rms_norm_row, silu_mul_value};
+use super::{operand, refuse_if_any, Herd, Kernel, KernelError};
+use crate::bf16;
+use crate::xdna2::constraints::{ChannelUse, Checker, Constraint, ConstraintViolation};
+use crate::xdna2::device::Device;
+
+/// Per-tile GEMV tiling: `tile_m` rows per tile and iteration, `m_input` rows
+/// per input DMA, `k_split` K segments per launch (accumulated in f32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct GemvTile {
+    pub tile_m: usize,
+    pub m_input: usize,
+    pub k_split: usize,
+}
+
+/// One GEMV launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct GemvSpec {
+    pub m: usize,
+    pub k: usize,
+    /// `[columns, rows]`; rows > 1 is the decode cascade.
+    pub herd: Herd,
+    pub tile: GemvTile,
+    /// Single-buffered L1 (module-wide `omit_pingpong`).
+    pub omit_pingpong: bool,
+    /// Fused residual add.
+    pub residual: bool,
+}
+
+/// K elements of W staged in L1 per row of one input DMA.
+const L1_K_CHUNK: usize = 1024;
+/// K alignment of the cascade's matvec_2tile kernels (lesson 18).
+const CASCADE_K_MULTIPLE: usize = 512;
+const TILE_M_CHOICES: [usize; 4] = [16, 8, 4, 2];
+
+impl GemvSpec {
+    /// The registry's configuration for a shape: the largest tile_m whose
+    /// memory-tile panel fits L2, m_input = tile_m, and as many K segments as
+    /// the repeat limit needs.
+    pub fn select(device: &Device, m: usize, k: usize, herd: Herd) -> GemvSpec {
+        let k_max = device.limits.gemv_k_max() * herd.rows();
+        let mut k_split = k.div_ceil(k_max.max(1)).max(1);
+        while k_split < k && (k % k_split != 0 || (k / k_split) % device.limits.gemv_k_multiple != 0) {
+            k_split += 1;
+        }
+        let k_seg = k / (k_split * herd.rows()).max(1);
+        let tile_m = TILE_M_CHOICES
+            .into_iter()
+            .find(|t| {
+                m % (t * herd.cols()) == 0
+                    && l2_panel(herd.cols(), *t, k_seg) <= device.mem_tile.memory_bytes
+            })
+            .unwrap_or(2);
+        GemvSpec {
+            m,
+            k,
+            herd,
+            tile: GemvTile {
+                tile_m,
+                m_input: tile_m,
+                k_split,
+            },
+            omit_pingpong: false,
+            residual: false,
+        }
+    }
+
+    /// K elements one tile reduces per launch segment.
+    pub fn k_segment(&self) -> usize {
+        self.k / (self.tile.k_split * self.herd.rows()).max(1)
+    }
+
+    pub fn weight_bytes(&self) -> f64 {
+        2.0 * self.m as f64 * self.k as f64
+    }
+
+    pub fn check(&self, device: &Device) -> Vec<ConstraintViolation> {
+        let mut c = Checker::new(device, Kernel::Gemv);
+        self.check_into(&mut c);
+        c.finish()
+    }
+
+    fn check_into(&self, c: &mut Checker<'_>) {
+        let device = c.device;
+        let t = self.tile;
+        let (cols, rows) = (self.herd.cols(), self.herd.rows());
+        c.herd_fits(cols, rows);
+        let max_rows = device.limits.cascade_rows_max;
+        c.require(rows <= max_rows, Constraint::Herd, || {
+            format!("cascade of {rows} rows exceeds {max_rows}")
+        });
+        if rows > 1 {
+            c.require(self.k % CASCADE_K_MULTIPLE == 0, Constraint::Alignment, || {
+                format!("cascade GEMV needs K % {CASCADE_K_MULTIPLE} == 0, K is {}", self.k)
+            });
+        }
+        let multiple = device.limits.gemv_k_multiple;
+        let split_ok = t.k_split > 0
+            && self.k % (t.k_split * rows) == 0
+            && self.k_segment() % multiple == 0;
+        c.require(split_ok, Constraint::Alignment, || {
+            format!(
+                "K {} split into {} x {rows} segments must leave multiples of {multiple}",
+                self.k, t.k_split
+            )
+        });
+        let k_seg = self.k_segment();
+        let k_max = device.limits.gemv_k_max();
+        c.require(k_seg <= k_max, Constraint::GemvKLimit, || {
+            format!(
+                "K segment {k_seg} (K {} / k_split {} / {rows} rows) exceeds {k_max} = {} repeats x {} elements",
+                self.k,
+                t.k_split,
+                device.limits.dma_repeat_max,
+                device.limits.gemv_k_chunk
+            )
+        });
+        let dma_ok = t.tile_m >= 2 && (t.tile_m * 2) % device.limits.dma_length_multiple_bytes == 0;
+        c.require(dma_ok, Constraint::Alignment, || {
+            format!(
+                "tile_m {} gives a {}-byte output DMA; transfers must be multiples of {} bytes",
+                t.tile_m,
+                t.tile_m * 2,
+                device.limits.dma_length_multiple_bytes
+            )
+        });
+        c.require(t.m_input > 0 && t.tile_m % t.m_input == 0, Constraint::Alignment, || {
+            format!("m_input {} does not divide tile_m {}", t.m_input, t.tile_m)
+        });
+        let m_block = t.tile_m * cols;
+        c.require(m_block > 0 && self.m % m_block == 0, Constraint::Alignment, || {
+            format!("M {} is not a multiple of tile_m {} x herd columns {cols} = {m_block}", self.m, t.tile_m)
+        });
+        c.l2(&[
+            ("A panel", cols * t.tile_m * k_seg * 2),
+            ("y", cols * t.tile_m * 2),
+        ]);
+        let buffers = if self.omit_pingpong { 1 } else { 2 };
+        c.l1(&[
+            ("A rows", buffers * t.m_input * k_seg.min(L1_K_CHUNK) * 2),
+            ("x", k_seg * 2),
+            ("y f32", t.tile_m * 4),
+            ("residual", if self.residual { t.tile_m * 2 } else { 0 }),
+        ]);
+        c.channels(
+            cols,
+            ChannelUse {
+                compute_in: 2,
+                compute_out: 1,
+                mem_in: 2 + usize::from(self.residual),
+                mem_out: rows + 1,
+                shim_in: 2,
+                shim_out: 1,
+            },
+        );
+    }
+}
+
+/// L2 bytes of the doc's GEMV rule: herd_m·tile_m·K·2 + herd_m·tile_m·2.
+fn l2_panel(cols: usize, tile_m: usize, k: usize) -> usize {
+    cols * tile_m * k * 2 + cols * tile_m * 2
+}
+
+/// `y = W·x (+ residual)`, bf16 out.
+pub fn gemv(
+    device: &Device,
+    spec: &GemvSpec,
+    w: &[u16],
+    x: &[u16],
+    residual: Option<&[u16]>,
+) -> Result<Vec<u16>, KernelError> {
+    refuse_if_any(Kernel::Gemv, spec.check(device))?;
+    validate_operands(Kernel::Gemv, spec, w, x)?;
+    if let Some(r) = residual {
+        operand(Kernel::Gemv, "residual", r, spec.m)?;
+    }
+    let acc = matvec_f32(spec, w, x);
+    Ok(acc
+        .iter()
+        .enumerate()
+        .map(|(i, &y)| bf16::from_f32(y + residual.map_or(0.0, |r| bf16::to_f32(r[i]))))
+        .collect())
+}
+
+fn validate_operands(kernel: Kernel, spec: &GemvSpec, w: &[u16], x: &[u16]) -> Result<(), KernelError> {
+    operand(kernel, "W", w, spec.m * spec.k)?;
+    operand(kernel, "x", x, spec.k)
+}
+
+/// f32 accumulators: each K segment reduced over eight lanes, segments added
+/// in order (the cascade chain, or the k_split loop).
+fn matvec_f32(spec: &GemvSpec, w: &[u16], x: &[u16]) -> Vec<f32> {
+    let x32 = bf16::to_f32_vec(x);
+    let k = spec.k;
+    let segment = spec.k_segment().max(1);
+    let mut y = vec![0.0f32; spec.m];
+    y.par_chunks_mut(64).enumerate().for_each(|(block, out)| {
+        for (j, slot) in out.iter_mut().enumerate() {
+            let row = &w[(block * 64 + j) * k..][..k];
+            *slot = row
+                .chunks(segment)
+                .zip(x32.chunks(segment))
+                .fold(0.0f32, |acc, (r, xs)| acc + bf16::dot_bf16_f32(r, xs));
+        }
+    });
+    y
+}
+
+/// One launch of the decode cascade: `silu(Wg·n) ⊙ (Wu·n)` with
+/// `n = rmsnorm(x)·norm_weight`; each stage has its standalone kernel's
+/// numerics (bf16 between stages).
+#[allow(clippy::too_many_arguments)]
+pub fn gemv_swiglu(
+    device: &Device,
+    spec: &GemvSpec,
+    eps: f32,
+    x: &[u16],
+    norm_weight: &[u16],
+    w_gate: &[u16],
+    w_up: &[u16],
+) -> Result<Vec<u16>, KernelError> {
+    refuse_if_any(Kernel::GemvSwiglu, check_swiglu(device, spec))?;
+    validate_operands(Kernel::GemvSwiglu, spec, w_gate, x)?;
+    operand(Kernel::GemvSwiglu, "W_up", w_up, spec.m * spec.k)?;
+    operand(Kernel::GemvSwiglu, "norm_weight", norm_weight, spec.k)?;
+    let mut normed = vec![0u16; spec.k];
+    rms_norm_row(x, Some(norm_weight), eps, &mut normed);
+    let gate = matvec_f32(spec, w_gate, &normed);
+    let up = matvec_f32(spec, w_up, &normed);
+    Ok(gate
+        .iter()
+        .zip(&up)
+        .map(|(&g, &u)| silu_mul_value(bf16::from_f32(g), bf16::from_f32(u)))
+        .collect())
+}
+
+/// The cascade launch's rules on top of the GEMV ones: its K (the model's
+/// hidden size) must stay below the cascade's ceiling.
+pub fn check_swiglu(device: &Device, spec: &GemvSpec) -> Vec<ConstraintViolation> {
+    let mut c = Checker::new(device, Kernel::GemvSwiglu);
+    spec.check_into(&mut c);
+    let below = device.limits.cascade_hidden_size_below;
+    c.require(spec.k < below, Constraint::Herd, || {
+        format!(
+            "cascade needs hidden size < {below} to fit {} core rows, K is {}",
+            device.limits.cascade_rows_max, spec.k
+        )
+    });
+    c.finish()
+}
+
+/// The LM head as `parts` GEMV partitions of `part_rows` rows each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LmHeadSpec {
+    pub vocab: usize,
+    pub parts: usize,
+    /// One partition's GEMV (m = rows per partition, padded to the tile).
+    pub part: GemvSpec,
+}
+
+impl LmHeadSpec {
+    pub fn select(device: &Device, vocab: usize, k: usize, parts: usize) -> LmHeadSpec {
+        let herd = Herd([device.columns, 1]);
+        let per_part = vocab.div_ceil(parts.max(1));
+        let mut part = GemvSpec::select(device, herd.cols() * 16, k, herd);
+        let block = part.tile.tile_m * herd.cols();
+        part.m = per_part.div_ceil(block) * block;
+        LmHeadSpec { vocab, parts, part }
+    }
+
+    pub fn check(&self, device: &Device) -> Vec<ConstraintViolation> {
+        let mut c = Checker::new(device, Kernel::LmHeadGemv);
+        self.part.check_into(&mut c);
+        let block = self.part.tile.tile_m * self.part.herd.cols();
+        let iterations = self.part.m / block.max(1);
+        let max = device.limits.dma_repeat_max;
+        c.require(iterations <= max, Constraint::RepeatCount, || {
+            format!(
+                "partition of {} rows needs {iterations} outer iterations of {block} rows, repeat limit {max}",
+                self.part.m
+            )
+        });
+        let covered = self.parts * self.part.m;
+        c.require(covered >= self.vocab, Constraint::Shape, || {
+            format!("{} partitions x {} rows cover {covered} < vocab {}", self.parts, self.part.m, self.vocab)
+        });
+        c.finish()
+    }
+}
+
+/// Logits `[vocab]` (bf16) from the output projection `[vocab, K]`.
+pub fn lm_head_gemv(device: &Device, spec: &LmHeadSpec, w: &[u16], x: &[u16]) -> Result<Vec<u16>, KernelError> {
+    refuse_if_any(Kernel::LmHeadGemv, spec.check(device))?;
+    let k = spec.part.k;
+    operand(Kernel::LmHeadGemv, "W", w, spec.vocab * k)?;
+    operand(Kernel::LmHeadGemv, "x", x, k)?;
+    let mut logits = Vec::with_capacity(spec.vocab);
+    for part in 0..spec.parts {
+        let start = (part * spec.part.m).min(spec.vocab);
+        let end = ((part + 1) * spec.part.m).min(spec.vocab);
+        // Rows past the vocabulary are zero padding of the weight buffer.
+        let real = GemvSpec { m: end - start, ..spec.part };
+        let y = matvec_f32(&real, &w[start * k..end * k], x);
+        logits.extend(y.iter().map(|&v| bf16::from_f32(v)));
+    }
+    Ok(logits)
+}

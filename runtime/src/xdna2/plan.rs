@@ -1,0 +1,720 @@
+//! A deployment plan as plain data: a sequence of NPU calls (each a list of
+//! kernel launches with shape, herd, tiling and precision, plus how the host
+//! treats every buffer the call binds) and host ops, for the prologue, one
+//! decoder layer (repeated `num_layers` times) and the epilogue.
+//!
+//! Buffers are named; weight buffers say which checkpoint tensor they hold
+//! and how setup transforms it (pre-transpose, GQA-aware head padding). Each
+//! call's bindings say whether the host writes the buffer before the call and
+//! reads it after: static weight buffers, intermediates kept on device and
+//! kernel-overwritten slots are the writes a plan skips. `exec` runs a plan,
+//! `cost` times it; neither changes it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::constraints::{locate, Constraint, ConstraintViolation};
+use super::device::Device;
+use super::kernels::{
+    gemv::check_swiglu, Dtype, EltwiseSpec, FlashAttentionSpec, GemmSpec, GemvSpec, Kernel,
+    LmHeadSpec, NormSpec, QkvLayout, RopeSpec,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Prefill,
+    Decode,
+}
+
+/// Which optimizations a plan was built with (see `builder`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanOptions {
+    /// Merge launches into few calls per layer (rms_gemms_rope, flash_attn,
+    /// o_ffn in prefill; rms_gemv_rope, o_gemv_ffn in decode).
+    pub merge_launches: bool,
+    /// Per-layer weight buffers written once at setup (`static_input_indices`).
+    pub static_weights: bool,
+    /// Skip host writes of kernel-overwritten slots (`intermediate_indices`).
+    pub mark_intermediates: bool,
+    /// Consecutive calls of one group share device buffers instead of the
+    /// host reading and re-writing activations between them.
+    pub shared_intermediates: bool,
+    /// Prefill LM head on the last real row with the decode GEMV, after a host
+    /// RMSNorm of that row; otherwise a full-sequence GEMM.
+    pub last_token_lm_head: bool,
+    /// Decode LM head on the NPU (else a CPU matmul).
+    pub npu_lm_head: bool,
+    /// LM-head partitions.
+    pub lm_head_parts: usize,
+    /// Decode projections as NPU GEMVs (else CPU matmuls).
+    pub gemv_decode: bool,
+    /// Decode attention on the host.
+    pub cpu_decode_attention: bool,
+    /// The fused O+FFN decode cascade, where its legality rules allow it.
+    pub cascade_ffn: bool,
+    /// Core rows of the cascade.
+    pub cascade_rows: usize,
+    /// Activation layout through RoPE and attention.
+    pub layout: QkvLayout,
+    /// Single-buffer L1 module-wide in decode calls.
+    pub omit_pingpong: bool,
+    /// GQA-aware phantom heads when heads × head_dim is not 1024-aligned.
+    pub pad_heads: bool,
+    /// GEMM operand precision.
+    pub precision: super::kernels::Precision,
+}
+
+impl PlanOptions {
+    /// The reference deployment's final plan structure.
+    pub fn reference() -> Self {
+        PlanOptions {
+            merge_launches: true,
+            static_weights: true,
+            mark_intermediates: true,
+            shared_intermediates: true,
+            last_token_lm_head: true,
+            npu_lm_head: true,
+            lm_head_parts: 8,
+            gemv_decode: true,
+            cpu_decode_attention: true,
+            cascade_ffn: true,
+            cascade_rows: 4,
+            layout: QkvLayout::SeqFirst,
+            omit_pingpong: true,
+            pad_heads: true,
+            precision: super::kernels::Precision::Bf16,
+        }
+    }
+
+    /// Everything a deployment can run without optimizing: one call per
+    /// launch, every buffer written per call, activations through the host.
+    pub fn naive() -> Self {
+        PlanOptions {
+            merge_launches: false,
+            static_weights: false,
+            mark_intermediates: false,
+            shared_intermediates: false,
+            cascade_ffn: false,
+            omit_pingpong: false,
+            ..Self::reference()
+        }
+    }
+}
+
+/// How the host holds a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BufferClass {
+    /// Weights in a per-layer buffer written once at setup.
+    StaticWeight,
+    /// Weights written by the host before every call that binds them.
+    Weight,
+    /// Activations, scratch and outputs.
+    Activation,
+}
+
+/// A setup-time transform of a checkpoint tensor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "transform", rename_all = "snake_case")]
+pub enum Transform {
+    /// `[out, in]` → `[in, out]` (bf16 DMA cannot transpose, lesson 13).
+    Transpose,
+    /// Inserts phantom heads inside each KV group along `axis` (0 = rows,
+    /// 1 = columns): `heads` real heads become `padded_heads`, zero-filled.
+    PadHeads {
+        axis: usize,
+        heads: usize,
+        padded_heads: usize,
+        kv_heads: usize,
+        head_dim: usize,
+    },
+    /// Rows `start..start + rows` of the tensor, zero-padded to `padded_rows`.
+    Rows {
+        start: usize,
+        rows: usize,
+        padded_rows: usize,
+    },
+}
+
+/// Where a weight buffer's contents come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum WeightSource {
+    /// A checkpoint tensor; `{layer}` in the name is the layer index.
+    Tensor {
+        name: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        transforms: Vec<Transform>,
+    },
+    /// RoPE cos|sin table for `positions` positions (see `kernels::rope_lut`).
+    RopeLut { positions: usize, head_dim: usize },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Buffer {
+    pub class: BufferClass,
+    pub dtype: Dtype,
+    pub elements: usize,
+    /// For weights: what fills the buffer at setup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<WeightSource>,
+    /// One buffer per layer (weights keyed by layer index, `bo_key`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub per_layer: bool,
+}
+
+impl Buffer {
+    pub fn bytes(&self) -> f64 {
+        (self.elements * self.dtype.bytes()) as f64
+    }
+}
+
+/// What a binding is to the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Weight,
+    Input,
+    Output,
+    /// Produced and consumed inside the call.
+    Scratch,
+}
+
+/// One buffer bound to a call, and the host traffic it causes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Binding {
+    pub buffer: String,
+    pub role: Role,
+    /// The host writes it before the call.
+    pub write: bool,
+    /// The host reads it after the call.
+    pub read: bool,
+}
+
+/// One kernel launch and the buffers it reads and writes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kernel", rename_all = "snake_case")]
+pub enum Launch {
+    Gemm {
+        a: String,
+        b: String,
+        out: String,
+        spec: GemmSpec,
+    },
+    Gemv {
+        w: String,
+        x: String,
+        out: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        residual: Option<String>,
+        spec: GemvSpec,
+    },
+    GemvSwiglu {
+        x: String,
+        norm: String,
+        gate: String,
+        up: String,
+        out: String,
+        eps: f64,
+        spec: GemvSpec,
+    },
+    Rmsnorm {
+        x: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        weight: Option<String>,
+        out: String,
+        eps: f64,
+        spec: NormSpec,
+    },
+    QkRmsnorm {
+        x: String,
+        weight: String,
+        out: String,
+        eps: f64,
+        spec: NormSpec,
+    },
+    /// RoPE at positions `base..base + rows`, where `base` is 0 in prefill and
+    /// the current position in decode.
+    Rope {
+        x: String,
+        lut: String,
+        out: String,
+        spec: RopeSpec,
+    },
+    SiluMul {
+        gate: String,
+        up: String,
+        out: String,
+        spec: EltwiseSpec,
+    },
+    EltwiseAdd {
+        a: String,
+        b: String,
+        out: String,
+        spec: EltwiseSpec,
+    },
+    Softmax {
+        x: String,
+        out: String,
+        spec: NormSpec,
+    },
+    FlashAttention {
+        q: String,
+        k: String,
+        v: String,
+        out: String,
+        spec: FlashAttentionSpec,
+    },
+    LmHeadGemv {
+        w: String,
+        x: String,
+        out: String,
+        spec: LmHeadSpec,
+    },
+}
+
+impl Launch {
+    pub fn kernel(&self) -> Kernel {
+        match self {
+            Launch::Gemm { .. } => Kernel::Gemm,
+            Launch::Gemv { .. } => Kernel::Gemv,
+            Launch::GemvSwiglu { .. } => Kernel::GemvSwiglu,
+            Launch::Rmsnorm { .. } => Kernel::Rmsnorm,
+            Launch::QkRmsnorm { .. } => Kernel::QkRmsnorm,
+            Launch::Rope { .. } => Kernel::Rope,
+            Launch::SiluMul { .. } => Kernel::SiluMul,
+            Launch::EltwiseAdd { .. } => Kernel::EltwiseAdd,
+            Launch::Softmax { .. } => Kernel::Softmax,
+            Launch::FlashAttention { .. } => Kernel::FlashAttention,
+            Launch::LmHeadGemv { .. } => Kernel::LmHeadGemv,
+        }
+    }
+
+    /// Buffers read, in operand order.
+    pub fn inputs(&self) -> Vec<&str> {
+        match self {
+            Launch::Gemm { a, b, .. } => vec![a, b],
+            Launch::Gemv { w, x, residual, .. } => {
+                let mut v = vec![w.as_str(), x.as_str()];
+                v.extend(residual.as_deref());
+                v
+            }
+            Launch::GemvSwiglu { x, norm, gate, up, .. } => vec![x, norm, gate, up],
+            Launch::Rmsnorm { x, weight, .. } => {
+                let mut v = vec![x.as_str()];
+                v.extend(weight.as_deref());
+                v
+            }
+            Launch::QkRmsnorm { x, weight, .. } => vec![x, weight],
+            Launch::Rope { x, lut, .. } => vec![x, lut],
+            Launch::SiluMul { gate, up, .. } => vec![gate, up],
+            Launch::EltwiseAdd { a, b, .. } => vec![a, b],
+            Launch::Softmax { x, .. } => vec![x],
+            Launch::FlashAttention { q, k, v, .. } => vec![q, k, v],
+            Launch::LmHeadGemv { w, x, .. } => vec![w, x],
+        }
+    }
+
+    pub fn output(&self) -> &str {
+        match self {
+            Launch::Gemm { out, .. }
+            | Launch::Gemv { out, .. }
+            | Launch::GemvSwiglu { out, .. }
+            | Launch::Rmsnorm { out, .. }
+            | Launch::QkRmsnorm { out, .. }
+            | Launch::Rope { out, .. }
+            | Launch::SiluMul { out, .. }
+            | Launch::EltwiseAdd { out, .. }
+            | Launch::Softmax { out, .. }
+            | Launch::FlashAttention { out, .. }
+            | Launch::LmHeadGemv { out, .. } => out,
+        }
+    }
+
+    /// The kernel's own constraint check.
+    pub fn check(&self, device: &Device) -> Vec<ConstraintViolation> {
+        match self {
+            Launch::Gemm { spec, .. } => spec.check(device),
+            Launch::Gemv { spec, .. } => spec.check(device),
+            Launch::GemvSwiglu { spec, .. } => check_swiglu(device, spec),
+            Launch::Rmsnorm { spec, .. } => spec.check(device, Kernel::Rmsnorm),
+            Launch::QkRmsnorm { spec, .. } => spec.check(device, Kernel::QkRmsnorm),
+            Launch::Rope { spec, .. } => spec.check(device),
+            Launch::SiluMul { spec, .. } => spec.check(device, Kernel::SiluMul),
+            Launch::EltwiseAdd { spec, .. } => spec.check(device, Kernel::EltwiseAdd),
+            Launch::Softmax { spec, .. } => spec.check(device, Kernel::Softmax),
+            Launch::FlashAttention { spec, .. } => spec.check(device),
+            Launch::LmHeadGemv { spec, .. } => spec.check(device),
+        }
+    }
+
+    /// A short shape label, e.g. `2048x2048x512`.
+    pub fn shape_label(&self) -> String {
+        match self {
+            Launch::Gemm { spec, .. } => format!("{}x{}x{}", spec.m, spec.k, spec.n),
+            Launch::Gemv { spec, .. } | Launch::GemvSwiglu { spec, .. } => {
+                format!("{}x{}", spec.m, spec.k)
+            }
+            Launch::Rmsnorm { spec, .. } | Launch::QkRmsnorm { spec, .. } | Launch::Softmax { spec, .. } => {
+                format!("{}x{}", spec.rows, spec.cols)
+            }
+            Launch::Rope { spec, .. } => format!("{}x{}", spec.rows * spec.heads, spec.head_dim),
+            Launch::SiluMul { spec, .. } | Launch::EltwiseAdd { spec, .. } => spec.n.to_string(),
+            Launch::FlashAttention { spec, .. } => format!(
+                "{}x{} h{}/{} d{}",
+                spec.lq, spec.lk, spec.heads, spec.kv_heads, spec.head_dim
+            ),
+            Launch::LmHeadGemv { spec, .. } => format!("{}x{} /{}", spec.vocab, spec.part.k, spec.parts),
+        }
+    }
+}
+
+/// One NPU call (an `xrt.run` of one ELF).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Call {
+    pub name: String,
+    /// The merge group it belongs to (a merged call is its own group).
+    pub group: String,
+    pub launches: Vec<Launch>,
+    pub bindings: Vec<Binding>,
+}
+
+/// Work the host does between calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum HostOp {
+    /// Token embedding gather of `rows` positions.
+    Embed { out: String, rows: usize, hidden: usize },
+    /// Stores this layer's K and V rows in the host KV cache (prefill: all
+    /// rows with the head-major transpose; decode: one appended row).
+    KvStore {
+        k: String,
+        v: String,
+        rows: usize,
+        kv_width: usize,
+    },
+    /// Attention of one query per head over the host KV cache.
+    DecodeAttention {
+        q: String,
+        out: String,
+        heads: usize,
+        kv_heads: usize,
+        head_dim: usize,
+    },
+    /// Re-lays a `[rows, heads, head_dim]` tensor between seq-first and head-first.
+    Transpose {
+        from: String,
+        to: String,
+        rows: usize,
+        heads: usize,
+        head_dim: usize,
+        to_layout: QkvLayout,
+    },
+    /// Adds a projection bias after RoPE: RoPE(x + b) = RoPE(x) + RoPE(b), so
+    /// the rotated bias is added when `rotate`, the plain bias otherwise.
+    BiasAdd {
+        x: String,
+        bias: String,
+        rows: usize,
+        heads: usize,
+        head_dim: usize,
+        /// The RoPE table when the bias is rotated (q and k; not v).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lut: Option<String>,
+    },
+    /// Element-wise add on the host (decode glue).
+    Add { a: String, b: String, out: String, n: usize },
+    /// RMSNorm on the host: of the last real row in prefill (`last_row`), of
+    /// the single row in decode.
+    RmsNorm {
+        x: String,
+        weight: String,
+        out: String,
+        cols: usize,
+        eps: f64,
+        last_row: bool,
+    },
+    /// SiLU·mul on the host (decode glue).
+    SiluMul { gate: String, up: String, out: String, n: usize },
+    /// A matrix-vector product on the CPU (unoptimized decode, CPU LM head).
+    Matvec { w: String, x: String, out: String, m: usize, k: usize },
+    /// Host scheduling between calls (Python loop, argument set-up): time only.
+    Scheduling { what: String },
+}
+
+impl HostOp {
+    pub fn name(&self) -> &'static str {
+        match self {
+            HostOp::Embed { .. } => "embed",
+            HostOp::KvStore { .. } => "kv_store",
+            HostOp::DecodeAttention { .. } => "decode_attention",
+            HostOp::Transpose { .. } => "transpose",
+            HostOp::BiasAdd { .. } => "bias_add",
+            HostOp::Add { .. } => "add",
+            HostOp::RmsNorm { .. } => "rms_norm",
+            HostOp::SiluMul { .. } => "silu_mul",
+            HostOp::Matvec { .. } => "matvec",
+            HostOp::Scheduling { .. } => "scheduling",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    Call(Call),
+    Host(HostOp),
+}
+
+/// Where a step sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Section {
+    Prologue,
+    Layer,
+    Epilogue,
+}
+
+impl Section {
+    pub fn name(self) -> &'static str {
+        match self {
+            Section::Prologue => "prologue",
+            Section::Layer => "layer",
+            Section::Epilogue => "epilogue",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    pub model: String,
+    pub phase: Phase,
+    /// Prefill: rows every kernel processes (prompts are padded to it).
+    /// Decode: the context length the step attends to.
+    pub seq_len: usize,
+    pub num_layers: usize,
+    pub options: PlanOptions,
+    pub buffers: BTreeMap<String, Buffer>,
+    pub prologue: Vec<Step>,
+    pub layer: Vec<Step>,
+    pub epilogue: Vec<Step>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanFileError {
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+    #[error("{path}:{line}:{column}: {message}")]
+    Syntax {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+}
+
+impl Plan {
+    pub fn sections(&self) -> [(Section, &[Step]); 3] {
+        [
+            (Section::Prologue, &self.prologue),
+            (Section::Layer, &self.layer),
+            (Section::Epilogue, &self.epilogue),
+        ]
+    }
+
+    /// Every call with its section.
+    pub fn calls(&self) -> impl Iterator<Item = (Section, &Call)> {
+        self.sections().into_iter().flat_map(|(section, steps)| {
+            steps.iter().filter_map(move |s| match s {
+                Step::Call(c) => Some((section, c)),
+                Step::Host(_) => None,
+            })
+        })
+    }
+
+    /// NPU calls per decoder layer.
+    pub fn calls_per_layer(&self) -> usize {
+        self.layer.iter().filter(|s| matches!(s, Step::Call(_))).count()
+    }
+
+    /// Checks every launch and every call against the device and the plan's
+    /// own consistency (bindings name declared buffers, sizes match).
+    pub fn check(&self, device: &Device) -> Result<(), Vec<ConstraintViolation>> {
+        let mut found = Vec::new();
+        for (section, call) in self.calls() {
+            found.extend(self.check_call(device, section, call));
+        }
+        for (name, buffer) in &self.buffers {
+            found.extend(self.check_buffer(device, name, buffer));
+        }
+        if found.is_empty() {
+            Ok(())
+        } else {
+            Err(found)
+        }
+    }
+
+    fn check_call(&self, device: &Device, section: Section, call: &Call) -> Vec<ConstraintViolation> {
+        let mut found = Vec::new();
+        let first_kernel = call.launches.first().map_or(Kernel::Gemm, Launch::kernel);
+        let call_at = format!("{}/{}", section.name(), call.name);
+        let max = device.limits.launches_per_call_max;
+        if call.launches.len() > max {
+            found.push(violation(Constraint::Merge, first_kernel, &call_at, format!(
+                "{} launches in one call; the toolchain fails beyond {max}",
+                call.launches.len()
+            )));
+        }
+        let has_fa = call.launches.iter().any(|l| l.kernel() == Kernel::FlashAttention);
+        if has_fa && call.launches.len() > 1 {
+            found.push(violation(Constraint::Merge, Kernel::FlashAttention, &call_at, format!(
+                "flash attention is a merge hard stop but shares its call with {} other launches",
+                call.launches.len() - 1
+            )));
+        }
+        for (i, launch) in call.launches.iter().enumerate() {
+            let at = format!("{call_at}/launch {i}");
+            found.extend(locate(launch.check(device), &at));
+            found.extend(self.check_operands(launch, call, &at));
+        }
+        found
+    }
+
+    /// Buffers exist, are bound to the call, and hold what the spec needs.
+    fn check_operands(&self, launch: &Launch, call: &Call, at: &str) -> Vec<ConstraintViolation> {
+        let mut found = Vec::new();
+        let kernel = launch.kernel();
+        let mut names: Vec<&str> = launch.inputs();
+        names.push(launch.output());
+        for name in names {
+            let bound = call.bindings.iter().any(|b| b.buffer == name);
+            if !self.buffers.contains_key(name) || !bound {
+                found.push(violation(Constraint::Shape, kernel, at, format!(
+                    "buffer {name} is {}",
+                    if bound { "not declared" } else { "not bound to the call" }
+                )));
+            }
+        }
+        for (name, needed) in operand_sizes(launch) {
+            if let Some(buffer) = self.buffers.get(name) {
+                if buffer.elements < needed {
+                    found.push(violation(Constraint::Shape, kernel, at, format!(
+                        "buffer {name} holds {} elements, the launch needs {needed}",
+                        buffer.elements
+                    )));
+                }
+            }
+        }
+        if let Launch::Gemm { b, .. } = launch {
+            let transposed = self.buffers.get(b.as_str()).is_some_and(|buf| {
+                matches!(&buf.source, Some(WeightSource::Tensor { transforms, .. }) if transforms.contains(&Transform::Transpose))
+            });
+            let is_weight = self.buffers.get(b.as_str()).is_some_and(|buf| buf.source.is_some());
+            if is_weight && !transposed {
+                found.push(violation(Constraint::Layout, kernel, at, format!(
+                    "operand B {b} is a checkpoint [out,in] tensor; GEMM reads [K,N] and bf16 DMA cannot transpose (pre-transpose it at setup)"
+                )));
+            }
+        }
+        found
+    }
+}
+
+impl Plan {
+    fn check_buffer(&self, device: &Device, name: &str, buffer: &Buffer) -> Vec<ConstraintViolation> {
+        let max = device.limits.buffer_offset_max_bytes as f64;
+        if buffer.bytes() <= max {
+            return Vec::new();
+        }
+        let user = self
+            .calls()
+            .flat_map(|(_, c)| &c.launches)
+            .find(|l| l.output() == name || l.inputs().contains(&name))
+            .map_or(Kernel::Gemm, Launch::kernel);
+        vec![violation(Constraint::BufferSize, user, name, format!(
+            "{} bytes exceed the {max} bytes one buffer object can address",
+            buffer.bytes()
+        ))]
+    }
+}
+
+fn violation(constraint: Constraint, kernel: Kernel, at: &str, detail: String) -> ConstraintViolation {
+    ConstraintViolation {
+        constraint,
+        kernel,
+        location: at.to_string(),
+        detail,
+    }
+}
+
+/// Elements each named operand of a launch must hold.
+fn operand_sizes(launch: &Launch) -> Vec<(&str, usize)> {
+    match launch {
+        Launch::Gemm { a, b, out, spec } => vec![(a, spec.m * spec.k), (b, spec.k * spec.n), (out, spec.m * spec.n)],
+        Launch::Gemv { w, x, out, residual, spec } => {
+            let mut v = vec![(w.as_str(), spec.m * spec.k), (x.as_str(), spec.k), (out.as_str(), spec.m)];
+            v.extend(residual.as_deref().map(|r| (r, spec.m)));
+            v
+        }
+        Launch::GemvSwiglu { x, norm, gate, up, out, spec, .. } => vec![
+            (x, spec.k),
+            (norm, spec.k),
+            (gate, spec.m * spec.k),
+            (up, spec.m * spec.k),
+            (out, spec.m),
+        ],
+        Launch::Rmsnorm { x, weight, out, spec, .. } => {
+            let mut v = vec![(x.as_str(), spec.rows * spec.cols), (out.as_str(), spec.rows * spec.cols)];
+            v.extend(weight.as_deref().map(|w| (w, spec.cols)));
+            v
+        }
+        Launch::QkRmsnorm { x, weight, out, spec, .. } => {
+            vec![(x, spec.rows * spec.cols), (weight, spec.cols), (out, spec.rows * spec.cols)]
+        }
+        Launch::Rope { x, out, spec, .. } => {
+            let n = spec.rows * spec.heads * spec.head_dim;
+            vec![(x, n), (out, n)]
+        }
+        Launch::SiluMul { gate, up, out, spec } => vec![(gate, spec.n), (up, spec.n), (out, spec.n)],
+        Launch::EltwiseAdd { a, b, out, spec } => vec![(a, spec.n), (b, spec.n), (out, spec.n)],
+        Launch::Softmax { x, out, spec } => vec![(x, spec.rows * spec.cols), (out, spec.rows * spec.cols)],
+        Launch::FlashAttention { q, k, v, out, spec } => {
+            let (nq, nk) = (spec.lq * spec.heads * spec.head_dim, spec.lk * spec.kv_heads * spec.head_dim);
+            vec![(q, nq), (k, nk), (v, nk), (out, nq)]
+        }
+        Launch::LmHeadGemv { w, x, out, spec } => vec![(w, spec.vocab * spec.part.k), (x, spec.part.k), (out, spec.vocab)],
+    }
+}
+
+impl Plan {
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    pub fn from_json(path: &str, text: &str) -> Result<Plan, PlanFileError> {
+        serde_json::from_str(text).map_err(|e| PlanFileError::Syntax {
+            path: path.to_string(),
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        })
+    }
+
+    pub fn load(path: &std::path::Path) -> Result<Plan, PlanFileError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| PlanFileError::Io {
+            path: shown.clone(),
+            message: e.to_string(),
+        })?;
+        Self::from_json(&shown, &text)
+    }
+}
