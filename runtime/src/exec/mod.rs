@@ -25,7 +25,9 @@ pub mod remedy;
 pub mod report_md;
 pub mod topk;
 pub mod trajectory;
+pub mod validate;
 pub mod verify;
+pub mod weights;
 
 mod phase0;
 mod run;
