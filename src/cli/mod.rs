@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 pub mod bench;
 pub mod deploy;
+pub mod evaluate;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -27,12 +28,16 @@ pub enum Command {
     Bench(bench::BenchCommand),
     /// Run a skill bundle on a model, phase by phase on the emulated XDNA 2 backend.
     Deploy(deploy::Args),
+    /// Phase 7's independent evaluator (started by `deploy` as a fresh process).
+    #[command(hide = true)]
+    Evaluate(evaluate::Args),
 }
 
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Deploy(args) => deploy::run(args),
+        Command::Evaluate(args) => evaluate::run(args),
     }
 }
 

@@ -29,7 +29,20 @@ pub mod validate;
 pub mod verify;
 pub mod weights;
 
+pub mod design;
+pub mod evaluate;
+pub mod npu;
+pub mod perf;
+pub mod production;
+pub mod registry;
+
+mod finalize;
+mod optimize;
 mod phase0;
+mod phase1;
+mod phase2;
+mod phase3;
+mod phase7;
 mod run;
 
 use std::path::PathBuf;

@@ -233,6 +233,10 @@ pub struct DeployReport {
     pub prompts: Vec<Vec<u32>>,
     pub phases: Vec<PhaseRecord>,
     pub verification: Vec<PromptVerdict>,
+    /// Per-layer cosines of the first prompt (phase 3 diagnosis, not a gate).
+    pub diagnosis: Vec<super::verify::LayerDiagnosis>,
+    /// Numerics fingerprints that passed verification, with how each was verified.
+    pub verified: BTreeMap<String, String>,
     pub performance: Option<Performance>,
     pub verdict: Verdict,
     pub stop: Option<Stop>,

@@ -12,13 +12,23 @@ use super::record::{
     DeployReport, PhaseRecord, PhaseStatus, RemedyAttempt, Stop, Verdict, REPORT_SCHEMA,
 };
 use super::remedy::{apply_remedy, candidates, Failure};
+use super::design::{Design, Plans};
+use super::record::ModeledTimes;
+use super::registry::Registry;
 use super::topk::GreedyStep;
 use super::trajectory::{self, ActionLinks, TrajectoryWriter};
-use super::{files, phase0, report_md, DeployError, DeployOptions, DeployOutcome};
+use super::{
+    files, finalize, optimize, phase0, phase1, phase2, phase3, phase7, report_md, DeployError,
+    DeployOptions, DeployOutcome,
+};
 use crate::bundle::{Bundle, Lesson, Step, Value, SCHEMA_VERSION};
 use crate::model::arch::Architecture;
 use crate::model::oracle::compare::ReferenceTensors;
+use crate::model::oracle::PrefillOutput;
 use crate::model::Model;
+use crate::xdna2::cost::Params;
+use crate::xdna2::device::Device;
+use crate::xdna2::fit::committed_params;
 
 /// How a phase ended.
 #[derive(Debug)]
@@ -43,6 +53,21 @@ pub(crate) struct Run<'a> {
     pub fixture: Option<ReferenceTensors>,
     /// The reference's greedy runs, one per prompt (phase 0), verified against.
     pub reference_runs: Vec<Vec<GreedyStep>>,
+    /// The reference's prefill of the first prompt with every layer's output.
+    pub reference_prefill: Option<PrefillOutput>,
+    pub device: Device,
+    pub params: Params,
+    pub design: Design,
+    /// Configurations validated by this run (and given by `--registry`).
+    pub registry: Registry,
+    /// The registry given with `--registry`, tried first.
+    pub input_registry: Option<Registry>,
+    /// Where each GEMM tiling came from, by site key.
+    pub tiling_sources: BTreeMap<String, String>,
+    /// Numerics fingerprints verified by a full greedy run, with how.
+    pub verified: BTreeMap<String, String>,
+    /// Modeled figures of the phase-3 plan.
+    pub baseline_times: Option<ModeledTimes>,
 }
 
 impl<'a> Run<'a> {
@@ -62,6 +87,8 @@ impl<'a> Run<'a> {
             prompts: Vec::new(),
             phases: Vec::new(),
             verification: Vec::new(),
+            diagnosis: Vec::new(),
+            verified: BTreeMap::new(),
             performance: None,
             verdict: Verdict::Fail,
             stop: None,
@@ -84,7 +111,87 @@ impl<'a> Run<'a> {
             model: None,
             fixture: None,
             reference_runs: Vec::new(),
+            reference_prefill: None,
+            device: Device::npu2(),
+            params: committed_params(),
+            design: Design::baseline(),
+            registry: Registry::new(),
+            input_registry: None,
+            tiling_sources: BTreeMap::new(),
+            verified: BTreeMap::new(),
+            baseline_times: None,
         }
+    }
+
+    /// Every bundle step of `phase` running `op`, in order.
+    pub fn bundle_steps(&self, phase: u8, op: &str) -> Vec<&'a Step> {
+        let bundle: &'a Bundle = self.bundle;
+        bundle
+            .phases
+            .get(phase as usize)
+            .map(|p| p.steps.iter().filter(|s| s.op == op).collect())
+            .unwrap_or_default()
+    }
+
+    /// The parameters the bundle recorded for `op` in any phase (a fix's base).
+    pub fn any_bundle_params(&self, op: &str) -> BTreeMap<String, Value> {
+        self.bundle
+            .phases
+            .iter()
+            .flat_map(|p| &p.steps)
+            .find(|s| s.op == op)
+            .map(|s| s.params.clone())
+            .unwrap_or_default()
+    }
+
+    /// The model directory's name.
+    pub fn model_name(&self) -> Option<String> {
+        self.report.model.as_ref().map(|m| m.name.clone())
+    }
+
+    /// The plans of the current design.
+    pub fn plans(&self) -> Result<Plans, String> {
+        let (Some(arch), Some(name)) = (self.arch.as_ref(), self.model_name()) else {
+            return Err("no model loaded".into());
+        };
+        self.design.plans(&name, arch, &self.device)
+    }
+
+    /// A step that could not run at all (the plan builder refused the model, …).
+    pub fn fail_step(&mut self, rec: &mut PhaseRecord, phase: u8, op: &str, reason: &str) -> PhaseEnd {
+        rec.steps.push(super::record::StepRecord {
+            op: op.to_string(),
+            params: BTreeMap::new(),
+            origin: super::record::StepOrigin::Derived {
+                why: format!("phase {phase} always runs `{op}`"),
+            },
+            outcome: super::record::StepOutcome::Failed {
+                why: reason.to_string(),
+            },
+            recorded: None,
+        });
+        self.traj.verdict(&format!("{op}: {reason}"), false, None);
+        PhaseEnd::Failed(Stop {
+            phase,
+            gate: op.to_string(),
+            metric: "errors".into(),
+            value: 1.0,
+            comparison: "==".into(),
+            threshold: 0.0,
+            reason: reason.to_string(),
+            tried: Vec::new(),
+        })
+    }
+
+    /// The cost model's calibration note, printed beside modeled figures.
+    pub fn calibration_note(&self) -> String {
+        crate::xdna2::fit::FittedFile::committed().note()
+    }
+
+    /// Writes the kernel registry file.
+    pub fn write_registry(&self) -> Result<(), DeployError> {
+        let path = self.options.out_dir.join(files::REGISTRY);
+        write(&path, &self.registry.to_json())
     }
 
     /// The first bundle step of `phase` running `op`.
@@ -133,7 +240,7 @@ impl<'a> Run<'a> {
         rec: &mut PhaseRecord,
         failure: &Failure,
         failing_obs: &str,
-        action: &BTreeMap<String, Value>,
+        action: (&str, &BTreeMap<String, Value>),
         attempt: &mut dyn FnMut(&mut Run<'_>, &Lesson, &BTreeMap<String, Value>) -> Attempt,
     ) -> Option<Fixed> {
         let bundle = self.bundle;
@@ -152,7 +259,16 @@ impl<'a> Run<'a> {
                 fixed: false,
                 note: String::new(),
             };
-            let params = match apply_remedy(&lesson.fix, action, &self.model_vars()) {
+            // A fix of the failing action starts from its parameters; a fix by
+            // another operation from that operation's recorded parameters.
+            let base = if lesson.fix.op == action.0 {
+                action.1.clone()
+            } else {
+                let mut p = self.any_bundle_params(&lesson.fix.op);
+                p.retain(|k, _| lesson.fix.set.contains_key(k) || crate::ops::operation(&lesson.fix.op).is_some_and(|o| o.param(k).is_some()));
+                p
+            };
+            let params = match apply_remedy(&lesson.fix, &base, &self.model_vars()) {
                 Ok(p) => p,
                 Err(e) => {
                     record.note = format!("fix not applicable: {e}");
@@ -321,10 +437,12 @@ pub fn deploy(
 fn run_phase(run: &mut Run<'_>, index: u8, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
     match index {
         0 => phase0::run(run, rec),
-        _ => {
-            rec.notes.push("not implemented yet".into());
-            Ok(PhaseEnd::Passed)
-        }
+        1 => phase1::run(run, rec),
+        2 => phase2::run(run, rec),
+        3 => phase3::run(run, rec),
+        4 | 5 => optimize::run(run, rec, index),
+        6 => finalize::run(run, rec),
+        _ => phase7::run(run, rec),
     }
 }
 
