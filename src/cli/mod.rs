@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod bench;
+pub mod calibrate;
 pub mod deploy;
 pub mod evaluate;
 
@@ -31,6 +32,8 @@ pub enum Command {
     /// Phase 7's independent evaluator (started by `deploy` as a fresh process).
     #[command(hide = true)]
     Evaluate(evaluate::Args),
+    /// Compare the XDNA 2 cost model with the reference system's measurements (--fit refits it).
+    Calibrate(calibrate::Args),
 }
 
 pub fn run(cli: Cli) -> ExitCode {
@@ -38,6 +41,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Deploy(args) => deploy::run(args),
         Command::Evaluate(args) => evaluate::run(args),
+        Command::Calibrate(args) => calibrate::run(args),
     }
 }
 

@@ -195,7 +195,7 @@ mod tests {
         let device = Device::npu2();
         assert_eq!(device.uncited(), Vec::<String>::new());
         assert_eq!(device.compute_tiles(), 32);
-        assert_eq!(device.limits.gemv_k_max(), 8160);
+        assert_eq!(device.limits.gemv_k_max(), 16320);
     }
 
     #[test]

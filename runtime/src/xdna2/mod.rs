@@ -8,8 +8,12 @@
 //! (modeled time, fitted by `fit` against `calibration` points) → `trace` and
 //! `roofline` (what a reader looks at).
 
+pub mod builder;
+pub mod calibration;
 pub mod constraints;
+pub mod cost;
 pub mod device;
+pub mod fit;
 pub mod kernels;
 pub mod numerics;
 pub mod plan;

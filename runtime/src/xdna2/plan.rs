@@ -114,6 +114,8 @@ pub enum BufferClass {
     Weight,
     /// Activations, scratch and outputs.
     Activation,
+    /// Tensors only host ops read (embedding table, host-side norms, biases).
+    Host,
 }
 
 /// A setup-time transform of a checkpoint tensor.
@@ -270,11 +272,15 @@ pub enum Launch {
         out: String,
         spec: FlashAttentionSpec,
     },
+    /// Partition `part` of the LM head: `w` holds the partition's rows
+    /// (`spec.part.m`, zero-padded past the vocabulary); its logits land in
+    /// their rows of `out`.
     LmHeadGemv {
         w: String,
         x: String,
         out: String,
         spec: LmHeadSpec,
+        part: usize,
     },
 }
 
@@ -373,8 +379,13 @@ impl Launch {
                 "{}x{} h{}/{} d{}",
                 spec.lq, spec.lk, spec.heads, spec.kv_heads, spec.head_dim
             ),
+<<<<<<< HEAD
             Launch::LmHeadGemv { spec, .. } => {
                 format!("{}x{} /{}", spec.vocab, spec.part.k, spec.parts)
+=======
+            Launch::LmHeadGemv { spec, part, .. } => {
+                format!("{}x{} part {}/{}", spec.part.m, spec.part.k, part + 1, spec.parts)
+>>>>>>> xdna2
             }
         }
     }
@@ -395,8 +406,14 @@ pub struct Call {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum HostOp {
+<<<<<<< HEAD
     /// Token embedding gather of `rows` positions.
     Embed {
+=======
+    /// Token embedding gather of `rows` positions from `table`.
+    Embed {
+        table: String,
+>>>>>>> xdna2
         out: String,
         rows: usize,
         hidden: usize,
@@ -819,11 +836,15 @@ fn operand_sizes(launch: &Launch) -> Vec<(&str, usize)> {
             );
             vec![(q, nq), (k, nk), (v, nk), (out, nq)]
         }
+<<<<<<< HEAD
         Launch::LmHeadGemv { w, x, out, spec } => vec![
             (w, spec.vocab * spec.part.k),
             (x, spec.part.k),
             (out, spec.vocab),
         ],
+=======
+        Launch::LmHeadGemv { w, x, out, spec, .. } => vec![(w, spec.part.m * spec.part.k), (x, spec.part.k), (out, spec.vocab)],
+>>>>>>> xdna2
     }
 }
 

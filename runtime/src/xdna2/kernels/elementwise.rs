@@ -226,15 +226,16 @@ pub(crate) fn rms_norm_row(row: &[u16], weight: Option<&[u16]>, eps: f32, out: &
 }
 
 /// The RoPE lookup table `[positions, head_dim]`: each row holds
-/// `cos(p·f_0..f_{d/2})` then `sin(p·f_0..f_{d/2})`, rounded to bf16.
-pub fn rope_lut(inv_freq: &[f64], positions: usize) -> Vec<u16> {
+/// `cos(p·f_0..f_{d/2})` then `sin(p·f_0..f_{d/2})` with the angle formed in
+/// f32 (as transformers does), rounded to bf16.
+pub fn rope_lut(inv_freq: &[f32], positions: usize) -> Vec<u16> {
     let half = inv_freq.len();
     let mut lut = vec![0u16; positions * 2 * half];
     for (p, row) in lut.chunks_mut((2 * half).max(1)).enumerate() {
         for (i, &f) in inv_freq.iter().enumerate() {
-            let angle = p as f64 * f;
-            row[i] = bf16::from_f32(angle.cos() as f32);
-            row[half + i] = bf16::from_f32(angle.sin() as f32);
+            let angle = p as f32 * f;
+            row[i] = bf16::from_f32(angle.cos());
+            row[half + i] = bf16::from_f32(angle.sin());
         }
     }
     lut

@@ -44,9 +44,9 @@ const CASCADE_K_MULTIPLE: usize = 512;
 const TILE_M_CHOICES: [usize; 4] = [16, 8, 4, 2];
 
 impl GemvSpec {
-    /// The registry's configuration for a shape: the largest tile_m whose
-    /// memory-tile panel fits L2, m_input = tile_m, and as many K segments as
-    /// the repeat limit needs.
+    /// The registry's configuration for a shape: the largest tile_m that
+    /// places (memory-tile panel in L2, double-buffered rows in L1), m_input =
+    /// tile_m, and as many K segments as the repeat limit needs.
     pub fn select(device: &Device, m: usize, k: usize, herd: Herd) -> GemvSpec {
         let k_max = device.limits.gemv_k_max() * herd.rows();
         let mut k_split = k.div_ceil(k_max.max(1)).max(1);
@@ -55,26 +55,24 @@ impl GemvSpec {
         {
             k_split += 1;
         }
-        let k_seg = k / (k_split * herd.rows()).max(1);
-        let tile_m = TILE_M_CHOICES
-            .into_iter()
-            .find(|t| {
-                m % (t * herd.cols()) == 0
-                    && l2_panel(herd.cols(), *t, k_seg) <= device.mem_tile.memory_bytes
-            })
-            .unwrap_or(2);
-        GemvSpec {
+        let with_tile = |tile_m: usize, m_input: usize| GemvSpec {
             m,
             k,
             herd,
             tile: GemvTile {
                 tile_m,
-                m_input: tile_m,
+                m_input,
                 k_split,
             },
             omit_pingpong: false,
             residual: false,
-        }
+        };
+        // Largest tile_m first; for each, the largest m_input that fits L1.
+        TILE_M_CHOICES
+            .into_iter()
+            .flat_map(|t| TILE_M_CHOICES.into_iter().filter(move |i| *i <= t).map(move |i| with_tile(t, i)))
+            .find(|spec| spec.check(device).is_empty())
+            .unwrap_or_else(|| with_tile(2, 2))
     }
 
     /// K elements one tile reduces per launch segment.
@@ -183,11 +181,6 @@ impl GemvSpec {
     }
 }
 
-/// L2 bytes of the doc's GEMV rule: herd_m·tile_m·K·2 + herd_m·tile_m·2.
-fn l2_panel(cols: usize, tile_m: usize, k: usize) -> usize {
-    cols * tile_m * k * 2 + cols * tile_m * 2
-}
-
 /// `y = W·x (+ residual)`, bf16 out.
 pub fn gemv(
     device: &Device,
@@ -291,12 +284,21 @@ pub struct LmHeadSpec {
 }
 
 impl LmHeadSpec {
+    /// At least `parts` partitions, more when a partition's outer loop would
+    /// exceed the DMA repeat limit (the reference's rule: each partition fits
+    /// L2 and the repeat count).
     pub fn select(device: &Device, vocab: usize, k: usize, parts: usize) -> LmHeadSpec {
         let herd = Herd([device.columns, 1]);
-        let per_part = vocab.div_ceil(parts.max(1));
-        let mut part = GemvSpec::select(device, herd.cols() * 16, k, herd);
-        let block = part.tile.tile_m * herd.cols();
-        part.m = per_part.div_ceil(block) * block;
+        let template = GemvSpec::select(device, herd.cols() * TILE_M_CHOICES[0], k, herd);
+        let block = template.tile.tile_m * herd.cols();
+        let max_iterations = device.limits.dma_repeat_max;
+        let parts = (parts.max(1)..)
+            .find(|p| vocab.div_ceil(*p).div_ceil(block) <= max_iterations)
+            .unwrap_or(parts);
+        let part = GemvSpec {
+            m: vocab.div_ceil(parts).div_ceil(block) * block,
+            ..template
+        };
         LmHeadSpec { vocab, parts, part }
     }
 
@@ -323,6 +325,7 @@ impl LmHeadSpec {
     }
 }
 
+<<<<<<< HEAD
 /// Logits `[vocab]` (bf16) from the output projection `[vocab, K]`.
 pub fn lm_head_gemv(
     device: &Device,
@@ -331,11 +334,24 @@ pub fn lm_head_gemv(
     x: &[u16],
 ) -> Result<Vec<u16>, KernelError> {
     refuse_if_any(Kernel::LmHeadGemv, spec.check(device))?;
+=======
+impl LmHeadSpec {
+    /// Rows of the vocabulary partition `part` covers.
+    pub fn rows(&self, part: usize) -> std::ops::Range<usize> {
+        let start = (part * self.part.m).min(self.vocab);
+        start..((part + 1) * self.part.m).min(self.vocab)
+    }
+}
+
+/// Logits `[vocab]` (bf16) from the output projection `[vocab, K]`, every
+/// partition in turn.
+pub fn lm_head_gemv(device: &Device, spec: &LmHeadSpec, w: &[u16], x: &[u16]) -> Result<Vec<u16>, KernelError> {
+    operand(Kernel::LmHeadGemv, "W", w, spec.vocab * spec.part.k)?;
+    let mut logits = vec![0u16; spec.vocab];
+>>>>>>> xdna2
     let k = spec.part.k;
-    operand(Kernel::LmHeadGemv, "W", w, spec.vocab * k)?;
-    operand(Kernel::LmHeadGemv, "x", x, k)?;
-    let mut logits = Vec::with_capacity(spec.vocab);
     for part in 0..spec.parts {
+<<<<<<< HEAD
         let start = (part * spec.part.m).min(spec.vocab);
         let end = ((part + 1) * spec.part.m).min(spec.vocab);
         // Rows past the vocabulary are zero padding of the weight buffer.
@@ -345,6 +361,36 @@ pub fn lm_head_gemv(
         };
         let y = matvec_f32(&real, &w[start * k..end * k], x);
         logits.extend(y.iter().map(|&v| bf16::from_f32(v)));
+=======
+        let rows = spec.rows(part);
+        let mut padded = vec![0u16; spec.part.m * k];
+        padded[..rows.len() * k].copy_from_slice(&w[rows.start * k..rows.end * k]);
+        lm_head_partition(device, spec, part, &padded, x, &mut logits)?;
+>>>>>>> xdna2
     }
     Ok(logits)
+}
+
+/// One partition: `w_part` holds its `spec.part.m` rows (zero-padded past the
+/// vocabulary); the partition's logits land in their rows of `logits`.
+pub fn lm_head_partition(
+    device: &Device,
+    spec: &LmHeadSpec,
+    part: usize,
+    w_part: &[u16],
+    x: &[u16],
+    logits: &mut [u16],
+) -> Result<(), KernelError> {
+    refuse_if_any(Kernel::LmHeadGemv, spec.check(device))?;
+    let k = spec.part.k;
+    operand(Kernel::LmHeadGemv, "W partition", w_part, spec.part.m * k)?;
+    operand(Kernel::LmHeadGemv, "x", x, k)?;
+    operand(Kernel::LmHeadGemv, "logits", logits, spec.vocab)?;
+    let rows = spec.rows(part);
+    let real = GemvSpec { m: rows.len(), ..spec.part };
+    let y = matvec_f32(&real, &w_part[..rows.len() * k], x);
+    for (slot, v) in logits[rows].iter_mut().zip(y) {
+        *slot = bf16::from_f32(v);
+    }
+    Ok(())
 }

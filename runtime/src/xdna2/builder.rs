@@ -1,0 +1,795 @@
+//! Builds the reference deployment's plan structure for any architecture:
+//! prefill as `rms_gemms_rope` → `flash_attn` → `o_ffn` per layer with host
+//! KV extraction, a last-row host RMSNorm and the partitioned LM-head GEMV;
+//! decode as `rms_gemv_rope` → host attention → `o_gemv_ffn` (the 3-launch
+//! cascade where its rules allow, else standalone GEMV calls with host glue).
+//! Each optimization is a switch in `PlanOptions`, so the unoptimized plan and
+//! every step towards the reference are the same function with other options;
+//! `apply` turns one switch on, which is how a deployment applies
+//! optimizations one at a time.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::device::Device;
+use super::kernels::{
+    Dtype, EltwiseSpec, FlashAttentionSpec, GemmSpec, GemvSpec, Herd, LmHeadSpec, NormSpec,
+    QkvLayout, RopeSpec,
+};
+use super::plan::{
+    Binding, Buffer, BufferClass, Call, HostOp, Launch, Phase, Plan, PlanOptions, Role, Step,
+    Transform, WeightSource,
+};
+use crate::model::arch::{Activation, Architecture};
+
+/// One optimization of the reference trajectory, as a plan transform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Optimization {
+    MergeLaunches,
+    ReuseStaticWeights,
+    MarkIntermediates,
+    SharedIntermediates,
+    LastTokenLmHead,
+    NpuLmHead,
+    CascadeFfn,
+    AlignLayout,
+    OmitPingpong,
+}
+
+impl PlanOptions {
+    /// These options with one more optimization on.
+    pub fn with(&self, optimization: Optimization) -> PlanOptions {
+        let mut o = self.clone();
+        match optimization {
+            Optimization::MergeLaunches => o.merge_launches = true,
+            Optimization::ReuseStaticWeights => o.static_weights = true,
+            Optimization::MarkIntermediates => o.mark_intermediates = true,
+            Optimization::SharedIntermediates => o.shared_intermediates = true,
+            Optimization::LastTokenLmHead => o.last_token_lm_head = true,
+            Optimization::NpuLmHead => o.npu_lm_head = true,
+            Optimization::CascadeFfn => o.cascade_ffn = true,
+            Optimization::AlignLayout => o.layout = QkvLayout::SeqFirst,
+            Optimization::OmitPingpong => o.omit_pingpong = true,
+        }
+        o
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("{model}: {what} has no plan structure in the reference deployment")]
+    Unsupported { model: String, what: String },
+}
+
+/// Rebuilds `plan` for `arch` with one more optimization on.
+pub fn apply(
+    plan: &Plan,
+    arch: &Architecture,
+    device: &Device,
+    optimization: Optimization,
+) -> Result<Plan, PlanError> {
+    let options = plan.options.with(optimization);
+    plan_for(&plan.model, arch, device, plan.phase, plan.seq_len, &options)
+}
+
+/// The plan of `phase` for `arch` at `seq_len` (prefill rows, or the decode
+/// context) under `options`.
+pub fn plan_for(
+    model: &str,
+    arch: &Architecture,
+    device: &Device,
+    phase: Phase,
+    seq_len: usize,
+    options: &PlanOptions,
+) -> Result<Plan, PlanError> {
+    let unsupported = |what: &str| PlanError::Unsupported {
+        model: model.to_string(),
+        what: what.to_string(),
+    };
+    if arch.activation != Activation::Silu {
+        return Err(unsupported("a GELU MLP"));
+    }
+    if arch.sliding_window.is_some() {
+        return Err(unsupported("sliding-window attention"));
+    }
+    if phase == Phase::Decode && !options.gemv_decode {
+        return Err(unsupported("decode with CPU projections"));
+    }
+    let mut b = Builder::new(model, arch, device, phase, seq_len, options);
+    match phase {
+        Phase::Prefill => b.prefill(),
+        Phase::Decode => b.decode(),
+    }
+    Ok(b.finish())
+}
+
+/// Model dimensions after padding.
+#[derive(Debug, Clone, Copy)]
+struct Dims {
+    hidden: usize,
+    ffn: usize,
+    head_dim: usize,
+    /// Query heads as the kernels see them (padded).
+    heads: usize,
+    real_heads: usize,
+    kv_heads: usize,
+    vocab: usize,
+    eps: f64,
+}
+
+impl Dims {
+    fn q_dim(&self) -> usize {
+        self.heads * self.head_dim
+    }
+
+    fn kv_dim(&self) -> usize {
+        self.kv_heads * self.head_dim
+    }
+
+    fn padded(&self) -> bool {
+        self.heads != self.real_heads
+    }
+}
+
+/// The smallest GQA-compatible head count that makes heads × head_dim a
+/// multiple of 1024 (phase-2 prerequisite for non-aligned dims), if any
+/// exists within twice the real count.
+fn padded_heads(arch: &Architecture) -> usize {
+    let (heads, kv, hd) = (arch.num_heads, arch.num_kv_heads.max(1), arch.head_dim);
+    if (heads * hd) % 1024 == 0 {
+        return heads;
+    }
+    (heads + 1..=2 * heads)
+        .find(|h| h % kv == 0 && (h * hd) % 1024 == 0)
+        .unwrap_or(heads)
+}
+
+struct Builder<'a> {
+    model: String,
+    arch: &'a Architecture,
+    device: &'a Device,
+    phase: Phase,
+    seq: usize,
+    options: &'a PlanOptions,
+    dims: Dims,
+    buffers: BTreeMap<String, Buffer>,
+    prologue: Vec<Step>,
+    layer: Vec<Step>,
+    epilogue: Vec<Step>,
+}
+
+/// Launches merged (or not) as one group, with the buffers consumed after it.
+struct Group {
+    name: &'static str,
+    launches: Vec<Launch>,
+    outputs: Vec<String>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(
+        model: &str,
+        arch: &'a Architecture,
+        device: &'a Device,
+        phase: Phase,
+        seq: usize,
+        options: &'a PlanOptions,
+    ) -> Self {
+        let heads = if options.pad_heads { padded_heads(arch) } else { arch.num_heads };
+        let dims = Dims {
+            hidden: arch.hidden_size,
+            ffn: arch.intermediate_size,
+            head_dim: arch.head_dim,
+            heads,
+            real_heads: arch.num_heads,
+            kv_heads: arch.num_kv_heads,
+            vocab: arch.vocab_size,
+            eps: arch.rms_norm_eps,
+        };
+        Builder {
+            model: model.to_string(),
+            arch,
+            device,
+            phase,
+            seq,
+            options,
+            dims,
+            buffers: BTreeMap::new(),
+            prologue: Vec::new(),
+            layer: Vec::new(),
+            epilogue: Vec::new(),
+        }
+    }
+
+    fn finish(self) -> Plan {
+        Plan {
+            model: self.model,
+            phase: self.phase,
+            seq_len: self.seq,
+            num_layers: self.arch.num_layers,
+            options: self.options.clone(),
+            buffers: self.buffers,
+            prologue: self.prologue,
+            layer: self.layer,
+            epilogue: self.epilogue,
+        }
+    }
+
+    /// Rows every activation has: the sequence in prefill, one in decode.
+    fn rows(&self) -> usize {
+        match self.phase {
+            Phase::Prefill => self.seq,
+            Phase::Decode => 1,
+        }
+    }
+
+    fn act(&mut self, name: &str, elements: usize) -> String {
+        self.buffers.insert(
+            name.to_string(),
+            Buffer {
+                class: BufferClass::Activation,
+                dtype: Dtype::Bf16,
+                elements,
+                source: None,
+                per_layer: false,
+            },
+        );
+        name.to_string()
+    }
+
+    fn weight_class(&self) -> BufferClass {
+        if self.options.static_weights {
+            BufferClass::StaticWeight
+        } else {
+            BufferClass::Weight
+        }
+    }
+
+    fn tensor(&mut self, name: &str, class: BufferClass, tensor: String, elements: usize, transforms: Vec<Transform>) -> String {
+        let per_layer = tensor.contains("{layer}");
+        self.buffers.insert(
+            name.to_string(),
+            Buffer {
+                class,
+                dtype: Dtype::Bf16,
+                elements,
+                source: Some(WeightSource::Tensor {
+                    name: tensor,
+                    transforms,
+                }),
+                per_layer,
+            },
+        );
+        name.to_string()
+    }
+
+    /// A layer projection `[out, in]` as the phase's kernel reads it:
+    /// pre-transposed for prefill GEMMs, as stored for decode GEMVs; query
+    /// heads padded where the plan pads them.
+    fn projection(&mut self, name: &str, module: &str, out: usize, inp: usize) -> String {
+        let d = self.dims;
+        let mut transforms = Vec::new();
+        let pad = |axis| Transform::PadHeads {
+            axis,
+            heads: d.real_heads,
+            padded_heads: d.heads,
+            kv_heads: d.kv_heads,
+            head_dim: d.head_dim,
+        };
+        if d.padded() && module == "self_attn.q_proj" {
+            transforms.push(pad(0));
+        }
+        if d.padded() && module == "self_attn.o_proj" {
+            transforms.push(pad(1));
+        }
+        if self.phase == Phase::Prefill {
+            transforms.push(Transform::Transpose);
+        }
+        let class = self.weight_class();
+        self.tensor(name, class, format!("model.layers.{{layer}}.{module}.weight"), out * inp, transforms)
+    }
+
+    fn layer_vector(&mut self, name: &str, tensor: &str, elements: usize, class: BufferClass) -> String {
+        self.tensor(name, class, format!("model.layers.{{layer}}.{tensor}"), elements, Vec::new())
+    }
+
+    fn lut(&mut self) -> String {
+        let positions = self.seq;
+        let hd = self.dims.head_dim;
+        self.buffers.insert(
+            "lut".to_string(),
+            Buffer {
+                class: self.weight_class(),
+                dtype: Dtype::Bf16,
+                elements: positions * hd,
+                source: Some(WeightSource::RopeLut { positions, head_dim: hd }),
+                per_layer: false,
+            },
+        );
+        "lut".to_string()
+    }
+
+    fn output_projection_tensor(&self) -> String {
+        if self.arch.tie_word_embeddings {
+            "model.embed_tokens.weight".to_string()
+        } else {
+            "lm_head.weight".to_string()
+        }
+    }
+
+    fn norm(&self, rows: usize, cols: usize, weighted: bool) -> NormSpec {
+        let herd = if rows % self.device.columns == 0 { Herd::ROW } else { Herd::SINGLE };
+        NormSpec { rows, cols, herd, weighted }
+    }
+
+    fn eltwise(&self, n: usize) -> EltwiseSpec {
+        EltwiseSpec::select(self.device, n, Herd::ROW)
+    }
+
+    fn rope_spec(&self, heads: usize) -> RopeSpec {
+        let rows = self.rows();
+        let herd = if rows * heads % self.device.columns == 0 && self.phase == Phase::Prefill {
+            Herd::ROW
+        } else {
+            Herd::SINGLE
+        };
+        RopeSpec { rows, heads, head_dim: self.dims.head_dim, herd }
+    }
+
+    fn gemm(&self, a: &str, b: &str, out: &str, k: usize, n: usize) -> Launch {
+        let spec = GemmSpec::select(self.device, self.seq, k, n, self.options.precision, Dtype::Bf16);
+        Launch::Gemm { a: a.into(), b: b.into(), out: out.into(), spec }
+    }
+
+    fn gemv_spec(&self, m: usize, k: usize, herd: Herd) -> GemvSpec {
+        let mut spec = GemvSpec::select(self.device, m, k, herd);
+        spec.omit_pingpong = self.options.omit_pingpong;
+        spec
+    }
+
+    fn gemv(&self, w: &str, x: &str, out: &str, residual: Option<&str>, herd: Herd) -> Launch {
+        let size = |name: &str| self.buffers.get(name).map_or(0, |b| b.elements);
+        let (m, k) = (size(out), size(x));
+        let mut spec = self.gemv_spec(m, k, herd);
+        spec.residual = residual.is_some();
+        Launch::Gemv {
+            w: w.into(),
+            x: x.into(),
+            out: out.into(),
+            residual: residual.map(str::to_string),
+            spec,
+        }
+    }
+
+    fn host(&mut self, op: HostOp) {
+        self.layer.push(Step::Host(op));
+    }
+
+    /// The attention block's front half: input RMSNorm, Q/K/V projections,
+    /// optional Q/K norm, RoPE. Returns the group and the names of q, k, v.
+    fn attention_front(&mut self) -> (Group, [String; 3]) {
+        let d = self.dims;
+        let rows = self.rows();
+        let (qd, kvd) = (d.q_dim(), d.kv_dim());
+        let x = self.act("x", rows * d.hidden);
+        let xn = self.act("xn", rows * d.hidden);
+        let ln1 = self.layer_vector("ln1", "input_layernorm.weight", d.hidden, self.weight_class());
+        let wq = self.projection("wq", "self_attn.q_proj", qd, d.hidden);
+        let wk = self.projection("wk", "self_attn.k_proj", kvd, d.hidden);
+        let wv = self.projection("wv", "self_attn.v_proj", kvd, d.hidden);
+        let (q, k, v) = (self.act("q", rows * qd), self.act("k", rows * kvd), self.act("v", rows * kvd));
+        let lut = self.lut();
+        let mut launches = vec![Launch::Rmsnorm {
+            x: x.clone(),
+            weight: Some(ln1),
+            out: xn.clone(),
+            eps: d.eps,
+            spec: self.norm(rows, d.hidden, true),
+        }];
+        for (w, out) in [(&wq, &q), (&wk, &k), (&wv, &v)] {
+            launches.push(match self.phase {
+                Phase::Prefill => {
+                    let n = self.buffers[out.as_str()].elements / rows;
+                    self.gemm(&xn, w, out, d.hidden, n)
+                }
+                Phase::Decode => self.gemv(w, &xn, out, None, Herd::ROW),
+            });
+        }
+        let (mut q_in, mut k_in) = (q.clone(), k.clone());
+        if self.arch.qk_norm {
+            let class = self.weight_class();
+            let qn_w = self.layer_vector("q_norm", "self_attn.q_norm.weight", d.head_dim, class);
+            let kn_w = self.layer_vector("k_norm", "self_attn.k_norm.weight", d.head_dim, class);
+            let (qn, kn) = (self.act("qn", rows * qd), self.act("kn", rows * kvd));
+            for (x, w, out, heads) in [(&q, qn_w, &qn, d.heads), (&k, kn_w, &kn, d.kv_heads)] {
+                launches.push(Launch::QkRmsnorm {
+                    x: x.clone(),
+                    weight: w,
+                    out: out.clone(),
+                    eps: d.eps,
+                    spec: self.norm(rows * heads, d.head_dim, true),
+                });
+            }
+            (q_in, k_in) = (qn, kn);
+        }
+        let (qr, kr) = (self.act("qr", rows * qd), self.act("kr", rows * kvd));
+        for (x, out, heads) in [(&q_in, &qr, d.heads), (&k_in, &kr, d.kv_heads)] {
+            launches.push(Launch::Rope {
+                x: x.clone(),
+                lut: lut.clone(),
+                out: out.clone(),
+                spec: self.rope_spec(heads),
+            });
+        }
+        let name = match self.phase {
+            Phase::Prefill => "rms_gemms_rope",
+            Phase::Decode => "rms_gemv_rope",
+        };
+        let outputs = vec![qr.clone(), kr.clone(), v.clone()];
+        (Group { name, launches, outputs }, [qr, kr, v])
+    }
+
+    /// Qwen2.5's q/k/v bias, added on the host after RoPE.
+    fn bias_after_rope(&mut self, qkv: &[String; 3]) {
+        if !self.arch.qkv_bias {
+            return;
+        }
+        let d = self.dims;
+        let rows = self.rows();
+        let parts = [("bq", "q_proj", d.heads, true), ("bk", "k_proj", d.kv_heads, true), ("bv", "v_proj", d.kv_heads, false)];
+        for ((name, module, heads, rotate), x) in parts.into_iter().zip(qkv) {
+            let mut transforms = Vec::new();
+            if name == "bq" && d.padded() {
+                transforms.push(Transform::PadHeads {
+                    axis: 0,
+                    heads: d.real_heads,
+                    padded_heads: d.heads,
+                    kv_heads: d.kv_heads,
+                    head_dim: d.head_dim,
+                });
+            }
+            let bias = self.tensor(name, BufferClass::Host, format!("model.layers.{{layer}}.self_attn.{module}.bias"), heads * d.head_dim, transforms);
+            self.host(HostOp::BiasAdd {
+                x: x.clone(),
+                bias,
+                rows,
+                heads,
+                head_dim: d.head_dim,
+                lut: rotate.then(|| "lut".to_string()),
+            });
+        }
+    }
+
+    fn prefill(&mut self) {
+        let d = self.dims;
+        let s = self.seq;
+        let embed = self.tensor("embed", BufferClass::Host, "model.embed_tokens.weight".into(), d.vocab * d.hidden, Vec::new());
+        self.act("x", s * d.hidden);
+        self.prologue.push(Step::Host(HostOp::Embed { table: embed, out: "x".into(), rows: s, hidden: d.hidden }));
+
+        let (front, [qr, kr, v]) = self.attention_front();
+        self.emit(front);
+        self.bias_after_rope(&[qr.clone(), kr.clone(), v.clone()]);
+        self.host(HostOp::KvStore { k: kr.clone(), v: v.clone(), rows: s, kv_width: d.kv_dim() });
+        let attn = self.act("attn", s * d.q_dim());
+        self.attention_call(&qr, &kr, &v, &attn);
+        let o_ffn = self.o_ffn_prefill(&attn);
+        self.emit(o_ffn);
+        self.host(HostOp::Scheduling { what: "prefill layer loop".into() });
+        self.lm_head_prefill();
+    }
+
+    /// The flash-attention call, with host transposes around it when it runs
+    /// head-first.
+    fn attention_call(&mut self, q: &str, k: &str, v: &str, attn: &str) {
+        let d = self.dims;
+        let s = self.seq;
+        let mut spec = FlashAttentionSpec::select(s, s, d.heads, d.kv_heads, d.head_dim, true);
+        if spec.tile.dk_chunks == 1 {
+            spec.layout = self.options.layout;
+        }
+        let mut names = [q.to_string(), k.to_string(), v.to_string(), attn.to_string()];
+        if spec.layout == QkvLayout::HeadFirst {
+            let heads = [d.heads, d.kv_heads, d.kv_heads, d.heads];
+            for i in 0..4 {
+                let elements = self.buffers[names[i].as_str()].elements;
+                let hf = self.act(&format!("{}_hf", names[i]), elements);
+                if i < 3 {
+                    self.host(HostOp::Transpose {
+                        from: names[i].clone(),
+                        to: hf.clone(),
+                        rows: s,
+                        heads: heads[i],
+                        head_dim: d.head_dim,
+                        to_layout: QkvLayout::HeadFirst,
+                    });
+                }
+                names[i] = hf;
+            }
+        }
+        let [q, k, v, out] = names;
+        let group = Group {
+            name: "flash_attn",
+            launches: vec![Launch::FlashAttention { q, k, v, out: out.clone(), spec }],
+            outputs: vec![out.clone()],
+        };
+        self.emit(group);
+        // The reference writes 20 MB before its flash_attn call at Llama-1B
+        // dims (calibration §4): Q, K, V and the output slot, which its
+        // attention wrapper passes as a host array rather than an
+        // intermediate.
+        if let Some(Step::Call(call)) = self.layer.last_mut() {
+            for binding in call.bindings.iter_mut().filter(|b| b.buffer == out) {
+                binding.write = true;
+            }
+        }
+        if spec.layout == QkvLayout::HeadFirst {
+            self.host(HostOp::Transpose {
+                from: out,
+                to: attn.to_string(),
+                rows: s,
+                heads: d.heads,
+                head_dim: d.head_dim,
+                to_layout: QkvLayout::SeqFirst,
+            });
+        }
+    }
+
+    fn o_ffn_prefill(&mut self, attn: &str) -> Group {
+        let d = self.dims;
+        let s = self.seq;
+        let (wo, wg, wu, wd) = (
+            self.projection("wo", "self_attn.o_proj", d.hidden, d.q_dim()),
+            self.projection("wg", "mlp.gate_proj", d.ffn, d.hidden),
+            self.projection("wu", "mlp.up_proj", d.ffn, d.hidden),
+            self.projection("wd", "mlp.down_proj", d.hidden, d.ffn),
+        );
+        let ln2 = self.layer_vector("ln2", "post_attention_layernorm.weight", d.hidden, self.weight_class());
+        let [o, h1, hn, down] = ["o", "h1", "hn", "down"].map(|n| self.act(n, s * d.hidden));
+        let [gate, up, act] = ["gate", "up", "act"].map(|n| self.act(n, s * d.ffn));
+        let launches = vec![
+            self.gemm(attn, &wo, &o, d.q_dim(), d.hidden),
+            Launch::EltwiseAdd { a: "x".into(), b: o, out: h1.clone(), spec: self.eltwise(s * d.hidden) },
+            Launch::Rmsnorm { x: h1.clone(), weight: Some(ln2), out: hn.clone(), eps: d.eps, spec: self.norm(s, d.hidden, true) },
+            self.gemm(&hn, &wg, &gate, d.hidden, d.ffn),
+            self.gemm(&hn, &wu, &up, d.hidden, d.ffn),
+            Launch::SiluMul { gate, up, out: act.clone(), spec: self.eltwise(s * d.ffn) },
+            self.gemm(&act, &wd, &down, d.ffn, d.hidden),
+            Launch::EltwiseAdd { a: h1, b: down, out: "x".into(), spec: self.eltwise(s * d.hidden) },
+        ];
+        Group { name: "o_ffn", launches, outputs: vec!["x".into()] }
+    }
+
+    fn lm_head_prefill(&mut self) {
+        let d = self.dims;
+        let s = self.seq;
+        let class = if self.options.last_token_lm_head { BufferClass::Host } else { self.weight_class() };
+        let final_norm = self.tensor("final_norm", class, "model.norm.weight".into(), d.hidden, Vec::new());
+        if self.options.last_token_lm_head {
+            let xf = self.act("xf", d.hidden);
+            self.epilogue.push(Step::Host(HostOp::RmsNorm {
+                x: "x".into(),
+                weight: final_norm,
+                out: xf.clone(),
+                cols: d.hidden,
+                eps: d.eps,
+                last_row: true,
+            }));
+            self.lm_head_gemv(&xf);
+            return;
+        }
+        let xf = self.act("xf_all", s * d.hidden);
+        let norm = Group {
+            name: "final_norm",
+            launches: vec![Launch::Rmsnorm { x: "x".into(), weight: Some(final_norm), out: xf.clone(), eps: d.eps, spec: self.norm(s, d.hidden, true) }],
+            outputs: vec![xf.clone()],
+        };
+        let parts = self.options.lm_head_parts.max(1);
+        let part_n = d.vocab.div_ceil(parts).div_ceil(512) * 512;
+        let tensor = self.output_projection_tensor();
+        let mut launches = Vec::new();
+        let mut outputs = Vec::new();
+        for p in 0..parts {
+            let start = (p * part_n).min(d.vocab);
+            let rows = ((p + 1) * part_n).min(d.vocab) - start;
+            let transforms = vec![Transform::Rows { start, rows, padded_rows: part_n }, Transform::Transpose];
+            let w = self.tensor(&format!("lm_head.{p}"), self.weight_class(), tensor.clone(), part_n * d.hidden, transforms);
+            let out = self.act(&format!("logits.{p}"), s * part_n);
+            launches.push(self.gemm(&xf, &w, &out, d.hidden, part_n));
+            outputs.push(out);
+        }
+        let head = Group { name: "lm_head_gemm", launches, outputs };
+        self.emit_into(norm, Part::Epilogue);
+        self.emit_into(head, Part::Epilogue);
+    }
+
+    /// The partitioned LM-head GEMV on one normalized row `x` (NPU), or a
+    /// CPU matvec.
+    fn lm_head_gemv(&mut self, x: &str) {
+        let d = self.dims;
+        let tensor = self.output_projection_tensor();
+        let logits = self.act("logits", d.vocab);
+        if !self.options.npu_lm_head {
+            let w = self.tensor("lm_head", BufferClass::Host, tensor, d.vocab * d.hidden, Vec::new());
+            self.epilogue.push(Step::Host(HostOp::Matvec { w, x: x.into(), out: logits, m: d.vocab, k: d.hidden }));
+            return;
+        }
+        let mut spec = LmHeadSpec::select(self.device, d.vocab, d.hidden, self.options.lm_head_parts.max(1));
+        spec.part.omit_pingpong = self.options.omit_pingpong && self.phase == Phase::Decode;
+        let class = self.weight_class();
+        let launches: Vec<Launch> = (0..spec.parts)
+            .map(|part| {
+                let rows = spec.rows(part);
+                let transforms = vec![Transform::Rows { start: rows.start, rows: rows.len(), padded_rows: spec.part.m }];
+                let w = self.tensor(&format!("lm_head.{part}"), class, tensor.clone(), spec.part.m * d.hidden, transforms);
+                Launch::LmHeadGemv { w, x: x.into(), out: logits.clone(), spec, part }
+            })
+            .collect();
+        // More partitions than one call may hold run as several calls.
+        for chunk in launches.chunks(self.device.limits.launches_per_call_max.max(1)) {
+            let group = Group { name: "lm_head_gemv", launches: chunk.to_vec(), outputs: vec![logits.clone()] };
+            self.emit_into(group, Part::Epilogue);
+        }
+    }
+
+    fn decode(&mut self) {
+        let d = self.dims;
+        let embed = self.tensor("embed", BufferClass::Host, "model.embed_tokens.weight".into(), d.vocab * d.hidden, Vec::new());
+        self.act("x", d.hidden);
+        self.prologue.push(Step::Host(HostOp::Embed { table: embed, out: "x".into(), rows: 1, hidden: d.hidden }));
+
+        let (front, [qr, kr, v]) = self.attention_front();
+        self.emit(front);
+        self.bias_after_rope(&[qr.clone(), kr.clone(), v.clone()]);
+        self.host(HostOp::KvStore { k: kr, v, rows: 1, kv_width: d.kv_dim() });
+        let attn = self.act("attn", d.q_dim());
+        self.host(HostOp::DecodeAttention { q: qr, out: attn.clone(), heads: d.heads, kv_heads: d.kv_heads, head_dim: d.head_dim });
+        self.o_ffn_decode(&attn);
+        self.host(HostOp::Scheduling { what: "decode layer loop".into() });
+
+        let final_norm = self.tensor("final_norm", BufferClass::Host, "model.norm.weight".into(), d.hidden, Vec::new());
+        let xf = self.act("xf", d.hidden);
+        self.epilogue.push(Step::Host(HostOp::RmsNorm { x: "x".into(), weight: final_norm, out: xf.clone(), cols: d.hidden, eps: d.eps, last_row: false }));
+        self.lm_head_gemv(&xf);
+    }
+
+    /// Whether the fused O+FFN cascade is legal for these dims (calibration
+    /// §1: hidden size below 2560, FFN size and the O input divisible by 512).
+    fn cascade_legal(&self) -> bool {
+        let d = self.dims;
+        let l = &self.device.limits;
+        d.hidden < l.cascade_hidden_size_below
+            && d.ffn % l.cascade_hidden_multiple == 0
+            && d.q_dim() % l.cascade_hidden_multiple == 0
+    }
+
+    fn o_ffn_decode(&mut self, attn: &str) {
+        let d = self.dims;
+        let (wo, wg, wu, wd) = (
+            self.projection("wo", "self_attn.o_proj", d.hidden, d.q_dim()),
+            self.projection("wg", "mlp.gate_proj", d.ffn, d.hidden),
+            self.projection("wu", "mlp.up_proj", d.ffn, d.hidden),
+            self.projection("wd", "mlp.down_proj", d.hidden, d.ffn),
+        );
+        let ln2 = self.layer_vector("ln2", "post_attention_layernorm.weight", d.hidden, self.weight_class());
+        let [o, h1, hn, down] = ["o", "h1", "hn", "down"].map(|n| self.act(n, d.hidden));
+        let [gate, up, act] = ["gate", "up", "act"].map(|n| self.act(n, d.ffn));
+        if self.options.cascade_ffn && self.cascade_legal() {
+            let herd = Herd([self.device.columns, self.options.cascade_rows]);
+            let mut swiglu = self.gemv_spec(d.ffn, d.hidden, herd);
+            swiglu.omit_pingpong = self.options.omit_pingpong;
+            let launches = vec![
+                self.gemv(&wo, attn, &h1, Some("x"), herd),
+                Launch::GemvSwiglu { x: h1.clone(), norm: ln2, gate: wg, up: wu, out: act.clone(), eps: d.eps, spec: swiglu },
+                self.gemv(&wd, &act, "x", Some(&h1), herd),
+            ];
+            self.emit(Group { name: "o_gemv_ffn", launches, outputs: vec!["x".into()] });
+            return;
+        }
+        if self.options.cascade_ffn {
+            // The cascade does not fit these dims: standalone GEMV calls with
+            // the glue on the host (lessons 18–19).
+            if let Some(b) = self.buffers.get_mut("ln2") {
+                b.class = BufferClass::Host;
+            }
+            self.emit(Group { name: "o_gemv", launches: vec![self.gemv(&wo, attn, &o, None, Herd::ROW)], outputs: vec![o.clone()] });
+            self.host(HostOp::Add { a: "x".into(), b: o, out: h1.clone(), n: d.hidden });
+            self.host(HostOp::RmsNorm { x: h1.clone(), weight: ln2, out: hn.clone(), cols: d.hidden, eps: d.eps, last_row: false });
+            for (name, w, out) in [("gate_gemv", &wg, &gate), ("up_gemv", &wu, &up)] {
+                let launch = self.gemv(w, &hn, out, None, Herd::ROW);
+                self.emit(Group { name, launches: vec![launch], outputs: vec![out.clone()] });
+            }
+            self.host(HostOp::SiluMul { gate, up, out: act.clone(), n: d.ffn });
+            self.emit(Group { name: "down_gemv", launches: vec![self.gemv(&wd, &act, &down, None, Herd::ROW)], outputs: vec![down.clone()] });
+            self.host(HostOp::Add { a: h1, b: down, out: "x".into(), n: d.hidden });
+            return;
+        }
+        let launches = vec![
+            self.gemv(&wo, attn, &o, None, Herd::ROW),
+            Launch::EltwiseAdd { a: "x".into(), b: o, out: h1.clone(), spec: self.eltwise(d.hidden) },
+            Launch::Rmsnorm { x: h1.clone(), weight: Some(ln2), out: hn.clone(), eps: d.eps, spec: self.norm(1, d.hidden, true) },
+            self.gemv(&wg, &hn, &gate, None, Herd::ROW),
+            self.gemv(&wu, &hn, &up, None, Herd::ROW),
+            Launch::SiluMul { gate, up, out: act.clone(), spec: self.eltwise(d.ffn) },
+            self.gemv(&wd, &act, &down, None, Herd::ROW),
+            Launch::EltwiseAdd { a: h1, b: down, out: "x".into(), spec: self.eltwise(d.hidden) },
+        ];
+        self.emit(Group { name: "o_gemv_ffn", launches, outputs: vec!["x".into()] });
+    }
+
+    fn emit(&mut self, group: Group) {
+        self.emit_into(group, Part::Layer);
+    }
+
+    /// Emits a group as one merged call or one call per launch.
+    fn emit_into(&mut self, group: Group, part: Part) {
+        let calls: Vec<Call> = if self.options.merge_launches || group.launches.len() == 1 {
+            vec![self.call(&group, 0..group.launches.len(), group.name.to_string())]
+        } else {
+            (0..group.launches.len())
+                .map(|i| {
+                    let name = format!("{}.{}.{}", group.name, i, group.launches[i].kernel().name());
+                    self.call(&group, i..i + 1, name)
+                })
+                .collect()
+        };
+        let steps = match part {
+            Part::Layer => &mut self.layer,
+            Part::Epilogue => &mut self.epilogue,
+        };
+        steps.extend(calls.into_iter().map(Step::Call));
+    }
+
+    /// The call running `range` of the group's launches, with the host
+    /// traffic of every buffer it binds.
+    fn call(&self, group: &Group, range: std::ops::Range<usize>, name: String) -> Call {
+        let o = self.options;
+        let inside = &group.launches[range.clone()];
+        let before = &group.launches[..range.start];
+        let after = &group.launches[range.end..];
+        let mut order: Vec<&str> = Vec::new();
+        for l in inside {
+            for n in l.inputs().into_iter().chain([l.output()]) {
+                if !order.contains(&n) {
+                    order.push(n);
+                }
+            }
+        }
+        let written_before: BTreeSet<&str> = before.iter().map(Launch::output).collect();
+        let read_after: BTreeSet<&str> = after.iter().flat_map(Launch::inputs).collect();
+        let bindings = order
+            .into_iter()
+            .map(|name| {
+                let buffer = &self.buffers[name];
+                if buffer.class != BufferClass::Activation {
+                    return Binding { buffer: name.into(), role: Role::Weight, write: buffer.class == BufferClass::Weight, read: false };
+                }
+                let first_read = inside.iter().position(|l| l.inputs().contains(&name));
+                let first_write = inside.iter().position(|l| l.output() == name);
+                let is_input = match (first_read, first_write) {
+                    (Some(r), Some(w)) => r <= w,
+                    (Some(_), None) => true,
+                    _ => false,
+                };
+                let group_output = group.outputs.iter().any(|g| g == name);
+                let needed_later = first_write.is_some() && (group_output || read_after.contains(name));
+                let read = first_write.is_some() && (group_output || (read_after.contains(name) && !o.shared_intermediates));
+                if is_input {
+                    let resident = written_before.contains(name) && o.shared_intermediates;
+                    Binding { buffer: name.into(), role: Role::Input, write: !resident, read }
+                } else {
+                    let role = if needed_later { Role::Output } else { Role::Scratch };
+                    Binding { buffer: name.into(), role, write: !o.mark_intermediates, read }
+                }
+            })
+            .collect();
+        Call { name, group: group.name.to_string(), launches: inside.to_vec(), bindings }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    Layer,
+    Epilogue,
+}

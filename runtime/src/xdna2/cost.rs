@@ -1,0 +1,494 @@
+//! The cost model: modeled time of a launch, a call and a whole plan, without
+//! executing anything (so a plan at seq_len 2048 is timed while verification
+//! runs short prompts).
+//!
+//! Launch: the larger of compute time (MACs over tiles × MACs/cycle × the
+//! efficiency of the tile shape, expressed as per-K-chunk and per-output-tile
+//! overhead cycles on top of the MMA time) and data time (bytes over the DRAM
+//! path),
+//! plus a per-launch overhead; inside a multi-launch call (an ELF) bodies are
+//! slower than standalone xclbin runs by a fitted factor. Call: dispatch
+//! overhead plus the host writes and reads its bindings do not skip, plus a
+//! per-byte sync of the activation buffers it binds. Host ops are scaled from
+//! measured host figures in the device description. Parameters that are not
+//! device facts are fitted by `fit` and stored in `data/xdna2/fitted.json`.
+
+use serde::{Deserialize, Serialize};
+
+use super::device::Device;
+use super::kernels::{FlashAttentionSpec, GemmSpec, GemvSpec, Kernel};
+use super::plan::{Binding, BufferClass, Call, HostOp, Launch, Phase, Plan, Role, Section, Step};
+
+/// One fitted parameter's description.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ParamSpec {
+    pub name: &'static str,
+    pub initial: f64,
+    pub lower: f64,
+    pub upper: f64,
+    /// What it is and where the starting value comes from.
+    pub doc: &'static str,
+}
+
+macro_rules! params {
+    ($( $name:ident = $init:expr, [$lo:expr, $hi:expr], $doc:expr; )*) => {
+        /// The cost model's fitted parameters (all positive, SI units).
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct Params {
+            $( #[doc = $doc] pub $name: f64, )*
+        }
+
+        impl Params {
+            pub const SPECS: &'static [ParamSpec] = &[
+                $( ParamSpec { name: stringify!($name), initial: $init, lower: $lo, upper: $hi, doc: $doc }, )*
+            ];
+
+            /// The starting point of a fit.
+            pub fn initial() -> Self {
+                Params { $( $name: $init, )* }
+            }
+
+            /// Values in `SPECS` order.
+            pub fn values(&self) -> Vec<f64> {
+                vec![ $( self.$name, )* ]
+            }
+
+            /// Parameters from values in `SPECS` order.
+            pub fn from_values(values: &[f64]) -> Self {
+                let mut it = values.iter().copied();
+                Params { $( $name: it.next().unwrap_or($init), )* }
+            }
+        }
+    };
+}
+
+params! {
+    dispatch_s = 80e-6, [5e-6, 2e-3],
+        "per NPU call: XRT submit and completion wait; starts at the ~80 us small-kernel floor (calibration §2)";
+    launch_s = 10e-6, [1e-7, 1e-3],
+        "per launch inside a call (herd reconfiguration, DMA set-up)";
+    sync_bytes_per_s = 50e9, [1e9, 1e13],
+        "per call, cache sync of the activation buffers it binds (scales prefill calls, not decode ones)";
+    write_bytes_per_s = 16e9, [1e9, 1e11],
+        "host-to-buffer write bandwidth; starts at the measured 15-17 GB/s (calibration §2)";
+    write_buffer_s = 20e-6, [1e-7, 2e-3],
+        "fixed cost per buffer written by the host before a call";
+    read_bytes_per_s = 50e9, [1e9, 1e13],
+        "buffer-to-host read bandwidth (zero-copy views are cheap, calibration §2)";
+    read_buffer_s = 5e-6, [1e-7, 1e-3],
+        "fixed cost per buffer read by the host after a call";
+    elf_factor = 1.1, [1.0, 2.0],
+        "kernel bodies in a multi-launch ELF vs standalone xclbin runs (calibration §0: 1.09-1.42x)";
+    dram_bytes_per_s = 63e9, [5e9, 89.6e9],
+        "DRAM bandwidth the NPU sees; starts at the 63 GB/s eltwise add reaches (calibration §3), bounded by the DDR5-5600 peak";
+    gemm_efficiency = 0.2, [0.01, 1.0],
+        "fraction of the BFP16 MMA rate the GEMM inner loop sustains; starts at the best measured 9.8 TFLOP/s over the 51 TFLOP/s peak (calibration §3)";
+    gemm_l2_chunk_cycles = 1000.0, [1.0, 1e6],
+        "overhead cycles per tile_k_l2 chunk (memory-tile refill)";
+    gemm_block_cycles = 5000.0, [1.0, 1e7],
+        "overhead cycles per output tile (epilogue, C drain)";
+    gemv_tile_bytes_per_s = 4e9, [1e8, 5e10],
+        "weight bytes per second one compute tile streams in a GEMV; starts at ~32 GB/s over 8 tiles (calibration §3)";
+    gemv_cascade_gain = 0.3, [0.001, 1.0],
+        "streaming gained per extra cascade row of a GEMV herd, relative to one row (calibration §8 D5: 91 -> 78 ms/token)";
+    gemv_no_pingpong_factor = 1.2, [1.0, 3.0],
+        "GEMV slowdown with single-buffered L1 (omit_pingpong, calibration §8 D4)";
+    fa_efficiency = 0.3, [0.01, 1.0],
+        "fraction of the bf16 MAC rate flash attention's matmuls sustain";
+    fa_step_cycles = 2000.0, [1.0, 1e6],
+        "overhead cycles per 64-key block per dk chunk (online softmax, rescale)";
+    fa_round_cycles = 50000.0, [1.0, 1e8],
+        "overhead cycles per round of query tiles per 64 of head_dim (Q load, cascade merge, O write)";
+    fa_launch_s = 0.3e-3, [1e-6, 5e-3],
+        "extra set-up time of a flash-attention launch (cascade configuration)";
+    rmsnorm_cycles_per_element = 1.0, [0.01, 100.0],
+        "vector-unit cycles per element of RMSNorm (also Q/K norm, softmax: no measurement of their own)";
+    add_cycles_per_element = 1.0, [0.01, 100.0],
+        "vector-unit cycles per element of eltwise add";
+    silu_mul_cycles_per_element = 2.0, [0.01, 100.0],
+        "vector-unit cycles per element of SiLU-mul";
+    rope_cycles_per_element = 1.0, [0.01, 100.0],
+        "vector-unit cycles per element of RoPE";
+    host_prefill_layer_s = 7e-3, [1e-5, 5e-2],
+        "host scheduling per prefill layer; starts at the measured ~7 ms/layer (calibration §5)";
+    host_attention_s = 0.2e-3, [1e-6, 1e-2],
+        "CPU decode attention per layer, fixed part";
+    host_attention_s_per_element = 4e-10, [1e-13, 1e-7],
+        "CPU decode attention per layer per (query heads x head_dim x context) element";
+}
+
+/// Modeled cost of one launch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LaunchCost {
+    pub kernel: Kernel,
+    pub shape: String,
+    pub tiles: usize,
+    pub flops: f64,
+    /// Bytes over the DRAM path.
+    pub dram_bytes: f64,
+    pub compute_s: f64,
+    pub data_s: f64,
+    /// `max(compute, data)`, with the ELF factor when inside a plan call.
+    pub body_s: f64,
+    pub overhead_s: f64,
+    pub total_s: f64,
+    /// Peak FLOP/s of the tiles used (for the roofline).
+    pub peak_flops: f64,
+}
+
+/// Modeled cost of one call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallTiming {
+    pub section: Section,
+    pub name: String,
+    pub group: String,
+    /// Times the call runs per plan execution (layers for layer calls).
+    pub repeats: usize,
+    pub dispatch_s: f64,
+    pub write_s: f64,
+    pub read_s: f64,
+    pub sync_s: f64,
+    pub bytes_written: f64,
+    pub bytes_read: f64,
+    pub launches: Vec<LaunchCost>,
+    /// One execution of the call.
+    pub total_s: f64,
+}
+
+/// Modeled cost of one host op.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HostTiming {
+    pub section: Section,
+    pub op: String,
+    pub repeats: usize,
+    pub seconds: f64,
+}
+
+/// One step of the timeline, in plan order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum StepTiming {
+    Call(CallTiming),
+    Host(HostTiming),
+}
+
+impl StepTiming {
+    pub fn section(&self) -> Section {
+        match self {
+            StepTiming::Call(c) => c.section,
+            StepTiming::Host(h) => h.section,
+        }
+    }
+
+    pub fn seconds(&self) -> f64 {
+        match self {
+            StepTiming::Call(c) => c.total_s,
+            StepTiming::Host(h) => h.seconds,
+        }
+    }
+}
+
+/// Modeled time of a plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Timing {
+    pub model: String,
+    pub phase: Phase,
+    pub seq_len: usize,
+    pub num_layers: usize,
+    /// Steps of the prologue, one layer, and the epilogue.
+    pub steps: Vec<StepTiming>,
+    pub prologue_s: f64,
+    /// One decoder layer.
+    pub layer_s: f64,
+    pub epilogue_s: f64,
+    /// Prologue + layers + epilogue: TTFT for prefill, one token for decode.
+    pub total_s: f64,
+    /// One-time write of static weight buffers (outside TTFT).
+    pub setup_s: f64,
+    pub npu_calls: usize,
+}
+
+impl Timing {
+    /// All layers.
+    pub fn layers_s(&self) -> f64 {
+        self.layer_s * self.num_layers as f64
+    }
+
+    /// Total of the layer calls of `group` in one layer.
+    pub fn group_s(&self, group: &str) -> f64 {
+        self.calls()
+            .filter(|c| c.section == Section::Layer && c.group == group)
+            .map(|c| c.total_s)
+            .sum()
+    }
+
+    pub fn calls(&self) -> impl Iterator<Item = &CallTiming> {
+        self.steps.iter().filter_map(|s| match s {
+            StepTiming::Call(c) => Some(c),
+            StepTiming::Host(_) => None,
+        })
+    }
+
+    /// The first call named `name` (any section).
+    pub fn call(&self, name: &str) -> Option<&CallTiming> {
+        self.calls().find(|c| c.name == name)
+    }
+}
+
+/// Time of one launch run standalone (the registry's harness: one call, one
+/// launch, no host buffer traffic in the timed loop).
+pub fn time_standalone(launch: &Launch, device: &Device, params: &Params) -> f64 {
+    params.dispatch_s + time_launch(launch, device, params, false).total_s
+}
+
+/// Modeled cost of a launch; `in_call` applies the multi-launch ELF factor.
+pub fn time_launch(launch: &Launch, device: &Device, params: &Params, in_call: bool) -> LaunchCost {
+    let p = params;
+    let clock = device.clock_hz;
+    let dram = p.dram_bytes_per_s;
+    let mut cost = match launch {
+        Launch::Gemm { spec, .. } => gemm_cost(spec, device, p),
+        Launch::Gemv { spec, .. } => gemv_cost(spec, 1, device, p),
+        Launch::GemvSwiglu { spec, .. } => gemv_cost(spec, 2, device, p),
+        Launch::LmHeadGemv { spec, .. } => gemv_cost(&spec.part, 1, device, p),
+        Launch::FlashAttention { spec, .. } => flash_cost(spec, device, p),
+        Launch::Rmsnorm { spec, .. } | Launch::QkRmsnorm { spec, .. } | Launch::Softmax { spec, .. } => {
+            let n = (spec.rows * spec.cols) as f64;
+            let bytes = 2.0 * n * 2.0 + if spec.weighted { spec.cols as f64 * 2.0 } else { 0.0 };
+            vector_cost(n, bytes, spec.herd.tiles(), p.rmsnorm_cycles_per_element, clock, dram)
+        }
+        Launch::Rope { spec, .. } => {
+            let n = (spec.rows * spec.heads * spec.head_dim) as f64;
+            let bytes = 2.0 * n * 2.0 + (spec.rows * spec.head_dim * 2) as f64;
+            vector_cost(n, bytes, spec.herd.tiles(), p.rope_cycles_per_element, clock, dram)
+        }
+        Launch::EltwiseAdd { spec, .. } => {
+            let n = spec.n as f64;
+            vector_cost(n, 3.0 * n * 2.0, spec.herd.tiles(), p.add_cycles_per_element, clock, dram)
+        }
+        Launch::SiluMul { spec, .. } => {
+            let n = spec.n as f64;
+            vector_cost(n, 3.0 * n * 2.0, spec.herd.tiles(), p.silu_mul_cycles_per_element, clock, dram)
+        }
+    };
+    cost.kernel = launch.kernel();
+    cost.shape = launch.shape_label();
+    let factor = if in_call { p.elf_factor } else { 1.0 };
+    cost.body_s = factor * cost.compute_s.max(cost.data_s);
+    cost.overhead_s += p.launch_s;
+    cost.total_s = cost.body_s + cost.overhead_s;
+    cost
+}
+
+fn blank(tiles: usize, flops: f64, dram_bytes: f64, peak_flops: f64) -> LaunchCost {
+    LaunchCost {
+        kernel: Kernel::Gemm,
+        shape: String::new(),
+        tiles,
+        flops,
+        dram_bytes,
+        compute_s: 0.0,
+        data_s: 0.0,
+        body_s: 0.0,
+        overhead_s: 0.0,
+        total_s: 0.0,
+        peak_flops,
+    }
+}
+
+/// Compute: per tile, output blocks × K chunks × K steps, each step the MMA
+/// time at the fitted efficiency, plus overhead cycles per K chunk and per
+/// output block (so small tiles pay more overhead per MAC). Data: A re-read per
+/// column block of the herd, B per row block, C once.
+fn gemm_cost(spec: &GemmSpec, device: &Device, p: &Params) -> LaunchCost {
+    let t = spec.tile;
+    let (cols, rows) = (spec.herd.cols(), spec.herd.rows());
+    let blocks_m = spec.m.div_ceil(t.tile_m * cols).max(1) as f64;
+    let blocks_n = (spec.written_columns() / (t.tile_n * rows).max(1)).max(1) as f64;
+    let chunks = (spec.k / t.tile_k_l2.max(1)).max(1) as f64;
+    let steps = (t.tile_k_l2 / t.tile_k_l1.max(1)).max(1) as f64;
+    let macs = device.compute_tile.macs_per_cycle_bfp16 * p.gemm_efficiency;
+    let step = (t.tile_m * t.tile_k_l1 * t.tile_n) as f64 / macs;
+    let block = chunks * (steps * step + p.gemm_l2_chunk_cycles) + p.gemm_block_cycles;
+    let (m, k, n) = (spec.m as f64, spec.k as f64, spec.n as f64);
+    let bytes = 2.0 * m * k * blocks_n + 2.0 * k * n * blocks_m + m * n * spec.out_dtype.bytes() as f64;
+    let tiles = spec.herd.tiles();
+    let peak = device.peak_flops(tiles, device.compute_tile.macs_per_cycle_bfp16);
+    let mut cost = blank(tiles, spec.flops(), bytes, peak);
+    cost.compute_s = blocks_m * blocks_n * block / device.clock_hz;
+    cost.data_s = bytes / p.dram_bytes_per_s;
+    cost
+}
+
+/// Weight streaming: each column streams at a per-tile rate; extra cascade
+/// rows add a fitted fraction of a row's rate (they split K but share the
+/// column's stream); the herd is capped by DRAM bandwidth. `matrices` is 2 for the fused gate/up launch.
+fn gemv_cost(spec: &GemvSpec, matrices: usize, device: &Device, p: &Params) -> LaunchCost {
+    let tiles = spec.herd.tiles();
+    let mut per_tile = p.gemv_tile_bytes_per_s;
+    if spec.omit_pingpong {
+        per_tile /= p.gemv_no_pingpong_factor;
+    }
+    let rows = 1.0 + p.gemv_cascade_gain * (spec.herd.rows() as f64 - 1.0);
+    let weights = matrices as f64 * spec.weight_bytes();
+    let bytes = weights + 2.0 * (spec.k + spec.m) as f64;
+    let flops = 2.0 * matrices as f64 * spec.m as f64 * spec.k as f64;
+    let peak = device.peak_flops(tiles, device.compute_tile.macs_per_cycle_bf16);
+    let mut cost = blank(tiles, flops, bytes, peak);
+    cost.compute_s = weights / (spec.herd.cols() as f64 * rows * per_tile);
+    cost.data_s = bytes / p.dram_bytes_per_s;
+    cost
+}
+
+/// Rounds of (heads per unroll × q-tiles) over the array; each round walks
+/// its stage's key blocks, masked or not.
+fn flash_cost(spec: &FlashAttentionSpec, device: &Device, p: &Params) -> LaunchCost {
+    let t = spec.tile;
+    let key = device.limits.fa_key_block as f64;
+    let rounds = (spec.heads.div_ceil(t.heads_per_unroll.max(1)) * spec.lq.div_ceil(t.lqp.max(1))) as f64;
+    let blocks = (spec.lk as f64 / (key * t.cascade.max(1) as f64)).ceil();
+    let hd = spec.head_dim as f64;
+    let macs = device.compute_tile.macs_per_cycle_bf16 * p.fa_efficiency;
+    let step = key * key * 2.0 * hd / macs + p.fa_step_cycles * t.dk_chunks as f64;
+    let round = blocks * step + p.fa_round_cycles * hd / 64.0;
+    let kv_bytes = rounds * spec.lk as f64 * 2.0 * hd * 2.0;
+    let qo_bytes = 2.0 * (spec.lq * spec.heads) as f64 * hd * 2.0;
+    let tiles = spec.herd().tiles();
+    let peak = device.peak_flops(tiles, device.compute_tile.macs_per_cycle_bf16);
+    let mut cost = blank(tiles, spec.executed_flops(), kv_bytes + qo_bytes, peak);
+    cost.compute_s = rounds * round / device.clock_hz;
+    cost.data_s = (kv_bytes + qo_bytes) / p.dram_bytes_per_s;
+    cost.overhead_s = p.fa_launch_s;
+    cost
+}
+
+fn vector_cost(elements: f64, bytes: f64, tiles: usize, cycles_per_element: f64, clock: f64, dram: f64) -> LaunchCost {
+    let mut cost = blank(tiles, 0.0, bytes, 0.0);
+    cost.compute_s = elements * cycles_per_element / (tiles.max(1) as f64 * clock);
+    cost.data_s = bytes / dram;
+    cost
+}
+
+/// Modeled time of every step of `plan`.
+pub fn time_plan(plan: &Plan, device: &Device, params: &Params) -> Timing {
+    let mut steps = Vec::new();
+    let mut sums = [0.0f64; 3];
+    let mut npu_calls = 0;
+    for (index, (section, list)) in plan.sections().into_iter().enumerate() {
+        let repeats = if section == Section::Layer { plan.num_layers } else { 1 };
+        for step in list {
+            let timed = match step {
+                Step::Call(call) => {
+                    npu_calls += repeats;
+                    StepTiming::Call(time_call(plan, call, section, repeats, device, params))
+                }
+                Step::Host(op) => StepTiming::Host(HostTiming {
+                    section,
+                    op: op.name().to_string(),
+                    repeats,
+                    seconds: time_host(plan, op, section, device, params),
+                }),
+            };
+            sums[index] += timed.seconds();
+            steps.push(timed);
+        }
+    }
+    let [prologue_s, layer_s, epilogue_s] = sums;
+    Timing {
+        model: plan.model.clone(),
+        phase: plan.phase,
+        seq_len: plan.seq_len,
+        num_layers: plan.num_layers,
+        steps,
+        prologue_s,
+        layer_s,
+        epilogue_s,
+        total_s: prologue_s + layer_s * plan.num_layers as f64 + epilogue_s,
+        setup_s: setup_time(plan, params),
+        npu_calls,
+    }
+}
+
+fn buffer_bytes(plan: &Plan, binding: &Binding) -> f64 {
+    plan.buffers.get(&binding.buffer).map_or(0.0, |b| b.bytes())
+}
+
+fn time_call(plan: &Plan, call: &Call, section: Section, repeats: usize, device: &Device, params: &Params) -> CallTiming {
+    let p = params;
+    let (mut write_s, mut read_s, mut sync_s, mut written, mut read) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for binding in &call.bindings {
+        let bytes = buffer_bytes(plan, binding);
+        if binding.write {
+            written += bytes;
+            write_s += p.write_buffer_s + bytes / p.write_bytes_per_s;
+        }
+        if binding.read {
+            read += bytes;
+            read_s += p.read_buffer_s + bytes / p.read_bytes_per_s;
+        }
+        if binding.role != Role::Weight {
+            sync_s += bytes / p.sync_bytes_per_s;
+        }
+    }
+    let launches: Vec<LaunchCost> = call.launches.iter().map(|l| time_launch(l, device, p, true)).collect();
+    let body: f64 = launches.iter().map(|l| l.total_s).sum();
+    CallTiming {
+        section,
+        name: call.name.clone(),
+        group: call.group.clone(),
+        repeats,
+        dispatch_s: p.dispatch_s,
+        write_s,
+        read_s,
+        sync_s,
+        bytes_written: written,
+        bytes_read: read,
+        launches,
+        total_s: p.dispatch_s + write_s + read_s + sync_s + body,
+    }
+}
+
+fn time_host(plan: &Plan, op: &HostOp, section: Section, device: &Device, params: &Params) -> f64 {
+    let host = &device.host;
+    let bf16 = 2.0;
+    match op {
+        HostOp::Embed { rows, hidden, .. } => host.embed.time((rows * hidden) as f64 * bf16),
+        HostOp::KvStore { rows, kv_width, .. } => host.kv_extract.time(2.0 * (rows * kv_width) as f64 * bf16),
+        HostOp::Transpose { rows, heads, head_dim, .. } => {
+            host.kv_extract.time((rows * heads * head_dim) as f64 * bf16)
+        }
+        HostOp::BiasAdd { rows, heads, head_dim, .. } => {
+            host.kv_extract.time((rows * heads * head_dim) as f64 * bf16)
+        }
+        HostOp::DecodeAttention { heads, head_dim, .. } => host_attention_time(params, *heads, *head_dim, plan.seq_len),
+        HostOp::Add { n, .. } | HostOp::SiluMul { n, .. } => host.decode_glue.time(3.0 * *n as f64 * bf16),
+        HostOp::RmsNorm { cols, last_row, .. } => match (section, plan.phase) {
+            (Section::Epilogue, Phase::Prefill) if *last_row => host.prefill_last_row_norm_s,
+            (Section::Epilogue, _) => host.decode_final_norm_s,
+            _ => host.decode_glue.time(2.0 * *cols as f64 * bf16),
+        },
+        HostOp::Matvec { m, k, .. } => host.cpu_lm_head.time((m * k) as f64 * bf16),
+        HostOp::Scheduling { .. } => match plan.phase {
+            Phase::Prefill => params.host_prefill_layer_s,
+            Phase::Decode => host.decode_layer_s,
+        },
+    }
+}
+
+/// CPU decode attention of one layer: one query per head over `context`
+/// cached positions.
+pub fn host_attention_time(params: &Params, heads: usize, head_dim: usize, context: usize) -> f64 {
+    params.host_attention_s + params.host_attention_s_per_element * (heads * head_dim * context) as f64
+}
+
+/// One-time write of every static weight buffer (per layer where per-layer).
+fn setup_time(plan: &Plan, params: &Params) -> f64 {
+    plan.buffers
+        .values()
+        .filter(|b| b.class == BufferClass::StaticWeight)
+        .map(|b| {
+            let copies = if b.per_layer { plan.num_layers } else { 1 } as f64;
+            copies * (params.write_buffer_s + b.bytes() / params.write_bytes_per_s)
+        })
+        .sum()
+}

@@ -1,0 +1,256 @@
+//! Fits the cost model's parameters to the calibration points and stores the
+//! result (`data/xdna2/fitted.json`) with the data set's hash, the per-point
+//! errors and the summary every modeled figure elsewhere quotes.
+//!
+//! The optimizer is a Hooke–Jeeves pattern search in log-parameter space on
+//! the sum of squared log errors of the fit points only; held-out points are
+//! evaluated after the fit and never influence it. It is deterministic: same
+//! data, same result.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::calibration::{PointSet, Prepared, Report, Summary};
+use super::cost::Params;
+use super::device::Device;
+
+/// The committed fit.
+pub const FITTED_JSON: &str = include_str!("../../data/xdna2/fitted.json");
+
+const METHOD: &str = "Hooke-Jeeves pattern search in log-parameter space, minimizing the sum of squared log errors over the fit points; initial step x2, halved until 1e-4; restarted from the optimum until a restart gains nothing (at most 8 restarts)";
+
+const RESTARTS: usize = 8;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FittedFile {
+    pub dataset_sha256: String,
+    pub method: String,
+    /// Sum of squared log errors at the optimum.
+    pub objective: f64,
+    pub evaluations: usize,
+    pub params: BTreeMap<String, f64>,
+    pub fit: Summary,
+    pub held_out: Summary,
+    /// Signed error (modeled / measured − 1) of every point.
+    pub errors: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FitFileError {
+    #[error("fitted parameters: {0}")]
+    Syntax(#[from] serde_json::Error),
+    #[error("fitted parameters: {0} is missing")]
+    Missing(String),
+}
+
+impl FittedFile {
+    pub fn parse(text: &str) -> Result<FittedFile, FitFileError> {
+        Ok(serde_json::from_str(text)?)
+    }
+
+    /// The committed fit; it is compiled in and covered by a test.
+    pub fn committed() -> FittedFile {
+        Self::parse(FITTED_JSON).expect("committed fitted.json parses")
+    }
+
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    pub fn params(&self) -> Result<Params, FitFileError> {
+        let values = Params::SPECS
+            .iter()
+            .map(|spec| self.params.get(spec.name).copied().ok_or_else(|| FitFileError::Missing(spec.name.to_string())))
+            .collect::<Result<Vec<f64>, _>>()?;
+        Ok(Params::from_values(&values))
+    }
+
+    /// The calibration note printed beside every modeled figure.
+    pub fn note(&self) -> String {
+        format!(
+            "modeled; cost model calibration: median {:.1}%, worst {:.1}% over {} fitted points, held-out median {:.1}%, worst {:.1}% over {} points",
+            100.0 * self.fit.median_error,
+            100.0 * self.fit.worst_error,
+            self.fit.points,
+            100.0 * self.held_out.median_error,
+            100.0 * self.held_out.worst_error,
+            self.held_out.points
+        )
+    }
+}
+
+/// The committed parameters.
+pub fn committed_params() -> Params {
+    FittedFile::committed().params().expect("committed fitted.json has every parameter")
+}
+
+/// Result of a fit.
+#[derive(Debug, Clone)]
+pub struct FitOutcome {
+    pub params: Params,
+    pub objective: f64,
+    pub evaluations: usize,
+}
+
+struct Objective<'a> {
+    prepared: &'a Prepared,
+    device: &'a Device,
+    fit_points: Vec<usize>,
+    evaluations: usize,
+}
+
+impl Objective<'_> {
+    fn value(&mut self, log_values: &[f64]) -> f64 {
+        self.evaluations += 1;
+        let values: Vec<f64> = log_values.iter().map(|v| v.exp()).collect();
+        let modeled = self.prepared.evaluate(self.device, &Params::from_values(&values));
+        self.fit_points
+            .iter()
+            .map(|&i| {
+                let ratio = modeled[i] / self.prepared.points[i].measured_s;
+                if ratio.is_finite() && ratio > 0.0 {
+                    ratio.ln().powi(2)
+                } else {
+                    1e6
+                }
+            })
+            .sum()
+    }
+}
+
+/// Fits the parameters to the fit points of `prepared`.
+pub fn fit(prepared: &Prepared, device: &Device) -> FitOutcome {
+    let fit_points = prepared
+        .points
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.point.set == PointSet::Fit)
+        .map(|(i, _)| i)
+        .collect();
+    let mut objective = Objective { prepared, device, fit_points, evaluations: 0 };
+    let bounds: Vec<(f64, f64)> = Params::SPECS.iter().map(|s| (s.lower.ln(), s.upper.ln())).collect();
+    let start: Vec<f64> = Params::SPECS.iter().map(|s| s.initial.ln()).collect();
+    // Restarts with a fresh step until one no longer improves: a pattern
+    // search can stall where a `max(compute, data)` makes some axes flat.
+    let (mut best, mut value) = hooke_jeeves(&mut |x| objective.value(x), start, &bounds, 2f64.ln(), 1e-4);
+    for _ in 0..RESTARTS {
+        let (x, v) = hooke_jeeves(&mut |x| objective.value(x), best.clone(), &bounds, 2f64.ln(), 1e-4);
+        if v >= value - 1e-9 {
+            break;
+        }
+        (best, value) = (x, v);
+    }
+    FitOutcome {
+        params: Params::from_values(&best.iter().map(|v| v.exp()).collect::<Vec<_>>()),
+        objective: value,
+        evaluations: objective.evaluations,
+    }
+}
+
+/// Pattern search: exploratory moves along each axis, then a pattern move
+/// along the improvement; the step halves when nothing improves.
+fn hooke_jeeves(
+    f: &mut dyn FnMut(&[f64]) -> f64,
+    start: Vec<f64>,
+    bounds: &[(f64, f64)],
+    initial_step: f64,
+    min_step: f64,
+) -> (Vec<f64>, f64) {
+    let clamp = |x: &mut Vec<f64>| {
+        for (v, (lo, hi)) in x.iter_mut().zip(bounds) {
+            *v = v.clamp(*lo, *hi);
+        }
+    };
+    let mut base = start;
+    clamp(&mut base);
+    let mut f_base = f(&base);
+    let mut step = initial_step;
+    while step >= min_step {
+        let (mut x, mut fx) = explore(f, &base, f_base, step, bounds);
+        if fx < f_base {
+            loop {
+                let mut pattern: Vec<f64> = x.iter().zip(&base).map(|(a, b)| 2.0 * a - b).collect();
+                clamp(&mut pattern);
+                base = x.clone();
+                f_base = fx;
+                let f_pattern = f(&pattern);
+                let (y, fy) = explore(f, &pattern, f_pattern, step, bounds);
+                if fy < f_base {
+                    (x, fx) = (y, fy);
+                } else {
+                    break;
+                }
+            }
+        } else {
+            step /= 2.0;
+        }
+    }
+    (base, f_base)
+}
+
+fn explore(
+    f: &mut dyn FnMut(&[f64]) -> f64,
+    from: &[f64],
+    f_from: f64,
+    step: f64,
+    bounds: &[(f64, f64)],
+) -> (Vec<f64>, f64) {
+    let mut x = from.to_vec();
+    let mut fx = f_from;
+    for i in 0..x.len() {
+        for delta in [step, -step] {
+            let old = x[i];
+            let candidate = (old + delta).clamp(bounds[i].0, bounds[i].1);
+            if candidate == old {
+                continue;
+            }
+            x[i] = candidate;
+            let value = f(&x);
+            if value < fx {
+                fx = value;
+                break;
+            }
+            x[i] = old;
+        }
+    }
+    (x, fx)
+}
+
+/// The file a fit writes.
+pub fn fitted_file(prepared: &Prepared, outcome: &FitOutcome, report: &Report) -> FittedFile {
+    let names = Params::SPECS.iter().map(|s| s.name.to_string());
+    FittedFile {
+        dataset_sha256: prepared.dataset_sha256.clone(),
+        method: METHOD.to_string(),
+        objective: outcome.objective,
+        evaluations: outcome.evaluations,
+        params: names.zip(outcome.params.values()).collect(),
+        fit: report.fit.clone(),
+        held_out: report.held_out.clone(),
+        errors: report.results.iter().map(|r| (r.id.clone(), r.error)).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pattern_search_finds_a_quadratic_minimum() {
+        let mut f = |x: &[f64]| (x[0] - 1.5).powi(2) + 3.0 * (x[1] + 0.25).powi(2);
+        let (x, v) = hooke_jeeves(&mut f, vec![0.0, 0.0], &[(-5.0, 5.0), (-5.0, 5.0)], 1.0, 1e-6);
+        assert!((x[0] - 1.5).abs() < 1e-5 && (x[1] + 0.25).abs() < 1e-5, "{x:?}");
+        assert!(v < 1e-9);
+    }
+
+    #[test]
+    fn bounds_hold() {
+        let mut f = |x: &[f64]| (x[0] - 10.0).powi(2);
+        let (x, _) = hooke_jeeves(&mut f, vec![0.0], &[(-1.0, 2.0)], 1.0, 1e-6);
+        assert_eq!(x[0], 2.0);
+    }
+}

@@ -1,0 +1,153 @@
+//! `skillc calibrate [--fit]`: compares the XDNA 2 cost model with every
+//! measured point of the reference system, prints modeled vs measured and the
+//! error per point, the fitted and held-out summaries, and the published
+//! speed-ups next to the modeled ones. `--fit` regenerates the committed plan
+//! files, refits the parameters on the fit points and rewrites
+//! `runtime/data/xdna2/fitted.json`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use skillc_runtime::xdna2::calibration::{
+    data_dir, default_models_dir, load_model, ratio_checks, stale_plan_files, write_plan_files,
+    DataSet, PointSet, Prepared, Report, REFERENCE_MODEL,
+};
+use skillc_runtime::xdna2::cost::Params;
+use skillc_runtime::xdna2::device::Device;
+use skillc_runtime::xdna2::fit::{fit, fitted_file, FittedFile};
+
+use super::{EXIT_FAILED, EXIT_USAGE};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Regenerate the plan files, refit the parameters and rewrite fitted.json.
+    #[arg(long)]
+    pub fit: bool,
+    /// Directory holding calibration.json, npu2.json, fitted.json and plans/.
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// Directory holding the models' config.json files (shared/models).
+    #[arg(long, value_name = "DIR")]
+    pub models: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let data = args.data.unwrap_or_else(data_dir);
+    let models = args.models.unwrap_or_else(default_models_dir);
+    match calibrate(&data, &models, args.fit) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+fn calibrate(data: &Path, models: &Path, refit: bool) -> Result<ExitCode, String> {
+    let device_text = std::fs::read_to_string(data.join("npu2.json")).map_err(|e| format!("{}: {e}", data.join("npu2.json").display()))?;
+    let device = Device::from_json(&device_text).map_err(|e| e.to_string())?;
+    let arch = load_model(models, REFERENCE_MODEL).map_err(|e| e.to_string())?;
+    let fitted_path = data.join("fitted.json");
+    if refit {
+        let (dataset, _) = DataSet::load(data).map_err(|e| e.to_string())?;
+        for path in write_plan_files(&dataset, data, &arch, &device).map_err(|e| e.to_string())? {
+            println!("wrote runtime/data/xdna2/{path}");
+        }
+    }
+    let prepared = Prepared::load(&device, data, models).map_err(|e| e.to_string())?;
+    let params = if refit {
+        let outcome = fit(&prepared, &device);
+        let report = prepared.report(&device, &outcome.params);
+        let file = fitted_file(&prepared, &outcome, &report);
+        std::fs::write(&fitted_path, file.to_json()).map_err(|e| format!("{}: {e}", fitted_path.display()))?;
+        println!(
+            "fit: {} evaluations, objective {:.4}; wrote runtime/data/xdna2/fitted.json",
+            outcome.evaluations, outcome.objective
+        );
+        outcome.params
+    } else {
+        let stale = stale_plan_files(&prepared.data, data, &arch, &device).map_err(|e| e.to_string())?;
+        if !stale.is_empty() {
+            eprintln!("error: plan files differ from the builder: {}; run `skillc calibrate --fit`", stale.join(", "));
+            return Ok(ExitCode::from(EXIT_FAILED));
+        }
+        let text = std::fs::read_to_string(&fitted_path).map_err(|e| format!("{}: {e}", fitted_path.display()))?;
+        let file = FittedFile::parse(&text).map_err(|e| e.to_string())?;
+        if file.dataset_sha256 != prepared.dataset_sha256 {
+            eprintln!("error: fitted.json was fitted on another data set (sha256 {} vs {}); run `skillc calibrate --fit`", file.dataset_sha256, prepared.dataset_sha256);
+            return Ok(ExitCode::from(EXIT_FAILED));
+        }
+        file.params().map_err(|e| e.to_string())?
+    };
+    let report = prepared.report(&device, &params);
+    print_report(&prepared, &report);
+    print_ratios(data, &device, &params)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_report(prepared: &Prepared, report: &Report) {
+    println!("All times below are modeled by the XDNA 2 cost model (no device), against measured figures of the reference system.");
+    for set in [PointSet::Fit, PointSet::HeldOut] {
+        println!();
+        println!(
+            "{}",
+            match set {
+                PointSet::Fit => "fitted points (standalone kernels, Llama-3.2-1B calls, ablation cells, Llama-3.2-1B whole model, host attention):",
+                PointSet::HeldOut => "held-out points (whole-model figures predicted from the reference plan structure, never fitted):",
+            }
+        );
+        println!("  {:<40} {:>4} {:>14} {:>14} {:>8}", "point", "§", "measured", "modeled", "error");
+        for (result, point) in report.results.iter().zip(&prepared.points) {
+            if result.set != set {
+                continue;
+            }
+            println!(
+                "  {:<40} {:>4} {:>14} {:>14} {:>+7.1}%",
+                result.id,
+                point.point.section.trim_start_matches('§'),
+                human_time(result.measured_s),
+                human_time(result.modeled_s),
+                100.0 * result.error
+            );
+        }
+    }
+    println!();
+    let line = |label: &str, s: &skillc_runtime::xdna2::calibration::Summary| {
+        println!(
+            "{label}: {} points, median error {:.1}%, worst {:.1}% ({})",
+            s.points,
+            100.0 * s.median_error,
+            100.0 * s.worst_error,
+            s.worst_id
+        )
+    };
+    line("calibration", &report.fit);
+    line("held-out", &report.held_out);
+}
+
+fn print_ratios(data: &Path, device: &Device, params: &Params) -> Result<(), String> {
+    println!();
+    for check in ratio_checks(data, device, params).map_err(|e| e.to_string())? {
+        println!(
+            "{}: modeled {:.2}x, published {:.2}x ({:+.1}%)",
+            check.name,
+            check.modeled,
+            check.published,
+            100.0 * check.error()
+        );
+    }
+    Ok(())
+}
+
+fn human_time(seconds: f64) -> String {
+    if !seconds.is_finite() {
+        return "n/a".to_string();
+    }
+    if seconds >= 1.0 {
+        format!("{seconds:.3} s")
+    } else if seconds >= 1e-3 {
+        format!("{:.3} ms", seconds * 1e3)
+    } else {
+        format!("{:.1} us", seconds * 1e6)
+    }
+}
