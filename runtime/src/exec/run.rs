@@ -297,7 +297,7 @@ impl<'a> Run<'a> {
                     rec.attempts.push(record);
                 }
                 Attempt::Checked(gate) => {
-                    let obs = self.traj.observe(None, &[&gate], Some(&action_id));
+                    self.traj.observe(None, &[&gate], Some(&action_id));
                     record.after = Some(gate.value);
                     record.fixed = gate.passed;
                     let passed = gate.passed;
@@ -309,7 +309,6 @@ impl<'a> Run<'a> {
                             lesson: lesson.id.clone(),
                             params,
                             gate,
-                            observation: obs,
                         });
                     }
                     record.note = "the gate still fails; the fix was reverted".into();
@@ -357,7 +356,6 @@ pub(crate) struct Fixed {
     pub lesson: String,
     pub params: BTreeMap<String, Value>,
     pub gate: GateCheck,
-    pub observation: String,
 }
 
 /// The model directory's name, the run's display name.

@@ -159,11 +159,7 @@ pub fn compare(out: &[f32], reference: &[f32], tol: Tolerance) -> Comparison {
         }
         sum_ref += r.abs();
     }
-    result.mean_rel_l1 = if sum_ref > 0.0 {
-        sum_err / sum_ref
-    } else {
-        0.0
-    };
+    result.mean_rel_l1 = if sum_ref > 0.0 { sum_err / sum_ref } else { 0.0 };
     result
 }
 

@@ -50,9 +50,7 @@ impl GemvSpec {
     pub fn select(device: &Device, m: usize, k: usize, herd: Herd) -> GemvSpec {
         let k_max = device.limits.gemv_k_max() * herd.rows();
         let mut k_split = k.div_ceil(k_max.max(1)).max(1);
-        while k_split < k
-            && (k % k_split != 0 || (k / k_split) % device.limits.gemv_k_multiple != 0)
-        {
+        while k_split < k && (k % k_split != 0 || (k / k_split) % device.limits.gemv_k_multiple != 0) {
             k_split += 1;
         }
         let with_tile = |tile_m: usize, m_input: usize| GemvSpec {
@@ -100,20 +98,14 @@ impl GemvSpec {
             format!("cascade of {rows} rows exceeds {max_rows}")
         });
         if rows > 1 {
-            c.require(
-                self.k % CASCADE_K_MULTIPLE == 0,
-                Constraint::Alignment,
-                || {
-                    format!(
-                        "cascade GEMV needs K % {CASCADE_K_MULTIPLE} == 0, K is {}",
-                        self.k
-                    )
-                },
-            );
+            c.require(self.k % CASCADE_K_MULTIPLE == 0, Constraint::Alignment, || {
+                format!("cascade GEMV needs K % {CASCADE_K_MULTIPLE} == 0, K is {}", self.k)
+            });
         }
         let multiple = device.limits.gemv_k_multiple;
-        let split_ok =
-            t.k_split > 0 && self.k % (t.k_split * rows) == 0 && self.k_segment() % multiple == 0;
+        let split_ok = t.k_split > 0
+            && self.k % (t.k_split * rows) == 0
+            && self.k_segment() % multiple == 0;
         c.require(split_ok, Constraint::Alignment, || {
             format!(
                 "K {} split into {} x {rows} segments must leave multiples of {multiple}",
@@ -140,22 +132,13 @@ impl GemvSpec {
                 device.limits.dma_length_multiple_bytes
             )
         });
-        c.require(
-            t.m_input > 0 && t.tile_m % t.m_input == 0,
-            Constraint::Alignment,
-            || format!("m_input {} does not divide tile_m {}", t.m_input, t.tile_m),
-        );
+        c.require(t.m_input > 0 && t.tile_m % t.m_input == 0, Constraint::Alignment, || {
+            format!("m_input {} does not divide tile_m {}", t.m_input, t.tile_m)
+        });
         let m_block = t.tile_m * cols;
-        c.require(
-            m_block > 0 && self.m % m_block == 0,
-            Constraint::Alignment,
-            || {
-                format!(
-                    "M {} is not a multiple of tile_m {} x herd columns {cols} = {m_block}",
-                    self.m, t.tile_m
-                )
-            },
-        );
+        c.require(m_block > 0 && self.m % m_block == 0, Constraint::Alignment, || {
+            format!("M {} is not a multiple of tile_m {} x herd columns {cols} = {m_block}", self.m, t.tile_m)
+        });
         c.l2(&[
             ("A panel", cols * t.tile_m * k_seg * 2),
             ("y", cols * t.tile_m * 2),
@@ -202,12 +185,7 @@ pub fn gemv(
         .collect())
 }
 
-fn validate_operands(
-    kernel: Kernel,
-    spec: &GemvSpec,
-    w: &[u16],
-    x: &[u16],
-) -> Result<(), KernelError> {
+fn validate_operands(kernel: Kernel, spec: &GemvSpec, w: &[u16], x: &[u16]) -> Result<(), KernelError> {
     operand(kernel, "W", w, spec.m * spec.k)?;
     operand(kernel, "x", x, spec.k)
 }
@@ -316,25 +294,12 @@ impl LmHeadSpec {
         });
         let covered = self.parts * self.part.m;
         c.require(covered >= self.vocab, Constraint::Shape, || {
-            format!(
-                "{} partitions x {} rows cover {covered} < vocab {}",
-                self.parts, self.part.m, self.vocab
-            )
+            format!("{} partitions x {} rows cover {covered} < vocab {}", self.parts, self.part.m, self.vocab)
         });
         c.finish()
     }
 }
 
-<<<<<<< HEAD
-/// Logits `[vocab]` (bf16) from the output projection `[vocab, K]`.
-pub fn lm_head_gemv(
-    device: &Device,
-    spec: &LmHeadSpec,
-    w: &[u16],
-    x: &[u16],
-) -> Result<Vec<u16>, KernelError> {
-    refuse_if_any(Kernel::LmHeadGemv, spec.check(device))?;
-=======
 impl LmHeadSpec {
     /// Rows of the vocabulary partition `part` covers.
     pub fn rows(&self, part: usize) -> std::ops::Range<usize> {
@@ -348,25 +313,12 @@ impl LmHeadSpec {
 pub fn lm_head_gemv(device: &Device, spec: &LmHeadSpec, w: &[u16], x: &[u16]) -> Result<Vec<u16>, KernelError> {
     operand(Kernel::LmHeadGemv, "W", w, spec.vocab * spec.part.k)?;
     let mut logits = vec![0u16; spec.vocab];
->>>>>>> xdna2
     let k = spec.part.k;
     for part in 0..spec.parts {
-<<<<<<< HEAD
-        let start = (part * spec.part.m).min(spec.vocab);
-        let end = ((part + 1) * spec.part.m).min(spec.vocab);
-        // Rows past the vocabulary are zero padding of the weight buffer.
-        let real = GemvSpec {
-            m: end - start,
-            ..spec.part
-        };
-        let y = matvec_f32(&real, &w[start * k..end * k], x);
-        logits.extend(y.iter().map(|&v| bf16::from_f32(v)));
-=======
         let rows = spec.rows(part);
         let mut padded = vec![0u16; spec.part.m * k];
         padded[..rows.len() * k].copy_from_slice(&w[rows.start * k..rows.end * k]);
         lm_head_partition(device, spec, part, &padded, x, &mut logits)?;
->>>>>>> xdna2
     }
     Ok(logits)
 }
