@@ -37,6 +37,10 @@ pub struct Args {
     /// Print report.json on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
+    /// Show progress on stderr even when it is not a terminal (one line per event,
+    /// with elapsed seconds).
+    #[arg(long)]
+    pub progress: bool,
     /// Plant a fault in the NPU path (tests of the gates): gemm-n-not-multiple,
     /// drop-qkv-bias, no-llama3-rope, skip-qk-norm, l1-overflow.
     #[arg(long = "plant", value_name = "FAULT", hide = true)]
@@ -89,9 +93,12 @@ fn execute(args: &Args) -> Result<ExitCode, String> {
         evaluator: EvaluatorLaunch::Process(program),
         registry: args.registry.clone(),
     };
-    let mut terminal = TerminalProgress::default();
+    let mut terminal = TerminalProgress {
+        lines: args.progress,
+        started: std::time::Instant::now(),
+    };
     let mut silent = Silent;
-    let progress: &mut dyn Progress = if std::io::stderr().is_terminal() {
+    let progress: &mut dyn Progress = if args.progress || std::io::stderr().is_terminal() {
         &mut terminal
     } else {
         &mut silent
@@ -186,35 +193,44 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
     );
 }
 
-/// One line per event on stderr.
-#[derive(Debug, Default)]
+/// Progress on stderr: a status line redrawn in place on a terminal, or one
+/// timestamped line per event with `--progress`.
+#[derive(Debug)]
 struct TerminalProgress {
-    phase: u8,
+    lines: bool,
+    started: std::time::Instant,
+}
+
+impl TerminalProgress {
+    fn stamp(&self) -> String {
+        format!("[{:7.1} s]", self.started.elapsed().as_secs_f64())
+    }
 }
 
 impl Progress for TerminalProgress {
     fn phase(&mut self, index: u8, title: &str) {
-        self.phase = index;
-        eprintln!("phase {index}: {title}");
+        eprintln!("{} phase {index}: {title}", self.stamp());
     }
 
     fn step(&mut self, text: &str) {
-        eprint!("\r\x1b[2K  {text}");
-        let _ = std::io::stderr().flush();
+        if self.lines {
+            eprintln!("{}   {text}", self.stamp());
+        } else {
+            eprint!("\r\x1b[2K  {text}");
+            let _ = std::io::stderr().flush();
+        }
     }
 
     fn gate(&mut self, gate: &GateCheck) {
         if !gate.passed {
-            eprintln!("\r\x1b[2K  FAIL {}: {}", gate.name, gate.summary());
+            let clear = if self.lines { "" } else { "\r\x1b[2K" };
+            eprintln!("{clear}{}   FAIL {}: {}", self.stamp(), gate.name, gate.summary());
         }
     }
 
     fn phase_done(&mut self, index: u8, status: PhaseStatus, wall_s: f64) {
-        let word = if status == PhaseStatus::Passed {
-            "passed"
-        } else {
-            "FAILED"
-        };
-        eprintln!("\r\x1b[2K  phase {index} {word} in {wall_s:.1} s");
+        let word = if status == PhaseStatus::Passed { "passed" } else { "FAILED" };
+        let clear = if self.lines { "" } else { "\r\x1b[2K" };
+        eprintln!("{clear}{} phase {index} {word} in {wall_s:.1} s", self.stamp());
     }
 }

@@ -262,8 +262,11 @@ impl<'m> Pass<'_, 'm> {
             return Ok(Arc::new(self.model.lut.clone()));
         }
         let copies = matches!(&buffer.source, Some(WeightSource::Tensor { transforms, .. })
-            if transforms.iter().any(|t| matches!(t, Transform::PadHeads { .. })));
-        let key = (name.to_string(), if buffer.per_layer { self.layer } else { 0 });
+            if transforms.iter().any(|t| !matches!(t, Transform::Transpose)));
+        let key = (
+            format!("{:?}/{name}", self.plan.phase),
+            if buffer.per_layer { self.layer } else { 0 },
+        );
         if copies {
             if let Some(w) = self.model.padded.get(&key) {
                 return Ok(w.clone());
@@ -392,13 +395,14 @@ impl<'m> Pass<'_, 'm> {
                 self.put(out, y);
             }
             Launch::LmHeadGemv { w, x, out, spec, part } => {
-                if *part != 0 {
-                    // One call of the kernel computes every partition.
-                    return Ok(());
-                }
                 let xv = self.get(x)?.clone();
-                let y = self.with_weight(w, |wb| kernels::lm_head_gemv(d, spec, wb, &xv))?.map_err(err)?;
-                self.put(out, y);
+                let mut logits = self.bufs.remove(out.as_str()).unwrap_or_default();
+                logits.resize(spec.vocab, 0);
+                let result = self.with_weight(w, |wb| {
+                    kernels::lm_head_partition(d, spec, *part, wb, &xv, &mut logits)
+                });
+                self.put(out, logits);
+                result?.map_err(err)?;
             }
         }
         Ok(())

@@ -270,13 +270,16 @@ fn run_reduced(ctx: &ValidationContext<'_, '_>, launch: &Launch) -> Result<Reduc
             outcome(out, format!("{rows}x{}", spec.cols), reference)
         }
         Launch::FlashAttention { spec, .. } => attention_check(d, spec, seed),
-        Launch::LmHeadGemv { w, spec, .. } => {
+        Launch::LmHeadGemv { w, spec, part, .. } => {
             let wd = weight(ctx, w)?;
             let k = spec.part.k;
+            let rows = spec.rows(*part);
             let x = draws(seed, "lm-head-x", k, 1.0);
-            let reference = reference_gemv(&wd.bits, k, &bf16::to_f32_vec(&x));
-            let out = kernels::lm_head_gemv(d, spec, &wd.bits, &x);
-            outcome(out, format!("{}x{k}", spec.vocab), reference)
+            let reference = reference_gemv(&wd.bits[..rows.len() * k], k, &bf16::to_f32_vec(&x));
+            let mut logits = vec![0u16; spec.vocab];
+            let out = kernels::lm_head_partition(d, spec, *part, &wd.bits, &x, &mut logits)
+                .map(|()| logits[rows.clone()].to_vec());
+            outcome(out, format!("{}x{k} (rows {}..{})", spec.part.m, rows.start, rows.end), reference)
         }
     }
 }
