@@ -109,3 +109,21 @@ fn sliding_window_runs_within_the_window_only() {
     let err = reference.decode_step(5).unwrap_err();
     insta::assert_snapshot!(err.to_string());
 }
+
+/// F32 and F16 tensors holding bf16-exact values load to the same bits as the
+/// BF16 original (the conversion rounds, it does not reinterpret).
+#[test]
+fn f32_and_f16_checkpoints_convert_to_the_same_bf16_bits() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/malformed");
+    let bf16 = Model::load(&corpus.join("ok-micro"), None).unwrap();
+    let mixed = Model::load(&corpus.join("ok-mixed-dtypes"), None).unwrap();
+    let layer = &mixed.weights.layers[0];
+    assert!(
+        !layer.q_proj.is_mapped() && !layer.k_proj.is_mapped(),
+        "converted, so owned"
+    );
+    for (a, b) in bf16.weights.tensors().iter().zip(mixed.weights.tensors()) {
+        assert_eq!(a.name(), b.name());
+        assert_eq!(a.bits(), b.bits(), "{}", a.name());
+    }
+}

@@ -10,6 +10,7 @@ pub mod bench;
 pub mod calibrate;
 pub mod deploy;
 pub mod evaluate;
+pub mod reference;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -34,6 +35,8 @@ pub enum Command {
     Evaluate(evaluate::Args),
     /// Compare the XDNA 2 cost model with the reference system's measurements (--fit refits it).
     Calibrate(calibrate::Args),
+    /// Run the CPU f32 reference on a model directory; check it against reference.safetensors when present.
+    Reference(reference::Args),
 }
 
 pub fn run(cli: Cli) -> ExitCode {
@@ -42,6 +45,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Deploy(args) => deploy::run(args),
         Command::Evaluate(args) => evaluate::run(args),
         Command::Calibrate(args) => calibrate::run(args),
+        Command::Reference(args) => reference::run(args),
     }
 }
 

@@ -200,10 +200,13 @@ impl Config<'_> {
         }
     }
 
+    /// A missing key points at the object that should hold it, if nested.
     fn missing(&self, field: &str) -> ConfigError {
         ConfigError::Missing {
             field: field.to_string(),
-            at: None,
+            at: field
+                .rsplit_once('.')
+                .and_then(|(parent, _)| self.at(parent)),
         }
     }
 

@@ -20,8 +20,8 @@ pub struct MemoryEstimate {
     pub weights: u64,
     /// f32 keys and values for `context` positions in every layer.
     pub kv_cache: u64,
-    /// Prefill activations for `prefill_rows` rows, per-layer outputs kept for
-    /// the gates, logits rows and the f32 weight panels of the prefill GEMM.
+    /// Prefill activations for `prefill_rows` rows (with the GEMM's transposed
+    /// output), per-layer outputs kept for the gates and the logits rows.
     pub activations: u64,
     pub context: usize,
     pub prefill_rows: usize,
@@ -38,12 +38,8 @@ impl MemoryEstimate {
         );
         let (q, kv) = (arch.q_dim() as u64, arch.kv_dim() as u64);
         let rows = prefill_rows as u64;
-        let per_row = 3 * h + q + 2 * kv + q + 3 * f;
-        let activations = f32_bytes
-            * (rows * per_row
-                + l * rows * h
-                + rows * v
-                + crate::model::oracle::linear::PANEL_ROWS as u64 * h.max(f).max(q));
+        let per_row = 3 * h + q + 2 * kv + q + 4 * f;
+        let activations = f32_bytes * (rows * per_row + l * rows * h + rows * v);
         Self {
             weights: 2 * arch.parameter_count(),
             kv_cache: f32_bytes * l * 2 * kv * context as u64,

@@ -9,6 +9,7 @@
 //!   what would not fit.
 //! - [`oracle`]: the reference forward pass, its building blocks, and the
 //!   comparison with a fixture's `reference.safetensors`.
+//! - [`tokenizer`]: text prompts via `tokenizer.json` (cargo feature `tokenizer`).
 //!
 //! A [`Model`] is the architecture plus its weights:
 //! `Model::load(dir, seed)` reads `dir/config.json` and the weights in `dir`,
@@ -23,6 +24,7 @@ pub mod oracle;
 pub mod random;
 pub mod scope;
 pub mod tensor;
+pub mod tokenizer;
 pub mod weights;
 
 use std::path::Path;
@@ -84,7 +86,8 @@ pub struct Model {
 
 impl Model {
     /// Reads `dir/config.json`, then the weights in `dir`; with no weight files
-    /// there, draws random weights under `seed` (an error without one).
+    /// there, draws random weights under `seed` (an error without one). Either
+    /// way a model whose reference would not fit in memory is refused first.
     pub fn load(dir: &Path, seed: Option<u64>) -> Result<Self, ModelError> {
         let arch = config::load_config(&dir.join("config.json"))?;
         Self::load_with_arch(arch, dir, seed)
@@ -100,6 +103,7 @@ impl Model {
         check_executable(&arch)?;
         match Checkpoint::open(dir)? {
             Some(checkpoint) => {
+                check_fits(default_estimate(&arch), available_memory())?;
                 let weights = Weights::from_checkpoint(&arch, &checkpoint)?;
                 let files = checkpoint.files().iter().map(|f| f.to_string()).collect();
                 Ok(Self {
@@ -119,12 +123,7 @@ impl Model {
     /// when the estimate exceeds the available memory.
     pub fn random(arch: Architecture, seed: u64) -> Result<Self, ModelError> {
         check_executable(&arch)?;
-        let estimate = MemoryEstimate::for_reference(
-            &arch,
-            memory::DEFAULT_CONTEXT,
-            memory::DEFAULT_PREFILL_ROWS,
-        );
-        check_fits(estimate, available_memory())?;
+        check_fits(default_estimate(&arch), available_memory())?;
         let weights = random::random_weights(&arch, seed);
         Ok(Self {
             arch,
@@ -132,6 +131,11 @@ impl Model {
             origin: WeightOrigin::Random { seed },
         })
     }
+}
+
+/// What running the reference on `arch` takes at the default context.
+fn default_estimate(arch: &Architecture) -> MemoryEstimate {
+    MemoryEstimate::for_reference(arch, memory::DEFAULT_CONTEXT, memory::DEFAULT_PREFILL_ROWS)
 }
 
 /// Refuses an estimate above the available memory (when that is known).

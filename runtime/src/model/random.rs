@@ -10,8 +10,6 @@
 
 use std::convert::Infallible;
 
-use rayon::prelude::*;
-
 use super::arch::Architecture;
 use super::tensor::BfTensor;
 use super::weights::{build, TensorRole, TensorSpec, Weights};
@@ -35,34 +33,62 @@ pub fn random_weights(arch: &Architecture, seed: u64) -> Weights {
 }
 
 fn random_tensor(arch: &Architecture, spec: &TensorSpec, seed: u64) -> BfTensor {
-    let len: usize = spec.shape.iter().product();
-    let mut bits = vec![0u16; len];
-    let draw = sampler(arch, spec.role);
-    bits.par_chunks_mut(CHUNK)
-        .enumerate()
-        .for_each(|(chunk, out)| {
+    let law = Law::of(arch, spec.role);
+    BfTensor::generate(
+        spec.name.clone(),
+        spec.shape.clone(),
+        CHUNK,
+        |chunk, out| {
             let mut rng = SplitMix64::for_stream(seed, &format!("{}#{chunk}", spec.name));
-            for b in out {
-                *b = bf16::from_f32(draw(rng.next_normal()));
-            }
-        });
-    BfTensor::owned(spec.name.clone(), spec.shape.clone(), bits)
+            law.fill(&mut rng, out);
+        },
+    )
 }
 
-/// Maps a standard normal draw to a value of the tensor's distribution.
-fn sampler(arch: &Architecture, role: TensorRole) -> impl Fn(f32) -> f32 + Sync {
-    let (scale, exponential, factor) = match role {
-        TensorRole::Embedding => (1.0 / (arch.hidden_size as f32).sqrt(), false, 1.0),
-        TensorRole::Projection(fan_in) => (1.0 / (fan_in as f32).sqrt(), false, 1.0),
-        TensorRole::Norm => (0.25, true, 1.0),
-        TensorRole::FinalNorm => (0.25, true, LOGIT_STD),
-        TensorRole::Bias => (0.5, false, 1.0),
-    };
-    move |z| {
-        if exponential {
-            factor * (scale * z).exp()
-        } else {
-            factor * scale * z
+/// The distribution of one tensor's values, from a standard normal draw z.
+#[derive(Debug, Clone, Copy)]
+enum Law {
+    /// `scale · z`
+    Normal { scale: f32 },
+    /// `factor · exp(scale · z)`: positive, around `factor` (norm weights).
+    LogNormal { scale: f32, factor: f32 },
+}
+
+impl Law {
+    fn of(arch: &Architecture, role: TensorRole) -> Self {
+        match role {
+            TensorRole::Embedding => Law::Normal {
+                scale: 1.0 / (arch.hidden_size as f32).sqrt(),
+            },
+            TensorRole::Projection(fan_in) => Law::Normal {
+                scale: 1.0 / (fan_in as f32).sqrt(),
+            },
+            TensorRole::Norm => Law::LogNormal {
+                scale: 0.25,
+                factor: 1.0,
+            },
+            TensorRole::FinalNorm => Law::LogNormal {
+                scale: 0.25,
+                factor: LOGIT_STD,
+            },
+            TensorRole::Bias => Law::Normal { scale: 0.5 },
+        }
+    }
+
+    /// Separate loops per law: the exponential must not be paid for the
+    /// billions of projection weights.
+    fn fill(self, rng: &mut SplitMix64, out: &mut [u16]) {
+        match self {
+            Law::Normal { scale } => {
+                for b in out {
+                    *b = bf16::from_f32(scale * rng.next_normal());
+                }
+            }
+            Law::LogNormal { scale, factor } => {
+                for b in out {
+                    *b = bf16::from_f32(factor * (scale * rng.next_normal()).exp());
+                }
+            }
         }
     }
 }

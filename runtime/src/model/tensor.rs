@@ -4,7 +4,22 @@
 
 use std::sync::Arc;
 
-use memmap2::Mmap;
+use memmap2::{Mmap, MmapMut};
+
+/// Tensors at least this large (bytes) are generated in huge-page memory.
+const HUGE_PAGE_THRESHOLD: usize = 1 << 20;
+
+/// Zeroed anonymous memory of `bytes`, with transparent huge pages requested
+/// where the OS supports the advice (Linux; elsewhere it is plain memory).
+fn anonymous_buffer(bytes: usize) -> std::io::Result<MmapMut> {
+    let map = MmapMut::map_anon(bytes.max(1))?;
+    #[cfg(target_os = "linux")]
+    {
+        // Advice only: without THP the memory works the same, just slower.
+        let _ = map.advise(memmap2::Advice::HugePage);
+    }
+    Ok(map)
+}
 
 /// Where a tensor's bits live.
 #[derive(Debug, Clone)]
@@ -36,6 +51,39 @@ impl BfTensor {
             shape,
             storage: Storage::Owned(Arc::new(bits)),
         }
+    }
+
+    /// A tensor of `shape` whose bits `fill` writes, one `chunk`-element slice
+    /// at a time (in parallel; `fill` gets the chunk index). Large tensors live
+    /// in anonymous memory with transparent huge pages requested: fewer page
+    /// faults while generating, fewer TLB misses while streaming.
+    pub fn generate(
+        name: impl Into<String>,
+        shape: Vec<usize>,
+        chunk: usize,
+        fill: impl Fn(usize, &mut [u16]) + Sync,
+    ) -> Self {
+        use rayon::prelude::*;
+        let len: usize = shape.iter().product();
+        if 2 * len >= HUGE_PAGE_THRESHOLD && cfg!(target_endian = "little") {
+            if let Ok(mut map) = anonymous_buffer(2 * len) {
+                let ptr = map.as_mut_ptr();
+                // SAFETY: the map is page-aligned, 2·len bytes long, zeroed
+                // (a valid u16 pattern) and exclusively borrowed here.
+                let bits = unsafe { std::slice::from_raw_parts_mut(ptr.cast::<u16>(), len) };
+                bits.par_chunks_mut(chunk)
+                    .enumerate()
+                    .for_each(|(i, c)| fill(i, c));
+                if let Ok(map) = map.make_read_only() {
+                    return Self::mapped(name, shape, Arc::new(map), 0);
+                }
+            }
+        }
+        let mut bits = vec![0u16; len];
+        bits.par_chunks_mut(chunk)
+            .enumerate()
+            .for_each(|(i, c)| fill(i, c));
+        Self::owned(name, shape, bits)
     }
 
     /// A view of `len` little-endian bf16 values at byte `start` of `map`;

@@ -5,9 +5,16 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
+pub mod oracle;
+
 #[derive(Debug, Subcommand)]
-pub enum BenchCommand {}
+pub enum BenchCommand {
+    /// CPU f32 reference: decode tok/s against measured memory bandwidth, prefill GFLOP/s.
+    Oracle(oracle::Args),
+}
 
 pub fn run(cmd: BenchCommand) -> ExitCode {
-    match cmd {}
+    match cmd {
+        BenchCommand::Oracle(args) => oracle::run(args),
+    }
 }

@@ -2,32 +2,39 @@
 //! matrix and x, y in f32.
 //!
 //! One token (decode) is a GEMV: memory-bound, so W streams once as bf16 bits
-//! widened by a shift, rows split over rayon. Several tokens (prefill) convert W
-//! to f32 one panel of rows at a time and hand it to `matrixmultiply`'s sgemm,
-//! which beats any loop written here once a panel is reused by many rows.
+//! widened by a shift, rows split over rayon. Several tokens (prefill) go to
+//! the blocked bf16 GEMM in `gemm.rs`. `matmul_sgemm` is the alternative it was
+//! measured against (`matrixmultiply`'s sgemm on f32 panels of W), kept so
+//! `skillc bench oracle` can show the comparison on the machine at hand.
 
 use rayon::prelude::*;
 
 use crate::bf16;
 use crate::model::tensor::BfTensor;
 
-/// Weight rows converted to f32 per sgemm call in prefill.
-pub const PANEL_ROWS: usize = 256;
+/// Weight rows converted to f32 per sgemm call.
+const PANEL_ROWS: usize = 256;
 /// Output rows per rayon task in a GEMV.
 const GEMV_ROWS_PER_TASK: usize = 32;
 /// Independent accumulators of the dot product: enough to hide add latency.
 const LANES: usize = 32;
 
 /// `y[t, o] = Σ_i x[t, i] · w[o, i]` for `t` rows of `x` (row-major
-/// `[t, in]`); `y` is `[t, out]`.
+/// `[t, in]`); `y` is `[t, out]`. One row is a GEMV, several the blocked bf16
+/// GEMM.
 pub fn matmul(x: &[f32], t: usize, w: &BfTensor, y: &mut [f32]) {
+    if t == 1 {
+        gemv(w, x, y);
+    } else {
+        super::gemm::gemm_bf16(x, t, w, y);
+    }
+}
+
+/// The same product through `matrixmultiply`'s sgemm on f32 panels of W.
+pub fn matmul_sgemm(x: &[f32], t: usize, w: &BfTensor, y: &mut [f32]) {
     let (out, inner) = (w.rows(), w.cols());
     assert_eq!(x.len(), t * inner, "{}: input is not [t, in]", w.name());
     assert_eq!(y.len(), t * out, "{}: output is not [t, out]", w.name());
-    if t == 1 {
-        gemv(w, x, y);
-        return;
-    }
     let mut panel = vec![0.0f32; PANEL_ROWS.min(out) * inner];
     for start in (0..out).step_by(PANEL_ROWS) {
         let rows = PANEL_ROWS.min(out - start);
@@ -196,10 +203,13 @@ mod tests {
         let mut rng = SplitMix64::new(2);
         for t in [1, 3] {
             let x: Vec<f32> = (0..t * inner).map(|_| rng.next_normal()).collect();
-            let mut y = vec![0.0f32; t * out];
-            matmul(&x, t, &w, &mut y);
-            for (got, want) in y.iter().zip(naive(&x, t, &w)) {
-                assert!((*got as f64 - want).abs() < 1e-4, "t={t}: {got} vs {want}");
+            let want = naive(&x, t, &w);
+            for kernel in [matmul, matmul_sgemm] {
+                let mut y = vec![0.0f32; t * out];
+                kernel(&x, t, &w, &mut y);
+                for (got, want) in y.iter().zip(&want) {
+                    assert!((*got as f64 - want).abs() < 1e-4, "t={t}: {got} vs {want}");
+                }
             }
         }
     }

@@ -60,6 +60,25 @@ def tensors(rng):
     return out
 
 
+def bf16_values(raw):
+    return [struct.unpack("<f", b"\0\0" + raw[i:i + 2])[0] for i in range(0, len(raw), 2)]
+
+
+def widened(entries):
+    """q_proj as F32 and k_proj as F16, every value unchanged."""
+    out = dict(entries)
+    name = "model.layers.0.self_attn.q_proj.weight"
+    _, shape, raw = entries[name]
+    out[name] = ("F32", shape, b"".join(struct.pack("<f", v) for v in bf16_values(raw)))
+    name = "model.layers.0.self_attn.k_proj.weight"
+    _, shape, raw = entries[name]
+    values = bf16_values(raw)
+    half = b"".join(struct.pack("<e", v) for v in values)
+    assert [struct.unpack("<e", half[i:i + 2])[0] for i in range(0, len(half), 2)] == values
+    out[name] = ("F16", shape, half)
+    return out
+
+
 def serialize(entries, header_patch=None, pad=True):
     """entries: name -> (dtype, shape, bytes). header_patch edits the header dict."""
     header, offset, data = {"__metadata__": {"format": "pt"}}, 0, b""
@@ -104,6 +123,9 @@ def main():
 
     # The control: must load.
     case("ok-micro", files={"model.safetensors": ok})
+    # The same values stored as F32 and F16 (exact for these values): must
+    # load to the very same bf16 bits.
+    case("ok-mixed-dtypes", files={"model.safetensors": serialize(widened(good))})
 
     # Configs.
     case("config-moe", with_config(model_type="qwen2_moe", num_experts=60, num_experts_per_tok=4))

@@ -1,0 +1,414 @@
+//! `skillc bench oracle`: host speed of the CPU f32 reference on a full-size
+//! model with seeded random weights (Llama-3.2-1B by default), beside the
+//! machine's streaming-read bandwidth measured in the same run. Decode is
+//! memory-bound (every bf16 weight is read once per token), so its roofline is
+//! that bandwidth; the target is at least half of it.
+//!
+//! Run with `cargo run --release -- bench oracle`.
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+use skillc_runtime::model::arch::Architecture;
+use skillc_runtime::model::config::load_config;
+use skillc_runtime::model::memory::human_bytes;
+use skillc_runtime::model::oracle::{linear, LogitRows, Reference};
+use skillc_runtime::model::tensor::BfTensor;
+use skillc_runtime::model::Model;
+
+use crate::cli::EXIT_USAGE;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Model config (file or directory); random weights are drawn for it.
+    #[arg(long, default_value = "../shared/models/llama-3.2-1b")]
+    pub config: PathBuf,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Decode steps timed (after a short prompt).
+    #[arg(long, default_value_t = 16)]
+    pub decode_tokens: usize,
+    /// Prompt length of the timed prefill.
+    #[arg(long, default_value_t = 128)]
+    pub prefill_tokens: usize,
+    /// Size of the buffer the bandwidth probe streams through, in MiB.
+    #[arg(long, default_value_t = 1024)]
+    pub stream_mib: usize,
+}
+
+/// Decode at or above this fraction of the measured bandwidth meets the target.
+const TARGET_FRACTION: f64 = 0.5;
+/// Prompt length before the timed decode steps.
+const DECODE_PROMPT: usize = 8;
+
+pub fn run(args: Args) -> ExitCode {
+    match measure(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+fn measure(args: &Args) -> Result<(), String> {
+    let arch = load_config(&args.config).map_err(|e| format!("{}: {e}", args.config.display()))?;
+    let load_at_start = load_average();
+    let generation = Instant::now();
+    let model = Model::random(arch, args.seed).map_err(|e| e.to_string())?;
+    let generation = generation.elapsed();
+    let probe = StreamProbe::new(args.stream_mib << 20);
+    let warm_up: Vec<f64> = (0..5).map(|_| probe.pass()).collect();
+    let decode = time_decode(&model, args.decode_tokens, &probe)?;
+    let prefill = time_prefill(&model, args.prefill_tokens)?;
+    let kernels = time_kernels(&model, args.prefill_tokens);
+    let timings = Timings {
+        generation,
+        warm_up,
+        decode,
+        prefill,
+        load_at_start,
+    };
+    print_table(args, &model, &timings);
+    print_kernels(&model, args.prefill_tokens, &kernels);
+    Ok(())
+}
+
+/// A buffer much larger than the caches, allocated like the random weights
+/// (a generated bf16 tensor: huge pages requested), read as a parallel stream
+/// of u16 sums with sixteen lanes: the machine's achievable read bandwidth
+/// with the decode GEMV's access pattern and almost none of its arithmetic.
+struct StreamProbe {
+    buffer: BfTensor,
+}
+
+impl StreamProbe {
+    fn new(bytes: usize) -> Self {
+        let buffer = BfTensor::generate("stream", vec![bytes / 2], 1 << 16, |_, c| c.fill(1));
+        Self { buffer }
+    }
+
+    /// One timed pass; bytes per second.
+    fn pass(&self) -> f64 {
+        const LANES: usize = 16;
+        let start = Instant::now();
+        let sum: u32 = self
+            .buffer
+            .bits()
+            .par_chunks(1 << 16)
+            .map(|chunk| {
+                let mut acc = [0u32; LANES];
+                for lanes in chunk.chunks_exact(LANES) {
+                    for (a, &v) in acc.iter_mut().zip(lanes) {
+                        *a = a.wrapping_add(v as u32);
+                    }
+                }
+                acc.iter().fold(0u32, |s, &a| s.wrapping_add(a))
+            })
+            .reduce(|| 0, u32::wrapping_add);
+        black_box(sum);
+        (2 * self.buffer.len()) as f64 / start.elapsed().as_secs_f64()
+    }
+}
+
+/// Decode steps, each right after a stream pass, so a step and its roofline
+/// see the same competition from other processes.
+struct DecodeTiming {
+    /// Seconds per step, in step order.
+    steps: Vec<f64>,
+    /// Stream bandwidth (bytes/s) measured just before each step.
+    stream: Vec<f64>,
+    /// Bytes read per step: weights plus the KV cache at the mean position.
+    bytes_per_token: f64,
+}
+
+impl DecodeTiming {
+    fn median_step(&self) -> f64 {
+        median(&self.steps)
+    }
+
+    fn best_step(&self) -> f64 {
+        self.steps.iter().copied().fold(f64::MAX, f64::min)
+    }
+
+    /// Median over steps of (step bandwidth / stream bandwidth just before).
+    fn median_paired_fraction(&self) -> f64 {
+        let fractions: Vec<f64> = self
+            .steps
+            .iter()
+            .zip(&self.stream)
+            .map(|(step, stream)| self.bytes_per_token / step / stream)
+            .collect();
+        median(&fractions)
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
+}
+
+fn time_decode(model: &Model, steps: usize, probe: &StreamProbe) -> Result<DecodeTiming, String> {
+    let steps = steps.max(1);
+    let mut reference = Reference::new(model).map_err(|e| e.to_string())?;
+    let prompt: Vec<u32> = (0..DECODE_PROMPT as u32).map(|i| 1 + i * 7).collect();
+    let mut logits = reference
+        .prefill(&prompt, LogitRows::Last)
+        .map_err(|e| e.to_string())?
+        .logits
+        .data;
+    let mut times = Vec::with_capacity(steps);
+    let mut stream = Vec::with_capacity(steps);
+    for _ in 0..steps {
+        let next = skillc_runtime::model::oracle::blocks::argmax(&logits) as u32;
+        stream.push(probe.pass());
+        let start = Instant::now();
+        logits = reference.decode_step(next).map_err(|e| e.to_string())?;
+        times.push(start.elapsed().as_secs_f64());
+    }
+    let arch = &model.arch;
+    let mean_position = DECODE_PROMPT as f64 + steps as f64 / 2.0;
+    let kv_bytes = 4.0 * 2.0 * (arch.num_layers * arch.kv_dim()) as f64 * mean_position;
+    Ok(DecodeTiming {
+        steps: times,
+        stream,
+        bytes_per_token: model.weights.bytes() as f64 + kv_bytes,
+    })
+}
+
+/// Floating-point operations of a prefill of `t` tokens with logits for the
+/// last row only (what the reference computes): projections, attention
+/// scores and weighted sums over the causal triangle, the LM head.
+fn prefill_flops(arch: &Architecture, t: usize) -> f64 {
+    let (h, f, q, kv) = (
+        arch.hidden_size as f64,
+        arch.intermediate_size as f64,
+        arch.q_dim() as f64,
+        arch.kv_dim() as f64,
+    );
+    let t = t as f64;
+    let projections = 2.0 * t * (h * q + 2.0 * h * kv + q * h + 3.0 * h * f);
+    let attended_pairs = t * (t + 1.0) / 2.0;
+    let attention = 2.0 * 2.0 * attended_pairs * q;
+    let head = 2.0 * h * arch.vocab_size as f64;
+    arch.num_layers as f64 * (projections + attention) + head
+}
+
+fn time_prefill(model: &Model, t: usize) -> Result<Duration, String> {
+    let prompt: Vec<u32> = (0..t as u32)
+        .map(|i| (i * 131 + 5) % model.arch.vocab_size as u32)
+        .collect();
+    let mut reference = Reference::new(model).map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    reference
+        .prefill(&prompt, LogitRows::Last)
+        .map_err(|e| e.to_string())?;
+    Ok(start.elapsed())
+}
+
+/// One prefill kernel timed on the layer-0 gate projection.
+struct KernelTiming {
+    name: &'static str,
+    /// Best wall-clock seconds of one call.
+    best: f64,
+    /// Process CPU seconds per call (all threads, spinning included), where
+    /// the OS reports it: the cost independent of competing processes.
+    cpu_per_call: Option<f64>,
+}
+
+type Kernel = fn(&[f32], usize, &BfTensor, &mut [f32]);
+
+/// The blocked bf16 GEMM the reference uses against `matrixmultiply`'s sgemm
+/// on f32 panels, at `t` rows, calls alternating so both see the same load.
+fn time_kernels(model: &Model, t: usize) -> Vec<KernelTiming> {
+    const CALLS: usize = 6;
+    let w = &model.weights.layers[0].gate_proj;
+    let x: Vec<f32> = (0..t * w.cols())
+        .map(|i| ((i % 97) as f32 - 48.0) / 97.0)
+        .collect();
+    let mut y = vec![0.0f32; t * w.rows()];
+    let kernels: [(&'static str, Kernel); 2] = [
+        ("blocked bf16 GEMM (used)", linear::matmul),
+        ("sgemm on f32 panels", linear::matmul_sgemm),
+    ];
+    let mut best = [f64::MAX; 2];
+    let mut cpu = [Some(0.0f64); 2];
+    for _ in 0..CALLS {
+        for (i, (_, kernel)) in kernels.iter().enumerate() {
+            let cpu_start = process_cpu_seconds();
+            let start = Instant::now();
+            kernel(&x, t, w, &mut y);
+            best[i] = best[i].min(start.elapsed().as_secs_f64());
+            cpu[i] = match (cpu[i], cpu_start, process_cpu_seconds()) {
+                (Some(total), Some(a), Some(b)) => Some(total + (b - a)),
+                _ => None,
+            };
+        }
+    }
+    kernels
+        .iter()
+        .zip(best.iter().zip(cpu))
+        .map(|((name, _), (&best, cpu))| KernelTiming {
+            name,
+            best,
+            cpu_per_call: cpu.map(|c| c / CALLS as f64),
+        })
+        .collect()
+}
+
+/// User + system CPU seconds of this process (Linux `/proc/self/stat`,
+/// clock ticks of 1/100 s).
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are the
+    // 14th and 15th fields of the whole line.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<f64>().ok();
+    Some((ticks(11)? + ticks(12)?) / 100.0)
+}
+
+fn print_kernels(model: &Model, t: usize, kernels: &[KernelTiming]) {
+    let w = &model.weights.layers[0].gate_proj;
+    let flops = 2.0 * (t * w.rows() * w.cols()) as f64;
+    for k in kernels {
+        let per_cpu = k
+            .cpu_per_call
+            .filter(|&c| c > 0.0)
+            .map_or("n/a".to_string(), |c| format!("{:.1}", flops / c / 1e9));
+        println!(
+            "{:<38} {:.1} GFLOP/s best call, {per_cpu} GFLOP per CPU-second ({} x {:?})",
+            format!("  kernel: {}", k.name),
+            flops / k.best / 1e9,
+            t,
+            w.shape(),
+        );
+    }
+}
+
+/// Everything one run measured.
+struct Timings {
+    generation: Duration,
+    /// Stream passes before decoding (bytes/s).
+    warm_up: Vec<f64>,
+    decode: DecodeTiming,
+    prefill: Duration,
+    load_at_start: Option<String>,
+}
+
+fn print_table(args: &Args, model: &Model, timings: &Timings) {
+    let arch = &model.arch;
+    let decode = &timings.decode;
+    let gb = |bytes: f64| bytes / 1e9;
+    let all_stream: Vec<f64> = timings
+        .warm_up
+        .iter()
+        .chain(&decode.stream)
+        .copied()
+        .collect();
+    let best_stream = all_stream.iter().copied().fold(0.0, f64::max);
+    let median_step = decode.median_step();
+    let paired = decode.median_paired_fraction();
+    let flops = prefill_flops(arch, args.prefill_tokens);
+    let prefill = timings.prefill.as_secs_f64();
+    println!(
+        "oracle benchmark: {} ({} params, random bf16 weights, seed {}), {} threads, cpu: {}",
+        args.config.display(),
+        arch.parameter_count(),
+        args.seed,
+        rayon::current_num_threads(),
+        cpu_features()
+    );
+    if let Some(load) = &timings.load_at_start {
+        println!(
+            "load average at start {load} (other processes on this machine compete for cores and memory)"
+        );
+    }
+    println!("{:<38} value", "metric");
+    println!(
+        "{:<38} {:.2} s ({})",
+        "random weight generation",
+        timings.generation.as_secs_f64(),
+        human_bytes(model.weights.bytes())
+    );
+    println!(
+        "{:<38} {:.1} GB/s median, {:.1} GB/s best ({} passes over {} MiB)",
+        "stream read bandwidth (measured)",
+        gb(median(&all_stream)),
+        gb(best_stream),
+        all_stream.len(),
+        args.stream_mib
+    );
+    println!(
+        "{:<38} {:.2} tok/s (median of {} steps, {:.1} ms/token; best step {:.1} ms)",
+        "decode",
+        1.0 / median_step,
+        decode.steps.len(),
+        median_step * 1e3,
+        decode.best_step() * 1e3
+    );
+    println!(
+        "{:<38} {:.3} GB (weights + KV cache)",
+        "bytes read per decode step",
+        gb(decode.bytes_per_token)
+    );
+    println!(
+        "{:<38} {:.1} GB/s median, {:.1} GB/s best step",
+        "decode achieved bandwidth",
+        gb(decode.bytes_per_token / median_step),
+        gb(decode.bytes_per_token / decode.best_step())
+    );
+    println!(
+        "{:<38} {:.0} % (median over steps of step / stream pass just before; target >= {:.0} %: {})",
+        "decode / measured bandwidth",
+        100.0 * paired,
+        100.0 * TARGET_FRACTION,
+        if paired >= TARGET_FRACTION { "met" } else { "NOT met" }
+    );
+    println!(
+        "{:<38} {:.0} % (best step / best stream pass)",
+        "",
+        100.0 * decode.bytes_per_token / decode.best_step() / best_stream
+    );
+    println!(
+        "{:<38} {:.2} s, {:.1} GFLOP/s ({:.1} GFLOP, last-row logits)",
+        format!("prefill {} tokens", args.prefill_tokens),
+        prefill,
+        flops / prefill / 1e9,
+        flops / 1e9
+    );
+}
+
+/// The 1-minute load average, where the OS reports it.
+fn load_average() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next().map(str::to_string)
+}
+
+fn cpu_features() -> String {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut found = Vec::new();
+        if std::arch::is_x86_feature_detected!("avx2") {
+            found.push("avx2");
+        }
+        if std::arch::is_x86_feature_detected!("fma") {
+            found.push("fma");
+        }
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            found.push("avx512f");
+        }
+        if found.is_empty() {
+            return "baseline x86-64".into();
+        }
+        found.join("+")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        std::env::consts::ARCH.to_string()
+    }
+}

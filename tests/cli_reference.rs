@@ -1,0 +1,105 @@
+//! `skillc reference` end to end: PASS (exit 0) on a fixture, FAIL (exit 1)
+//! when the tolerance is tighter than float32 noise, and a config error
+//! rendered with file:line:col, the source line and a caret.
+
+use std::process::Command;
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+const MALFORMED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/runtime/tests/data/malformed");
+
+fn skillc(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_skillc"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn fixture_passes_through_the_newer_config_layout() {
+    let dir = format!("{FIXTURES}/qwen25-tiny");
+    let config = format!("{dir}/config.transformers5.json");
+    let (code, out, err) = skillc(&["reference", "--model", &dir, "--config", &config]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("greedy tokens                             16 16/16 equal"),
+        "{out}"
+    );
+    assert!(out.contains("\nPASS: worst ratio"), "{out}");
+}
+
+#[test]
+fn a_tolerance_below_float_noise_fails() {
+    let dir = format!("{FIXTURES}/smollm2-tiny");
+    let (code, out, _) = skillc(&["reference", "--model", &dir, "--tolerance", "1e-9"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("\nFAIL: worst ratio"), "{out}");
+}
+
+#[test]
+fn random_weights_from_a_config_alone() {
+    let dir = format!("{MALFORMED}/weights-none");
+    let (code, out, err) = skillc(&[
+        "reference",
+        "--model",
+        &dir,
+        "--seed",
+        "5",
+        "--prompt-ids",
+        "1,2,3",
+        "--max-new-tokens",
+        "4",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("weights: random bf16 weights, seed 5"),
+        "{out}"
+    );
+    assert!(out.contains("greedy (4 tokens): "), "{out}");
+    let (code, _, err) = skillc(&["reference", "--model", &dir, "--prompt-ids", "1"]);
+    assert_eq!(code, 2, "no weights and no seed is a usage error: {err}");
+}
+
+#[test]
+fn config_errors_point_at_the_field() {
+    let (code, _, err) = skillc(&[
+        "reference",
+        "--model",
+        "runtime/tests/data/malformed/config-heads-not-dividing",
+    ]);
+    assert_eq!(code, 1);
+    insta::assert_snapshot!(err);
+}
+
+/// A text prompt through `tokenizer.json` (only with the `tokenizer` feature:
+/// `cargo test --features tokenizer --test cli_reference`).
+#[cfg(feature = "tokenizer")]
+#[test]
+fn text_prompt_through_tokenizer_json() {
+    let dir = std::env::temp_dir().join(format!("skillc-cli-tokenizer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for file in ["config.json", "model.safetensors"] {
+        std::fs::copy(format!("{MALFORMED}/ok-micro/{file}"), dir.join(file)).unwrap();
+    }
+    let tokenizer = r#"{
+      "version": "1.0", "truncation": null, "padding": null, "added_tokens": [],
+      "normalizer": null, "pre_tokenizer": {"type": "Whitespace"},
+      "post_processor": null, "decoder": null,
+      "model": {"type": "WordLevel", "unk_token": "unk",
+                "vocab": {"unk": 0, "hello": 1, "world": 2, "a": 3, "b": 4, "c": 5, "d": 6,
+                          "e": 7, "f": 8, "g": 9, "h": 10, "i": 11, "j": 12, "k": 13,
+                          "l": 14, "m": 15}}
+    }"#;
+    std::fs::write(dir.join("tokenizer.json"), tokenizer).unwrap();
+    let model = dir.to_string_lossy().into_owned();
+    let (code, out, err) = skillc(&["reference", "--model", &model, "--prompt", "hello world"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("prompt (2 tokens): 1,2"), "{out}");
+    assert!(out.contains("text: "), "{out}");
+}
