@@ -3,18 +3,24 @@
 //! error per point, the fitted and held-out summaries, and the published
 //! speed-ups next to the modeled ones. `--fit` regenerates the committed plan
 //! files, refits the parameters on the fit points and rewrites
-//! `runtime/data/xdna2/fitted.json`.
+//! `runtime/data/xdna2/fitted.json`. `--trace FILE` writes the modeled
+//! Chrome-trace timeline of one of the nine models (prefill, then decode
+//! tokens) and `--roofline` prints its per-kernel roofline.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use skillc_runtime::xdna2::builder::plan_for;
 use skillc_runtime::xdna2::calibration::{
     data_dir, default_models_dir, load_model, ratio_checks, stale_plan_files, write_plan_files,
     DataSet, PointSet, Prepared, Report, REFERENCE_MODEL,
 };
-use skillc_runtime::xdna2::cost::Params;
+use skillc_runtime::xdna2::cost::{time_plan, Params};
 use skillc_runtime::xdna2::device::Device;
 use skillc_runtime::xdna2::fit::{fit, fitted_file, FittedFile};
+use skillc_runtime::xdna2::plan::{Phase, PlanOptions};
+use skillc_runtime::xdna2::roofline::roofline;
+use skillc_runtime::xdna2::trace::chrome_trace;
 
 use super::{EXIT_FAILED, EXIT_USAGE};
 
@@ -29,12 +35,26 @@ pub struct Args {
     /// Directory holding the models' config.json files (shared/models).
     #[arg(long, value_name = "DIR")]
     pub models: Option<PathBuf>,
+    /// Model whose reference plans --trace and --roofline show.
+    #[arg(long, value_name = "NAME", default_value = REFERENCE_MODEL)]
+    pub model: String,
+    /// Write the modeled Chrome-trace / Perfetto timeline (prefill at 2048, then 3 decode tokens).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Print the modeled roofline of the model's prefill and decode.
+    #[arg(long)]
+    pub roofline: bool,
 }
 
 pub fn run(args: Args) -> ExitCode {
     let data = args.data.unwrap_or_else(data_dir);
     let models = args.models.unwrap_or_else(default_models_dir);
-    match calibrate(&data, &models, args.fit) {
+    let show = Show {
+        model: args.model,
+        trace: args.trace,
+        roofline: args.roofline,
+    };
+    match calibrate(&data, &models, args.fit, &show) {
         Ok(code) => code,
         Err(message) => {
             eprintln!("error: {message}");
@@ -43,8 +63,16 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-fn calibrate(data: &Path, models: &Path, refit: bool) -> Result<ExitCode, String> {
-    let device_text = std::fs::read_to_string(data.join("npu2.json")).map_err(|e| format!("{}: {e}", data.join("npu2.json").display()))?;
+/// What to show beyond the calibration report.
+struct Show {
+    model: String,
+    trace: Option<PathBuf>,
+    roofline: bool,
+}
+
+fn calibrate(data: &Path, models: &Path, refit: bool, show: &Show) -> Result<ExitCode, String> {
+    let device_text = std::fs::read_to_string(data.join("npu2.json"))
+        .map_err(|e| format!("{}: {e}", data.join("npu2.json").display()))?;
     let device = Device::from_json(&device_text).map_err(|e| e.to_string())?;
     let arch = load_model(models, REFERENCE_MODEL).map_err(|e| e.to_string())?;
     let fitted_path = data.join("fitted.json");
@@ -59,19 +87,25 @@ fn calibrate(data: &Path, models: &Path, refit: bool) -> Result<ExitCode, String
         let outcome = fit(&prepared, &device);
         let report = prepared.report(&device, &outcome.params);
         let file = fitted_file(&prepared, &outcome, &report);
-        std::fs::write(&fitted_path, file.to_json()).map_err(|e| format!("{}: {e}", fitted_path.display()))?;
+        std::fs::write(&fitted_path, file.to_json())
+            .map_err(|e| format!("{}: {e}", fitted_path.display()))?;
         println!(
             "fit: {} evaluations, objective {:.4}; wrote runtime/data/xdna2/fitted.json",
             outcome.evaluations, outcome.objective
         );
         outcome.params
     } else {
-        let stale = stale_plan_files(&prepared.data, data, &arch, &device).map_err(|e| e.to_string())?;
+        let stale =
+            stale_plan_files(&prepared.data, data, &arch, &device).map_err(|e| e.to_string())?;
         if !stale.is_empty() {
-            eprintln!("error: plan files differ from the builder: {}; run `skillc calibrate --fit`", stale.join(", "));
+            eprintln!(
+                "error: plan files differ from the builder: {}; run `skillc calibrate --fit`",
+                stale.join(", ")
+            );
             return Ok(ExitCode::from(EXIT_FAILED));
         }
-        let text = std::fs::read_to_string(&fitted_path).map_err(|e| format!("{}: {e}", fitted_path.display()))?;
+        let text = std::fs::read_to_string(&fitted_path)
+            .map_err(|e| format!("{}: {e}", fitted_path.display()))?;
         let file = FittedFile::parse(&text).map_err(|e| e.to_string())?;
         if file.dataset_sha256 != prepared.dataset_sha256 {
             eprintln!("error: fitted.json was fitted on another data set (sha256 {} vs {}); run `skillc calibrate --fit`", file.dataset_sha256, prepared.dataset_sha256);
@@ -82,7 +116,84 @@ fn calibrate(data: &Path, models: &Path, refit: bool) -> Result<ExitCode, String
     let report = prepared.report(&device, &params);
     print_report(&prepared, &report);
     print_ratios(data, &device, &params)?;
+    let note = FittedFile {
+        fit: report.fit.clone(),
+        held_out: report.held_out.clone(),
+        ..FittedFile::parse(&std::fs::read_to_string(&fitted_path).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?
+    }
+    .note();
+    if show.trace.is_some() || show.roofline {
+        show_model(models, &device, &params, &prepared, show, &note)?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+fn show_model(
+    models: &Path,
+    device: &Device,
+    params: &Params,
+    prepared: &Prepared,
+    show: &Show,
+    note: &str,
+) -> Result<(), String> {
+    let arch = load_model(models, &show.model).map_err(|e| e.to_string())?;
+    let plan = |phase, seq| {
+        plan_for(
+            &show.model,
+            &arch,
+            device,
+            phase,
+            seq,
+            &PlanOptions::reference(),
+        )
+        .map_err(|e| e.to_string())
+    };
+    let prefill = time_plan(
+        &plan(Phase::Prefill, prepared.data.prefill_seq_len)?,
+        device,
+        params,
+    );
+    let decode = time_plan(
+        &plan(Phase::Decode, prepared.data.decode_context)?,
+        device,
+        params,
+    );
+    println!();
+    println!(
+        "{}: TTFT {:.3} s at seq {}, decode {:.1} ms/token at context {} ({note})",
+        show.model,
+        prefill.total_s,
+        prefill.seq_len,
+        decode.total_s * 1e3,
+        decode.seq_len
+    );
+    if let Some(path) = &show.trace {
+        let runs = [
+            ("prefill", &prefill),
+            ("decode 1", &decode),
+            ("decode 2", &decode),
+            ("decode 3", &decode),
+        ];
+        let mut text =
+            serde_json::to_string(&chrome_trace(&runs, note)).map_err(|e| e.to_string())?;
+        text.push('\n');
+        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        println!(
+            "wrote {} (modeled timeline; open in ui.perfetto.dev or chrome://tracing)",
+            path.display()
+        );
+    }
+    if show.roofline {
+        println!();
+        print!(
+            "{}",
+            roofline(&prefill, params, &format!("prefill, {note}"))
+        );
+        println!();
+        print!("{}", roofline(&decode, params, &format!("decode, {note}")));
+    }
+    Ok(())
 }
 
 fn print_report(prepared: &Prepared, report: &Report) {
@@ -96,7 +207,10 @@ fn print_report(prepared: &Prepared, report: &Report) {
                 PointSet::HeldOut => "held-out points (whole-model figures predicted from the reference plan structure, never fitted):",
             }
         );
-        println!("  {:<40} {:>4} {:>14} {:>14} {:>8}", "point", "§", "measured", "modeled", "error");
+        println!(
+            "  {:<40} {:>4} {:>14} {:>14} {:>8}",
+            "point", "§", "measured", "modeled", "error"
+        );
         for (result, point) in report.results.iter().zip(&prepared.points) {
             if result.set != set {
                 continue;

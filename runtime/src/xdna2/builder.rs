@@ -71,7 +71,14 @@ pub fn apply(
     optimization: Optimization,
 ) -> Result<Plan, PlanError> {
     let options = plan.options.with(optimization);
-    plan_for(&plan.model, arch, device, plan.phase, plan.seq_len, &options)
+    plan_for(
+        &plan.model,
+        arch,
+        device,
+        plan.phase,
+        plan.seq_len,
+        &options,
+    )
 }
 
 /// The plan of `phase` for `arch` at `seq_len` (prefill rows, or the decode
@@ -176,7 +183,11 @@ impl<'a> Builder<'a> {
         seq: usize,
         options: &'a PlanOptions,
     ) -> Self {
-        let heads = if options.pad_heads { padded_heads(arch) } else { arch.num_heads };
+        let heads = if options.pad_heads {
+            padded_heads(arch)
+        } else {
+            arch.num_heads
+        };
         let dims = Dims {
             hidden: arch.hidden_size,
             ffn: arch.intermediate_size,
@@ -246,7 +257,14 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn tensor(&mut self, name: &str, class: BufferClass, tensor: String, elements: usize, transforms: Vec<Transform>) -> String {
+    fn tensor(
+        &mut self,
+        name: &str,
+        class: BufferClass,
+        tensor: String,
+        elements: usize,
+        transforms: Vec<Transform>,
+    ) -> String {
         let per_layer = tensor.contains("{layer}");
         self.buffers.insert(
             name.to_string(),
@@ -287,11 +305,29 @@ impl<'a> Builder<'a> {
             transforms.push(Transform::Transpose);
         }
         let class = self.weight_class();
-        self.tensor(name, class, format!("model.layers.{{layer}}.{module}.weight"), out * inp, transforms)
+        self.tensor(
+            name,
+            class,
+            format!("model.layers.{{layer}}.{module}.weight"),
+            out * inp,
+            transforms,
+        )
     }
 
-    fn layer_vector(&mut self, name: &str, tensor: &str, elements: usize, class: BufferClass) -> String {
-        self.tensor(name, class, format!("model.layers.{{layer}}.{tensor}"), elements, Vec::new())
+    fn layer_vector(
+        &mut self,
+        name: &str,
+        tensor: &str,
+        elements: usize,
+        class: BufferClass,
+    ) -> String {
+        self.tensor(
+            name,
+            class,
+            format!("model.layers.{{layer}}.{tensor}"),
+            elements,
+            Vec::new(),
+        )
     }
 
     fn lut(&mut self) -> String {
@@ -303,7 +339,10 @@ impl<'a> Builder<'a> {
                 class: self.weight_class(),
                 dtype: Dtype::Bf16,
                 elements: positions * hd,
-                source: Some(WeightSource::RopeLut { positions, head_dim: hd }),
+                source: Some(WeightSource::RopeLut {
+                    positions,
+                    head_dim: hd,
+                }),
                 per_layer: false,
             },
         );
@@ -319,8 +358,17 @@ impl<'a> Builder<'a> {
     }
 
     fn norm(&self, rows: usize, cols: usize, weighted: bool) -> NormSpec {
-        let herd = if rows % self.device.columns == 0 { Herd::ROW } else { Herd::SINGLE };
-        NormSpec { rows, cols, herd, weighted }
+        let herd = if rows % self.device.columns == 0 {
+            Herd::ROW
+        } else {
+            Herd::SINGLE
+        };
+        NormSpec {
+            rows,
+            cols,
+            herd,
+            weighted,
+        }
     }
 
     fn eltwise(&self, n: usize) -> EltwiseSpec {
@@ -334,12 +382,29 @@ impl<'a> Builder<'a> {
         } else {
             Herd::SINGLE
         };
-        RopeSpec { rows, heads, head_dim: self.dims.head_dim, herd }
+        RopeSpec {
+            rows,
+            heads,
+            head_dim: self.dims.head_dim,
+            herd,
+        }
     }
 
     fn gemm(&self, a: &str, b: &str, out: &str, k: usize, n: usize) -> Launch {
-        let spec = GemmSpec::select(self.device, self.seq, k, n, self.options.precision, Dtype::Bf16);
-        Launch::Gemm { a: a.into(), b: b.into(), out: out.into(), spec }
+        let spec = GemmSpec::select(
+            self.device,
+            self.seq,
+            k,
+            n,
+            self.options.precision,
+            Dtype::Bf16,
+        );
+        Launch::Gemm {
+            a: a.into(),
+            b: b.into(),
+            out: out.into(),
+            spec,
+        }
     }
 
     fn gemv_spec(&self, m: usize, k: usize, herd: Herd) -> GemvSpec {
@@ -374,11 +439,20 @@ impl<'a> Builder<'a> {
         let (qd, kvd) = (d.q_dim(), d.kv_dim());
         let x = self.act("x", rows * d.hidden);
         let xn = self.act("xn", rows * d.hidden);
-        let ln1 = self.layer_vector("ln1", "input_layernorm.weight", d.hidden, self.weight_class());
+        let ln1 = self.layer_vector(
+            "ln1",
+            "input_layernorm.weight",
+            d.hidden,
+            self.weight_class(),
+        );
         let wq = self.projection("wq", "self_attn.q_proj", qd, d.hidden);
         let wk = self.projection("wk", "self_attn.k_proj", kvd, d.hidden);
         let wv = self.projection("wv", "self_attn.v_proj", kvd, d.hidden);
-        let (q, k, v) = (self.act("q", rows * qd), self.act("k", rows * kvd), self.act("v", rows * kvd));
+        let (q, k, v) = (
+            self.act("q", rows * qd),
+            self.act("k", rows * kvd),
+            self.act("v", rows * kvd),
+        );
         let lut = self.lut();
         let mut launches = vec![Launch::Rmsnorm {
             x: x.clone(),
@@ -427,7 +501,14 @@ impl<'a> Builder<'a> {
             Phase::Decode => "rms_gemv_rope",
         };
         let outputs = vec![qr.clone(), kr.clone(), v.clone()];
-        (Group { name, launches, outputs }, [qr, kr, v])
+        (
+            Group {
+                name,
+                launches,
+                outputs,
+            },
+            [qr, kr, v],
+        )
     }
 
     /// Qwen2.5's q/k/v bias, added on the host after RoPE.
@@ -437,7 +518,11 @@ impl<'a> Builder<'a> {
         }
         let d = self.dims;
         let rows = self.rows();
-        let parts = [("bq", "q_proj", d.heads, true), ("bk", "k_proj", d.kv_heads, true), ("bv", "v_proj", d.kv_heads, false)];
+        let parts = [
+            ("bq", "q_proj", d.heads, true),
+            ("bk", "k_proj", d.kv_heads, true),
+            ("bv", "v_proj", d.kv_heads, false),
+        ];
         for ((name, module, heads, rotate), x) in parts.into_iter().zip(qkv) {
             let mut transforms = Vec::new();
             if name == "bq" && d.padded() {
@@ -449,7 +534,13 @@ impl<'a> Builder<'a> {
                     head_dim: d.head_dim,
                 });
             }
-            let bias = self.tensor(name, BufferClass::Host, format!("model.layers.{{layer}}.self_attn.{module}.bias"), heads * d.head_dim, transforms);
+            let bias = self.tensor(
+                name,
+                BufferClass::Host,
+                format!("model.layers.{{layer}}.self_attn.{module}.bias"),
+                heads * d.head_dim,
+                transforms,
+            );
             self.host(HostOp::BiasAdd {
                 x: x.clone(),
                 bias,
@@ -464,19 +555,37 @@ impl<'a> Builder<'a> {
     fn prefill(&mut self) {
         let d = self.dims;
         let s = self.seq;
-        let embed = self.tensor("embed", BufferClass::Host, "model.embed_tokens.weight".into(), d.vocab * d.hidden, Vec::new());
+        let embed = self.tensor(
+            "embed",
+            BufferClass::Host,
+            "model.embed_tokens.weight".into(),
+            d.vocab * d.hidden,
+            Vec::new(),
+        );
         self.act("x", s * d.hidden);
-        self.prologue.push(Step::Host(HostOp::Embed { table: embed, out: "x".into(), rows: s, hidden: d.hidden }));
+        self.prologue.push(Step::Host(HostOp::Embed {
+            table: embed,
+            out: "x".into(),
+            rows: s,
+            hidden: d.hidden,
+        }));
 
         let (front, [qr, kr, v]) = self.attention_front();
         self.emit(front);
         self.bias_after_rope(&[qr.clone(), kr.clone(), v.clone()]);
-        self.host(HostOp::KvStore { k: kr.clone(), v: v.clone(), rows: s, kv_width: d.kv_dim() });
+        self.host(HostOp::KvStore {
+            k: kr.clone(),
+            v: v.clone(),
+            rows: s,
+            kv_width: d.kv_dim(),
+        });
         let attn = self.act("attn", s * d.q_dim());
         self.attention_call(&qr, &kr, &v, &attn);
         let o_ffn = self.o_ffn_prefill(&attn);
         self.emit(o_ffn);
-        self.host(HostOp::Scheduling { what: "prefill layer loop".into() });
+        self.host(HostOp::Scheduling {
+            what: "prefill layer loop".into(),
+        });
         self.lm_head_prefill();
     }
 
@@ -489,7 +598,12 @@ impl<'a> Builder<'a> {
         if spec.tile.dk_chunks == 1 {
             spec.layout = self.options.layout;
         }
-        let mut names = [q.to_string(), k.to_string(), v.to_string(), attn.to_string()];
+        let mut names = [
+            q.to_string(),
+            k.to_string(),
+            v.to_string(),
+            attn.to_string(),
+        ];
         if spec.layout == QkvLayout::HeadFirst {
             let heads = [d.heads, d.kv_heads, d.kv_heads, d.heads];
             for i in 0..4 {
@@ -511,7 +625,13 @@ impl<'a> Builder<'a> {
         let [q, k, v, out] = names;
         let group = Group {
             name: "flash_attn",
-            launches: vec![Launch::FlashAttention { q, k, v, out: out.clone(), spec }],
+            launches: vec![Launch::FlashAttention {
+                q,
+                k,
+                v,
+                out: out.clone(),
+                spec,
+            }],
             outputs: vec![out.clone()],
         };
         self.emit(group);
@@ -545,27 +665,67 @@ impl<'a> Builder<'a> {
             self.projection("wu", "mlp.up_proj", d.ffn, d.hidden),
             self.projection("wd", "mlp.down_proj", d.hidden, d.ffn),
         );
-        let ln2 = self.layer_vector("ln2", "post_attention_layernorm.weight", d.hidden, self.weight_class());
+        let ln2 = self.layer_vector(
+            "ln2",
+            "post_attention_layernorm.weight",
+            d.hidden,
+            self.weight_class(),
+        );
         let [o, h1, hn, down] = ["o", "h1", "hn", "down"].map(|n| self.act(n, s * d.hidden));
         let [gate, up, act] = ["gate", "up", "act"].map(|n| self.act(n, s * d.ffn));
         let launches = vec![
             self.gemm(attn, &wo, &o, d.q_dim(), d.hidden),
-            Launch::EltwiseAdd { a: "x".into(), b: o, out: h1.clone(), spec: self.eltwise(s * d.hidden) },
-            Launch::Rmsnorm { x: h1.clone(), weight: Some(ln2), out: hn.clone(), eps: d.eps, spec: self.norm(s, d.hidden, true) },
+            Launch::EltwiseAdd {
+                a: "x".into(),
+                b: o,
+                out: h1.clone(),
+                spec: self.eltwise(s * d.hidden),
+            },
+            Launch::Rmsnorm {
+                x: h1.clone(),
+                weight: Some(ln2),
+                out: hn.clone(),
+                eps: d.eps,
+                spec: self.norm(s, d.hidden, true),
+            },
             self.gemm(&hn, &wg, &gate, d.hidden, d.ffn),
             self.gemm(&hn, &wu, &up, d.hidden, d.ffn),
-            Launch::SiluMul { gate, up, out: act.clone(), spec: self.eltwise(s * d.ffn) },
+            Launch::SiluMul {
+                gate,
+                up,
+                out: act.clone(),
+                spec: self.eltwise(s * d.ffn),
+            },
             self.gemm(&act, &wd, &down, d.ffn, d.hidden),
-            Launch::EltwiseAdd { a: h1, b: down, out: "x".into(), spec: self.eltwise(s * d.hidden) },
+            Launch::EltwiseAdd {
+                a: h1,
+                b: down,
+                out: "x".into(),
+                spec: self.eltwise(s * d.hidden),
+            },
         ];
-        Group { name: "o_ffn", launches, outputs: vec!["x".into()] }
+        Group {
+            name: "o_ffn",
+            launches,
+            outputs: vec!["x".into()],
+        }
     }
 
     fn lm_head_prefill(&mut self) {
         let d = self.dims;
         let s = self.seq;
-        let class = if self.options.last_token_lm_head { BufferClass::Host } else { self.weight_class() };
-        let final_norm = self.tensor("final_norm", class, "model.norm.weight".into(), d.hidden, Vec::new());
+        let class = if self.options.last_token_lm_head {
+            BufferClass::Host
+        } else {
+            self.weight_class()
+        };
+        let final_norm = self.tensor(
+            "final_norm",
+            class,
+            "model.norm.weight".into(),
+            d.hidden,
+            Vec::new(),
+        );
         if self.options.last_token_lm_head {
             let xf = self.act("xf", d.hidden);
             self.epilogue.push(Step::Host(HostOp::RmsNorm {
@@ -582,7 +742,13 @@ impl<'a> Builder<'a> {
         let xf = self.act("xf_all", s * d.hidden);
         let norm = Group {
             name: "final_norm",
-            launches: vec![Launch::Rmsnorm { x: "x".into(), weight: Some(final_norm), out: xf.clone(), eps: d.eps, spec: self.norm(s, d.hidden, true) }],
+            launches: vec![Launch::Rmsnorm {
+                x: "x".into(),
+                weight: Some(final_norm),
+                out: xf.clone(),
+                eps: d.eps,
+                spec: self.norm(s, d.hidden, true),
+            }],
             outputs: vec![xf.clone()],
         };
         let parts = self.options.lm_head_parts.max(1);
@@ -593,13 +759,30 @@ impl<'a> Builder<'a> {
         for p in 0..parts {
             let start = (p * part_n).min(d.vocab);
             let rows = ((p + 1) * part_n).min(d.vocab) - start;
-            let transforms = vec![Transform::Rows { start, rows, padded_rows: part_n }, Transform::Transpose];
-            let w = self.tensor(&format!("lm_head.{p}"), self.weight_class(), tensor.clone(), part_n * d.hidden, transforms);
+            let transforms = vec![
+                Transform::Rows {
+                    start,
+                    rows,
+                    padded_rows: part_n,
+                },
+                Transform::Transpose,
+            ];
+            let w = self.tensor(
+                &format!("lm_head.{p}"),
+                self.weight_class(),
+                tensor.clone(),
+                part_n * d.hidden,
+                transforms,
+            );
             let out = self.act(&format!("logits.{p}"), s * part_n);
             launches.push(self.gemm(&xf, &w, &out, d.hidden, part_n));
             outputs.push(out);
         }
-        let head = Group { name: "lm_head_gemm", launches, outputs };
+        let head = Group {
+            name: "lm_head_gemm",
+            launches,
+            outputs,
+        };
         self.emit_into(norm, Part::Epilogue);
         self.emit_into(head, Part::Epilogue);
     }
@@ -611,46 +794,120 @@ impl<'a> Builder<'a> {
         let tensor = self.output_projection_tensor();
         let logits = self.act("logits", d.vocab);
         if !self.options.npu_lm_head {
-            let w = self.tensor("lm_head", BufferClass::Host, tensor, d.vocab * d.hidden, Vec::new());
-            self.epilogue.push(Step::Host(HostOp::Matvec { w, x: x.into(), out: logits, m: d.vocab, k: d.hidden }));
+            let w = self.tensor(
+                "lm_head",
+                BufferClass::Host,
+                tensor,
+                d.vocab * d.hidden,
+                Vec::new(),
+            );
+            self.epilogue.push(Step::Host(HostOp::Matvec {
+                w,
+                x: x.into(),
+                out: logits,
+                m: d.vocab,
+                k: d.hidden,
+            }));
             return;
         }
-        let mut spec = LmHeadSpec::select(self.device, d.vocab, d.hidden, self.options.lm_head_parts.max(1));
+        let mut spec = LmHeadSpec::select(
+            self.device,
+            d.vocab,
+            d.hidden,
+            self.options.lm_head_parts.max(1),
+        );
         spec.part.omit_pingpong = self.options.omit_pingpong && self.phase == Phase::Decode;
         let class = self.weight_class();
         let launches: Vec<Launch> = (0..spec.parts)
             .map(|part| {
                 let rows = spec.rows(part);
-                let transforms = vec![Transform::Rows { start: rows.start, rows: rows.len(), padded_rows: spec.part.m }];
-                let w = self.tensor(&format!("lm_head.{part}"), class, tensor.clone(), spec.part.m * d.hidden, transforms);
-                Launch::LmHeadGemv { w, x: x.into(), out: logits.clone(), spec, part }
+                let transforms = vec![Transform::Rows {
+                    start: rows.start,
+                    rows: rows.len(),
+                    padded_rows: spec.part.m,
+                }];
+                let w = self.tensor(
+                    &format!("lm_head.{part}"),
+                    class,
+                    tensor.clone(),
+                    spec.part.m * d.hidden,
+                    transforms,
+                );
+                Launch::LmHeadGemv {
+                    w,
+                    x: x.into(),
+                    out: logits.clone(),
+                    spec,
+                    part,
+                }
             })
             .collect();
         // More partitions than one call may hold run as several calls.
         for chunk in launches.chunks(self.device.limits.launches_per_call_max.max(1)) {
-            let group = Group { name: "lm_head_gemv", launches: chunk.to_vec(), outputs: vec![logits.clone()] };
+            let group = Group {
+                name: "lm_head_gemv",
+                launches: chunk.to_vec(),
+                outputs: vec![logits.clone()],
+            };
             self.emit_into(group, Part::Epilogue);
         }
     }
 
     fn decode(&mut self) {
         let d = self.dims;
-        let embed = self.tensor("embed", BufferClass::Host, "model.embed_tokens.weight".into(), d.vocab * d.hidden, Vec::new());
+        let embed = self.tensor(
+            "embed",
+            BufferClass::Host,
+            "model.embed_tokens.weight".into(),
+            d.vocab * d.hidden,
+            Vec::new(),
+        );
         self.act("x", d.hidden);
-        self.prologue.push(Step::Host(HostOp::Embed { table: embed, out: "x".into(), rows: 1, hidden: d.hidden }));
+        self.prologue.push(Step::Host(HostOp::Embed {
+            table: embed,
+            out: "x".into(),
+            rows: 1,
+            hidden: d.hidden,
+        }));
 
         let (front, [qr, kr, v]) = self.attention_front();
         self.emit(front);
         self.bias_after_rope(&[qr.clone(), kr.clone(), v.clone()]);
-        self.host(HostOp::KvStore { k: kr, v, rows: 1, kv_width: d.kv_dim() });
+        self.host(HostOp::KvStore {
+            k: kr,
+            v,
+            rows: 1,
+            kv_width: d.kv_dim(),
+        });
         let attn = self.act("attn", d.q_dim());
-        self.host(HostOp::DecodeAttention { q: qr, out: attn.clone(), heads: d.heads, kv_heads: d.kv_heads, head_dim: d.head_dim });
+        self.host(HostOp::DecodeAttention {
+            q: qr,
+            out: attn.clone(),
+            heads: d.heads,
+            kv_heads: d.kv_heads,
+            head_dim: d.head_dim,
+        });
         self.o_ffn_decode(&attn);
-        self.host(HostOp::Scheduling { what: "decode layer loop".into() });
+        self.host(HostOp::Scheduling {
+            what: "decode layer loop".into(),
+        });
 
-        let final_norm = self.tensor("final_norm", BufferClass::Host, "model.norm.weight".into(), d.hidden, Vec::new());
+        let final_norm = self.tensor(
+            "final_norm",
+            BufferClass::Host,
+            "model.norm.weight".into(),
+            d.hidden,
+            Vec::new(),
+        );
         let xf = self.act("xf", d.hidden);
-        self.epilogue.push(Step::Host(HostOp::RmsNorm { x: "x".into(), weight: final_norm, out: xf.clone(), cols: d.hidden, eps: d.eps, last_row: false }));
+        self.epilogue.push(Step::Host(HostOp::RmsNorm {
+            x: "x".into(),
+            weight: final_norm,
+            out: xf.clone(),
+            cols: d.hidden,
+            eps: d.eps,
+            last_row: false,
+        }));
         self.lm_head_gemv(&xf);
     }
 
@@ -672,7 +929,12 @@ impl<'a> Builder<'a> {
             self.projection("wu", "mlp.up_proj", d.ffn, d.hidden),
             self.projection("wd", "mlp.down_proj", d.hidden, d.ffn),
         );
-        let ln2 = self.layer_vector("ln2", "post_attention_layernorm.weight", d.hidden, self.weight_class());
+        let ln2 = self.layer_vector(
+            "ln2",
+            "post_attention_layernorm.weight",
+            d.hidden,
+            self.weight_class(),
+        );
         let [o, h1, hn, down] = ["o", "h1", "hn", "down"].map(|n| self.act(n, d.hidden));
         let [gate, up, act] = ["gate", "up", "act"].map(|n| self.act(n, d.ffn));
         if self.options.cascade_ffn && self.cascade_legal() {
@@ -681,41 +943,135 @@ impl<'a> Builder<'a> {
             swiglu.omit_pingpong = self.options.omit_pingpong;
             let launches = vec![
                 self.gemv(&wo, attn, &h1, Some("x"), herd),
-                Launch::GemvSwiglu { x: h1.clone(), norm: ln2, gate: wg, up: wu, out: act.clone(), eps: d.eps, spec: swiglu },
+                Launch::GemvSwiglu {
+                    x: h1.clone(),
+                    norm: ln2,
+                    gate: wg,
+                    up: wu,
+                    out: act.clone(),
+                    eps: d.eps,
+                    spec: swiglu,
+                },
                 self.gemv(&wd, &act, "x", Some(&h1), herd),
             ];
-            self.emit(Group { name: "o_gemv_ffn", launches, outputs: vec!["x".into()] });
+            self.emit(Group {
+                name: "o_gemv_ffn",
+                launches,
+                outputs: vec!["x".into()],
+            });
             return;
         }
-        if self.options.cascade_ffn {
+        let placeable = [
+            (&wo, attn, &o),
+            (&wg, &hn, &gate),
+            (&wu, &hn, &up),
+            (&wd, &act, &down),
+        ]
+        .iter()
+        .all(|(w, x, out)| {
+            self.gemv(w, x, out, None, Herd::ROW)
+                .check(self.device)
+                .is_empty()
+        });
+        if self.options.cascade_ffn || !placeable {
             // The cascade does not fit these dims: standalone GEMV calls with
             // the glue on the host (lessons 18–19).
             if let Some(b) = self.buffers.get_mut("ln2") {
                 b.class = BufferClass::Host;
             }
-            self.emit(Group { name: "o_gemv", launches: vec![self.gemv(&wo, attn, &o, None, Herd::ROW)], outputs: vec![o.clone()] });
-            self.host(HostOp::Add { a: "x".into(), b: o, out: h1.clone(), n: d.hidden });
-            self.host(HostOp::RmsNorm { x: h1.clone(), weight: ln2, out: hn.clone(), cols: d.hidden, eps: d.eps, last_row: false });
-            for (name, w, out) in [("gate_gemv", &wg, &gate), ("up_gemv", &wu, &up)] {
-                let launch = self.gemv(w, &hn, out, None, Herd::ROW);
-                self.emit(Group { name, launches: vec![launch], outputs: vec![out.clone()] });
-            }
-            self.host(HostOp::SiluMul { gate, up, out: act.clone(), n: d.ffn });
-            self.emit(Group { name: "down_gemv", launches: vec![self.gemv(&wd, &act, &down, None, Herd::ROW)], outputs: vec![down.clone()] });
-            self.host(HostOp::Add { a: h1, b: down, out: "x".into(), n: d.hidden });
+            self.projection_call("o_gemv", &wo, attn, &o);
+            self.host(HostOp::Add {
+                a: "x".into(),
+                b: o,
+                out: h1.clone(),
+                n: d.hidden,
+            });
+            self.host(HostOp::RmsNorm {
+                x: h1.clone(),
+                weight: ln2,
+                out: hn.clone(),
+                cols: d.hidden,
+                eps: d.eps,
+                last_row: false,
+            });
+            self.projection_call("gate_gemv", &wg, &hn, &gate);
+            self.projection_call("up_gemv", &wu, &hn, &up);
+            self.host(HostOp::SiluMul {
+                gate,
+                up,
+                out: act.clone(),
+                n: d.ffn,
+            });
+            self.projection_call("down_gemv", &wd, &act, &down);
+            self.host(HostOp::Add {
+                a: h1,
+                b: down,
+                out: "x".into(),
+                n: d.hidden,
+            });
             return;
         }
         let launches = vec![
             self.gemv(&wo, attn, &o, None, Herd::ROW),
-            Launch::EltwiseAdd { a: "x".into(), b: o, out: h1.clone(), spec: self.eltwise(d.hidden) },
-            Launch::Rmsnorm { x: h1.clone(), weight: Some(ln2), out: hn.clone(), eps: d.eps, spec: self.norm(1, d.hidden, true) },
+            Launch::EltwiseAdd {
+                a: "x".into(),
+                b: o,
+                out: h1.clone(),
+                spec: self.eltwise(d.hidden),
+            },
+            Launch::Rmsnorm {
+                x: h1.clone(),
+                weight: Some(ln2),
+                out: hn.clone(),
+                eps: d.eps,
+                spec: self.norm(1, d.hidden, true),
+            },
             self.gemv(&wg, &hn, &gate, None, Herd::ROW),
             self.gemv(&wu, &hn, &up, None, Herd::ROW),
-            Launch::SiluMul { gate, up, out: act.clone(), spec: self.eltwise(d.ffn) },
+            Launch::SiluMul {
+                gate,
+                up,
+                out: act.clone(),
+                spec: self.eltwise(d.ffn),
+            },
             self.gemv(&wd, &act, &down, None, Herd::ROW),
-            Launch::EltwiseAdd { a: h1, b: down, out: "x".into(), spec: self.eltwise(d.hidden) },
+            Launch::EltwiseAdd {
+                a: h1,
+                b: down,
+                out: "x".into(),
+                spec: self.eltwise(d.hidden),
+            },
         ];
-        self.emit(Group { name: "o_gemv_ffn", launches, outputs: vec!["x".into()] });
+        self.emit(Group {
+            name: "o_gemv_ffn",
+            launches,
+            outputs: vec!["x".into()],
+        });
+    }
+
+    /// One decode projection as its own GEMV call, or on the CPU when the
+    /// GEMV kernel cannot place it (e.g. K not a multiple of 64).
+    fn projection_call(&mut self, name: &'static str, w: &str, x: &str, out: &str) {
+        let launch = self.gemv(w, x, out, None, Herd::ROW);
+        if launch.check(self.device).is_empty() {
+            self.emit(Group {
+                name,
+                launches: vec![launch],
+                outputs: vec![out.to_string()],
+            });
+            return;
+        }
+        let (m, k) = (self.buffers[out].elements, self.buffers[x].elements);
+        if let Some(b) = self.buffers.get_mut(w) {
+            b.class = BufferClass::Host;
+        }
+        self.host(HostOp::Matvec {
+            w: w.into(),
+            x: x.into(),
+            out: out.into(),
+            m,
+            k,
+        });
     }
 
     fn emit(&mut self, group: Group) {
@@ -729,7 +1085,8 @@ impl<'a> Builder<'a> {
         } else {
             (0..group.launches.len())
                 .map(|i| {
-                    let name = format!("{}.{}.{}", group.name, i, group.launches[i].kernel().name());
+                    let name =
+                        format!("{}.{}.{}", group.name, i, group.launches[i].kernel().name());
                     self.call(&group, i..i + 1, name)
                 })
                 .collect()
@@ -763,7 +1120,12 @@ impl<'a> Builder<'a> {
             .map(|name| {
                 let buffer = &self.buffers[name];
                 if buffer.class != BufferClass::Activation {
-                    return Binding { buffer: name.into(), role: Role::Weight, write: buffer.class == BufferClass::Weight, read: false };
+                    return Binding {
+                        buffer: name.into(),
+                        role: Role::Weight,
+                        write: buffer.class == BufferClass::Weight,
+                        read: false,
+                    };
                 }
                 let first_read = inside.iter().position(|l| l.inputs().contains(&name));
                 let first_write = inside.iter().position(|l| l.output() == name);
@@ -773,18 +1135,39 @@ impl<'a> Builder<'a> {
                     _ => false,
                 };
                 let group_output = group.outputs.iter().any(|g| g == name);
-                let needed_later = first_write.is_some() && (group_output || read_after.contains(name));
-                let read = first_write.is_some() && (group_output || (read_after.contains(name) && !o.shared_intermediates));
+                let needed_later =
+                    first_write.is_some() && (group_output || read_after.contains(name));
+                let read = first_write.is_some()
+                    && (group_output || (read_after.contains(name) && !o.shared_intermediates));
                 if is_input {
                     let resident = written_before.contains(name) && o.shared_intermediates;
-                    Binding { buffer: name.into(), role: Role::Input, write: !resident, read }
+                    Binding {
+                        buffer: name.into(),
+                        role: Role::Input,
+                        write: !resident,
+                        read,
+                    }
                 } else {
-                    let role = if needed_later { Role::Output } else { Role::Scratch };
-                    Binding { buffer: name.into(), role, write: !o.mark_intermediates, read }
+                    let role = if needed_later {
+                        Role::Output
+                    } else {
+                        Role::Scratch
+                    };
+                    Binding {
+                        buffer: name.into(),
+                        role,
+                        write: !o.mark_intermediates,
+                        read,
+                    }
                 }
             })
             .collect();
-        Call { name, group: group.name.to_string(), launches: inside.to_vec(), bindings }
+        Call {
+            name,
+            group: group.name.to_string(),
+            launches: inside.to_vec(),
+            bindings,
+        }
     }
 }
 

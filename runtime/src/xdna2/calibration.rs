@@ -174,10 +174,13 @@ pub enum CalibrationError {
 
 impl KernelSubject {
     fn dims<const N: usize>(&self, id: &str) -> Result<[usize; N], CalibrationError> {
-        self.shape.clone().try_into().map_err(|_| CalibrationError::Point {
-            id: id.to_string(),
-            message: format!("{} needs a shape of {N} dimensions", self.kernel.name()),
-        })
+        self.shape
+            .clone()
+            .try_into()
+            .map_err(|_| CalibrationError::Point {
+                id: id.to_string(),
+                message: format!("{} needs a shape of {N} dimensions", self.kernel.name()),
+            })
     }
 
     /// The standalone launch the registry timed.
@@ -193,48 +196,111 @@ impl KernelSubject {
                 let [m, k, n] = self.dims(id)?;
                 let mut spec = GemmSpec::select(device, m, k, n, Precision::Bf16, Dtype::Bf16);
                 spec.herd = self.herd.unwrap_or(spec.herd);
-                if let Some([tm, kl2, kl1, tn]) = self.tile.as_deref().and_then(|t| <[usize; 4]>::try_from(t).ok()) {
-                    spec.tile = super::kernels::GemmTile { tile_m: tm, tile_k_l2: kl2, tile_k_l1: kl1, tile_n: tn, epilogue: spec.tile.epilogue };
+                if let Some([tm, kl2, kl1, tn]) = self
+                    .tile
+                    .as_deref()
+                    .and_then(|t| <[usize; 4]>::try_from(t).ok())
+                {
+                    spec.tile = super::kernels::GemmTile {
+                        tile_m: tm,
+                        tile_k_l2: kl2,
+                        tile_k_l1: kl1,
+                        tile_n: tn,
+                        epilogue: spec.tile.epilogue,
+                    };
                 }
                 spec.tile.epilogue = self.epilogue.unwrap_or(spec.tile.epilogue);
-                Launch::Gemm { a: names("a"), b: names("b"), out: names("c"), spec }
+                Launch::Gemm {
+                    a: names("a"),
+                    b: names("b"),
+                    out: names("c"),
+                    spec,
+                }
             }
             Kernel::Gemv => {
                 let [m, k] = self.dims(id)?;
                 let mut spec = GemvSpec::select(device, m, k, herd);
-                if let Some([tile_m, m_input]) = self.tile.as_deref().and_then(|t| <[usize; 2]>::try_from(t).ok()) {
+                if let Some([tile_m, m_input]) = self
+                    .tile
+                    .as_deref()
+                    .and_then(|t| <[usize; 2]>::try_from(t).ok())
+                {
                     spec.tile.tile_m = tile_m;
                     spec.tile.m_input = m_input;
                 }
                 spec.tile.k_split = self.k_split.unwrap_or(spec.tile.k_split);
-                Launch::Gemv { w: names("w"), x: names("x"), out: names("y"), residual: None, spec }
+                Launch::Gemv {
+                    w: names("w"),
+                    x: names("x"),
+                    out: names("y"),
+                    residual: None,
+                    spec,
+                }
             }
             Kernel::FlashAttention => {
                 let [lq, lk] = self.dims(id)?;
                 let heads = self.heads.ok_or_else(|| missing("heads"))?;
                 let kv = self.kv_heads.ok_or_else(|| missing("kv_heads"))?;
                 let hd = self.head_dim.ok_or_else(|| missing("head_dim"))?;
-                let spec = FlashAttentionSpec::select(lq, lk, heads, kv, hd, self.causal.unwrap_or(true));
-                Launch::FlashAttention { q: names("q"), k: names("k"), v: names("v"), out: names("o"), spec }
+                let spec =
+                    FlashAttentionSpec::select(lq, lk, heads, kv, hd, self.causal.unwrap_or(true));
+                Launch::FlashAttention {
+                    q: names("q"),
+                    k: names("k"),
+                    v: names("v"),
+                    out: names("o"),
+                    spec,
+                }
             }
             Kernel::Rmsnorm => {
                 let [rows, cols] = self.dims(id)?;
-                let spec = NormSpec { rows, cols, herd, weighted: true };
-                Launch::Rmsnorm { x: names("x"), weight: Some(names("w")), out: names("y"), eps: 1e-5, spec }
+                let spec = NormSpec {
+                    rows,
+                    cols,
+                    herd,
+                    weighted: true,
+                };
+                Launch::Rmsnorm {
+                    x: names("x"),
+                    weight: Some(names("w")),
+                    out: names("y"),
+                    eps: 1e-5,
+                    spec,
+                }
             }
             Kernel::EltwiseAdd | Kernel::SiluMul => {
                 let [n] = self.dims(id)?;
                 let spec = EltwiseSpec::select(device, n, herd);
                 if self.kernel == Kernel::EltwiseAdd {
-                    Launch::EltwiseAdd { a: names("a"), b: names("b"), out: names("c"), spec }
+                    Launch::EltwiseAdd {
+                        a: names("a"),
+                        b: names("b"),
+                        out: names("c"),
+                        spec,
+                    }
                 } else {
-                    Launch::SiluMul { gate: names("a"), up: names("b"), out: names("c"), spec }
+                    Launch::SiluMul {
+                        gate: names("a"),
+                        up: names("b"),
+                        out: names("c"),
+                        spec,
+                    }
                 }
             }
             Kernel::Rope => {
                 let [rows, head_dim] = self.dims(id)?;
-                let spec = RopeSpec { rows, heads: 1, head_dim, herd };
-                Launch::Rope { x: names("x"), lut: names("lut"), out: names("y"), spec }
+                let spec = RopeSpec {
+                    rows,
+                    heads: 1,
+                    head_dim,
+                    herd,
+                };
+                Launch::Rope {
+                    x: names("x"),
+                    lut: names("lut"),
+                    out: names("y"),
+                    spec,
+                }
             }
             other => {
                 return Err(CalibrationError::Point {
@@ -247,7 +313,10 @@ impl KernelSubject {
         if violations.is_empty() {
             Ok(launch)
         } else {
-            Err(CalibrationError::Refused { id: id.to_string(), violations })
+            Err(CalibrationError::Refused {
+                id: id.to_string(),
+                violations,
+            })
         }
     }
 }
@@ -256,11 +325,28 @@ impl KernelSubject {
 #[derive(Debug, Clone)]
 enum Probe {
     Launch(Box<Launch>),
-    Call { plan: usize, call: String },
-    Group { plan: usize, group: String },
-    Plan { plan: usize, scope: Scope },
-    Traffic { plan: usize, call: Option<String>, direction: Direction },
-    HostAttention { heads: usize, head_dim: usize, context: usize },
+    Call {
+        plan: usize,
+        call: String,
+    },
+    Group {
+        plan: usize,
+        group: String,
+    },
+    Plan {
+        plan: usize,
+        scope: Scope,
+    },
+    Traffic {
+        plan: usize,
+        call: Option<String>,
+        direction: Direction,
+    },
+    HostAttention {
+        heads: usize,
+        head_dim: usize,
+        context: usize,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -308,7 +394,11 @@ impl DataSet {
 }
 
 impl Prepared {
-    pub fn load(device: &Device, data_dir: &Path, models_dir: &Path) -> Result<Prepared, CalibrationError> {
+    pub fn load(
+        device: &Device,
+        data_dir: &Path,
+        models_dir: &Path,
+    ) -> Result<Prepared, CalibrationError> {
         let (data, text) = DataSet::load(data_dir)?;
         // Hash inputs by their repository-relative names, never absolute paths.
         let mut hashed: BTreeMap<String, String> = BTreeMap::new();
@@ -317,9 +407,21 @@ impl Prepared {
         let mut plans: Vec<(String, Plan)> = Vec::new();
         let mut points = Vec::new();
         for point in &data.points {
-            let probe = Self::probe(point, device, data_dir, models_dir, &data, &mut plans, &mut hashed)?;
+            let probe = Self::probe(
+                point,
+                device,
+                data_dir,
+                models_dir,
+                &data,
+                &mut plans,
+                &mut hashed,
+            )?;
             let measured_s = measured_seconds(point, &probe)?;
-            points.push(PreparedPoint { point: point.clone(), measured_s, probe });
+            points.push(PreparedPoint {
+                point: point.clone(),
+                measured_s,
+                probe,
+            });
         }
         let mut hasher = Sha256::new();
         for (name, content) in &hashed {
@@ -328,7 +430,12 @@ impl Prepared {
             hasher.update(content.as_bytes());
         }
         let dataset_sha256 = format!("{:x}", hasher.finalize());
-        Ok(Prepared { data, points, plans, dataset_sha256 })
+        Ok(Prepared {
+            data,
+            points,
+            plans,
+            dataset_sha256,
+        })
     }
 
     fn probe(
@@ -352,10 +459,23 @@ impl Prepared {
         };
         Ok(match &point.subject {
             Subject::Kernel(k) => Probe::Launch(Box::new(k.launch(&point.id, device)?)),
-            Subject::Call { plan, call } => Probe::Call { plan: plan_file(plan)?, call: call.clone() },
-            Subject::Group { plan, group } => Probe::Group { plan: plan_file(plan)?, group: group.clone() },
-            Subject::Plan { plan, scope } => Probe::Plan { plan: plan_file(plan)?, scope: *scope },
-            Subject::Traffic { plan, call, direction } => Probe::Traffic {
+            Subject::Call { plan, call } => Probe::Call {
+                plan: plan_file(plan)?,
+                call: call.clone(),
+            },
+            Subject::Group { plan, group } => Probe::Group {
+                plan: plan_file(plan)?,
+                group: group.clone(),
+            },
+            Subject::Plan { plan, scope } => Probe::Plan {
+                plan: plan_file(plan)?,
+                scope: *scope,
+            },
+            Subject::Traffic {
+                plan,
+                call,
+                direction,
+            } => Probe::Traffic {
                 plan: plan_file(plan)?,
                 call: call.clone(),
                 direction: *direction,
@@ -370,12 +490,23 @@ impl Prepared {
                 };
                 let plan = plan_for(model, &arch, device, phase, seq, &PlanOptions::reference())?;
                 if let Err(violations) = plan.check(device) {
-                    return Err(CalibrationError::Refused { id: point.id.clone(), violations });
+                    return Err(CalibrationError::Refused {
+                        id: point.id.clone(),
+                        violations,
+                    });
                 }
                 plans.push((format!("{model} {phase:?} reference"), plan));
-                Probe::Plan { plan: plans.len() - 1, scope: Scope::Total }
+                Probe::Plan {
+                    plan: plans.len() - 1,
+                    scope: Scope::Total,
+                }
             }
-            Subject::HostAttention { heads, head_dim, context, .. } => Probe::HostAttention {
+            Subject::HostAttention {
+                heads,
+                head_dim,
+                context,
+                ..
+            } => Probe::HostAttention {
                 heads: *heads,
                 head_dim: *head_dim,
                 context: *context,
@@ -385,19 +516,37 @@ impl Prepared {
 
     /// Modeled seconds of every point under `params`.
     pub fn evaluate(&self, device: &Device, params: &Params) -> Vec<f64> {
-        let timings: Vec<Timing> = self.plans.iter().map(|(_, p)| time_plan(p, device, params)).collect();
+        let timings: Vec<Timing> = self
+            .plans
+            .iter()
+            .map(|(_, p)| time_plan(p, device, params))
+            .collect();
         self.points
             .iter()
             .map(|p| match &p.probe {
                 Probe::Launch(launch) => time_standalone(launch, device, params),
-                Probe::Call { plan, call } => timings[*plan].call(call).map_or(f64::NAN, |c| c.total_s),
-                Probe::Group { plan, group } => timings[*plan].group_s(group),
-                Probe::Plan { plan, scope: Scope::Layers } => timings[*plan].layers_s(),
-                Probe::Plan { plan, scope: Scope::Total } => timings[*plan].total_s,
-                Probe::Traffic { plan, call, direction } => traffic(&timings[*plan], call.as_deref(), *direction),
-                Probe::HostAttention { heads, head_dim, context } => {
-                    host_attention_time(params, *heads, *head_dim, *context)
+                Probe::Call { plan, call } => {
+                    timings[*plan].call(call).map_or(f64::NAN, |c| c.total_s)
                 }
+                Probe::Group { plan, group } => timings[*plan].group_s(group),
+                Probe::Plan {
+                    plan,
+                    scope: Scope::Layers,
+                } => timings[*plan].layers_s(),
+                Probe::Plan {
+                    plan,
+                    scope: Scope::Total,
+                } => timings[*plan].total_s,
+                Probe::Traffic {
+                    plan,
+                    call,
+                    direction,
+                } => traffic(&timings[*plan], call.as_deref(), *direction),
+                Probe::HostAttention {
+                    heads,
+                    head_dim,
+                    context,
+                } => host_attention_time(params, *heads, *head_dim, *context),
             })
             .collect()
     }
@@ -420,7 +569,11 @@ impl Prepared {
             .collect();
         let fit = Summary::of(&results, PointSet::Fit);
         let held_out = Summary::of(&results, PointSet::HeldOut);
-        Report { results, fit, held_out }
+        Report {
+            results,
+            fit,
+            held_out,
+        }
     }
 }
 
@@ -438,7 +591,10 @@ fn traffic(timing: &Timing, call: Option<&str>, direction: Direction) -> f64 {
 
 fn measured_seconds(point: &Point, probe: &Probe) -> Result<f64, CalibrationError> {
     let v = point.measured.value;
-    let bad = |message: String| CalibrationError::Point { id: point.id.clone(), message };
+    let bad = |message: String| CalibrationError::Point {
+        id: point.id.clone(),
+        message,
+    };
     Ok(match point.measured.unit.as_str() {
         "us" => v * 1e-6,
         "ms" => v * 1e-3,
@@ -483,7 +639,16 @@ impl Summary {
         let mut errors: Vec<(f64, &str)> = results
             .iter()
             .filter(|r| r.set == set)
-            .map(|r| (if r.error.is_finite() { r.error.abs() } else { f64::INFINITY }, r.id.as_str()))
+            .map(|r| {
+                (
+                    if r.error.is_finite() {
+                        r.error.abs()
+                    } else {
+                        f64::INFINITY
+                    },
+                    r.id.as_str(),
+                )
+            })
             .collect();
         errors.sort_by(|a, b| a.0.total_cmp(&b.0));
         let n = errors.len();
@@ -493,7 +658,12 @@ impl Summary {
             _ => (errors[n / 2 - 1].0 + errors[n / 2].0) / 2.0,
         };
         let (worst_error, worst_id) = errors.last().map_or((0.0, ""), |(e, id)| (*e, id));
-        Summary { points: n, median_error, worst_error, worst_id: worst_id.to_string() }
+        Summary {
+            points: n,
+            median_error,
+            worst_error,
+            worst_id: worst_id.to_string(),
+        }
     }
 }
 
@@ -520,12 +690,14 @@ pub struct PlanFile {
 /// The ablation cell's options: A naive, B + weight buffers, C + shared
 /// intermediate buffers, D + merged launches (calibration §8). The decode
 /// cascade is off in every cell (the ablation's o_gemv_ffn has 8 launches);
-/// omit_pingpong is on in every cell, as it was before the ablation.
+/// omit_pingpong and the seq-first layout are on in every cell, as they were
+/// before the ablation (its cells are bit-identical).
 pub fn ablation_options(cell: char) -> PlanOptions {
     let reference = PlanOptions::reference();
     let mut o = PlanOptions {
         cascade_ffn: false,
         omit_pingpong: true,
+        layout: reference.layout,
         ..PlanOptions::naive()
     };
     if cell >= 'b' {
@@ -563,16 +735,61 @@ pub fn iron_baseline_options() -> PlanOptions {
 /// Every committed plan file (Llama-3.2-1B).
 pub fn reference_plans(decode_context: usize, prefill_seq_len: usize) -> Vec<PlanFile> {
     let mut files = Vec::new();
-    let cells = [('a', "A naive"), ('b', "B + weight buffers"), ('c', "C + shared intermediate buffers"), ('d', "D + merged launches")];
-    let prefill_paths = ["plans/llama32_1b-prefill-a.json", "plans/llama32_1b-prefill-b.json", "plans/llama32_1b-prefill-c.json", "plans/llama32_1b-prefill-d.json"];
-    let decode_paths = ["plans/llama32_1b-decode-a.json", "plans/llama32_1b-decode-b.json", "plans/llama32_1b-decode-c.json", "plans/llama32_1b-decode-d.json"];
+    let cells = [
+        ('a', "A naive"),
+        ('b', "B + weight buffers"),
+        ('c', "C + shared intermediate buffers"),
+        ('d', "D + merged launches"),
+    ];
+    let prefill_paths = [
+        "plans/llama32_1b-prefill-a.json",
+        "plans/llama32_1b-prefill-b.json",
+        "plans/llama32_1b-prefill-c.json",
+        "plans/llama32_1b-prefill-d.json",
+    ];
+    let decode_paths = [
+        "plans/llama32_1b-decode-a.json",
+        "plans/llama32_1b-decode-b.json",
+        "plans/llama32_1b-decode-c.json",
+        "plans/llama32_1b-decode-d.json",
+    ];
     for (((cell, doc), prefill), decode) in cells.into_iter().zip(prefill_paths).zip(decode_paths) {
-        files.push(PlanFile { path: prefill, phase: Phase::Prefill, seq_len: prefill_seq_len, options: ablation_options(cell), doc });
-        files.push(PlanFile { path: decode, phase: Phase::Decode, seq_len: decode_context, options: ablation_options(cell), doc });
+        files.push(PlanFile {
+            path: prefill,
+            phase: Phase::Prefill,
+            seq_len: prefill_seq_len,
+            options: ablation_options(cell),
+            doc,
+        });
+        files.push(PlanFile {
+            path: decode,
+            phase: Phase::Decode,
+            seq_len: decode_context,
+            options: ablation_options(cell),
+            doc,
+        });
     }
-    files.push(PlanFile { path: "plans/llama32_1b-decode-reference.json", phase: Phase::Decode, seq_len: decode_context, options: PlanOptions::reference(), doc: "reference decode (cell D + O/FFN cascade)" });
-    files.push(PlanFile { path: "plans/llama32_1b-prefill-iron.json", phase: Phase::Prefill, seq_len: prefill_seq_len, options: iron_baseline_options(), doc: "IRON-like baseline" });
-    files.push(PlanFile { path: "plans/llama32_1b-decode-iron.json", phase: Phase::Decode, seq_len: decode_context, options: iron_baseline_options(), doc: "IRON-like baseline" });
+    files.push(PlanFile {
+        path: "plans/llama32_1b-decode-reference.json",
+        phase: Phase::Decode,
+        seq_len: decode_context,
+        options: PlanOptions::reference(),
+        doc: "reference decode (cell D + O/FFN cascade)",
+    });
+    files.push(PlanFile {
+        path: "plans/llama32_1b-prefill-iron.json",
+        phase: Phase::Prefill,
+        seq_len: prefill_seq_len,
+        options: iron_baseline_options(),
+        doc: "IRON-like baseline",
+    });
+    files.push(PlanFile {
+        path: "plans/llama32_1b-decode-iron.json",
+        phase: Phase::Decode,
+        seq_len: decode_context,
+        options: iron_baseline_options(),
+        doc: "IRON-like baseline",
+    });
     files
 }
 
@@ -580,8 +797,19 @@ pub fn reference_plans(decode_context: usize, prefill_seq_len: usize) -> Vec<Pla
 pub const REFERENCE_MODEL: &str = "llama-3.2-1b";
 
 /// Builds a committed plan file's plan.
-pub fn build_plan_file(file: &PlanFile, arch: &Architecture, device: &Device) -> Result<Plan, PlanError> {
-    plan_for(REFERENCE_MODEL, arch, device, file.phase, file.seq_len, &file.options)
+pub fn build_plan_file(
+    file: &PlanFile,
+    arch: &Architecture,
+    device: &Device,
+) -> Result<Plan, PlanError> {
+    plan_for(
+        REFERENCE_MODEL,
+        arch,
+        device,
+        file.phase,
+        file.seq_len,
+        &file.options,
+    )
 }
 
 /// The committed plan files whose content differs from what the builder
@@ -641,7 +869,11 @@ impl RatioCheck {
 
 /// Ablation A→D and IRON-baseline → reference speed-ups, modeled from the
 /// committed plan files.
-pub fn ratio_checks(data_dir: &Path, device: &Device, params: &Params) -> Result<Vec<RatioCheck>, CalibrationError> {
+pub fn ratio_checks(
+    data_dir: &Path,
+    device: &Device,
+    params: &Params,
+) -> Result<Vec<RatioCheck>, CalibrationError> {
     let time = |name: &str, scope: Scope| -> Result<f64, CalibrationError> {
         let plan = Plan::load(&data_dir.join(name))?;
         let t = time_plan(&plan, device, params);
@@ -655,25 +887,29 @@ pub fn ratio_checks(data_dir: &Path, device: &Device, params: &Params) -> Result
     Ok(vec![
         RatioCheck {
             name: "ablation prefill A/D".into(),
-            modeled: time("plans/llama32_1b-prefill-a.json", Scope::Layers)? / time("plans/llama32_1b-prefill-d.json", Scope::Layers)?,
+            modeled: time("plans/llama32_1b-prefill-a.json", Scope::Layers)?
+                / time("plans/llama32_1b-prefill-d.json", Scope::Layers)?,
             published: 1.56,
             source: ablation.into(),
         },
         RatioCheck {
             name: "ablation decode A/D".into(),
-            modeled: time("plans/llama32_1b-decode-a.json", Scope::Total)? / time("plans/llama32_1b-decode-d.json", Scope::Total)?,
+            modeled: time("plans/llama32_1b-decode-a.json", Scope::Total)?
+                / time("plans/llama32_1b-decode-d.json", Scope::Total)?,
             published: 2.83,
             source: ablation.into(),
         },
         RatioCheck {
             name: "IRON-like baseline / reference, prefill".into(),
-            modeled: time("plans/llama32_1b-prefill-iron.json", Scope::Total)? / time("plans/llama32_1b-prefill-d.json", Scope::Total)?,
+            modeled: time("plans/llama32_1b-prefill-iron.json", Scope::Total)?
+                / time("plans/llama32_1b-prefill-d.json", Scope::Total)?,
             published: 2.744 / 1.27,
             source: iron.into(),
         },
         RatioCheck {
             name: "IRON-like baseline / reference, decode".into(),
-            modeled: time("plans/llama32_1b-decode-iron.json", Scope::Total)? / time("plans/llama32_1b-decode-d.json", Scope::Total)?,
+            modeled: time("plans/llama32_1b-decode-iron.json", Scope::Total)?
+                / time("plans/llama32_1b-decode-d.json", Scope::Total)?,
             published: 370.0 / 92.0,
             source: iron.into(),
         },

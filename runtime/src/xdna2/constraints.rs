@@ -150,8 +150,18 @@ impl<'d> Checker<'d> {
     pub fn channels(&mut self, cols: usize, usage: ChannelUse) {
         let d = self.device;
         let levels = [
-            ("compute tile", "in", usage.compute_in, d.compute_tile.dma_in),
-            ("compute tile", "out", usage.compute_out, d.compute_tile.dma_out),
+            (
+                "compute tile",
+                "in",
+                usage.compute_in,
+                d.compute_tile.dma_in,
+            ),
+            (
+                "compute tile",
+                "out",
+                usage.compute_out,
+                d.compute_tile.dma_out,
+            ),
             ("memory tile", "in", usage.mem_in, d.mem_tile.dma_in),
             ("memory tile", "out", usage.mem_out, d.mem_tile.dma_out),
             ("shim tile", "in", usage.shim_in, d.shim_tile.dma_in),
@@ -185,6 +195,7 @@ pub struct ChannelUse {
 fn breakdown(parts: &[(&str, usize)]) -> String {
     parts
         .iter()
+        .filter(|(_, bytes)| *bytes > 0)
         .map(|(name, bytes)| format!("{name} {bytes}"))
         .collect::<Vec<_>>()
         .join(" + ")

@@ -103,13 +103,13 @@ params! {
     fa_launch_s = 0.3e-3, [1e-6, 5e-3],
         "extra set-up time of a flash-attention launch (cascade configuration)";
     rmsnorm_cycles_per_element = 1.0, [0.01, 100.0],
-        "vector-unit cycles per element of RMSNorm (also Q/K norm, softmax: no measurement of their own)";
+        "tile streaming cycles per element of RMSNorm (also Q/K norm and softmax, which have no measurement of their own)";
     add_cycles_per_element = 1.0, [0.01, 100.0],
-        "vector-unit cycles per element of eltwise add";
+        "tile streaming cycles per element of eltwise add";
     silu_mul_cycles_per_element = 2.0, [0.01, 100.0],
-        "vector-unit cycles per element of SiLU-mul";
+        "tile streaming cycles per element of SiLU-mul";
     rope_cycles_per_element = 1.0, [0.01, 100.0],
-        "vector-unit cycles per element of RoPE";
+        "tile streaming cycles per element of RoPE";
     host_prefill_layer_s = 7e-3, [1e-5, 5e-2],
         "host scheduling per prefill layer; starts at the measured ~7 ms/layer (calibration §5)";
     host_attention_s = 0.2e-3, [1e-6, 1e-2],
@@ -244,7 +244,6 @@ pub fn time_standalone(launch: &Launch, device: &Device, params: &Params) -> f64
 /// Modeled cost of a launch; `in_call` applies the multi-launch ELF factor.
 pub fn time_launch(launch: &Launch, device: &Device, params: &Params, in_call: bool) -> LaunchCost {
     let p = params;
-    let clock = device.clock_hz;
     let dram = p.dram_bytes_per_s;
     let mut cost = match launch {
         Launch::Gemm { spec, .. } => gemm_cost(spec, device, p),
@@ -252,23 +251,58 @@ pub fn time_launch(launch: &Launch, device: &Device, params: &Params, in_call: b
         Launch::GemvSwiglu { spec, .. } => gemv_cost(spec, 2, device, p),
         Launch::LmHeadGemv { spec, .. } => gemv_cost(&spec.part, 1, device, p),
         Launch::FlashAttention { spec, .. } => flash_cost(spec, device, p),
-        Launch::Rmsnorm { spec, .. } | Launch::QkRmsnorm { spec, .. } | Launch::Softmax { spec, .. } => {
+        Launch::Rmsnorm { spec, .. }
+        | Launch::QkRmsnorm { spec, .. }
+        | Launch::Softmax { spec, .. } => {
             let n = (spec.rows * spec.cols) as f64;
-            let bytes = 2.0 * n * 2.0 + if spec.weighted { spec.cols as f64 * 2.0 } else { 0.0 };
-            vector_cost(n, bytes, spec.herd.tiles(), p.rmsnorm_cycles_per_element, clock, dram)
+            let bytes = 2.0 * n * 2.0
+                + if spec.weighted {
+                    spec.cols as f64 * 2.0
+                } else {
+                    0.0
+                };
+            vector_cost(
+                n,
+                bytes,
+                spec.herd.tiles(),
+                p.rmsnorm_cycles_per_element,
+                device,
+                dram,
+            )
         }
         Launch::Rope { spec, .. } => {
             let n = (spec.rows * spec.heads * spec.head_dim) as f64;
             let bytes = 2.0 * n * 2.0 + (spec.rows * spec.head_dim * 2) as f64;
-            vector_cost(n, bytes, spec.herd.tiles(), p.rope_cycles_per_element, clock, dram)
+            vector_cost(
+                n,
+                bytes,
+                spec.herd.tiles(),
+                p.rope_cycles_per_element,
+                device,
+                dram,
+            )
         }
         Launch::EltwiseAdd { spec, .. } => {
             let n = spec.n as f64;
-            vector_cost(n, 3.0 * n * 2.0, spec.herd.tiles(), p.add_cycles_per_element, clock, dram)
+            vector_cost(
+                n,
+                3.0 * n * 2.0,
+                spec.herd.tiles(),
+                p.add_cycles_per_element,
+                device,
+                dram,
+            )
         }
         Launch::SiluMul { spec, .. } => {
             let n = spec.n as f64;
-            vector_cost(n, 3.0 * n * 2.0, spec.herd.tiles(), p.silu_mul_cycles_per_element, clock, dram)
+            vector_cost(
+                n,
+                3.0 * n * 2.0,
+                spec.herd.tiles(),
+                p.silu_mul_cycles_per_element,
+                device,
+                dram,
+            )
         }
     };
     cost.kernel = launch.kernel();
@@ -311,7 +345,8 @@ fn gemm_cost(spec: &GemmSpec, device: &Device, p: &Params) -> LaunchCost {
     let step = (t.tile_m * t.tile_k_l1 * t.tile_n) as f64 / macs;
     let block = chunks * (steps * step + p.gemm_l2_chunk_cycles) + p.gemm_block_cycles;
     let (m, k, n) = (spec.m as f64, spec.k as f64, spec.n as f64);
-    let bytes = 2.0 * m * k * blocks_n + 2.0 * k * n * blocks_m + m * n * spec.out_dtype.bytes() as f64;
+    let bytes =
+        2.0 * m * k * blocks_n + 2.0 * k * n * blocks_m + m * n * spec.out_dtype.bytes() as f64;
     let tiles = spec.herd.tiles();
     let peak = device.peak_flops(tiles, device.compute_tile.macs_per_cycle_bfp16);
     let mut cost = blank(tiles, spec.flops(), bytes, peak);
@@ -335,8 +370,11 @@ fn gemv_cost(spec: &GemvSpec, matrices: usize, device: &Device, p: &Params) -> L
     let flops = 2.0 * matrices as f64 * spec.m as f64 * spec.k as f64;
     let peak = device.peak_flops(tiles, device.compute_tile.macs_per_cycle_bf16);
     let mut cost = blank(tiles, flops, bytes, peak);
-    cost.compute_s = weights / (spec.herd.cols() as f64 * rows * per_tile);
-    cost.data_s = bytes / p.dram_bytes_per_s;
+    cost.compute_s = flops / peak;
+    let stream = weights / (spec.herd.cols() as f64 * rows * per_tile);
+    // Each column's weights arrive over one channel.
+    let channel = weights / (spec.herd.cols() as f64 * device.channel_bytes_per_s());
+    cost.data_s = stream.max(channel).max(bytes / p.dram_bytes_per_s);
     cost
 }
 
@@ -345,7 +383,8 @@ fn gemv_cost(spec: &GemvSpec, matrices: usize, device: &Device, p: &Params) -> L
 fn flash_cost(spec: &FlashAttentionSpec, device: &Device, p: &Params) -> LaunchCost {
     let t = spec.tile;
     let key = device.limits.fa_key_block as f64;
-    let rounds = (spec.heads.div_ceil(t.heads_per_unroll.max(1)) * spec.lq.div_ceil(t.lqp.max(1))) as f64;
+    let rounds =
+        (spec.heads.div_ceil(t.heads_per_unroll.max(1)) * spec.lq.div_ceil(t.lqp.max(1))) as f64;
     let blocks = (spec.lk as f64 / (key * t.cascade.max(1) as f64)).ceil();
     let hd = spec.head_dim as f64;
     let macs = device.compute_tile.macs_per_cycle_bf16 * p.fa_efficiency;
@@ -362,10 +401,24 @@ fn flash_cost(spec: &FlashAttentionSpec, device: &Device, p: &Params) -> LaunchC
     cost
 }
 
-fn vector_cost(elements: f64, bytes: f64, tiles: usize, cycles_per_element: f64, clock: f64, dram: f64) -> LaunchCost {
+/// Streaming vector kernels: each tile streams its elements at a fitted
+/// cycles-per-element rate (DMA-bound, calibration §3), capped by its DMA
+/// channels and by DRAM.
+fn vector_cost(
+    elements: f64,
+    bytes: f64,
+    tiles: usize,
+    cycles_per_element: f64,
+    device: &Device,
+    dram: f64,
+) -> LaunchCost {
     let mut cost = blank(tiles, 0.0, bytes, 0.0);
-    cost.compute_s = elements * cycles_per_element / (tiles.max(1) as f64 * clock);
-    cost.data_s = bytes / dram;
+    let tiles = tiles.max(1) as f64;
+    let stream = elements * cycles_per_element / (tiles * device.clock_hz);
+    // Never faster than the tiles' in and out channels carry the bytes.
+    let channels = (device.compute_tile.dma_in + device.compute_tile.dma_out) as f64;
+    let dma = bytes / (tiles * channels * device.channel_bytes_per_s());
+    cost.data_s = stream.max(dma).max(bytes / dram);
     cost
 }
 
@@ -375,7 +428,11 @@ pub fn time_plan(plan: &Plan, device: &Device, params: &Params) -> Timing {
     let mut sums = [0.0f64; 3];
     let mut npu_calls = 0;
     for (index, (section, list)) in plan.sections().into_iter().enumerate() {
-        let repeats = if section == Section::Layer { plan.num_layers } else { 1 };
+        let repeats = if section == Section::Layer {
+            plan.num_layers
+        } else {
+            1
+        };
         for step in list {
             let timed = match step {
                 Step::Call(call) => {
@@ -413,7 +470,14 @@ fn buffer_bytes(plan: &Plan, binding: &Binding) -> f64 {
     plan.buffers.get(&binding.buffer).map_or(0.0, |b| b.bytes())
 }
 
-fn time_call(plan: &Plan, call: &Call, section: Section, repeats: usize, device: &Device, params: &Params) -> CallTiming {
+fn time_call(
+    plan: &Plan,
+    call: &Call,
+    section: Section,
+    repeats: usize,
+    device: &Device,
+    params: &Params,
+) -> CallTiming {
     let p = params;
     let (mut write_s, mut read_s, mut sync_s, mut written, mut read) = (0.0, 0.0, 0.0, 0.0, 0.0);
     for binding in &call.bindings {
@@ -430,7 +494,11 @@ fn time_call(plan: &Plan, call: &Call, section: Section, repeats: usize, device:
             sync_s += bytes / p.sync_bytes_per_s;
         }
     }
-    let launches: Vec<LaunchCost> = call.launches.iter().map(|l| time_launch(l, device, p, true)).collect();
+    let launches: Vec<LaunchCost> = call
+        .launches
+        .iter()
+        .map(|l| time_launch(l, device, p, true))
+        .collect();
     let body: f64 = launches.iter().map(|l| l.total_s).sum();
     CallTiming {
         section,
@@ -453,15 +521,31 @@ fn time_host(plan: &Plan, op: &HostOp, section: Section, device: &Device, params
     let bf16 = 2.0;
     match op {
         HostOp::Embed { rows, hidden, .. } => host.embed.time((rows * hidden) as f64 * bf16),
-        HostOp::KvStore { rows, kv_width, .. } => host.kv_extract.time(2.0 * (rows * kv_width) as f64 * bf16),
-        HostOp::Transpose { rows, heads, head_dim, .. } => {
-            host.kv_extract.time((rows * heads * head_dim) as f64 * bf16)
+        HostOp::KvStore { rows, kv_width, .. } => {
+            host.kv_extract.time(2.0 * (rows * kv_width) as f64 * bf16)
         }
-        HostOp::BiasAdd { rows, heads, head_dim, .. } => {
-            host.kv_extract.time((rows * heads * head_dim) as f64 * bf16)
+        HostOp::Transpose {
+            rows,
+            heads,
+            head_dim,
+            ..
+        } => host
+            .kv_extract
+            .time((rows * heads * head_dim) as f64 * bf16),
+        HostOp::BiasAdd {
+            rows,
+            heads,
+            head_dim,
+            ..
+        } => host
+            .kv_extract
+            .time((rows * heads * head_dim) as f64 * bf16),
+        HostOp::DecodeAttention {
+            heads, head_dim, ..
+        } => host_attention_time(params, *heads, *head_dim, plan.seq_len),
+        HostOp::Add { n, .. } | HostOp::SiluMul { n, .. } => {
+            host.decode_glue.time(3.0 * *n as f64 * bf16)
         }
-        HostOp::DecodeAttention { heads, head_dim, .. } => host_attention_time(params, *heads, *head_dim, plan.seq_len),
-        HostOp::Add { n, .. } | HostOp::SiluMul { n, .. } => host.decode_glue.time(3.0 * *n as f64 * bf16),
         HostOp::RmsNorm { cols, last_row, .. } => match (section, plan.phase) {
             (Section::Epilogue, Phase::Prefill) if *last_row => host.prefill_last_row_norm_s,
             (Section::Epilogue, _) => host.decode_final_norm_s,
@@ -478,7 +562,8 @@ fn time_host(plan: &Plan, op: &HostOp, section: Section, device: &Device, params
 /// CPU decode attention of one layer: one query per head over `context`
 /// cached positions.
 pub fn host_attention_time(params: &Params, heads: usize, head_dim: usize, context: usize) -> f64 {
-    params.host_attention_s + params.host_attention_s_per_element * (heads * head_dim * context) as f64
+    params.host_attention_s
+        + params.host_attention_s_per_element * (heads * head_dim * context) as f64
 }
 
 /// One-time write of every static weight buffer (per layer where per-layer).

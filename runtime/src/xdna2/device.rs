@@ -9,8 +9,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::kernels::Precision;
-
 /// The committed npu2 description.
 pub const NPU2_JSON: &str = include_str!("../../data/xdna2/npu2.json");
 
@@ -133,17 +131,6 @@ impl Device {
         Ok(serde_json::from_str(text)?)
     }
 
-    pub fn compute_tiles(&self) -> usize {
-        self.columns * self.compute_rows
-    }
-
-    pub fn macs_per_cycle(&self, precision: Precision) -> f64 {
-        match precision {
-            Precision::Bf16 => self.compute_tile.macs_per_cycle_bf16,
-            Precision::Bfp16 => self.compute_tile.macs_per_cycle_bfp16,
-        }
-    }
-
     /// Peak FLOP/s of `tiles` tiles (2 FLOP per MAC).
     pub fn peak_flops(&self, tiles: usize, macs_per_cycle: f64) -> f64 {
         2.0 * tiles as f64 * macs_per_cycle * self.clock_hz
@@ -194,7 +181,7 @@ mod tests {
     fn every_number_is_cited() {
         let device = Device::npu2();
         assert_eq!(device.uncited(), Vec::<String>::new());
-        assert_eq!(device.compute_tiles(), 32);
+        assert_eq!(device.columns * device.compute_rows, 32);
         assert_eq!(device.limits.gemv_k_max(), 16320);
     }
 

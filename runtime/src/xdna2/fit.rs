@@ -64,7 +64,12 @@ impl FittedFile {
     pub fn params(&self) -> Result<Params, FitFileError> {
         let values = Params::SPECS
             .iter()
-            .map(|spec| self.params.get(spec.name).copied().ok_or_else(|| FitFileError::Missing(spec.name.to_string())))
+            .map(|spec| {
+                self.params
+                    .get(spec.name)
+                    .copied()
+                    .ok_or_else(|| FitFileError::Missing(spec.name.to_string()))
+            })
             .collect::<Result<Vec<f64>, _>>()?;
         Ok(Params::from_values(&values))
     }
@@ -85,7 +90,9 @@ impl FittedFile {
 
 /// The committed parameters.
 pub fn committed_params() -> Params {
-    FittedFile::committed().params().expect("committed fitted.json has every parameter")
+    FittedFile::committed()
+        .params()
+        .expect("committed fitted.json has every parameter")
 }
 
 /// Result of a fit.
@@ -107,7 +114,9 @@ impl Objective<'_> {
     fn value(&mut self, log_values: &[f64]) -> f64 {
         self.evaluations += 1;
         let values: Vec<f64> = log_values.iter().map(|v| v.exp()).collect();
-        let modeled = self.prepared.evaluate(self.device, &Params::from_values(&values));
+        let modeled = self
+            .prepared
+            .evaluate(self.device, &Params::from_values(&values));
         self.fit_points
             .iter()
             .map(|&i| {
@@ -131,14 +140,29 @@ pub fn fit(prepared: &Prepared, device: &Device) -> FitOutcome {
         .filter(|(_, p)| p.point.set == PointSet::Fit)
         .map(|(i, _)| i)
         .collect();
-    let mut objective = Objective { prepared, device, fit_points, evaluations: 0 };
-    let bounds: Vec<(f64, f64)> = Params::SPECS.iter().map(|s| (s.lower.ln(), s.upper.ln())).collect();
+    let mut objective = Objective {
+        prepared,
+        device,
+        fit_points,
+        evaluations: 0,
+    };
+    let bounds: Vec<(f64, f64)> = Params::SPECS
+        .iter()
+        .map(|s| (s.lower.ln(), s.upper.ln()))
+        .collect();
     let start: Vec<f64> = Params::SPECS.iter().map(|s| s.initial.ln()).collect();
     // Restarts with a fresh step until one no longer improves: a pattern
     // search can stall where a `max(compute, data)` makes some axes flat.
-    let (mut best, mut value) = hooke_jeeves(&mut |x| objective.value(x), start, &bounds, 2f64.ln(), 1e-4);
+    let (mut best, mut value) =
+        hooke_jeeves(&mut |x| objective.value(x), start, &bounds, 2f64.ln(), 1e-4);
     for _ in 0..RESTARTS {
-        let (x, v) = hooke_jeeves(&mut |x| objective.value(x), best.clone(), &bounds, 2f64.ln(), 1e-4);
+        let (x, v) = hooke_jeeves(
+            &mut |x| objective.value(x),
+            best.clone(),
+            &bounds,
+            2f64.ln(),
+            1e-4,
+        );
         if v >= value - 1e-9 {
             break;
         }
@@ -231,7 +255,11 @@ pub fn fitted_file(prepared: &Prepared, outcome: &FitOutcome, report: &Report) -
         params: names.zip(outcome.params.values()).collect(),
         fit: report.fit.clone(),
         held_out: report.held_out.clone(),
-        errors: report.results.iter().map(|r| (r.id.clone(), r.error)).collect(),
+        errors: report
+            .results
+            .iter()
+            .map(|r| (r.id.clone(), r.error))
+            .collect(),
     }
 }
 
@@ -242,8 +270,17 @@ mod tests {
     #[test]
     fn pattern_search_finds_a_quadratic_minimum() {
         let mut f = |x: &[f64]| (x[0] - 1.5).powi(2) + 3.0 * (x[1] + 0.25).powi(2);
-        let (x, v) = hooke_jeeves(&mut f, vec![0.0, 0.0], &[(-5.0, 5.0), (-5.0, 5.0)], 1.0, 1e-6);
-        assert!((x[0] - 1.5).abs() < 1e-5 && (x[1] + 0.25).abs() < 1e-5, "{x:?}");
+        let (x, v) = hooke_jeeves(
+            &mut f,
+            vec![0.0, 0.0],
+            &[(-5.0, 5.0), (-5.0, 5.0)],
+            1.0,
+            1e-6,
+        );
+        assert!(
+            (x[0] - 1.5).abs() < 1e-5 && (x[1] + 0.25).abs() < 1e-5,
+            "{x:?}"
+        );
         assert!(v < 1e-9);
     }
 

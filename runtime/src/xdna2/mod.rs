@@ -6,14 +6,19 @@
 //! hardware numerics, each with its constraints) → `plan` (a deployment as data)
 //! built by `builder` → `exec` (functional execution on real tensors) and `cost`
 //! (modeled time, fitted by `fit` against `calibration` points) → `trace` and
-//! `roofline` (what a reader looks at).
+//! `roofline` (what a reader looks at); `validate` gates one launch against a
+//! plain computation (phase-1 kernel validation).
 
 pub mod builder;
 pub mod calibration;
 pub mod constraints;
 pub mod cost;
 pub mod device;
+pub mod exec;
 pub mod fit;
 pub mod kernels;
 pub mod numerics;
 pub mod plan;
+pub mod roofline;
+pub mod trace;
+pub mod validate;

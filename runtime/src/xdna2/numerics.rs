@@ -159,7 +159,11 @@ pub fn compare(out: &[f32], reference: &[f32], tol: Tolerance) -> Comparison {
         }
         sum_ref += r.abs();
     }
-    result.mean_rel_l1 = if sum_ref > 0.0 { sum_err / sum_ref } else { 0.0 };
+    result.mean_rel_l1 = if sum_ref > 0.0 {
+        sum_err / sum_ref
+    } else {
+        0.0
+    };
     result
 }
 
@@ -172,7 +176,7 @@ mod tests {
         let mut block = [1.0f32, 0.5, 0.01, -0.75, 0.0, 0.126, 3.0e-3, -1.0];
         bfp16_block(&mut block);
         // Step is 2^(0 − 6) = 1/64: values snap to multiples of 1/64.
-        assert_eq!(block, [1.0, 0.5, 0.0, -0.75, 0.0, 0.125, 0.0, -1.0]);
+        assert_eq!(block, [1.0, 0.5, 0.015625, -0.75, 0.0, 0.125, 0.0, -1.0]);
     }
 
     #[test]

@@ -90,7 +90,8 @@ impl PlanOptions {
     }
 
     /// Everything a deployment can run without optimizing: one call per
-    /// launch, every buffer written per call, activations through the host.
+    /// launch, every buffer written per call, activations through the host,
+    /// attention head-first behind host transposes.
     pub fn naive() -> Self {
         PlanOptions {
             merge_launches: false,
@@ -99,6 +100,7 @@ impl PlanOptions {
             shared_intermediates: false,
             cascade_ffn: false,
             omit_pingpong: false,
+            layout: QkvLayout::HeadFirst,
             ..Self::reference()
         }
     }
@@ -310,7 +312,9 @@ impl Launch {
                 v.extend(residual.as_deref());
                 v
             }
-            Launch::GemvSwiglu { x, norm, gate, up, .. } => vec![x, norm, gate, up],
+            Launch::GemvSwiglu {
+                x, norm, gate, up, ..
+            } => vec![x, norm, gate, up],
             Launch::Rmsnorm { x, weight, .. } => {
                 let mut v = vec![x.as_str()];
                 v.extend(weight.as_deref());
@@ -366,7 +370,9 @@ impl Launch {
             Launch::Gemv { spec, .. } | Launch::GemvSwiglu { spec, .. } => {
                 format!("{}x{}", spec.m, spec.k)
             }
-            Launch::Rmsnorm { spec, .. } | Launch::QkRmsnorm { spec, .. } | Launch::Softmax { spec, .. } => {
+            Launch::Rmsnorm { spec, .. }
+            | Launch::QkRmsnorm { spec, .. }
+            | Launch::Softmax { spec, .. } => {
                 format!("{}x{}", spec.rows, spec.cols)
             }
             Launch::Rope { spec, .. } => format!("{}x{}", spec.rows * spec.heads, spec.head_dim),
@@ -376,7 +382,13 @@ impl Launch {
                 spec.lq, spec.lk, spec.heads, spec.kv_heads, spec.head_dim
             ),
             Launch::LmHeadGemv { spec, part, .. } => {
-                format!("{}x{} part {}/{}", spec.part.m, spec.part.k, part + 1, spec.parts)
+                format!(
+                    "{}x{} part {}/{}",
+                    spec.part.m,
+                    spec.part.k,
+                    part + 1,
+                    spec.parts
+                )
             }
         }
     }
@@ -442,7 +454,12 @@ pub enum HostOp {
         lut: Option<String>,
     },
     /// Element-wise add on the host (decode glue).
-    Add { a: String, b: String, out: String, n: usize },
+    Add {
+        a: String,
+        b: String,
+        out: String,
+        n: usize,
+    },
     /// RMSNorm on the host: of the last real row in prefill (`last_row`), of
     /// the single row in decode.
     RmsNorm {
@@ -454,9 +471,20 @@ pub enum HostOp {
         last_row: bool,
     },
     /// SiLU·mul on the host (decode glue).
-    SiluMul { gate: String, up: String, out: String, n: usize },
+    SiluMul {
+        gate: String,
+        up: String,
+        out: String,
+        n: usize,
+    },
     /// A matrix-vector product on the CPU (unoptimized decode, CPU LM head).
-    Matvec { w: String, x: String, out: String, m: usize, k: usize },
+    Matvec {
+        w: String,
+        x: String,
+        out: String,
+        m: usize,
+        k: usize,
+    },
     /// Host scheduling between calls (Python loop, argument set-up): time only.
     Scheduling { what: String },
 }
@@ -552,9 +580,40 @@ impl Plan {
         })
     }
 
+    /// GEMM launches whose N is not a multiple of tile_n × herd rows: the
+    /// hardware runs them and leaves columns unwritten (see `kernels::gemm`).
+    /// A debugger reads this after a validation gate reports mismatches.
+    pub fn silent_corruptions(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        for (section, call) in self.calls() {
+            for (i, launch) in call.launches.iter().enumerate() {
+                if let Launch::Gemm { spec, .. } = launch {
+                    let unwritten = spec.unwritten_columns();
+                    if unwritten > 0 {
+                        found.push(format!(
+                            "{}/{}/launch {i}: gemm {}x{}x{} tile_n {} x herd rows {} leaves {unwritten} of {} columns unwritten",
+                            section.name(),
+                            call.name,
+                            spec.m,
+                            spec.k,
+                            spec.n,
+                            spec.tile.tile_n,
+                            spec.herd.rows(),
+                            spec.n
+                        ));
+                    }
+                }
+            }
+        }
+        found
+    }
+
     /// NPU calls per decoder layer.
     pub fn calls_per_layer(&self) -> usize {
-        self.layer.iter().filter(|s| matches!(s, Step::Call(_))).count()
+        self.layer
+            .iter()
+            .filter(|s| matches!(s, Step::Call(_)))
+            .count()
     }
 
     /// Checks every launch and every call against the device and the plan's
@@ -574,23 +633,41 @@ impl Plan {
         }
     }
 
-    fn check_call(&self, device: &Device, section: Section, call: &Call) -> Vec<ConstraintViolation> {
+    fn check_call(
+        &self,
+        device: &Device,
+        section: Section,
+        call: &Call,
+    ) -> Vec<ConstraintViolation> {
         let mut found = Vec::new();
         let first_kernel = call.launches.first().map_or(Kernel::Gemm, Launch::kernel);
         let call_at = format!("{}/{}", section.name(), call.name);
         let max = device.limits.launches_per_call_max;
         if call.launches.len() > max {
-            found.push(violation(Constraint::Merge, first_kernel, &call_at, format!(
-                "{} launches in one call; the toolchain fails beyond {max}",
-                call.launches.len()
-            )));
+            found.push(violation(
+                Constraint::Merge,
+                first_kernel,
+                &call_at,
+                format!(
+                    "{} launches in one call; the toolchain fails beyond {max}",
+                    call.launches.len()
+                ),
+            ));
         }
-        let has_fa = call.launches.iter().any(|l| l.kernel() == Kernel::FlashAttention);
+        let has_fa = call
+            .launches
+            .iter()
+            .any(|l| l.kernel() == Kernel::FlashAttention);
         if has_fa && call.launches.len() > 1 {
-            found.push(violation(Constraint::Merge, Kernel::FlashAttention, &call_at, format!(
+            found.push(violation(
+                Constraint::Merge,
+                Kernel::FlashAttention,
+                &call_at,
+                format!(
                 "flash attention is a merge hard stop but shares its call with {} other launches",
                 call.launches.len() - 1
-            )));
+            ),
+            ));
         }
         for (i, launch) in call.launches.iter().enumerate() {
             let at = format!("{call_at}/launch {i}");
@@ -609,19 +686,33 @@ impl Plan {
         for name in names {
             let bound = call.bindings.iter().any(|b| b.buffer == name);
             if !self.buffers.contains_key(name) || !bound {
-                found.push(violation(Constraint::Shape, kernel, at, format!(
-                    "buffer {name} is {}",
-                    if bound { "not declared" } else { "not bound to the call" }
-                )));
+                found.push(violation(
+                    Constraint::Shape,
+                    kernel,
+                    at,
+                    format!(
+                        "buffer {name} is {}",
+                        if bound {
+                            "not declared"
+                        } else {
+                            "not bound to the call"
+                        }
+                    ),
+                ));
             }
         }
         for (name, needed) in operand_sizes(launch) {
             if let Some(buffer) = self.buffers.get(name) {
                 if buffer.elements < needed {
-                    found.push(violation(Constraint::Shape, kernel, at, format!(
-                        "buffer {name} holds {} elements, the launch needs {needed}",
-                        buffer.elements
-                    )));
+                    found.push(violation(
+                        Constraint::Shape,
+                        kernel,
+                        at,
+                        format!(
+                            "buffer {name} holds {} elements, the launch needs {needed}",
+                            buffer.elements
+                        ),
+                    ));
                 }
             }
         }
@@ -629,7 +720,10 @@ impl Plan {
             let transposed = self.buffers.get(b.as_str()).is_some_and(|buf| {
                 matches!(&buf.source, Some(WeightSource::Tensor { transforms, .. }) if transforms.contains(&Transform::Transpose))
             });
-            let is_weight = self.buffers.get(b.as_str()).is_some_and(|buf| buf.source.is_some());
+            let is_weight = self
+                .buffers
+                .get(b.as_str())
+                .is_some_and(|buf| buf.source.is_some());
             if is_weight && !transposed {
                 found.push(violation(Constraint::Layout, kernel, at, format!(
                     "operand B {b} is a checkpoint [out,in] tensor; GEMM reads [K,N] and bf16 DMA cannot transpose (pre-transpose it at setup)"
@@ -641,7 +735,12 @@ impl Plan {
 }
 
 impl Plan {
-    fn check_buffer(&self, device: &Device, name: &str, buffer: &Buffer) -> Vec<ConstraintViolation> {
+    fn check_buffer(
+        &self,
+        device: &Device,
+        name: &str,
+        buffer: &Buffer,
+    ) -> Vec<ConstraintViolation> {
         let max = device.limits.buffer_offset_max_bytes as f64;
         if buffer.bytes() <= max {
             return Vec::new();
@@ -651,14 +750,24 @@ impl Plan {
             .flat_map(|(_, c)| &c.launches)
             .find(|l| l.output() == name || l.inputs().contains(&name))
             .map_or(Kernel::Gemm, Launch::kernel);
-        vec![violation(Constraint::BufferSize, user, name, format!(
-            "{} bytes exceed the {max} bytes one buffer object can address",
-            buffer.bytes()
-        ))]
+        vec![violation(
+            Constraint::BufferSize,
+            user,
+            name,
+            format!(
+                "{} bytes exceed the {max} bytes one buffer object can address",
+                buffer.bytes()
+            ),
+        )]
     }
 }
 
-fn violation(constraint: Constraint, kernel: Kernel, at: &str, detail: String) -> ConstraintViolation {
+fn violation(
+    constraint: Constraint,
+    kernel: Kernel,
+    at: &str,
+    detail: String,
+) -> ConstraintViolation {
     ConstraintViolation {
         constraint,
         kernel,
@@ -670,39 +779,96 @@ fn violation(constraint: Constraint, kernel: Kernel, at: &str, detail: String) -
 /// Elements each named operand of a launch must hold.
 fn operand_sizes(launch: &Launch) -> Vec<(&str, usize)> {
     match launch {
-        Launch::Gemm { a, b, out, spec } => vec![(a, spec.m * spec.k), (b, spec.k * spec.n), (out, spec.m * spec.n)],
-        Launch::Gemv { w, x, out, residual, spec } => {
-            let mut v = vec![(w.as_str(), spec.m * spec.k), (x.as_str(), spec.k), (out.as_str(), spec.m)];
+        Launch::Gemm { a, b, out, spec } => vec![
+            (a, spec.m * spec.k),
+            (b, spec.k * spec.n),
+            (out, spec.m * spec.n),
+        ],
+        Launch::Gemv {
+            w,
+            x,
+            out,
+            residual,
+            spec,
+        } => {
+            let mut v = vec![
+                (w.as_str(), spec.m * spec.k),
+                (x.as_str(), spec.k),
+                (out.as_str(), spec.m),
+            ];
             v.extend(residual.as_deref().map(|r| (r, spec.m)));
             v
         }
-        Launch::GemvSwiglu { x, norm, gate, up, out, spec, .. } => vec![
+        Launch::GemvSwiglu {
+            x,
+            norm,
+            gate,
+            up,
+            out,
+            spec,
+            ..
+        } => vec![
             (x, spec.k),
             (norm, spec.k),
             (gate, spec.m * spec.k),
             (up, spec.m * spec.k),
             (out, spec.m),
         ],
-        Launch::Rmsnorm { x, weight, out, spec, .. } => {
-            let mut v = vec![(x.as_str(), spec.rows * spec.cols), (out.as_str(), spec.rows * spec.cols)];
+        Launch::Rmsnorm {
+            x,
+            weight,
+            out,
+            spec,
+            ..
+        } => {
+            let mut v = vec![
+                (x.as_str(), spec.rows * spec.cols),
+                (out.as_str(), spec.rows * spec.cols),
+            ];
             v.extend(weight.as_deref().map(|w| (w, spec.cols)));
             v
         }
-        Launch::QkRmsnorm { x, weight, out, spec, .. } => {
-            vec![(x, spec.rows * spec.cols), (weight, spec.cols), (out, spec.rows * spec.cols)]
+        Launch::QkRmsnorm {
+            x,
+            weight,
+            out,
+            spec,
+            ..
+        } => {
+            vec![
+                (x, spec.rows * spec.cols),
+                (weight, spec.cols),
+                (out, spec.rows * spec.cols),
+            ]
         }
         Launch::Rope { x, out, spec, .. } => {
             let n = spec.rows * spec.heads * spec.head_dim;
             vec![(x, n), (out, n)]
         }
-        Launch::SiluMul { gate, up, out, spec } => vec![(gate, spec.n), (up, spec.n), (out, spec.n)],
+        Launch::SiluMul {
+            gate,
+            up,
+            out,
+            spec,
+        } => vec![(gate, spec.n), (up, spec.n), (out, spec.n)],
         Launch::EltwiseAdd { a, b, out, spec } => vec![(a, spec.n), (b, spec.n), (out, spec.n)],
-        Launch::Softmax { x, out, spec } => vec![(x, spec.rows * spec.cols), (out, spec.rows * spec.cols)],
+        Launch::Softmax { x, out, spec } => {
+            vec![(x, spec.rows * spec.cols), (out, spec.rows * spec.cols)]
+        }
         Launch::FlashAttention { q, k, v, out, spec } => {
-            let (nq, nk) = (spec.lq * spec.heads * spec.head_dim, spec.lk * spec.kv_heads * spec.head_dim);
+            let (nq, nk) = (
+                spec.lq * spec.heads * spec.head_dim,
+                spec.lk * spec.kv_heads * spec.head_dim,
+            );
             vec![(q, nq), (k, nk), (v, nk), (out, nq)]
         }
-        Launch::LmHeadGemv { w, x, out, spec, .. } => vec![(w, spec.part.m * spec.part.k), (x, spec.part.k), (out, spec.vocab)],
+        Launch::LmHeadGemv {
+            w, x, out, spec, ..
+        } => vec![
+            (w, spec.part.m * spec.part.k),
+            (x, spec.part.k),
+            (out, spec.vocab),
+        ],
     }
 }
 

@@ -5,16 +5,20 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
+pub mod emulator;
 pub mod oracle;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// CPU f32 reference: decode tok/s against measured memory bandwidth, prefill GFLOP/s.
     Oracle(oracle::Args),
+    /// XDNA 2 emulator: functional decode step of a full-size model vs the CPU reference's, as a ratio.
+    Emulator(emulator::Args),
 }
 
 pub fn run(cmd: BenchCommand) -> ExitCode {
     match cmd {
         BenchCommand::Oracle(args) => oracle::run(args),
+        BenchCommand::Emulator(args) => emulator::run(args),
     }
 }

@@ -57,7 +57,14 @@ impl FlashAttentionSpec {
     /// unroll, cascade 4), one head per unroll for odd head counts, fewer
     /// q-tiles when the sequence is short; head_dim above 64 is chunked and
     /// runs head-first (the seq-first variant needs dv_chunks = 1).
-    pub fn select(lq: usize, lk: usize, heads: usize, kv_heads: usize, head_dim: usize, causal: bool) -> Self {
+    pub fn select(
+        lq: usize,
+        lk: usize,
+        heads: usize,
+        kv_heads: usize,
+        head_dim: usize,
+        causal: bool,
+    ) -> Self {
         let key = 64;
         let q_tiles = [4, 2, 1]
             .into_iter()
@@ -69,7 +76,11 @@ impl FlashAttentionSpec {
             .find(|c| lk % (c * key) == 0)
             .unwrap_or(1);
         let chunks = head_dim.div_ceil(64).max(1);
-        let layout = if chunks > 1 { QkvLayout::HeadFirst } else { QkvLayout::SeqFirst };
+        let layout = if chunks > 1 {
+            QkvLayout::HeadFirst
+        } else {
+            QkvLayout::SeqFirst
+        };
         FlashAttentionSpec {
             lq,
             lk,
@@ -91,7 +102,10 @@ impl FlashAttentionSpec {
 
     /// Tiles the launch occupies as a herd `[q_tiles · heads_per_unroll, cascade]`.
     pub fn herd(&self) -> Herd {
-        Herd([self.tile.q_tiles * self.tile.heads_per_unroll, self.tile.cascade])
+        Herd([
+            self.tile.q_tiles * self.tile.heads_per_unroll,
+            self.tile.cascade,
+        ])
     }
 
     /// FLOPs the hardware executes: Q·Kᵀ and P·V over every key block, masked
@@ -108,31 +122,67 @@ impl FlashAttentionSpec {
         let key = device.limits.fa_key_block;
         let hpu_max = device.limits.fa_heads_per_unroll_max;
         c.require(
-            t.heads_per_unroll >= 1 && t.heads_per_unroll <= hpu_max && self.heads % t.heads_per_unroll == 0,
+            t.heads_per_unroll >= 1
+                && t.heads_per_unroll <= hpu_max
+                && self.heads % t.heads_per_unroll == 0,
             Constraint::Herd,
-            || format!("heads_per_unroll {} must be in 1..={hpu_max} and divide {} heads", t.heads_per_unroll, self.heads),
+            || {
+                format!(
+                    "heads_per_unroll {} must be in 1..={hpu_max} and divide {} heads",
+                    t.heads_per_unroll, self.heads
+                )
+            },
         );
-        c.require(self.kv_heads > 0 && self.heads % self.kv_heads == 0, Constraint::Shape, || {
-            format!("{} query heads are not a multiple of {} KV heads", self.heads, self.kv_heads)
-        });
-        c.require(t.lqp == t.q_tiles * key && t.lqp > 0 && self.lq % t.lqp == 0, Constraint::Alignment, || {
-            format!("lq {} must be a multiple of lqp {} = q_tiles {} x {key}", self.lq, t.lqp, t.q_tiles)
-        });
+        c.require(
+            self.kv_heads > 0 && self.heads % self.kv_heads == 0,
+            Constraint::Shape,
+            || {
+                format!(
+                    "{} query heads are not a multiple of {} KV heads",
+                    self.heads, self.kv_heads
+                )
+            },
+        );
+        c.require(
+            t.lqp == t.q_tiles * key && t.lqp > 0 && self.lq % t.lqp == 0,
+            Constraint::Alignment,
+            || {
+                format!(
+                    "lq {} must be a multiple of lqp {} = q_tiles {} x {key}",
+                    self.lq, t.lqp, t.q_tiles
+                )
+            },
+        );
         let stage = key * t.cascade;
-        c.require(stage > 0 && self.lk % stage == 0, Constraint::Alignment, || {
-            format!("lk {} must be a multiple of {key} keys x {} cascade stages", self.lk, t.cascade)
-        });
+        c.require(
+            stage > 0 && self.lk % stage == 0,
+            Constraint::Alignment,
+            || {
+                format!(
+                    "lk {} must be a multiple of {key} keys x {} cascade stages",
+                    self.lk, t.cascade
+                )
+            },
+        );
         let chunks_ok = t.dk_chunks > 0
             && t.dv_chunks > 0
             && self.head_dim % t.dk_chunks == 0
             && self.head_dim % t.dv_chunks == 0;
         c.require(chunks_ok, Constraint::Alignment, || {
-            format!("head_dim {} must split into dk_chunks {} and dv_chunks {}", self.head_dim, t.dk_chunks, t.dv_chunks)
+            format!(
+                "head_dim {} must split into dk_chunks {} and dv_chunks {}",
+                self.head_dim, t.dk_chunks, t.dv_chunks
+            )
         });
         c.require(
             self.layout == QkvLayout::HeadFirst || t.dv_chunks == 1,
             Constraint::Layout,
-            || format!("the seq-first variant needs dv_chunks = 1, got {}", t.dv_chunks),
+            || {
+                format!(
+                    "the seq-first variant needs dv_chunks = 1, got {}",
+                    t.dv_chunks
+                )
+            },
         );
         let dk = self.head_dim / t.dk_chunks.max(1);
         let dv = self.head_dim / t.dv_chunks.max(1);
@@ -179,8 +229,12 @@ pub fn flash_attention(
     operand(Kernel::FlashAttention, "Q", q, spec.lq * spec.heads * hd)?;
     operand(Kernel::FlashAttention, "K", k, spec.lk * spec.kv_heads * hd)?;
     operand(Kernel::FlashAttention, "V", v, spec.lk * spec.kv_heads * hd)?;
-    let keys: Vec<Vec<f32>> = (0..spec.kv_heads).map(|h| gather(spec, k, spec.lk, spec.kv_heads, h)).collect();
-    let values: Vec<Vec<f32>> = (0..spec.kv_heads).map(|h| gather(spec, v, spec.lk, spec.kv_heads, h)).collect();
+    let keys: Vec<Vec<f32>> = (0..spec.kv_heads)
+        .map(|h| gather(spec, k, spec.lk, spec.kv_heads, h))
+        .collect();
+    let values: Vec<Vec<f32>> = (0..spec.kv_heads)
+        .map(|h| gather(spec, v, spec.lk, spec.kv_heads, h))
+        .collect();
     let group = spec.heads / spec.kv_heads;
     let rows: Vec<(usize, usize, Vec<u16>)> = (0..spec.heads * spec.lq)
         .into_par_iter()
@@ -202,7 +256,13 @@ pub fn flash_attention(
 }
 
 /// One KV head's rows `[lk, head_dim]` as f32.
-fn gather(spec: &FlashAttentionSpec, data: &[u16], len: usize, heads: usize, head: usize) -> Vec<f32> {
+fn gather(
+    spec: &FlashAttentionSpec,
+    data: &[u16],
+    len: usize,
+    heads: usize,
+    head: usize,
+) -> Vec<f32> {
     let hd = spec.head_dim;
     let mut rows = Vec::with_capacity(len * hd);
     for pos in 0..len {
@@ -219,11 +279,21 @@ struct Stage {
     acc: Vec<f32>,
 }
 
-fn attend_one(spec: &FlashAttentionSpec, query: &[f32], pos: usize, keys: &[f32], values: &[f32]) -> Vec<u16> {
+fn attend_one(
+    spec: &FlashAttentionSpec,
+    query: &[f32],
+    pos: usize,
+    keys: &[f32],
+    values: &[f32],
+) -> Vec<u16> {
     let hd = spec.head_dim;
     let scale = 1.0 / (hd as f32).sqrt();
     // Query `pos` sits at absolute position pos + (lk − lq) among the keys.
-    let last_visible = if spec.causal { pos + spec.lk.saturating_sub(spec.lq) } else { spec.lk - 1 };
+    let last_visible = if spec.causal {
+        pos + spec.lk.saturating_sub(spec.lq)
+    } else {
+        spec.lk - 1
+    };
     let stages = spec.tile.cascade.max(1);
     let per_stage = spec.lk / stages;
     let block = 64;

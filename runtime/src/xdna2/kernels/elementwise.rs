@@ -78,9 +78,17 @@ impl EltwiseSpec {
         });
         c.l1(&[("in 2x2", 2 * 2 * tile * 2), ("out 2x", 2 * tile * 2)]);
         let block = tile * self.herd.tiles();
-        c.require(block > 0 && self.n % block == 0, Constraint::Alignment, || {
-            format!("N {} is not a multiple of tile {tile} x {} tiles = {block}", self.n, self.herd.tiles())
-        });
+        c.require(
+            block > 0 && self.n % block == 0,
+            Constraint::Alignment,
+            || {
+                format!(
+                    "N {} is not a multiple of tile {tile} x {} tiles = {block}",
+                    self.n,
+                    self.herd.tiles()
+                )
+            },
+        );
         dma_even(&mut c, tile);
         c.channels(cols, streamed(rows, 2, 1));
         c.finish()
@@ -116,10 +124,16 @@ impl RopeSpec {
         let tiles = self.herd.tiles();
         let vectors = self.rows * self.heads;
         c.require(vectors % tiles == 0, Constraint::Alignment, || {
-            format!("{} rows x {} heads do not split over {tiles} tiles", self.rows, self.heads)
+            format!(
+                "{} rows x {} heads do not split over {tiles} tiles",
+                self.rows, self.heads
+            )
         });
         c.require(self.head_dim % 2 == 0, Constraint::Alignment, || {
-            format!("half-split RoPE needs an even head_dim, got {}", self.head_dim)
+            format!(
+                "half-split RoPE needs an even head_dim, got {}",
+                self.head_dim
+            )
         });
         let hd = self.head_dim * 2;
         c.l1(&[("x 2x", 2 * hd), ("lut 2x", 2 * hd), ("out 2x", 2 * hd)]);
@@ -268,7 +282,12 @@ pub fn rope(
 }
 
 /// `silu(gate) · up`.
-pub fn silu_mul(device: &Device, spec: &EltwiseSpec, gate: &[u16], up: &[u16]) -> Result<Vec<u16>, KernelError> {
+pub fn silu_mul(
+    device: &Device,
+    spec: &EltwiseSpec,
+    gate: &[u16],
+    up: &[u16],
+) -> Result<Vec<u16>, KernelError> {
     refuse_if_any(Kernel::SiluMul, spec.check(device, Kernel::SiluMul))?;
     operand(Kernel::SiluMul, "gate", gate, spec.n)?;
     operand(Kernel::SiluMul, "up", up, spec.n)?;
@@ -289,7 +308,12 @@ pub(crate) fn silu_mul_value(g: u16, u: u16) -> u16 {
 }
 
 /// `a + b`.
-pub fn eltwise_add(device: &Device, spec: &EltwiseSpec, a: &[u16], b: &[u16]) -> Result<Vec<u16>, KernelError> {
+pub fn eltwise_add(
+    device: &Device,
+    spec: &EltwiseSpec,
+    a: &[u16],
+    b: &[u16],
+) -> Result<Vec<u16>, KernelError> {
     refuse_if_any(Kernel::EltwiseAdd, spec.check(device, Kernel::EltwiseAdd))?;
     operand(Kernel::EltwiseAdd, "a", a, spec.n)?;
     operand(Kernel::EltwiseAdd, "b", b, spec.n)?;
@@ -307,7 +331,9 @@ pub fn softmax(device: &Device, spec: &NormSpec, x: &[u16]) -> Result<Vec<u16>, 
     out.par_chunks_mut(spec.cols.max(1))
         .zip(x.par_chunks(spec.cols.max(1)))
         .for_each(|(o, row)| {
-            let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(bf16::to_f32(v)));
+            let max = row
+                .iter()
+                .fold(f32::NEG_INFINITY, |m, &v| m.max(bf16::to_f32(v)));
             let exps: Vec<f32> = row.iter().map(|&v| (bf16::to_f32(v) - max).exp()).collect();
             let sum: f32 = exps.iter().sum();
             for (slot, e) in o.iter_mut().zip(exps) {

@@ -68,7 +68,7 @@ impl BOperand<'_> {
     }
 }
 
-const TILE_N_CHOICES: [usize; 4] = [128, 64, 32, 16];
+const TILE_N_CHOICES: [usize; 5] = [128, 64, 32, 16, 8];
 const TILE_M_CHOICES: [usize; 3] = [64, 32, 16];
 const TILE_K_L2_CHOICES: [usize; 4] = [256, 128, 64, 32];
 const TILE_K_L1: usize = 32;
@@ -96,7 +96,7 @@ impl GemmSpec {
         let tile_n = TILE_N_CHOICES
             .into_iter()
             .find(|t| n % (t * herd.rows()) == 0)
-            .unwrap_or(16);
+            .unwrap_or(MMA);
         let tile_k_l2 = TILE_K_L2_CHOICES
             .into_iter()
             .find(|t| k % t == 0 && stride_words(*t, n) <= device.limits.dma_stride_max_words)
@@ -145,7 +145,9 @@ impl GemmSpec {
         let t = self.tile;
         let (cols, rows) = (self.herd.cols(), self.herd.rows());
         c.herd_fits(cols, rows);
-        let mma_ok = [t.tile_m, t.tile_n, t.tile_k_l1].iter().all(|v| *v > 0 && v % MMA == 0);
+        let mma_ok = [t.tile_m, t.tile_n, t.tile_k_l1]
+            .iter()
+            .all(|v| *v > 0 && v % MMA == 0);
         c.require(mma_ok, Constraint::Alignment, || {
             format!(
                 "tile_m {}, tile_k_l1 {}, tile_n {} must be multiples of the {MMA}x{MMA}x{MMA} MMA",
@@ -153,9 +155,16 @@ impl GemmSpec {
             )
         });
         let m_block = t.tile_m * cols;
-        c.require(m_block > 0 && self.m % m_block == 0, Constraint::Alignment, || {
-            format!("M {} is not a multiple of tile_m {} x herd columns {cols} = {m_block}", self.m, t.tile_m)
-        });
+        c.require(
+            m_block > 0 && self.m % m_block == 0,
+            Constraint::Alignment,
+            || {
+                format!(
+                    "M {} is not a multiple of tile_m {} x herd columns {cols} = {m_block}",
+                    self.m, t.tile_m
+                )
+            },
+        );
         let k_ok = t.tile_k_l1 > 0 && t.tile_k_l2 % t.tile_k_l1 == 0 && self.k % t.tile_k_l2 == 0;
         c.require(k_ok, Constraint::Alignment, || {
             format!(
@@ -165,9 +174,16 @@ impl GemmSpec {
         });
         let epilogue_ok = (t.epilogue == Epilogue::F32) == (self.out_dtype == Dtype::F32);
         c.require(epilogue_ok, Constraint::Shape, || {
-            format!("epilogue {:?} does not produce {:?} output", t.epilogue, self.out_dtype)
+            format!(
+                "epilogue {:?} does not produce {:?} output",
+                t.epilogue, self.out_dtype
+            )
         });
-        let drain = if t.epilogue == Epilogue::Drain { t.tile_m * t.tile_n * 2 } else { 0 };
+        let drain = if t.epilogue == Epilogue::Drain {
+            t.tile_m * t.tile_n * 2
+        } else {
+            0
+        };
         c.l1(&[
             ("A 2x", 2 * t.tile_m * t.tile_k_l1 * 2),
             ("B 2x", 2 * t.tile_k_l1 * t.tile_n * 2),
@@ -177,12 +193,18 @@ impl GemmSpec {
         c.l2(&[
             ("A panel 2x", 2 * t.tile_m * t.tile_k_l2 * 2),
             ("B panel 2x", 2 * t.tile_k_l2 * t.tile_n * 2),
-            ("C staging", t.tile_m * t.tile_n * rows * self.out_dtype.bytes()),
+            (
+                "C staging",
+                t.tile_m * t.tile_n * rows * self.out_dtype.bytes(),
+            ),
         ]);
         let words = stride_words(t.tile_k_l2, self.n);
         let max = device.limits.dma_stride_max_words;
         c.require(words <= max, Constraint::DmaStride, || {
-            format!("B stride tile_k_l2 {} x N {} = {words} words exceeds [1, {max}]", t.tile_k_l2, self.n)
+            format!(
+                "B stride tile_k_l2 {} x N {} = {words} words exceeds [1, {max}]",
+                t.tile_k_l2, self.n
+            )
         });
         c.channels(
             cols,
@@ -205,7 +227,12 @@ fn stride_words(tile_k_l2: usize, n: usize) -> usize {
 }
 
 /// Runs a GEMM with a bf16 epilogue into a fresh (zeroed) output.
-pub fn gemm(device: &Device, spec: &GemmSpec, a: &[u16], b: BOperand<'_>) -> Result<Vec<u16>, KernelError> {
+pub fn gemm(
+    device: &Device,
+    spec: &GemmSpec,
+    a: &[u16],
+    b: BOperand<'_>,
+) -> Result<Vec<u16>, KernelError> {
     let mut out = vec![0u16; spec.m * spec.n];
     gemm_into(device, spec, a, b, &mut out)?;
     Ok(out)
@@ -231,12 +258,22 @@ pub fn gemm_into(
 }
 
 /// Runs a GEMM with the f32 epilogue; unwritten columns are zero.
-pub fn gemm_f32(device: &Device, spec: &GemmSpec, a: &[u16], b: BOperand<'_>) -> Result<Vec<f32>, KernelError> {
+pub fn gemm_f32(
+    device: &Device,
+    spec: &GemmSpec,
+    a: &[u16],
+    b: BOperand<'_>,
+) -> Result<Vec<f32>, KernelError> {
     validate(device, spec, a, b)?;
     Ok(accumulate(spec, a, b))
 }
 
-fn validate(device: &Device, spec: &GemmSpec, a: &[u16], b: BOperand<'_>) -> Result<(), KernelError> {
+fn validate(
+    device: &Device,
+    spec: &GemmSpec,
+    a: &[u16],
+    b: BOperand<'_>,
+) -> Result<(), KernelError> {
     refuse_if_any(Kernel::Gemm, spec.check(device))?;
     operand(Kernel::Gemm, "A", a, spec.m * spec.k)?;
     operand(Kernel::Gemm, "B", b.data(), spec.k * spec.n)

@@ -1,5 +1,5 @@
 //! Decode matrix-vector kernels: `y[M] = W[M×K] · x[K]` with W in checkpoint
-//! `[out, in]` order, bf16 operands and f32 accumulation over eight lanes per
+//! `[out, in]` order, bf16 operands and f32 accumulation over 16 lanes per
 //! K segment. Variants: a fused residual add (`matvec_2tile_add`), the decode
 //! cascade (herd rows split K and chain f32 partial sums), the fused
 //! RMSNorm → gate/up GEMV → SiLU·mul cascade launch, and the LM head run as
@@ -50,7 +50,9 @@ impl GemvSpec {
     pub fn select(device: &Device, m: usize, k: usize, herd: Herd) -> GemvSpec {
         let k_max = device.limits.gemv_k_max() * herd.rows();
         let mut k_split = k.div_ceil(k_max.max(1)).max(1);
-        while k_split < k && (k % k_split != 0 || (k / k_split) % device.limits.gemv_k_multiple != 0) {
+        while k_split < k
+            && (k % k_split != 0 || (k / k_split) % device.limits.gemv_k_multiple != 0)
+        {
             k_split += 1;
         }
         let with_tile = |tile_m: usize, m_input: usize| GemvSpec {
@@ -68,7 +70,12 @@ impl GemvSpec {
         // Largest tile_m first; for each, the largest m_input that fits L1.
         TILE_M_CHOICES
             .into_iter()
-            .flat_map(|t| TILE_M_CHOICES.into_iter().filter(move |i| *i <= t).map(move |i| with_tile(t, i)))
+            .flat_map(|t| {
+                TILE_M_CHOICES
+                    .into_iter()
+                    .filter(move |i| *i <= t)
+                    .map(move |i| with_tile(t, i))
+            })
             .find(|spec| spec.check(device).is_empty())
             .unwrap_or_else(|| with_tile(2, 2))
     }
@@ -98,14 +105,20 @@ impl GemvSpec {
             format!("cascade of {rows} rows exceeds {max_rows}")
         });
         if rows > 1 {
-            c.require(self.k % CASCADE_K_MULTIPLE == 0, Constraint::Alignment, || {
-                format!("cascade GEMV needs K % {CASCADE_K_MULTIPLE} == 0, K is {}", self.k)
-            });
+            c.require(
+                self.k % CASCADE_K_MULTIPLE == 0,
+                Constraint::Alignment,
+                || {
+                    format!(
+                        "cascade GEMV needs K % {CASCADE_K_MULTIPLE} == 0, K is {}",
+                        self.k
+                    )
+                },
+            );
         }
         let multiple = device.limits.gemv_k_multiple;
-        let split_ok = t.k_split > 0
-            && self.k % (t.k_split * rows) == 0
-            && self.k_segment() % multiple == 0;
+        let split_ok =
+            t.k_split > 0 && self.k % (t.k_split * rows) == 0 && self.k_segment() % multiple == 0;
         c.require(split_ok, Constraint::Alignment, || {
             format!(
                 "K {} split into {} x {rows} segments must leave multiples of {multiple}",
@@ -132,13 +145,22 @@ impl GemvSpec {
                 device.limits.dma_length_multiple_bytes
             )
         });
-        c.require(t.m_input > 0 && t.tile_m % t.m_input == 0, Constraint::Alignment, || {
-            format!("m_input {} does not divide tile_m {}", t.m_input, t.tile_m)
-        });
+        c.require(
+            t.m_input > 0 && t.tile_m % t.m_input == 0,
+            Constraint::Alignment,
+            || format!("m_input {} does not divide tile_m {}", t.m_input, t.tile_m),
+        );
         let m_block = t.tile_m * cols;
-        c.require(m_block > 0 && self.m % m_block == 0, Constraint::Alignment, || {
-            format!("M {} is not a multiple of tile_m {} x herd columns {cols} = {m_block}", self.m, t.tile_m)
-        });
+        c.require(
+            m_block > 0 && self.m % m_block == 0,
+            Constraint::Alignment,
+            || {
+                format!(
+                    "M {} is not a multiple of tile_m {} x herd columns {cols} = {m_block}",
+                    self.m, t.tile_m
+                )
+            },
+        );
         c.l2(&[
             ("A panel", cols * t.tile_m * k_seg * 2),
             ("y", cols * t.tile_m * 2),
@@ -185,28 +207,92 @@ pub fn gemv(
         .collect())
 }
 
-fn validate_operands(kernel: Kernel, spec: &GemvSpec, w: &[u16], x: &[u16]) -> Result<(), KernelError> {
+fn validate_operands(
+    kernel: Kernel,
+    spec: &GemvSpec,
+    w: &[u16],
+    x: &[u16],
+) -> Result<(), KernelError> {
     operand(kernel, "W", w, spec.m * spec.k)?;
     operand(kernel, "x", x, spec.k)
 }
 
-/// f32 accumulators: each K segment reduced over eight lanes, segments added
-/// in order (the cascade chain, or the k_split loop).
+/// f32 accumulators: each K segment reduced over `LANES` lanes (pairwise at
+/// the end), segments added in order (the cascade chain, or the k_split loop).
 fn matvec_f32(spec: &GemvSpec, w: &[u16], x: &[u16]) -> Vec<f32> {
     let x32 = bf16::to_f32_vec(x);
     let k = spec.k;
     let segment = spec.k_segment().max(1);
     let mut y = vec![0.0f32; spec.m];
-    y.par_chunks_mut(64).enumerate().for_each(|(block, out)| {
-        for (j, slot) in out.iter_mut().enumerate() {
-            let row = &w[(block * 64 + j) * k..][..k];
-            *slot = row
-                .chunks(segment)
-                .zip(x32.chunks(segment))
-                .fold(0.0f32, |acc, (r, xs)| acc + bf16::dot_bf16_f32(r, xs));
-        }
-    });
+    y.par_chunks_mut(ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(block, out)| {
+            let rows = &w[block * ROWS_PER_TASK * k..][..out.len() * k];
+            rows_dot(rows, k, segment, &x32, out);
+        });
     y
+}
+
+/// Output rows per parallel task.
+const ROWS_PER_TASK: usize = 32;
+/// Accumulator lanes: one `accfloat` vector of the AIE2P vector unit.
+const LANES: usize = 16;
+
+fn rows_dot(rows: &[u16], k: usize, segment: usize, x: &[f32], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is present, checked just above.
+            unsafe { rows_dot_avx2(rows, k, segment, x, out) };
+            return;
+        }
+    }
+    rows_dot_portable(rows, k, segment, x, out);
+}
+
+/// The portable loop compiled with AVX2: wider vectors, the same operations
+/// in the same order (Rust never contracts into FMA), so the same bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn rows_dot_avx2(rows: &[u16], k: usize, segment: usize, x: &[f32], out: &mut [f32]) {
+    rows_dot_portable(rows, k, segment, x, out);
+}
+
+#[inline(always)]
+fn rows_dot_portable(rows: &[u16], k: usize, segment: usize, x: &[f32], out: &mut [f32]) {
+    for (slot, row) in out.iter_mut().zip(rows.chunks_exact(k)) {
+        *slot = row
+            .chunks(segment)
+            .zip(x.chunks(segment))
+            .fold(0.0f32, |acc, (r, xs)| acc + segment_dot(r, xs));
+    }
+}
+
+#[inline(always)]
+fn segment_dot(row: &[u16], x: &[f32]) -> f32 {
+    let body = row.len() / LANES * LANES;
+    let mut acc = [0.0f32; LANES];
+    for (r, v) in row[..body]
+        .chunks_exact(LANES)
+        .zip(x[..body].chunks_exact(LANES))
+    {
+        for l in 0..LANES {
+            acc[l] += bf16::to_f32(r[l]) * v[l];
+        }
+    }
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        for l in 0..width {
+            acc[l] += acc[l + width];
+        }
+    }
+    let tail: f32 = row[body..]
+        .iter()
+        .zip(&x[body..])
+        .map(|(&r, &v)| bf16::to_f32(r) * v)
+        .sum();
+    acc[0] + tail
 }
 
 /// One launch of the decode cascade: `silu(Wg·n) ⊙ (Wu·n)` with
@@ -294,7 +380,10 @@ impl LmHeadSpec {
         });
         let covered = self.parts * self.part.m;
         c.require(covered >= self.vocab, Constraint::Shape, || {
-            format!("{} partitions x {} rows cover {covered} < vocab {}", self.parts, self.part.m, self.vocab)
+            format!(
+                "{} partitions x {} rows cover {covered} < vocab {}",
+                self.parts, self.part.m, self.vocab
+            )
         });
         c.finish()
     }
@@ -310,21 +399,32 @@ impl LmHeadSpec {
 
 /// Logits `[vocab]` (bf16) from the output projection `[vocab, K]`, every
 /// partition in turn.
-pub fn lm_head_gemv(device: &Device, spec: &LmHeadSpec, w: &[u16], x: &[u16]) -> Result<Vec<u16>, KernelError> {
+pub fn lm_head_gemv(
+    device: &Device,
+    spec: &LmHeadSpec,
+    w: &[u16],
+    x: &[u16],
+) -> Result<Vec<u16>, KernelError> {
     operand(Kernel::LmHeadGemv, "W", w, spec.vocab * spec.part.k)?;
     let mut logits = vec![0u16; spec.vocab];
     let k = spec.part.k;
     for part in 0..spec.parts {
         let rows = spec.rows(part);
-        let mut padded = vec![0u16; spec.part.m * k];
-        padded[..rows.len() * k].copy_from_slice(&w[rows.start * k..rows.end * k]);
-        lm_head_partition(device, spec, part, &padded, x, &mut logits)?;
+        lm_head_partition(
+            device,
+            spec,
+            part,
+            &w[rows.start * k..rows.end * k],
+            x,
+            &mut logits,
+        )?;
     }
     Ok(logits)
 }
 
-/// One partition: `w_part` holds its `spec.part.m` rows (zero-padded past the
-/// vocabulary); the partition's logits land in their rows of `logits`.
+/// One partition: `w_part` holds its rows of the output projection, either
+/// the real rows only or padded with zeros to `spec.part.m` (padding is never
+/// read); the partition's logits land in their rows of `logits`.
 pub fn lm_head_partition(
     device: &Device,
     spec: &LmHeadSpec,
@@ -335,11 +435,16 @@ pub fn lm_head_partition(
 ) -> Result<(), KernelError> {
     refuse_if_any(Kernel::LmHeadGemv, spec.check(device))?;
     let k = spec.part.k;
-    operand(Kernel::LmHeadGemv, "W partition", w_part, spec.part.m * k)?;
+    let rows = spec.rows(part);
+    if w_part.len() != spec.part.m * k {
+        operand(Kernel::LmHeadGemv, "W partition", w_part, rows.len() * k)?;
+    }
     operand(Kernel::LmHeadGemv, "x", x, k)?;
     operand(Kernel::LmHeadGemv, "logits", logits, spec.vocab)?;
-    let rows = spec.rows(part);
-    let real = GemvSpec { m: rows.len(), ..spec.part };
+    let real = GemvSpec {
+        m: rows.len(),
+        ..spec.part
+    };
     let y = matvec_f32(&real, &w_part[..rows.len() * k], x);
     for (slot, v) in logits[rows].iter_mut().zip(y) {
         *slot = bf16::from_f32(v);

@@ -22,7 +22,9 @@ pub use elementwise::{
     NormSpec, RopeSpec, RowTile,
 };
 pub use gemm::{gemm, gemm_f32, gemm_into, BOperand, Epilogue, GemmSpec, GemmTile};
-pub use gemv::{gemv, gemv_swiglu, lm_head_gemv, lm_head_partition, GemvSpec, GemvTile, LmHeadSpec};
+pub use gemv::{
+    gemv, gemv_swiglu, lm_head_gemv, lm_head_partition, GemvSpec, GemvTile, LmHeadSpec,
+};
 
 /// Kernel names, the same strings as `ops::KERNELS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -1,0 +1,295 @@
+//! Functional execution of whole plans on the tiny fixtures, against the CPU
+//! f32 reference: the emulated NPU path (bf16 between kernels, BFP16-free
+//! reference plan) must keep every layer's output close and agree on the
+//! next token, prefill and decode; plans that differ only in host traffic
+//! (the ablation cells) must give bit-identical logits.
+
+use std::path::PathBuf;
+
+use skillc_runtime::model::oracle::{blocks::argmax, LogitRows, Reference};
+use skillc_runtime::model::Model;
+use skillc_runtime::xdna2::builder::plan_for;
+use skillc_runtime::xdna2::calibration::ablation_options;
+use skillc_runtime::xdna2::device::Device;
+use skillc_runtime::xdna2::exec::Session;
+use skillc_runtime::xdna2::plan::{Launch, Phase, PlanOptions, Step};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/fixtures"
+    ))
+    .join(name)
+}
+
+fn prompt(name: &str) -> Vec<u32> {
+    let text =
+        std::fs::read_to_string(fixture(name).join("reference.json")).expect("reference.json");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("json");
+    json["prompt_ids"]
+        .as_array()
+        .expect("prompt_ids")
+        .iter()
+        .map(|v| v.as_u64().expect("id") as u32)
+        .collect()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
+    let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    dot / (na * nb)
+}
+
+const SEQ: usize = 128;
+
+fn run_fixture(name: &str) {
+    let model = Model::load(&fixture(name), None).expect("fixture loads");
+    let device = Device::npu2();
+    let tokens = prompt(name);
+    let prefill = plan_for(
+        name,
+        &model.arch,
+        &device,
+        Phase::Prefill,
+        SEQ,
+        &PlanOptions::reference(),
+    )
+    .expect("plan");
+    let decode = plan_for(
+        name,
+        &model.arch,
+        &device,
+        Phase::Decode,
+        SEQ,
+        &PlanOptions::reference(),
+    )
+    .expect("plan");
+
+    let mut session = Session::new(&model.arch, &model.weights, &device);
+    session.capture_layers(true);
+    let npu = session.prefill(&prefill, &tokens).expect("prefill runs");
+    let mut reference = Reference::new(&model).expect("reference");
+    let out = reference
+        .prefill(&tokens, LogitRows::Last)
+        .expect("reference prefill");
+    let hidden = model.arch.hidden_size;
+    for (layer, (emulated, expected)) in session
+        .layer_outputs
+        .iter()
+        .zip(&out.layer_outputs)
+        .enumerate()
+    {
+        let emulated = skillc_runtime::bf16::to_f32_vec(&emulated[..tokens.len() * hidden]);
+        let c = cosine(&emulated, &expected.data);
+        assert!(c >= 0.99, "{name} layer {layer}: cosine {c}");
+    }
+    let c = cosine(&npu, &out.logits.data);
+    assert!(c >= 0.99, "{name} prefill logits cosine {c}");
+    assert_eq!(
+        argmax(&npu),
+        argmax(&out.logits.data),
+        "{name}: next token differs"
+    );
+
+    // Teacher-forced decode: the same tokens on both sides, logits compared.
+    let mut token = argmax(&out.logits.data) as u32;
+    for step in 0..4 {
+        let emulated = session.decode(&decode, token).expect("decode runs");
+        let expected = reference.decode_step(token).expect("reference decode");
+        let c = cosine(&emulated, &expected);
+        assert!(c >= 0.99, "{name} decode step {step}: cosine {c}");
+        token = argmax(&expected) as u32;
+    }
+    assert_eq!(session.position(), tokens.len() + 4);
+}
+
+#[test]
+fn llama32_tiny_runs_on_the_emulator() {
+    run_fixture("llama32-tiny");
+}
+
+#[test]
+fn qwen25_tiny_runs_on_the_emulator() {
+    run_fixture("qwen25-tiny");
+}
+
+#[test]
+fn qwen3_tiny_runs_on_the_emulator() {
+    run_fixture("qwen3-tiny");
+}
+
+#[test]
+fn smollm2_tiny_runs_on_the_emulator() {
+    run_fixture("smollm2-tiny");
+}
+
+/// Host traffic, merging and the activation layout change time, not values.
+#[test]
+fn ablation_cells_and_the_naive_plan_give_bit_identical_logits() {
+    let name = "llama32-tiny";
+    let model = Model::load(&fixture(name), None).expect("fixture loads");
+    let device = Device::npu2();
+    let tokens = prompt(name);
+    let options = [
+        ablation_options('a'),
+        ablation_options('d'),
+        PlanOptions::naive(),
+    ];
+    let logits: Vec<Vec<f32>> = options
+        .iter()
+        .map(|options| {
+            let plan =
+                plan_for(name, &model.arch, &device, Phase::Prefill, SEQ, options).expect("plan");
+            Session::new(&model.arch, &model.weights, &device)
+                .prefill(&plan, &tokens)
+                .expect("runs")
+        })
+        .collect();
+    assert_eq!(logits[0], logits[1]);
+    assert_eq!(logits[0], logits[2]);
+}
+
+#[test]
+fn a_gemm_tile_that_does_not_divide_n_corrupts_the_output_silently() {
+    let name = "llama32-tiny";
+    let model = Model::load(&fixture(name), None).expect("fixture loads");
+    let device = Device::npu2();
+    let tokens = prompt(name);
+    let good = plan_for(
+        name,
+        &model.arch,
+        &device,
+        Phase::Prefill,
+        SEQ,
+        &PlanOptions::reference(),
+    )
+    .expect("plan");
+    let mut bad = good.clone();
+    // Q projection: N = 128 with herd rows 4; tile_n 64 leaves no full block.
+    for step in &mut bad.layer {
+        if let Step::Call(call) = step {
+            for launch in &mut call.launches {
+                if let Launch::Gemm { b, spec, .. } = launch {
+                    if b == "wq" {
+                        spec.tile.tile_n = 48;
+                        assert!(spec.unwritten_columns() > 0);
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        bad.check(&device).is_ok(),
+        "the hardware does not refuse it"
+    );
+    let mut session = Session::new(&model.arch, &model.weights, &device);
+    let ok = session.prefill(&good, &tokens).expect("runs");
+    let corrupt = session.prefill(&bad, &tokens).expect("runs, silently");
+    assert!(
+        cosine(&ok, &corrupt) < 0.99,
+        "the corruption must be visible to a gate"
+    );
+}
+
+#[test]
+fn phantom_heads_pad_a_non_aligned_model_exactly() {
+    // Qwen2.5-0.5B's attention (14 heads of 64 over 2 KV heads, 896 wide) in
+    // one layer: the plan pads to 16 heads so q_dim is 1024-aligned.
+    let models = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/models"));
+    let mut arch =
+        skillc_runtime::model::config::load_config(&models.join("qwen2.5-0.5b")).expect("config");
+    arch.num_layers = 1;
+    arch.vocab_size = 1024;
+    arch.intermediate_size = 512;
+    let model = Model::random(arch, 7).expect("random weights");
+    let device = Device::npu2();
+    let plan = plan_for(
+        "qwen2.5-0.5b-1layer",
+        &model.arch,
+        &device,
+        Phase::Prefill,
+        SEQ,
+        &PlanOptions::reference(),
+    )
+    .expect("plan");
+    let fa_heads = plan
+        .calls()
+        .flat_map(|(_, c)| &c.launches)
+        .find_map(|l| match l {
+            Launch::FlashAttention { spec, .. } => Some(spec.heads),
+            _ => None,
+        });
+    assert_eq!(fa_heads, Some(16));
+    let tokens: Vec<u32> = (0..20).map(|i| (i * 37 % 1024) as u32).collect();
+    let npu = Session::new(&model.arch, &model.weights, &device)
+        .prefill(&plan, &tokens)
+        .expect("runs");
+    let expected = Reference::new(&model)
+        .expect("reference")
+        .prefill(&tokens, LogitRows::Last)
+        .expect("reference");
+    let c = cosine(&npu, &expected.logits.data);
+    assert!(c >= 0.99, "padded model logits cosine {c}");
+}
+
+/// Phase-1 validation of every launch of a fixture's plans passes, and the
+/// silent-corruption tiling comes back with mismatches (it is not refused).
+#[test]
+fn phase_one_validation_sees_the_silent_corruption() {
+    use skillc_runtime::xdna2::validate::validate_launch;
+    let model = Model::load(&fixture("qwen3-tiny"), None).expect("fixture loads");
+    let device = Device::npu2();
+    for phase in [Phase::Prefill, Phase::Decode] {
+        let plan = plan_for(
+            "qwen3-tiny",
+            &model.arch,
+            &device,
+            phase,
+            SEQ,
+            &PlanOptions::reference(),
+        )
+        .expect("plan");
+        for (_, call) in plan.calls() {
+            for launch in &call.launches {
+                let v = validate_launch(&device, launch, 3).expect("places");
+                assert!(
+                    v.passed(),
+                    "{} {}: {:?}",
+                    v.kernel.name(),
+                    v.shape,
+                    v.comparison
+                );
+            }
+        }
+    }
+    let spec = skillc_runtime::xdna2::kernels::GemmSpec {
+        n: 896,
+        ..skillc_runtime::xdna2::kernels::GemmSpec::select(
+            &device,
+            256,
+            896,
+            896,
+            Default::default(),
+            Default::default(),
+        )
+    };
+    let mut corrupt = spec;
+    corrupt.tile.tile_n = 128;
+    assert_eq!(
+        (spec.unwritten_columns(), corrupt.unwritten_columns()),
+        (0, 384)
+    );
+    let launch = |spec| Launch::Gemm {
+        a: "a".into(),
+        b: "b".into(),
+        out: "c".into(),
+        spec,
+    };
+    assert!(validate_launch(&device, &launch(spec), 1)
+        .expect("runs")
+        .passed());
+    let v = validate_launch(&device, &launch(corrupt), 1)
+        .expect("runs: the hardware does not refuse it");
+    assert!(v.comparison.mismatches > 0, "{v:?}");
+}

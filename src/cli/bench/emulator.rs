@@ -1,0 +1,159 @@
+//! `skillc bench emulator`: host speed of the XDNA 2 emulator's functional
+//! execution of a full-size decode step (Llama-3.2-1B by default, seeded
+//! random weights) next to the CPU f32 reference's decode step, measured
+//! interleaved in one process (sequential A/B runs disagree by up to 15 %,
+//! calibration §0), plus the emulated NPU's modeled time for the same step.
+//!
+//! Run with `cargo run --release -- bench emulator`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use skillc_runtime::model::config::load_config;
+use skillc_runtime::model::memory::human_bytes;
+use skillc_runtime::model::oracle::{blocks::argmax, Reference};
+use skillc_runtime::model::Model;
+use skillc_runtime::xdna2::builder::plan_for;
+use skillc_runtime::xdna2::cost::time_plan;
+use skillc_runtime::xdna2::device::Device;
+use skillc_runtime::xdna2::exec::Session;
+use skillc_runtime::xdna2::fit::{committed_params, FittedFile};
+use skillc_runtime::xdna2::plan::{Phase, PlanOptions};
+
+use crate::cli::EXIT_USAGE;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Model config (file or directory); random weights are drawn for it.
+    #[arg(long, default_value = "../shared/models/llama-3.2-1b")]
+    pub config: PathBuf,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Decode steps timed on each side, from an empty KV cache.
+    #[arg(long, default_value_t = 8)]
+    pub steps: usize,
+}
+
+/// Context the decode plan is built for (positions its RoPE table covers).
+const CONTEXT: usize = 128;
+
+pub fn run(args: Args) -> ExitCode {
+    match bench(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+struct Step {
+    emulator_s: f64,
+    reference_s: f64,
+    cosine: f64,
+    same_argmax: bool,
+}
+
+fn bench(args: &Args) -> Result<(), String> {
+    let arch = load_config(&args.config).map_err(|e| format!("{}: {e}", args.config.display()))?;
+    let steps = args.steps.clamp(1, CONTEXT);
+    let device = Device::npu2();
+    let plan = plan_for(
+        "bench",
+        &arch,
+        &device,
+        Phase::Decode,
+        CONTEXT,
+        &PlanOptions::reference(),
+    )
+    .map_err(|e| e.to_string())?;
+    let model = Model::random(arch, args.seed).map_err(|e| e.to_string())?;
+    let mut session = Session::new(&model.arch, &model.weights, &device);
+    let mut reference = Reference::new(&model).map_err(|e| e.to_string())?;
+    let mut token = 1u32;
+    let mut results = Vec::with_capacity(steps);
+    for _ in 0..steps {
+        let start = Instant::now();
+        let emulated = session.decode(&plan, token).map_err(|e| e.to_string())?;
+        let emulator_s = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let expected = reference.decode_step(token).map_err(|e| e.to_string())?;
+        let reference_s = start.elapsed().as_secs_f64();
+        results.push(Step {
+            emulator_s,
+            reference_s,
+            cosine: cosine(&emulated, &expected),
+            same_argmax: argmax(&emulated) == argmax(&expected),
+        });
+        token = argmax(&expected) as u32;
+    }
+    let params = committed_params();
+    let modeled = time_plan(&plan, &device, &params);
+    print_table(args, &model, &results, modeled.total_s);
+    Ok(())
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
+    let na = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    let nb = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    dot / (na * nb)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn print_table(args: &Args, model: &Model, steps: &[Step], modeled_s: f64) {
+    let emulator = median(steps.iter().map(|s| s.emulator_s).collect());
+    let reference = median(steps.iter().map(|s| s.reference_s).collect());
+    let worst_cosine = steps.iter().map(|s| s.cosine).fold(1.0, f64::min);
+    let agree = steps.iter().filter(|s| s.same_argmax).count();
+    println!(
+        "skillc bench emulator --config {} --seed {} --steps {}",
+        args.config.display(),
+        args.seed,
+        steps.len()
+    );
+    println!(
+        "model: {} layers, hidden {}, {} of bf16 weights (random, seed {}), {} threads",
+        model.arch.num_layers,
+        model.arch.hidden_size,
+        human_bytes(model.weights.bytes()),
+        args.seed,
+        rayon::current_num_threads()
+    );
+    println!();
+    println!(
+        "  {:<44} {:>12}",
+        "decode step (from position 0, interleaved)", "median"
+    );
+    println!(
+        "  {:<44} {:>9.1} ms",
+        "emulator, functional (host time)",
+        emulator * 1e3
+    );
+    println!(
+        "  {:<44} {:>9.1} ms",
+        "CPU f32 reference (host time)",
+        reference * 1e3
+    );
+    println!(
+        "  {:<44} {:>11.2}x",
+        "emulator / reference",
+        emulator / reference
+    );
+    println!(
+        "  {:<44} {:>9.1} ms",
+        "emulated NPU, modeled at context 128",
+        modeled_s * 1e3
+    );
+    println!();
+    println!(
+        "logits vs reference: worst cosine {worst_cosine:.5}, argmax agrees on {agree}/{} steps",
+        steps.len()
+    );
+    println!("NPU time is {}", FittedFile::committed().note());
+}
