@@ -8,4 +8,6 @@
 
 pub mod cli;
 pub mod diag;
+pub mod graph;
 pub mod syntax;
+pub mod synth;

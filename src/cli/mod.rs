@@ -11,6 +11,9 @@ pub mod calibrate;
 pub mod deploy;
 pub mod evaluate;
 pub mod reference;
+pub mod check;
+pub mod graph;
+pub mod render;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -25,6 +28,10 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Parse, resolve and validate trajectory directories; print every diagnostic.
+    Check(check::Args),
+    /// Print the action/lesson graph of a trajectory as Graphviz DOT or JSON.
+    Graph(graph::Args),
     /// Benchmarks that print a table (parse, build, oracle, emulator, deploy).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -41,6 +48,8 @@ pub enum Command {
 
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
+        Command::Check(args) => check::run(args),
+        Command::Graph(args) => graph::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Deploy(args) => deploy::run(args),
         Command::Evaluate(args) => evaluate::run(args),

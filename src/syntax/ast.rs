@@ -25,6 +25,27 @@ pub enum Item {
     Header(Header),
     Session(Session),
     Entry(Entry),
+    /// An item that failed to parse (its syntax error is already reported). Kept so
+    /// the resolver knows an id or a session exists and does not report the
+    /// consequences of the syntax error as further errors.
+    Unparsed(Unparsed),
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Unparsed {
+    pub kind: UnparsedKind,
+    #[serde(skip)]
+    pub span: Span,
+}
+
+/// What a broken item looked like from its first line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnparsedKind {
+    Header,
+    Session,
+    Entry { id: String },
+    Other,
 }
 
 /// A word the user wrote: an id, an operation, a metric, a parameter key, a unit.

@@ -5,6 +5,7 @@
 use pest::error::{Error, ErrorVariant, InputLocation};
 
 use super::parser::{Rule, SpanMaker};
+use super::{split, UnparsedKind};
 use crate::diag::{Code, Diagnostic};
 
 pub(super) fn syntax_error(
@@ -12,21 +13,32 @@ pub(super) fn syntax_error(
     base: usize,
     piece: &str,
     error: &Error<Rule>,
-) -> Diagnostic {
+) -> (Diagnostic, usize) {
     let at = match error.location {
         InputLocation::Pos(pos) => pos,
         InputLocation::Span((start, _)) => start,
     }
     .min(piece.len());
     let found = found_token(piece, at);
-    let span = spans.span_at(base + at, base + at + found.len());
+    // At the end of an item, point just after its last token rather than at the
+    // start of whatever follows.
+    let at_end = found.is_empty() && piece[at..].trim().is_empty();
+    let caret = if at_end {
+        trim_trivia_end(&piece[..at]).len()
+    } else {
+        at
+    };
+    let span = spans.span_at(base + caret, base + caret + found.len());
     let expected = match &error.variant {
-        ErrorVariant::ParsingError { positives, .. } => describe(positives),
+        ErrorVariant::ParsingError { positives, .. } => describe(
+            positives,
+            matches!(split::item_kind(piece), UnparsedKind::Entry { .. }),
+        ),
         ErrorVariant::CustomError { message } => message.clone(),
     };
     let found_text = if found.is_empty() {
-        if piece[at..].trim().is_empty() {
-            "end of item".to_string()
+        if at_end {
+            "the end of the item".to_string()
         } else {
             "this".to_string()
         }
@@ -42,7 +54,28 @@ pub(super) fn syntax_error(
     if let Some(hint) = hint(piece, at, found, &error.variant) {
         diagnostic = diagnostic.with_hint(hint);
     }
-    diagnostic
+    (diagnostic, at)
+}
+
+/// `text` without trailing whitespace and comment lines.
+fn trim_trivia_end(text: &str) -> &str {
+    let mut text = text.trim_end();
+    loop {
+        let line_start = text.rfind('\n').map_or(0, |i| i + 1);
+        let line = &text[line_start..];
+        match line.find('#') {
+            // Only a comment that is not inside a string on its line; a quote before the
+            // `#` makes that uncertain, so stop there.
+            Some(hash) if !line[..hash].contains('"') => {
+                let trimmed = text[..line_start + hash].trim_end();
+                if trimmed.len() == text.len() {
+                    return text;
+                }
+                text = trimmed;
+            }
+            _ => return text,
+        }
+    }
 }
 
 /// The token at `at`: a word, an operator run, or one character.
@@ -57,9 +90,11 @@ fn found_token(piece: &str, at: usize) -> &str {
     let is_word = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | '%');
     let is_operator = |c: char| matches!(c, '=' | '<' | '>' | '!');
     let len = if first == '"' {
-        rest[1..]
-            .find(['"', '\n'])
-            .map_or(rest.len(), |end| (end + 2).min(rest.len()))
+        match rest[1..].find(['"', '\n']) {
+            Some(end) if rest[1 + end..].starts_with('"') => end + 2,
+            Some(end) => end + 1,
+            None => rest.len(),
+        }
     } else if is_word(first) {
         rest.find(|c: char| !is_word(c)).unwrap_or(rest.len())
     } else if is_operator(first) {
@@ -77,15 +112,28 @@ fn found_token(piece: &str, at: usize) -> &str {
 
 /// What the parser expected, in the language's words, deduplicated and in a stable
 /// order.
-fn describe(positives: &[Rule]) -> String {
+/// `in_entry`: the piece is an entry, so wherever the next item may start a clause may
+/// too (pest does not report the `clause_start` lookahead that guards clauses).
+fn describe(positives: &[Rule], in_entry: bool) -> String {
+    const CLAUSE: &str = "a clause (when, after, about, evidence, fixes, supersedes, reverts, symptom, cause, fix, -> verdict)";
     let mut names: Vec<&str> = Vec::new();
     let clause_keywords = positives.iter().filter(|r| is_clause_start(**r)).count();
+    let any_value = positives
+        .iter()
+        .any(|r| matches!(r, Rule::ident_value | Rule::list | Rule::fix_list));
     for rule in positives {
-        let name = if clause_keywords > 2 && is_clause_start(*rule) {
-            "a clause (when, after, about, evidence, fixes, supersedes, reverts, symptom, cause, fix, -> verdict)"
+        let name = if any_value && is_value(*rule) {
+            "a value"
+        } else if is_item_start(*rule) {
+            "the next item"
+        } else if clause_keywords > 2 && is_clause_start(*rule) {
+            CLAUSE
         } else {
             rule_name(*rule)
         };
+        if name == "the next item" && in_entry && !names.contains(&CLAUSE) {
+            names.push(CLAUSE);
+        }
         if !name.is_empty() && !names.contains(&name) {
             names.push(name);
         }
@@ -95,6 +143,36 @@ fn describe(positives: &[Rule]) -> String {
         1 => names[0].to_string(),
         n => format!("{} or {}", names[..n - 1].join(", "), names[n - 1]),
     }
+}
+
+fn is_value(rule: Rule) -> bool {
+    matches!(
+        rule,
+        Rule::ident_value
+            | Rule::list
+            | Rule::fix_list
+            | Rule::quantity
+            | Rule::number
+            | Rule::string
+            | Rule::triple_string
+            | Rule::boolean
+            | Rule::call
+            | Rule::paren_expr
+            | Rule::func_name
+    )
+}
+
+fn is_item_start(rule: Rule) -> bool {
+    matches!(
+        rule,
+        Rule::EOI
+            | Rule::header
+            | Rule::kw_trajectory
+            | Rule::session
+            | Rule::kw_session
+            | Rule::entry
+            | Rule::entry_id
+    )
 }
 
 fn is_clause_start(rule: Rule) -> bool {
@@ -187,6 +265,14 @@ fn hint(piece: &str, at: usize, found: &str, variant: &ErrorVariant<Rule>) -> Op
         ErrorVariant::ParsingError { positives, .. } => positives,
         ErrorVariant::CustomError { .. } => &[],
     };
+    if let Some(kind) = not_a_kind(piece, at, positives) {
+        if kind.is_empty() {
+            return Some("an entry starts with `<id> <kind>`, both on one line".into());
+        }
+        return Some(format!(
+            "an entry is `<id> <kind>` on one line, the kind one of action, observe, lesson, note, decision; `{kind}` is not a kind"
+        ));
+    }
     if at == 0 {
         return Some(
             "every item starts with `trajectory \"name\"`, `session <timestamp> phase <n>` or `<id> <kind>` on one line"
@@ -218,4 +304,20 @@ fn hint(piece: &str, at: usize, found: &str, variant: &ErrorVariant<Rule>) -> Op
         return Some("ids are words like `a12`; keywords cannot be ids".into());
     }
     None
+}
+
+/// When an entry could start at `at` and the line holds `<word> <word>`, the second
+/// word, which is then a misspelt or missing kind.
+fn not_a_kind<'a>(piece: &'a str, at: usize, positives: &[Rule]) -> Option<&'a str> {
+    if !positives.contains(&Rule::entry_id) && !positives.contains(&Rule::entry) {
+        return None;
+    }
+    let line = piece[at..].lines().next()?;
+    let mut words = line.split_whitespace();
+    let _id = words.next()?;
+    let kind = words.next().unwrap_or("");
+    Some(kind).filter(|k| {
+        k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    })
 }

@@ -8,6 +8,7 @@
 //! # use std::path::Path;
 //! let sources = skillc::syntax::load_dir(Path::new("trajectories/example"))?;
 //! let (parsed, diagnostics) = skillc::syntax::parse_sources(&sources, 0);
+//! let (graph, more) = skillc::graph::build(parsed);
 //! # Ok::<(), skillc::syntax::LoadError>(())
 //! ```
 //!
@@ -103,9 +104,13 @@ pub fn load_file(path: &Path) -> Result<SourceFile, LoadError> {
         path: shown.clone(),
         source,
     })?;
-    let text = String::from_utf8(bytes).map_err(|_| LoadError::NotUtf8 {
+    let mut text = String::from_utf8(bytes).map_err(|_| LoadError::NotUtf8 {
         path: shown.clone(),
     })?;
+    // Editors on some platforms start UTF-8 files with a byte-order mark; it is not text.
+    if text.starts_with('\u{feff}') {
+        text.drain(..'\u{feff}'.len_utf8());
+    }
     Ok(SourceFile { path: shown, text })
 }
 
@@ -131,11 +136,22 @@ pub fn parse_sources(sources: &[SourceFile], first_id: u32) -> (Vec<ParsedFile>,
     (parsed, diagnostics)
 }
 
+/// One trajectory directory, loaded and parsed.
+#[derive(Debug)]
+pub struct ParsedDir {
+    /// File `i` has `FileId(i)`.
+    pub sources: Vec<SourceFile>,
+    pub files: Vec<ParsedFile>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
 /// Loads and parses one trajectory directory (file ids start at 0).
-pub fn parse_dir(
-    dir: &Path,
-) -> Result<(Vec<SourceFile>, Vec<ParsedFile>, Vec<Diagnostic>), LoadError> {
+pub fn parse_dir(dir: &Path) -> Result<ParsedDir, LoadError> {
     let sources = load_dir(dir)?;
-    let (parsed, diagnostics) = parse_sources(&sources, 0);
-    Ok((sources, parsed, diagnostics))
+    let (files, diagnostics) = parse_sources(&sources, 0);
+    Ok(ParsedDir {
+        sources,
+        files,
+        diagnostics,
+    })
 }

@@ -5,6 +5,7 @@
 use pest::iterators::Pair;
 use pest::Parser;
 use pest_derive::Parser;
+use rayon::prelude::*;
 
 use super::ast::*;
 use super::span::{FileId, LineIndex, Span};
@@ -15,53 +16,59 @@ use crate::diag::{Code, Diagnostic};
 #[grammar = "grammar/trajectory.pest"]
 pub struct TrajectoryParser;
 
-/// Parses one file's text. Never panics; every problem is a diagnostic.
+/// Longest remedy expression accepted, in parse-tree tokens (`divisor(N / herd_n)` is
+/// about 20).
+const MAX_EXPRESSION_TOKENS: usize = 2000;
+
+/// Parses one file's text. Never panics; every problem is a diagnostic. Runs of items
+/// are parsed in parallel; items and diagnostics come back in file order.
 pub fn parse_text(file: FileId, path: &str, text: &str) -> (ParsedFile, Vec<Diagnostic>) {
     let index = LineIndex::new(text);
-    let mut builder = Builder {
-        spans: SpanMaker::new(file, text, &index),
-        diagnostics: Vec::new(),
-    };
-    let mut items = Vec::new();
-    for piece in split::split(text) {
-        if let Some(at) = piece.too_deep_at {
-            let span = builder.spans.span_at(at, at + 1);
-            builder.diagnostics.push(
-                Diagnostic::new(
-                    Code::NestingTooDeep,
-                    span,
-                    format!("brackets nested more than {} deep", split::MAX_NESTING),
-                )
-                .with_hint("flatten the value; lists and expressions need only a few levels"),
-            );
-            continue;
-        }
-        let source = &text[piece.range.clone()];
-        match TrajectoryParser::parse(Rule::file, source) {
-            Ok(mut pairs) => {
-                builder.spans.base = piece.range.start;
-                let Some(file_pair) = pairs.next() else {
-                    continue;
-                };
-                for pair in file_pair.into_inner() {
-                    if let Some(item) = builder.item(pair) {
-                        items.push(item);
-                    }
-                }
-            }
-            Err(error) => {
-                let diagnostic =
-                    super::errors::syntax_error(&builder.spans, piece.range.start, source, &error);
-                builder.diagnostics.push(diagnostic);
-            }
-        }
+    let pieces = split::split(text);
+    let batches: Vec<&[split::Piece]> = batches(&pieces).collect();
+    let results: Vec<(Vec<Item>, Vec<Diagnostic>)> = batches
+        .par_iter()
+        .map(|batch| parse_batch(file, text, &index, batch))
+        .collect();
+    let mut items = Vec::with_capacity(pieces.len());
+    let mut diagnostics = Vec::new();
+    for (batch_items, batch_diagnostics) in results {
+        items.extend(batch_items);
+        diagnostics.extend(batch_diagnostics);
     }
     let parsed = ParsedFile {
         file,
         path: path.to_string(),
         items,
     };
-    (parsed, builder.diagnostics)
+    (parsed, diagnostics)
+}
+
+fn parse_batch(
+    file: FileId,
+    text: &str,
+    index: &LineIndex,
+    batch: &[split::Piece],
+) -> (Vec<Item>, Vec<Diagnostic>) {
+    let mut builder = Builder {
+        spans: SpanMaker::new(file, text, index),
+        diagnostics: Vec::new(),
+    };
+    let mut items = Vec::with_capacity(batch.len());
+    // Fast path: the whole run in one pest call. Only if that fails is each piece
+    // parsed on its own, which pins down every error; valid files never get there.
+    if batch.len() > 1 && batch.iter().all(|p| p.too_deep_at.is_none()) {
+        let range = batch[0].range.start..batch[batch.len() - 1].range.end;
+        if let Ok(pairs) = TrajectoryParser::parse(Rule::file, &text[range.clone()]) {
+            builder.spans.base = range.start;
+            builder.items(pairs, &mut items);
+            return (items, builder.diagnostics);
+        }
+    }
+    for piece in batch {
+        builder.piece(text, piece, &mut items);
+    }
+    (items, builder.diagnostics)
 }
 
 /// Turns byte offsets of the current piece into spans with line and column. Lookups
@@ -72,6 +79,8 @@ pub(super) struct SpanMaker<'a> {
     text: &'a str,
     index: &'a LineIndex,
     pub(super) base: usize,
+    /// The last lookup (line index, offset, column), where the next one starts.
+    cursor: std::cell::Cell<(usize, u32, u32)>,
 }
 
 impl<'a> SpanMaker<'a> {
@@ -81,6 +90,7 @@ impl<'a> SpanMaker<'a> {
             text,
             index,
             base: 0,
+            cursor: std::cell::Cell::new((0, 0, 1)),
         }
     }
 
@@ -88,7 +98,10 @@ impl<'a> SpanMaker<'a> {
     pub(super) fn span_at(&self, start: usize, end: usize) -> Span {
         let start = start.min(self.text.len());
         let end = end.clamp(start, self.text.len());
-        let (line, col) = self.index.line_col(self.text, start as u32);
+        let ((line, col), cursor) =
+            self.index
+                .line_col_from(self.text, start as u32, self.cursor.get());
+        self.cursor.set(cursor);
         Span {
             file: self.file,
             start: start as u32,
@@ -145,7 +158,106 @@ fn is_keyword(rule: Rule) -> bool {
     )
 }
 
+/// Consecutive pieces grouped into runs of about [`BATCH_BYTES`]: one pest call per run
+/// instead of per item saves the parser's per-call setup.
+fn batches(pieces: &[split::Piece]) -> impl Iterator<Item = &[split::Piece]> {
+    let mut rest = pieces;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let start = rest[0].range.start;
+        let len = rest
+            .iter()
+            .position(|p| p.range.end - start > BATCH_BYTES)
+            .unwrap_or(rest.len())
+            .max(1);
+        let (batch, tail) = rest.split_at(len);
+        rest = tail;
+        Some(batch)
+    })
+}
+
+const BATCH_BYTES: usize = 16 * 1024;
+
 impl Builder<'_> {
+    /// Parses one piece on its own, reporting its syntax error if it has one.
+    fn piece(&mut self, text: &str, piece: &split::Piece, items: &mut Vec<Item>) {
+        if let Some(at) = piece.too_deep_at {
+            let span = self.spans.span_at(at, at + 1);
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::NestingTooDeep,
+                    span,
+                    format!("brackets nested more than {} deep", split::MAX_NESTING),
+                )
+                .with_hint("flatten the value; lists and expressions need only a few levels"),
+            );
+            return;
+        }
+        let source = &text[piece.range.clone()];
+        self.spans.base = piece.range.start;
+        match TrajectoryParser::parse(Rule::file, source) {
+            Ok(pairs) => self.items(pairs, items),
+            Err(error) => {
+                let (diagnostic, at) =
+                    super::errors::syntax_error(&self.spans, piece.range.start, source, &error);
+                self.diagnostics.push(diagnostic);
+                self.salvage(source, at, items);
+            }
+        }
+    }
+
+    fn items(&mut self, mut pairs: pest::iterators::Pairs<'_, Rule>, items: &mut Vec<Item>) {
+        let Some(file_pair) = pairs.next() else {
+            return;
+        };
+        for pair in file_pair.into_inner() {
+            if let Some(item) = self.item(pair) {
+                items.push(item);
+            }
+        }
+    }
+
+    /// After a syntax error at `at` in `source`: keeps the items that end before the
+    /// error's line (a session line followed by a broken entry keeps its session), or
+    /// a header or session cut short by the error, and records the broken item so the
+    /// resolver knows it existed.
+    fn salvage(&mut self, source: &str, at: usize, items: &mut Vec<Item>) {
+        let line_start = source[..at].rfind('\n').map_or(0, |i| i + 1);
+        let base = self.spans.base;
+        let mut kept_until = 0;
+        if let Ok(pairs) = TrajectoryParser::parse(Rule::file, &source[..at]) {
+            let mut salvaged = Vec::new();
+            self.items(pairs, &mut salvaged);
+            for item in salvaged {
+                let (start, end) = match &item {
+                    Item::Entry(e) => (e.span.start, e.span.end),
+                    Item::Header(h) => (h.span.start, h.span.end),
+                    Item::Session(s) => (s.span.start, s.span.end),
+                    Item::Unparsed(_) => continue,
+                };
+                let (start, end) = (start as usize - base, end as usize - base);
+                // An entry cut short by the error would be checked with its tail missing.
+                if matches!(item, Item::Entry(_)) && end > line_start {
+                    break;
+                }
+                kept_until = if start < line_start { end } else { at };
+                items.push(item);
+            }
+        }
+        if kept_until >= at {
+            return;
+        }
+        let rest = source[kept_until..].trim_start();
+        let rest_start = source.len() - rest.len();
+        let span = self.spans.span_at(base + rest_start, base + source.len());
+        items.push(Item::Unparsed(Unparsed {
+            kind: split::item_kind(rest),
+            span,
+        }));
+    }
+
     fn item(&mut self, pair: Pair<'_, Rule>) -> Option<Item> {
         match pair.as_rule() {
             Rule::header => Some(Item::Header(self.header(pair))),
@@ -256,6 +368,16 @@ impl Builder<'_> {
             text: String::new(),
             span,
         });
+        if split::is_reserved(&id.text) {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::Syntax,
+                    id.span,
+                    format!("`{}` is a keyword and cannot be an entry id", id.text),
+                )
+                .with_hint("ids are words like `a12`, `o13`, `l14`"),
+            );
+        }
         let body = match parts.next() {
             Some(head) => self.entry_body(head, span),
             None => EntryBody::Note {
@@ -365,31 +487,35 @@ impl Builder<'_> {
 
     fn number(&mut self, pair: &Pair<'_, Rule>) -> Number {
         let text = pair.as_str();
-        let is_float = text.contains(['.', 'e', 'E']);
-        if !is_float {
+        if !text.contains(['.', 'e', 'E']) {
             if let Ok(i) = text.parse::<i64>() {
                 return Number::Int(i);
             }
+            self.out_of_range(pair);
+            return Number::Int(if text.starts_with('-') {
+                i64::MIN
+            } else {
+                i64::MAX
+            });
         }
         match text.parse::<f64>() {
-            Ok(f) if f.is_finite() && is_float => Number::Float(f),
-            Ok(f) => {
-                self.diagnostics.push(
-                    Diagnostic::new(
-                        Code::NumberOutOfRange,
-                        self.spans.span(pair),
-                        format!("number `{text}` is out of range"),
-                    )
-                    .with_hint("integers are 64-bit signed; floats must be finite"),
-                );
-                if f.is_finite() {
-                    Number::Float(f)
-                } else {
-                    Number::Float(0.0)
-                }
+            Ok(f) if f.is_finite() => Number::Float(f),
+            _ => {
+                self.out_of_range(pair);
+                Number::Float(0.0)
             }
-            Err(_) => Number::Int(0),
         }
+    }
+
+    fn out_of_range(&mut self, pair: &Pair<'_, Rule>) {
+        self.diagnostics.push(
+            Diagnostic::new(
+                Code::NumberOutOfRange,
+                self.spans.span(pair),
+                format!("number `{}` is out of range", pair.as_str()),
+            )
+            .with_hint("integers are 64-bit signed; floats must be finite"),
+        );
     }
 
     fn param(&mut self, pair: Pair<'_, Rule>) -> Param {
@@ -477,7 +603,7 @@ impl Builder<'_> {
                 for part in inner(pair) {
                     match part.as_rule() {
                         Rule::string | Rule::triple_string => cause.text = Some(self.text(part)),
-                        Rule::expr => cause.condition = Some(self.expr(part)),
+                        Rule::expr => cause.condition = Some(self.bounded_expr(part)),
                         _ => {}
                     }
                 }
@@ -558,9 +684,28 @@ impl Builder<'_> {
             Rule::boolean => ExprKind::Bool(pair.as_str() == "true"),
             Rule::quantity => ExprKind::Number(self.quantity(pair)),
             Rule::ident_value => ExprKind::Word(pair.as_str().to_string()),
-            _ => return self.expr(pair),
+            _ => return self.bounded_expr(pair),
         };
         Expr { kind, span }
+    }
+
+    /// An expression of at most [`MAX_EXPRESSION_TOKENS`] tokens; a larger one is
+    /// reported and replaced by `0`, so later passes can walk expression trees
+    /// recursively without risking the stack.
+    fn bounded_expr(&mut self, pair: Pair<'_, Rule>) -> Expr {
+        let span = self.spans.span(&pair);
+        if pair.clone().into_inner().flatten().count() > MAX_EXPRESSION_TOKENS {
+            self.diagnostics.push(
+                Diagnostic::new(
+                    Code::NestingTooDeep,
+                    span,
+                    format!("expression longer than {MAX_EXPRESSION_TOKENS} tokens"),
+                )
+                .with_hint("a remedy expression computes one parameter; keep it short"),
+            );
+            return zero_expr(span);
+        }
+        self.expr(pair)
     }
 
     /// Expression rules nest one level per precedence tier; each tier folds its

@@ -60,6 +60,40 @@ impl LineIndex {
         (line_index as u32 + 1, col as u32 + 1)
     }
 
+    /// Line and column of `offset`, walking forward from a previous answer `hint`
+    /// (line index, offset, column) when `offset` is on the same or a nearby later
+    /// line: parse trees are visited in source order, so this is the common case and
+    /// costs only the characters between the two offsets. Returns the new hint too.
+    pub fn line_col_from(
+        &self,
+        text: &str,
+        offset: u32,
+        hint: (usize, u32, u32),
+    ) -> ((u32, u32), (usize, u32, u32)) {
+        let (mut line, mut from, mut col) = hint;
+        let next_start = |line: usize| self.line_starts.get(line + 1).copied().unwrap_or(u32::MAX);
+        if offset < from || line >= self.line_starts.len() {
+            let (l, c) = self.line_col(text, offset);
+            return ((l, c), (l as usize - 1, offset, c));
+        }
+        let mut hops = 0;
+        while offset >= next_start(line) {
+            line += 1;
+            hops += 1;
+            from = self.line_starts[line];
+            col = 1;
+            if hops > 8 {
+                let (l, c) = self.line_col(text, offset);
+                return ((l, c), (l as usize - 1, offset, c));
+            }
+        }
+        let end = (offset as usize).min(text.len());
+        col += text
+            .get(from as usize..end)
+            .map_or(end.saturating_sub(from as usize), |s| s.chars().count()) as u32;
+        ((line as u32 + 1, col), (line, offset, col))
+    }
+
     /// Byte range of line `line` (1-based), without its newline.
     pub fn line_range(&self, text: &str, line: u32) -> std::ops::Range<usize> {
         let index = (line.max(1) - 1) as usize;
@@ -104,5 +138,20 @@ mod tests {
         // 'd' is after a two-byte character.
         assert_eq!(index.line_col(text, 7), (2, 4));
         assert_eq!(&text[index.line_range(text, 2)], "cé d");
+    }
+
+    #[test]
+    fn walking_forward_agrees_with_lookups() {
+        let text = "a\nbé\n\n\n\n\n\n\n\n\n\n\nxyz\ncé d\n";
+        let index = LineIndex::new(text);
+        let mut hint = (0, 0, 1);
+        let offsets: Vec<u32> = (0..text.len() as u32)
+            .filter(|o| text.is_char_boundary(*o as usize))
+            .collect();
+        for &offset in offsets.iter().chain([3, 0, 17].iter()) {
+            let (found, next) = index.line_col_from(text, offset, hint);
+            assert_eq!(found, index.line_col(text, offset), "offset {offset}");
+            hint = next;
+        }
     }
 }

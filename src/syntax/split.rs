@@ -20,7 +20,7 @@ pub struct Piece {
 
 const KINDS: &[&str] = &["action", "observe", "lesson", "note", "decision"];
 
-/// Words that can never be an entry id (mirrors `keyword` in the grammar).
+/// Words that can never be an entry id (listed in grammar/README.md, "Keywords").
 const RESERVED: &[&str] = &[
     "trajectory",
     "session",
@@ -56,6 +56,10 @@ const RESERVED: &[&str] = &[
     "true",
     "false",
 ];
+
+pub fn is_reserved(word: &str) -> bool {
+    RESERVED.contains(&word)
+}
 
 pub fn split(text: &str) -> Vec<Piece> {
     let bytes = text.as_bytes();
@@ -112,6 +116,23 @@ fn leading_word(line: &[u8]) -> (&[u8], &[u8]) {
     line.split_at(len)
 }
 
+/// What the piece starting at `text` opens: used to keep track of items that fail to
+/// parse.
+pub fn item_kind(text: &str) -> super::UnparsedKind {
+    let bytes = text.as_bytes();
+    let (word, _) = leading_word(bytes);
+    if !starts_item(bytes) {
+        return super::UnparsedKind::Other;
+    }
+    match word {
+        b"trajectory" => super::UnparsedKind::Header,
+        b"session" => super::UnparsedKind::Session,
+        _ => super::UnparsedKind::Entry {
+            id: String::from_utf8_lossy(word).into_owned(),
+        },
+    }
+}
+
 fn starts_item(line: &[u8]) -> bool {
     let (word, rest) = leading_word(line);
     if word.is_empty() || !word[0].is_ascii_alphabetic() {
@@ -120,7 +141,7 @@ fn starts_item(line: &[u8]) -> bool {
     if word == b"trajectory" || word == b"session" {
         return true;
     }
-    if RESERVED.iter().any(|r| r.as_bytes() == word) {
+    if std::str::from_utf8(word).is_ok_and(is_reserved) {
         return false;
     }
     let spaces = rest
@@ -260,6 +281,9 @@ mod tests {
     fn deep_nesting_is_flagged() {
         let text = format!("a1 action x p={}", "[".repeat(MAX_NESTING + 1));
         let pieces = split(&text);
-        assert_eq!(pieces[0].too_deep_at, Some(15 + MAX_NESTING));
+        assert_eq!(
+            pieces[0].too_deep_at,
+            Some("a1 action x p=".len() + MAX_NESTING)
+        );
     }
 }

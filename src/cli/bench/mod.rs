@@ -14,11 +14,18 @@ pub enum BenchCommand {
     Oracle(oracle::Args),
     /// XDNA 2 emulator: functional decode step of a full-size model vs the CPU reference's, as a ratio.
     Emulator(emulator::Args),
+pub mod parse;
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Front-end throughput: parse + resolve + validate 10k, 100k and 1M entries.
+    Parse(parse::Args),
 }
 
 pub fn run(cmd: BenchCommand) -> ExitCode {
     match cmd {
         BenchCommand::Oracle(args) => oracle::run(args),
         BenchCommand::Emulator(args) => emulator::run(args),
+        BenchCommand::Parse(args) => parse::run(args),
     }
 }

@@ -1,0 +1,70 @@
+//! `skillc graph DIR --format dot|json`: the resolved action/lesson graph of one
+//! trajectory, for Graphviz or for tools. Diagnostics go to stderr; with errors no
+//! graph is written and the exit code is 1.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::render::{self, Sources};
+use super::{EXIT_FAILED, EXIT_USAGE};
+use crate::graph::export;
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    Dot,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The trajectory directory.
+    pub dir: PathBuf,
+    /// Output format: Graphviz DOT, or JSON with every node and edge and its position.
+    #[arg(long, value_enum, default_value = "dot")]
+    pub format: Format,
+    /// Write to this file instead of stdout.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let loaded = match crate::graph::load_dirs(std::slice::from_ref(&args.dir)) {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    if !loaded.diagnostics.is_empty() {
+        let mut sources = Sources::new(&loaded.sources);
+        eprint!("{}", render::human(&loaded.diagnostics, &mut sources));
+    }
+    if loaded.error_count() > 0 {
+        eprintln!(
+            "error: no graph written: {}",
+            render::summary(&loaded.diagnostics)
+        );
+        return ExitCode::from(EXIT_FAILED);
+    }
+    let Some((_, graph)) = loaded.trajectories.first() else {
+        return ExitCode::from(EXIT_USAGE);
+    };
+    let text = match args.format {
+        Format::Dot => export::to_dot(graph),
+        Format::Json => export::to_json(graph),
+    };
+    let written = match &args.output {
+        Some(path) => std::fs::write(path, &text).map_err(|e| format!("{}: {e}", path.display())),
+        None => std::io::stdout()
+            .write_all(text.as_bytes())
+            .map_err(|e| e.to_string()),
+    };
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
