@@ -63,6 +63,10 @@ pub enum Code {
     ActionWithoutObservation,
     FixesPassingObservation,
     EmptySession,
+    // Distillation (`skillc build`), in their own range.
+    DuplicateTrajectory,
+    StepConflict,
+    UnloweredFix,
 }
 
 impl Code {
@@ -104,6 +108,9 @@ impl Code {
         Code::ActionWithoutObservation,
         Code::FixesPassingObservation,
         Code::EmptySession,
+        Code::DuplicateTrajectory,
+        Code::StepConflict,
+        Code::UnloweredFix,
     ];
 
     /// The stable code: `E` for errors, `W` for warnings.
@@ -146,6 +153,9 @@ impl Code {
             Code::ActionWithoutObservation => "W0005",
             Code::FixesPassingObservation => "W0006",
             Code::EmptySession => "W0007",
+            Code::DuplicateTrajectory => "E0101",
+            Code::StepConflict => "W0101",
+            Code::UnloweredFix => "W0102",
         }
     }
 

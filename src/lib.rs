@@ -8,6 +8,8 @@
 
 pub mod cli;
 pub mod diag;
+pub mod distill;
+pub mod emit;
 pub mod graph;
 pub mod syntax;
 pub mod synth;

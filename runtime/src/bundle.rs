@@ -63,6 +63,32 @@ pub struct Phase {
     /// Ids of lessons that guard this phase's steps.
     pub lessons: Vec<String>,
     pub targets: Vec<Target>,
+    /// Actions the trajectory tried in this phase and abandoned; kept so that a run
+    /// does not repeat them. Absent in bundles written before the field existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dead_ends: Vec<DeadEnd>,
+}
+
+/// An abandoned action: reverted, superseded, or failed with no recorded fix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeadEnd {
+    /// Stable within the bundle, like step ids.
+    pub id: String,
+    pub op: String,
+    pub params: BTreeMap<String, Value>,
+    /// `reverted by <entry>`, `superseded by <entry>` or `failed`.
+    pub outcome: String,
+    /// The failed check as a pattern the executor can match, when it had a threshold.
+    pub symptom: Option<Symptom>,
+    /// Checks that failed after the action, in trajectory notation.
+    pub failed_checks: Vec<String>,
+    /// Notes and decisions explaining why it was abandoned.
+    pub reasons: Vec<String>,
+    /// The lesson that explains the failure, if one does.
+    pub explained_by: Option<String>,
+    /// The debugging skill that keeps it.
+    pub skill: String,
+    pub provenance: Vec<Provenance>,
 }
 
 /// One executable action on the effective path.
@@ -171,6 +197,10 @@ pub struct Lesson {
     pub symptom: Symptom,
     pub cause: String,
     pub fix: Remedy,
+    /// Further remedies, applied in order after `fix` (a lesson may have several
+    /// `fix` clauses). Absent in bundles written before the field existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub then: Vec<Remedy>,
     /// Phases where the lesson applies.
     pub phases: Vec<u8>,
     /// The skill set it belongs to, e.g. `debug-gemm-silent-corruption`.

@@ -11,7 +11,9 @@ pub mod calibrate;
 pub mod deploy;
 pub mod evaluate;
 pub mod reference;
+pub mod build;
 pub mod check;
+pub mod diff;
 pub mod graph;
 pub mod render;
 
@@ -30,6 +32,10 @@ pub struct Cli {
 pub enum Command {
     /// Parse, resolve and validate trajectory directories; print every diagnostic.
     Check(check::Args),
+    /// Distill trajectories into an eight-phase skill bundle (SKILL.md files and bundle.json).
+    Build(build::Args),
+    /// Semantic diff of two skill bundles: phases, steps, gates, lessons, skills.
+    Diff(diff::Args),
     /// Print the action/lesson graph of a trajectory as Graphviz DOT or JSON.
     Graph(graph::Args),
     /// Benchmarks that print a table (parse, build, oracle, emulator, deploy).
@@ -50,6 +56,8 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Check(args) => check::run(args),
         Command::Graph(args) => graph::run(args),
+        Command::Build(args) => build::run(args),
+        Command::Diff(args) => diff::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Deploy(args) => deploy::run(args),
         Command::Evaluate(args) => evaluate::run(args),

@@ -20,6 +20,12 @@ pub mod parse;
 pub enum BenchCommand {
     /// Front-end throughput: parse + resolve + validate 10k, 100k and 1M entries.
     Parse(parse::Args),
+pub mod build;
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Time `skillc build` per stage on the example and synthetic trajectories.
+    Build(build::Args),
 }
 
 pub fn run(cmd: BenchCommand) -> ExitCode {
@@ -27,5 +33,6 @@ pub fn run(cmd: BenchCommand) -> ExitCode {
         BenchCommand::Oracle(args) => oracle::run(args),
         BenchCommand::Emulator(args) => emulator::run(args),
         BenchCommand::Parse(args) => parse::run(args),
+        BenchCommand::Build(args) => build::run(args),
     }
 }

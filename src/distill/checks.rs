@@ -1,0 +1,300 @@
+//! What the observations of a trajectory say: each phase's exit gates (per key, the
+//! strictest check that passed on the effective path), its performance targets (the
+//! last figure per metric and conditions), and the checks that failed after an
+//! abandoned action, as text and as a machine-matchable symptom.
+
+use std::collections::BTreeMap;
+
+use petgraph::graph::NodeIndex;
+use skillc_runtime::bundle::{Baseline, Comparison, Symptom, Value};
+
+use super::ir::{FigureSource, GateIr, TargetIr};
+use super::path::{action, observation, Cx};
+use super::{skills, values, IDENTITY_PARAMS};
+use crate::emit::notation;
+use crate::graph::{ActionData, Graph, Node, ObservationData};
+use crate::syntax::{self, CmpOp, Measurement, Verdict};
+
+/// Conditions of an observation: the measured action's identity parameters, then
+/// the observation's own `when` conditions.
+fn conditions(
+    cx: &Cx,
+    data: &ObservationData,
+    measured: Option<NodeIndex>,
+) -> BTreeMap<String, Value> {
+    let mut conditions = BTreeMap::new();
+    if let Some(act) = measured.and_then(|a| action(cx.g.node(a))) {
+        for p in act
+            .params
+            .iter()
+            .filter(|p| IDENTITY_PARAMS.contains(&p.key.text.as_str()))
+        {
+            conditions.insert(p.key.text.clone(), values::value(&p.value));
+        }
+    }
+    conditions.extend(values::params(&data.conditions));
+    conditions
+}
+
+fn op_of(cx: &Cx, measured: Option<NodeIndex>) -> Option<String> {
+    measured
+        .and_then(|a| action(cx.g.node(a)))
+        .map(|a| a.op.clone())
+}
+
+fn figure_source(data: &ObservationData) -> FigureSource {
+    match data.provenance {
+        syntax::Provenance::Measured => FigureSource::Measured,
+        syntax::Provenance::Modeled => FigureSource::Modeled,
+    }
+}
+
+/// Observations on the effective path of a phase, with the step they measure.
+fn path_observations<'a>(
+    cx: &'a Cx,
+    phase: usize,
+) -> impl Iterator<Item = (&'a Node, &'a ObservationData, Option<NodeIndex>)> + 'a {
+    cx.observations[phase].iter().filter_map(move |&index| {
+        let measured = cx.on_path(index)?;
+        let node = cx.g.node(index);
+        Some((node, observation(node)?, measured))
+    })
+}
+
+/// Which way a comparison bounds a value; gates of one kind bound in one direction.
+fn direction(c: Comparison) -> i8 {
+    match c {
+        Comparison::Ge | Comparison::Gt => 1,
+        Comparison::Le | Comparison::Lt => -1,
+        Comparison::Eq => 0,
+    }
+}
+
+/// Whether check `a` is at least as strict as check `b` (same metric, same
+/// direction; thresholds in canonical units).
+pub fn at_least_as_strict(a: (Comparison, f64), b: (Comparison, f64)) -> bool {
+    let strict = |c: Comparison| matches!(c, Comparison::Gt | Comparison::Lt);
+    match direction(a.0) {
+        1 => a.1 > b.1 || (a.1 == b.1 && (strict(a.0) || !strict(b.0))),
+        -1 => a.1 < b.1 || (a.1 == b.1 && (strict(a.0) || !strict(b.0))),
+        _ => true,
+    }
+}
+
+/// The key gates are merged and compared under: operation, metric, kernel and
+/// direction. Shapes are left out so a gate carries over to a new model's shapes.
+pub fn gate_key(g: &GateIr) -> (Option<String>, String, Option<String>, i8) {
+    let kernel = g.conditions.get("kernel").map(notation::value);
+    (
+        g.op.clone(),
+        g.metric.clone(),
+        kernel,
+        direction(g.comparison),
+    )
+}
+
+/// Per key, the strictest check that passed on the effective path of the phase;
+/// among equally strict ones the latest.
+pub fn gates(cx: &Cx, phase: usize) -> Vec<GateIr> {
+    let mut best: BTreeMap<_, (f64, GateIr)> = BTreeMap::new();
+    for (node, data, measured) in path_observations(cx, phase) {
+        if data.outcome() != Some(Verdict::Pass) {
+            continue;
+        }
+        for m in &data.measurements {
+            let Some((threshold, gate)) = gate_from(cx, node, data, measured, m) else {
+                continue;
+            };
+            let key = gate_key(&gate);
+            let replace = best.get(&key).is_none_or(|(current, existing)| {
+                at_least_as_strict(
+                    (gate.comparison, threshold),
+                    (existing.comparison, *current),
+                )
+            });
+            if replace {
+                best.insert(key, (threshold, gate));
+            }
+        }
+    }
+    best.into_values().map(|(_, gate)| gate).collect()
+}
+
+/// A gate from one thresholded measurement, with its threshold in canonical units.
+fn gate_from(
+    cx: &Cx,
+    node: &Node,
+    data: &ObservationData,
+    measured: Option<NodeIndex>,
+    m: &Measurement,
+) -> Option<(f64, GateIr)> {
+    let threshold = m.threshold.as_ref()?;
+    let comparison = values::comparison(threshold.op)?;
+    let metric = m.metric.text.clone();
+    let unit = values::unit_of(&metric, &threshold.value);
+    let baseline = if skills::is_performance_metric(&metric) {
+        Baseline::PreviousPhase
+    } else {
+        Baseline::Absolute
+    };
+    let canonical = values::canonical(&metric, &threshold.value);
+    Some((
+        canonical,
+        GateIr {
+            recorded: Some(values::in_unit(&m.value, &unit)),
+            threshold: values::number(&threshold.value),
+            metric,
+            comparison,
+            unit,
+            baseline,
+            op: op_of(cx, measured),
+            conditions: conditions(cx, data, measured),
+            recorded_source: figure_source(data),
+            provenance: vec![cx.provenance(node)],
+        },
+    ))
+}
+
+/// Performance figures at the end of the phase: per metric, operation and
+/// conditions, the last value recorded on the effective path.
+pub fn targets(cx: &Cx, phase: usize, model: &str) -> Vec<TargetIr> {
+    let mut last: BTreeMap<(String, Option<String>, String), TargetIr> = BTreeMap::new();
+    for (node, data, measured) in path_observations(cx, phase) {
+        for m in &data.measurements {
+            let metric = &m.metric.text;
+            if !skills::is_performance_metric(metric) {
+                continue;
+            }
+            let mut conditions = conditions(cx, data, measured);
+            if let Some(act) = measured.and_then(|a| action(cx.g.node(a))) {
+                for (k, v) in values::params(&act.params) {
+                    conditions.entry(k).or_insert(v);
+                }
+            }
+            if !model.is_empty() {
+                conditions.insert("model".to_string(), Value::Text(model.to_string()));
+            }
+            let key = (
+                metric.clone(),
+                op_of(cx, measured),
+                notation::params(None, &conditions),
+            );
+            last.insert(
+                key,
+                TargetIr {
+                    metric: metric.clone(),
+                    value: values::number(&m.value),
+                    unit: values::unit_of(metric, &m.value),
+                    conditions,
+                    source: figure_source(data),
+                    provenance: vec![cx.provenance(node)],
+                },
+            );
+        }
+    }
+    last.into_values().collect()
+}
+
+fn failed_observations(
+    g: &Graph,
+    action: NodeIndex,
+) -> impl Iterator<Item = (NodeIndex, &ObservationData)> {
+    g.observations_of(action).into_iter().filter_map(|o| {
+        let data = observation(g.node(o))?;
+        (data.outcome() == Some(Verdict::Fail)).then_some((o, data))
+    })
+}
+
+/// Observations of an action whose verdict failed.
+pub fn failed(g: &Graph, action: NodeIndex) -> Vec<NodeIndex> {
+    failed_observations(g, action).map(|(o, _)| o).collect()
+}
+
+/// Failed observations of an action in trajectory notation: the violated
+/// measurements (or all of them, or the label) and `-> fail`.
+pub fn failed_checks(g: &Graph, action: NodeIndex) -> Vec<String> {
+    failed_observations(g, action)
+        .map(|(_, data)| failed_check(data))
+        .collect()
+}
+
+fn violated(m: &Measurement) -> Option<(CmpOp, f64, f64)> {
+    let t = m.threshold.as_ref()?;
+    let value = values::canonical(&m.metric.text, &m.value);
+    let limit = values::canonical(&m.metric.text, &t.value);
+    (!t.op.holds(value, limit)).then_some((t.op, limit, value))
+}
+
+fn failed_check(data: &ObservationData) -> String {
+    let violations: Vec<&Measurement> = data
+        .measurements
+        .iter()
+        .filter(|m| violated(m).is_some())
+        .collect();
+    let shown: Vec<&Measurement> = if violations.is_empty() {
+        data.measurements.iter().collect()
+    } else {
+        violations
+    };
+    let mut parts: Vec<String> = shown.iter().map(|m| measurement(m)).collect();
+    if parts.is_empty() {
+        parts.extend(data.label.as_deref().map(notation::quoted));
+    }
+    parts.push("-> fail".to_string());
+    parts.join(" ")
+}
+
+fn measurement(m: &Measurement) -> String {
+    let quantity = |q: &syntax::Quantity| {
+        notation::quantity(
+            values::number(q),
+            q.unit.as_ref().map_or("", |u| u.text.as_str()),
+        )
+    };
+    let mut text = format!("{} = {}", m.metric.text, quantity(&m.value));
+    if let Some(t) = &m.threshold {
+        text.push_str(&format!(" {} {}", t.op.symbol(), quantity(&t.value)));
+    }
+    text
+}
+
+/// The first failed check of an abandoned action as a symptom: the action's
+/// operation (and kernel) failing with the comparison that held instead of the
+/// threshold.
+pub fn dead_end_symptom(g: &Graph, index: NodeIndex, data: &ActionData) -> Option<Symptom> {
+    failed_observations(g, index)
+        .flat_map(|(_, d)| d.measurements.iter())
+        .find_map(|m| {
+            let (op, limit, value) = violated(m)?;
+            let (comparison, limit) = negate(op, limit, value);
+            Some(Symptom {
+                op: Some(data.op.clone()),
+                params: kernel_only(&values::params(&data.params)),
+                metric: Some(m.metric.text.clone()),
+                comparison: Some(comparison),
+                value: Some(limit),
+                text: String::new(),
+            })
+        })
+}
+
+pub fn kernel_only(params: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
+    params
+        .iter()
+        .filter(|(k, _)| k.as_str() == "kernel")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// The comparison that held instead of `op limit` when `value` failed it.
+fn negate(op: CmpOp, limit: f64, value: f64) -> (Comparison, f64) {
+    match op {
+        CmpOp::Ge => (Comparison::Lt, limit),
+        CmpOp::Gt => (Comparison::Le, limit),
+        CmpOp::Le => (Comparison::Gt, limit),
+        CmpOp::Lt => (Comparison::Ge, limit),
+        CmpOp::Eq if value > limit => (Comparison::Gt, limit),
+        CmpOp::Eq => (Comparison::Lt, limit),
+        CmpOp::Ne => (Comparison::Eq, limit),
+    }
+}

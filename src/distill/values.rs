@@ -1,0 +1,256 @@
+//! Lowering resolved trajectory values to the bundle's value and remedy types:
+//! parameters to [`Value`], fix clauses to [`Remedy`], units to each metric's
+//! canonical unit. A fix value the bundle's expression language cannot hold (a
+//! boolean operator, a computed list without named slots) is reported, not guessed.
+
+use std::collections::BTreeMap;
+
+use skillc_runtime::bundle::{BinaryOp, Comparison, Expr, Remedy, Value};
+use skillc_runtime::ops;
+
+use crate::graph;
+use crate::syntax::{self, CmpOp, ExprKind, Number, Quantity, UnaryOp, ValueKind};
+
+/// A number with its unit dropped.
+pub fn number(q: &Quantity) -> f64 {
+    q.number.as_f64()
+}
+
+fn number_value(q: &Quantity) -> Value {
+    match (&q.unit, q.number) {
+        (Some(unit), n) => Value::Quantity {
+            value: n.as_f64(),
+            unit: unit.text.clone(),
+        },
+        (None, Number::Int(i)) => Value::Int(i),
+        (None, Number::Float(f)) => Value::Float(f),
+    }
+}
+
+/// A parameter value. Lists of plain integers are `IntList`; other lists (`[base,
+/// instruct]`) keep their notation as text, which the bundle can carry but not
+/// compute with.
+pub fn value(v: &syntax::Value) -> Value {
+    match &v.kind {
+        ValueKind::Number(q) => number_value(q),
+        ValueKind::Str(s) | ValueKind::Ident(s) => Value::Text(s.clone()),
+        ValueKind::Bool(b) => Value::Bool(*b),
+        ValueKind::List(items) => {
+            int_list(items).map_or_else(|| Value::Text(list_notation(items)), Value::IntList)
+        }
+    }
+}
+
+fn int_list(items: &[syntax::Value]) -> Option<Vec<i64>> {
+    items
+        .iter()
+        .map(|item| match &item.kind {
+            ValueKind::Number(Quantity {
+                number: Number::Int(i),
+                unit: None,
+                ..
+            }) => Some(*i),
+            _ => None,
+        })
+        .collect()
+}
+
+fn list_notation(items: &[syntax::Value]) -> String {
+    let parts: Vec<String> = items
+        .iter()
+        .map(|item| crate::emit::notation::value(&value(item)))
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// `key=value` parameters by key.
+pub fn params(params: &[syntax::Param]) -> BTreeMap<String, Value> {
+    params
+        .iter()
+        .map(|p| (p.key.text.clone(), value(&p.value)))
+        .collect()
+}
+
+/// Why a fix value could not be lowered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unlowered {
+    pub key: String,
+    pub reason: String,
+}
+
+/// A fix clause as a bundle remedy. A list value for a parameter with named slots
+/// becomes one assignment per slot, so `tile=[64, 256, 32, (tile_n / 2)]` is
+/// `tile_m=64 … tile_n=tile_n / 2`.
+pub fn remedy(fix: &graph::Remedy) -> (Remedy, Vec<Unlowered>) {
+    let mut set = BTreeMap::new();
+    let mut problems = Vec::new();
+    let spec = ops::operation(&fix.op);
+    for change in &fix.changes {
+        let slots = spec
+            .and_then(|op| op.param(&change.param))
+            .map_or(&[][..], |p| p.components);
+        match (&change.value.kind, change.slot) {
+            (ExprKind::List(items), None)
+                if items.len() == slots.len() && !is_literal(&change.value) =>
+            {
+                for (slot, item) in slots.iter().zip(items) {
+                    match expr(item) {
+                        Ok(e) => {
+                            set.insert(slot.to_string(), e);
+                        }
+                        Err(reason) => problems.push(Unlowered {
+                            key: slot.to_string(),
+                            reason,
+                        }),
+                    }
+                }
+            }
+            _ => match expr(&change.value) {
+                Ok(e) => {
+                    set.insert(change.key.clone(), e);
+                }
+                Err(reason) => problems.push(Unlowered {
+                    key: change.key.clone(),
+                    reason,
+                }),
+            },
+        }
+    }
+    (
+        Remedy {
+            op: fix.op.clone(),
+            set,
+        },
+        problems,
+    )
+}
+
+fn is_literal(e: &syntax::Expr) -> bool {
+    match &e.kind {
+        ExprKind::Number(_) | ExprKind::Str(_) | ExprKind::Bool(_) | ExprKind::Word(_) => true,
+        ExprKind::List(items) => items.iter().all(is_literal),
+        _ => false,
+    }
+}
+
+/// A remedy expression in the bundle's closed language.
+pub fn expr(e: &syntax::Expr) -> Result<Expr, String> {
+    Ok(match &e.kind {
+        ExprKind::Number(q) => Expr::Lit(number_value(q)),
+        ExprKind::Str(s) | ExprKind::Word(s) => Expr::Lit(Value::Text(s.clone())),
+        ExprKind::Bool(b) => Expr::Lit(Value::Bool(*b)),
+        ExprKind::Var(name) => Expr::Var(name.clone()),
+        ExprKind::List(items) => {
+            let ints: Option<Vec<i64>> = items
+                .iter()
+                .map(|item| match &item.kind {
+                    ExprKind::Number(Quantity {
+                        number: Number::Int(i),
+                        unit: None,
+                        ..
+                    }) => Some(*i),
+                    _ => None,
+                })
+                .collect();
+            match ints {
+                Some(ints) => Expr::Lit(Value::IntList(ints)),
+                None => return Err(
+                    "a list with computed or non-integer items for a parameter without named slots"
+                        .to_string(),
+                ),
+            }
+        }
+        ExprKind::Unary {
+            op: UnaryOp::Neg,
+            operand,
+        } => match &operand.kind {
+            ExprKind::Number(q) => Expr::Lit(match number_value(q) {
+                Value::Int(i) => Value::Int(-i),
+                Value::Float(f) => Value::Float(-f),
+                Value::Quantity { value, unit } => Value::Quantity {
+                    value: -value,
+                    unit,
+                },
+                other => other,
+            }),
+            _ => Expr::Binary {
+                op: BinaryOp::Sub,
+                lhs: Box::new(Expr::Lit(Value::Int(0))),
+                rhs: Box::new(expr(operand)?),
+            },
+        },
+        ExprKind::Unary {
+            op: UnaryOp::Not, ..
+        } => return Err("`not` has no value as a parameter".to_string()),
+        ExprKind::Binary { op, lhs, rhs } => {
+            let op = match op {
+                syntax::BinaryOp::Add => BinaryOp::Add,
+                syntax::BinaryOp::Sub => BinaryOp::Sub,
+                syntax::BinaryOp::Mul => BinaryOp::Mul,
+                syntax::BinaryOp::Div => BinaryOp::Div,
+                syntax::BinaryOp::Rem => BinaryOp::Rem,
+                other => {
+                    return Err(format!(
+                        "`{}` gives a truth value, not a parameter value",
+                        other.symbol()
+                    ))
+                }
+            };
+            Expr::Binary {
+                op,
+                lhs: Box::new(expr(lhs)?),
+                rhs: Box::new(expr(rhs)?),
+            }
+        }
+        ExprKind::Call { function, args } => Expr::Call {
+            func: function.clone(),
+            args: args.iter().map(expr).collect::<Result<_, _>>()?,
+        },
+    })
+}
+
+/// The bundle's comparison for a language comparison; `!=` has none.
+pub fn comparison(op: CmpOp) -> Option<Comparison> {
+    match op {
+        CmpOp::Lt => Some(Comparison::Lt),
+        CmpOp::Le => Some(Comparison::Le),
+        CmpOp::Gt => Some(Comparison::Gt),
+        CmpOp::Ge => Some(Comparison::Ge),
+        CmpOp::Eq => Some(Comparison::Eq),
+        CmpOp::Ne => None,
+    }
+}
+
+/// A quantity of `metric` in the metric's canonical unit (unitless metrics and
+/// unknown units pass the number through).
+pub fn canonical(metric: &str, q: &Quantity) -> f64 {
+    let canonical_unit = ops::metric_spec(metric).map_or("", |m| m.canonical_unit);
+    match &q.unit {
+        Some(unit) if !canonical_unit.is_empty() => {
+            ops::convert(number(q), &unit.text, canonical_unit).unwrap_or(number(q))
+        }
+        _ => number(q),
+    }
+}
+
+/// The unit a metric's figure is shown in: as written, else the canonical one.
+pub fn unit_of(metric: &str, q: &Quantity) -> String {
+    q.unit.as_ref().map_or_else(
+        || {
+            ops::metric_spec(metric)
+                .map_or("", |m| m.canonical_unit)
+                .to_string()
+        },
+        |u| u.text.clone(),
+    )
+}
+
+/// The value of `q` expressed in `unit` (same dimension), else unchanged.
+pub fn in_unit(q: &Quantity, unit: &str) -> f64 {
+    match &q.unit {
+        Some(from) if from.text != unit => {
+            ops::convert(number(q), &from.text, unit).unwrap_or(number(q))
+        }
+        _ => number(q),
+    }
+}

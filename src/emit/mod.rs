@@ -1,0 +1,92 @@
+//! Lowering the skill IR to a bundle directory: one Agent Skills directory per
+//! phase, per cross-phase skill and for the entry skill (SKILL.md rendered with
+//! handlebars templates from view structs, long sections under `references/`), and
+//! `bundle.json` with a sha256 of every other file.
+//!
+//! Rendering is pure: it returns the files in memory ([`Rendered`]); [`write`]
+//! swaps them into place atomically and [`check`] compares them with what is on
+//! disk. Pages render in parallel and are collected in a fixed order, so the output
+//! is byte-identical whatever the thread count.
+
+use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+use thiserror::Error;
+
+use crate::distill::ir::SkillIr;
+
+pub mod bundle_json;
+pub mod check;
+pub mod frontmatter;
+pub mod markdown;
+pub mod notation;
+mod pages;
+pub mod semantic_diff;
+mod views;
+pub mod write;
+
+/// The machine-readable file at the bundle root.
+pub const BUNDLE_JSON: &str = "bundle.json";
+
+#[derive(Debug, Error)]
+pub enum EmitError {
+    #[error("template does not parse: {0}")]
+    Template(Box<handlebars::TemplateError>),
+    #[error("template rendering failed: {0}")]
+    Render(Box<handlebars::RenderError>),
+    #[error("SKILL.md of `{skill}` has a {lines}-line body, over the spec's limit of 500")]
+    BodyTooLong { skill: String, lines: usize },
+    #[error("phase index {0} is outside 0..=7")]
+    UnknownPhase(u8),
+    #[error("two skills would share the directory `{0}`")]
+    DuplicateSkill(String),
+    #[error("cannot serialise bundle.json: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Every generated file of a bundle, by `/`-separated path relative to its root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    pub files: BTreeMap<String, String>,
+}
+
+impl Rendered {
+    /// The skill directories (first path component of every SKILL.md), sorted.
+    pub fn skill_dirs(&self) -> Vec<&str> {
+        self.files
+            .keys()
+            .filter_map(|path| path.strip_suffix("/SKILL.md"))
+            .collect()
+    }
+}
+
+pub fn render(ir: &SkillIr) -> Result<Rendered, EmitError> {
+    let templates = pages::Templates::new()?;
+    let index = views::Index::new(ir);
+    let mut dirs = vec![pages::entry_page(&templates, ir)?];
+    let phases: Vec<_> = ir
+        .phases
+        .par_iter()
+        .map(|phase| pages::phase_page(&templates, ir, phase))
+        .collect::<Result<_, _>>()?;
+    let skills: Vec<_> = ir
+        .skills
+        .par_iter()
+        .map(|skill| pages::skill_page(&templates, ir, &index, skill))
+        .collect::<Result<_, _>>()?;
+    dirs.extend(phases);
+    dirs.extend(skills);
+
+    let mut files = BTreeMap::new();
+    for dir in dirs {
+        if files.contains_key(&format!("{}/SKILL.md", dir.name)) {
+            return Err(EmitError::DuplicateSkill(dir.name));
+        }
+        for (path, content) in dir.files {
+            files.insert(format!("{}/{path}", dir.name), content);
+        }
+    }
+    let bundle = bundle_json::lower(ir, &files);
+    files.insert(BUNDLE_JSON.to_string(), bundle_json::to_json(&bundle)?);
+    Ok(Rendered { files })
+}
