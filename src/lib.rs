@@ -11,5 +11,6 @@ pub mod diag;
 pub mod distill;
 pub mod emit;
 pub mod graph;
+pub mod replay;
 pub mod syntax;
 pub mod synth;

@@ -127,6 +127,9 @@ pub const KERNELS: &[&str] = &[
 const KERNEL: ParamKind = ParamKind::Enum(KERNELS);
 const PRECISION: ParamKind = ParamKind::Enum(&["bf16", "bfp16"]);
 const LAYOUT: ParamKind = ParamKind::Enum(&["seq-first", "head-first"]);
+const EPILOGUE: ParamKind = ParamKind::Enum(&["fused-cast", "drain", "f32"]);
+const BUFFER_KEY: ParamKind = ParamKind::Enum(&["per-layer", "shared"]);
+const ROPE_CONVENTION: ParamKind = ParamKind::Enum(&["half-split", "interleaved"]);
 const WEIGHT_SOURCE: ParamKind = ParamKind::Enum(&["checkpoint", "random"]);
 
 const SHAPE: ParamSpec = list(
@@ -181,6 +184,16 @@ pub const OPERATIONS: &[OpSpec] = &[
         ],
         doc: "compare the CPU reference with an external reference",
     },
+    OpSpec {
+        name: "rope-convention",
+        phases: &[0, 1, 2, 3],
+        params: &[req(
+            "convention",
+            ROPE_CONVENTION,
+            "which dimensions RoPE rotates together: i with i + head_dim/2, or 2i with 2i+1",
+        )],
+        doc: "choose the RoPE pairing the checkpoint was trained with",
+    },
     // Phase 1: kernels.
     OpSpec {
         name: "enumerate-kernels",
@@ -197,6 +210,16 @@ pub const OPERATIONS: &[OpSpec] = &[
             HERD,
             TILE,
             opt("precision", PRECISION, "bf16 operands or BFP16 block emulation"),
+            opt(
+                "epilogue",
+                EPILOGUE,
+                "GEMM output path: bf16 cast in place, bf16 drain tile, or f32",
+            ),
+            opt(
+                "layout",
+                LAYOUT,
+                "activation layout the kernel reads (FlashAttention variant)",
+            ),
         ],
         doc: "choose a tiling and herd for one kernel at one shape",
     },
@@ -290,7 +313,11 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         name: "reuse-static-weights",
         phases: &[4, 5],
-        params: &[],
+        params: &[opt(
+            "key",
+            BUFFER_KEY,
+            "one weight buffer per layer (the default), or one shared by every layer",
+        )],
         doc: "per-layer weight buffers written once at setup, skipped per call",
     },
     OpSpec {
@@ -330,7 +357,8 @@ pub const OPERATIONS: &[OpSpec] = &[
     // Phase 5: decode optimization.
     OpSpec {
         name: "gemv-decode",
-        phases: &[5],
+        // Phase 3 wires the first decode (verify generates 32 tokens); phase 5 tunes it.
+        phases: &[3, 5],
         params: &[HERD],
         doc: "decode projections as NPU GEMVs",
     },
@@ -342,7 +370,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     },
     OpSpec {
         name: "pretranspose-weights",
-        phases: &[5],
+        phases: &[3, 5],
         params: &[],
         doc: "one-time host transpose of (out,in) weights for GEMV",
     },

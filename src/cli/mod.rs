@@ -12,10 +12,13 @@ pub mod deploy;
 pub mod evaluate;
 pub mod reference;
 pub mod build;
+pub mod calibrate;
 pub mod check;
 pub mod diff;
 pub mod graph;
+pub mod reference;
 pub mod render;
+pub mod replay;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -38,6 +41,8 @@ pub enum Command {
     Diff(diff::Args),
     /// Print the action/lesson graph of a trajectory as Graphviz DOT or JSON.
     Graph(graph::Args),
+    /// Re-execute a trajectory on the XDNA 2 emulator and check every recorded observation.
+    Replay(replay::Args),
     /// Benchmarks that print a table (parse, build, oracle, emulator, deploy).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -58,6 +63,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Graph(args) => graph::run(args),
         Command::Build(args) => build::run(args),
         Command::Diff(args) => diff::run(args),
+        Command::Replay(args) => replay::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Deploy(args) => deploy::run(args),
         Command::Evaluate(args) => evaluate::run(args),

@@ -14,6 +14,8 @@ pub enum BenchCommand {
     Oracle(oracle::Args),
     /// XDNA 2 emulator: functional decode step of a full-size model vs the CPU reference's, as a ratio.
     Emulator(emulator::Args),
+pub mod build;
+pub mod oracle;
 pub mod parse;
 
 #[derive(Debug, Subcommand)]
@@ -26,6 +28,12 @@ pub mod build;
 pub enum BenchCommand {
     /// Time `skillc build` per stage on the example and synthetic trajectories.
     Build(build::Args),
+    /// Time `skillc build` per stage on the example and synthetic trajectories.
+    Build(build::Args),
+    /// CPU f32 reference: decode tok/s against measured memory bandwidth, prefill GFLOP/s.
+    Oracle(oracle::Args),
+    /// Front-end throughput: parse + resolve + validate 10k, 100k and 1M entries.
+    Parse(parse::Args),
 }
 
 pub fn run(cmd: BenchCommand) -> ExitCode {
@@ -34,5 +42,8 @@ pub fn run(cmd: BenchCommand) -> ExitCode {
         BenchCommand::Emulator(args) => emulator::run(args),
         BenchCommand::Parse(args) => parse::run(args),
         BenchCommand::Build(args) => build::run(args),
+        BenchCommand::Build(args) => build::run(args),
+        BenchCommand::Oracle(args) => oracle::run(args),
+        BenchCommand::Parse(args) => parse::run(args),
     }
 }

@@ -1,0 +1,180 @@
+//! `skillc replay DIR --model MODEL`: re-executes a trajectory on the XDNA 2
+//! emulator and prints, for every recorded measurement, the recorded figure, the
+//! replayed one and whether they agree. Exit 0 when nothing disagrees, 1 when
+//! something does or the trajectory has errors, 2 on usage or I/O problems.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use super::render::{self, Sources};
+use super::{EXIT_FAILED, EXIT_USAGE};
+use crate::replay::{self, Functional, Outcome, Report};
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    Human,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The trajectory directory.
+    pub dir: PathBuf,
+    /// Model directory (config.json; weights optional), e.g. ../shared/models/llama-3.2-1b.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Numerical work redone: `kernels` runs every kernel validation at its
+    /// recorded shape on seeded inputs (about 3 minutes for llama1b on 2 cores);
+    /// `full` also loads the weights and compares the CPU reference with
+    /// reference.safetensors when the model directory has one; `none` keeps to
+    /// constraint checks and the cost model (well under a second).
+    #[arg(long, value_enum, default_value = "kernels")]
+    pub functional: Functional,
+    /// Seed of the kernel harness inputs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print only the rows that do not agree (and the summary).
+    #[arg(long)]
+    pub problems_only: bool,
+    #[arg(long, value_enum, default_value = "human")]
+    pub format: Format,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let started = Instant::now();
+    let loaded = match crate::graph::load_dirs(std::slice::from_ref(&args.dir)) {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    if loaded.error_count() > 0 {
+        let mut sources = Sources::new(&loaded.sources);
+        eprint!("{}", render::human(&loaded.diagnostics, &mut sources));
+        eprintln!(
+            "error: the trajectory has errors ({}); fix them before replaying",
+            render::summary(&loaded.diagnostics)
+        );
+        return ExitCode::from(EXIT_FAILED);
+    }
+    let Some((_, graph)) = loaded.trajectories.first() else {
+        return ExitCode::from(EXIT_USAGE);
+    };
+    let options = replay::Options {
+        model_dir: args.model.clone(),
+        functional: args.functional,
+        seed: args.seed,
+    };
+    let report = match replay::replay(graph, &options) {
+        Ok(report) => report,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let text = match args.format {
+        Format::Human => human(&report, args.problems_only, started.elapsed().as_secs_f64()),
+        Format::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
+    };
+    if std::io::stdout().write_all(text.as_bytes()).is_err() {
+        return ExitCode::from(EXIT_USAGE);
+    }
+    if report.agrees() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_FAILED)
+    }
+}
+
+/// The table, then the reasons of the rows that did not agree, then the summary.
+pub fn human(report: &Report, problems_only: bool, seconds: f64) -> String {
+    let header = ["entry", "metric", "recorded", "replayed", "verdict"];
+    let rows: Vec<[String; 5]> = report
+        .rows
+        .iter()
+        .filter(|r| !problems_only || r.outcome != Outcome::Agree)
+        .map(|r| {
+            [
+                r.entry.clone(),
+                r.metric.clone(),
+                r.recorded.clone(),
+                r.replayed.clone(),
+                r.outcome.label().to_string(),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: &[String; 5], widths: &[usize; 5]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        padded.join("  ").trim_end().to_string() + "\n"
+    };
+    out.push_str(&line(&header.map(String::from), &widths));
+    out.push_str(&line(&widths.map(|w| "-".repeat(w)), &widths));
+    for row in &rows {
+        out.push_str(&line(row, &widths));
+    }
+    let notes: Vec<&replay::Row> = report
+        .rows
+        .iter()
+        .filter(|r| r.outcome != Outcome::Agree)
+        .collect();
+    if !notes.is_empty() {
+        out.push('\n');
+        for r in notes {
+            out.push_str(&format!(
+                "{}: {} {} [{}]: {}\n",
+                r.location,
+                r.entry,
+                r.metric,
+                r.outcome.label(),
+                r.reason
+            ));
+        }
+    }
+    let c = &report.counts;
+    let b = &report.band;
+    out.push_str(&format!(
+        "\nreplayed {} on {} (--functional {}): {} entries compared ({} observations, {} lessons' fixes): \
+         {} agree, {} disagree, {} outside the emulator, {} not run; {} actions executed; \
+         {} lessons without an applied fix and {} notes/decisions not compared\n",
+        report.trajectory,
+        report.model,
+        match report.functional {
+            Functional::Full => "full",
+            Functional::Kernels => "kernels",
+            Functional::None => "none",
+        },
+        c.compared,
+        c.observations,
+        c.lessons_checked,
+        c.agree,
+        c.disagree,
+        c.outside,
+        c.not_run,
+        c.actions,
+        c.lessons - c.lessons_checked,
+        c.text,
+    ));
+    out.push_str(&format!(
+        "calibration band: ±{:.1}% (worst error over the {} fitted points, {}; median {:.1}%); {:.1} s\n",
+        b.error * 100.0,
+        b.points,
+        b.worst_point,
+        b.median * 100.0,
+        seconds
+    ));
+    out
+}

@@ -1,0 +1,838 @@
+//! `skillc replay`: re-executes a trajectory on the XDNA 2 emulator and checks
+//! every recorded observation against what the emulator produces now, so the
+//! recorded figures stay evidence as the emulator evolves.
+//!
+//! The walk is in trajectory order. Each action changes the deployment state
+//! ([`state`]) or runs something: `select-tiling` builds and checks a kernel
+//! configuration ([`kernel`]), `validate-kernel` runs it on seeded inputs against
+//! the f32 reference ([`harness`]), plan transforms switch the emulator's plan
+//! options and check the plan, `profile-*` time the current plans with the cost
+//! model ([`emulator`]). Each observation is then recomputed under its conditions
+//! ([`measure`]) and judged ([`judge`]): gate verdicts must agree, modeled times
+//! must lie within the cost model's calibration error of the recorded figure.
+//!
+//! Functional scope (`--functional`): `kernels` (the default) reruns every kernel
+//! validation at its recorded shape; `full` also loads the model's weights (seeded
+//! when the directory has none) and compares the CPU reference with the
+//! transformers outputs when the directory has them (`reference.safetensors`);
+//! `none` keeps to constraint checks and the cost model. Numerical runs of whole
+//! blocks or models on the NPU path (validate-block, verify-model) are never
+//! replayed: the emulator has no plan executor on real tensors yet, and they are
+//! reported as not run with that reason.
+
+mod emulator;
+mod harness;
+pub mod judge;
+mod kernel;
+mod measure;
+mod params;
+mod remedy;
+mod state;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use petgraph::graph::NodeIndex;
+use serde::Serialize;
+
+use skillc_runtime::model::oracle::compare::{
+    check_reference, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
+};
+use skillc_runtime::model::scope::check_scope;
+use skillc_runtime::model::Model;
+use skillc_runtime::ops;
+use skillc_runtime::xdna2::kernels::Precision;
+use skillc_runtime::xdna2::numerics::{self, Tolerance};
+use skillc_runtime::xdna2::plan::{Binding, Call, Launch, Phase, Step};
+
+use crate::graph::{ActionData, EdgeKind, Graph, LessonData, Node, NodeData, ObservationData};
+use crate::syntax::{EntryKind, Verdict};
+
+pub use emulator::{Band, EmulatorError};
+pub use judge::Outcome;
+
+use emulator::Emulator;
+use harness::KernelCheck;
+use judge::{Judgement, Recorded, Replayed};
+use params::Params;
+use state::{group_parts, group_phase, State};
+
+/// How much functional (numerical) work replay redoes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Functional {
+    /// Kernel validations, plus weight loading and the transformers comparison.
+    Full,
+    /// Kernel validations at their recorded shapes (the default).
+    Kernels,
+    /// No numerical runs: constraint checks and the cost model only.
+    None,
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// A model directory: `config.json`, optionally weights.
+    pub model_dir: PathBuf,
+    pub functional: Functional,
+    /// Seed of the harness inputs.
+    pub seed: u64,
+}
+
+/// One compared measurement (or verdict) of one observation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub entry: String,
+    /// `file:line:col` of the observation.
+    pub location: String,
+    /// The metric, or `verdict` for an observation that records only a verdict.
+    pub metric: String,
+    pub recorded: String,
+    pub replayed: String,
+    pub outcome: Outcome,
+    pub reason: String,
+}
+
+/// Entries by how replay treated them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// Observations, and lessons whose fix an action applied (`fixes … by`).
+    pub compared: usize,
+    pub observations: usize,
+    /// Compared entries whose every row agrees.
+    pub agree: usize,
+    pub disagree: usize,
+    pub outside: usize,
+    pub not_run: usize,
+    pub actions: usize,
+    pub lessons: usize,
+    /// Lessons whose remedy was recomputed and compared with the applied fix.
+    pub lessons_checked: usize,
+    /// Notes and decisions: text, skipped.
+    pub text: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub trajectory: String,
+    pub model: String,
+    pub functional: Functional,
+    pub band: Band,
+    pub rows: Vec<Row>,
+    pub counts: Counts,
+}
+
+impl Report {
+    pub fn agrees(&self) -> bool {
+        self.counts.disagree == 0
+    }
+}
+
+/// What an action did on the emulator.
+#[derive(Debug, Clone)]
+pub enum ActionResult {
+    /// Applied (or nothing to apply).
+    Done,
+    /// The emulator's constraint checks refused the configuration.
+    Refused(String),
+    /// A kernel choice, with its validation when the action ran one.
+    Kernel(Box<KernelRun>),
+    NotRun(String),
+    /// The action's parameters make no sense to the emulator.
+    Problem(String),
+    /// A check with a verdict of its own (`check-scope`).
+    Checked(bool, String),
+    /// A model-level numerical run: its metrics and whether it passed.
+    Values(Vec<(&'static str, f64)>, bool),
+}
+
+#[derive(Debug, Clone)]
+pub struct KernelRun {
+    pub launch: Result<Launch, String>,
+    /// `None` when the functional scope skipped the run.
+    pub check: Option<Result<KernelCheck, String>>,
+    pub not_run: String,
+}
+
+/// Replays `graph` (one resolved trajectory without errors).
+pub fn replay(graph: &Graph, options: &Options) -> Result<Report, EmulatorError> {
+    let emu = Emulator::new(&options.model_dir)?;
+    let mut walk = Walk {
+        graph,
+        options,
+        emu,
+        model: None,
+        state: State::initial(),
+        done: HashMap::new(),
+        rows: Vec::new(),
+        counts: Counts::default(),
+    };
+    for (index, node) in graph.nodes() {
+        walk.visit(index, node);
+    }
+    Ok(Report {
+        trajectory: graph
+            .header
+            .as_ref()
+            .map_or_else(String::new, |h| h.name.clone()),
+        model: walk.emu.model.clone(),
+        functional: options.functional,
+        band: walk.emu.band.clone(),
+        rows: walk.rows,
+        counts: walk.counts,
+    })
+}
+
+struct Walk<'g> {
+    graph: &'g Graph,
+    options: &'g Options,
+    emu: Emulator,
+    /// Weights, loaded by the first action that needs them (`--functional full`).
+    model: Option<Model>,
+    state: State,
+    /// Each action's result and the state right after it.
+    done: HashMap<NodeIndex, (ActionResult, State)>,
+    rows: Vec<Row>,
+    counts: Counts,
+}
+
+impl Walk<'_> {
+    fn visit(&mut self, index: NodeIndex, node: &Node) {
+        match &node.data {
+            NodeData::Action(action) => {
+                self.counts.actions += 1;
+                let result = self.apply(node, action);
+                self.done.insert(index, (result, self.state.clone()));
+            }
+            NodeData::Observation(obs) => self.observe(index, node, obs),
+            NodeData::Lesson(lesson) => self.lesson(index, node, lesson),
+            NodeData::Note { .. } | NodeData::Decision { .. } => self.counts.text += 1,
+        }
+    }
+
+    // ------------------------------------------------------------------ actions
+
+    fn apply(&mut self, node: &Node, action: &ActionData) -> ActionResult {
+        let p = Params(&action.params);
+        match action.op.as_str() {
+            "check-scope" => {
+                let report = check_scope(&self.emu.arch);
+                let reasons: Vec<String> = report.blockers.iter().map(|b| b.feature.to_string()).collect();
+                ActionResult::Checked(report.executable(), reasons.join(", "))
+            }
+            "select-tiling" => self.select(p),
+            "validate-kernel" => self.validate(p),
+            "merge-launches" => self.merge(p.word("group").unwrap_or_default()),
+            "split-launches" => {
+                for part in group_parts(p.word("group").unwrap_or_default()) {
+                    self.state.merged.remove(part);
+                }
+                ActionResult::Done
+            }
+            "reuse-static-weights" => {
+                self.state.options_of_session(node.phase).static_weights = true;
+                ActionResult::Done
+            }
+            "mark-intermediates" => {
+                let o = self.state.options_of_session(node.phase);
+                o.mark_intermediates = true;
+                o.shared_intermediates = true;
+                ActionResult::Done
+            }
+            "align-layout" => {
+                let layout = match p.word("layout") {
+                    Some("head-first") => skillc_runtime::xdna2::kernels::QkvLayout::HeadFirst,
+                    _ => skillc_runtime::xdna2::kernels::QkvLayout::SeqFirst,
+                };
+                self.state.both().into_iter().for_each(|o| o.layout = layout);
+                self.check_plans(&[Phase::Prefill, Phase::Decode])
+            }
+            "last-token-lm-head" => {
+                self.state.prefill.last_token_lm_head = true;
+                self.check_plans(&[Phase::Prefill])
+            }
+            "partition-lm-head" => {
+                let parts = p.count("parts").unwrap_or(1);
+                for o in self.state.both() {
+                    o.lm_head_parts = parts;
+                    o.npu_lm_head = true;
+                }
+                self.check_plans(&[Phase::Decode, Phase::Prefill])
+            }
+            "cascade-ffn" => {
+                self.state.decode.cascade_ffn = true;
+                self.state.decode.cascade_rows = p.count("rows").unwrap_or(4);
+                self.check_plans(&[Phase::Decode])
+            }
+            "omit-pingpong" => {
+                self.state.decode.omit_pingpong = true;
+                self.check_plans(&[Phase::Decode])
+            }
+            "gemv-decode" => {
+                self.state.decode.gemv_decode = true;
+                self.check_plans(&[Phase::Decode])
+            }
+            "cpu-decode-attention" => {
+                self.state.decode.cpu_decode_attention = true;
+                self.check_plans(&[Phase::Decode])
+            }
+            "load-weights" | "compare-reference" if self.options.functional != Functional::Full => {
+                ActionResult::NotRun(format!("{} runs only at --functional full", action.op))
+            }
+            "load-weights" => self.load_weights(),
+            "compare-reference" => self.compare_reference(p),
+            "verify-model" | "validate-block" | "diagnose-layers" | "evaluate" => ActionResult::NotRun(format!(
+                "{} runs the whole NPU path on real tensors; the emulator has no plan executor for that yet",
+                action.op
+            )),
+            // Building, bookkeeping, host-only and profiling actions change nothing
+            // the emulator holds; profiles are evaluated per observation.
+            _ => ActionResult::Done,
+        }
+    }
+
+    /// The model's weights (read, or seeded when the directory has none).
+    fn model(&mut self) -> Result<&Model, String> {
+        if self.model.is_none() {
+            let model = Model::load(&self.options.model_dir, Some(self.options.seed))
+                .map_err(|e| e.to_string())?;
+            self.model = Some(model);
+        }
+        self.model.as_ref().ok_or_else(|| "no model".to_string())
+    }
+
+    fn load_weights(&mut self) -> ActionResult {
+        match self.model() {
+            Ok(model) => {
+                let bad: usize = model
+                    .weights
+                    .tensors()
+                    .iter()
+                    .map(|t| non_finite(t.bits()))
+                    .sum();
+                ActionResult::Values(vec![("nan_count", bad as f64)], bad == 0)
+            }
+            Err(why) => ActionResult::Problem(why),
+        }
+    }
+
+    fn compare_reference(&mut self, p: Params<'_>) -> ActionResult {
+        let path = self.options.model_dir.join(REFERENCE_FILE);
+        if !path.is_file() {
+            return ActionResult::NotRun(format!(
+                "the model directory has no {REFERENCE_FILE} to compare with"
+            ));
+        }
+        let tolerance = p.number("tol").unwrap_or(DEFAULT_TOLERANCE);
+        let reference = match ReferenceTensors::read(&path) {
+            Ok(r) => r,
+            Err(e) => return ActionResult::Problem(e.to_string()),
+        };
+        let model = match self.model() {
+            Ok(model) => model,
+            Err(why) => return ActionResult::Problem(why),
+        };
+        match check_reference(model, &reference, tolerance) {
+            Ok(check) => {
+                let max_abs = check
+                    .rows
+                    .iter()
+                    .map(|r| r.max_abs_error as f64)
+                    .fold(0.0, f64::max);
+                let nan = check
+                    .rows
+                    .iter()
+                    .filter(|r| !r.pass && r.ratio <= tolerance)
+                    .count();
+                let values = vec![
+                    ("max_abs", max_abs),
+                    ("max_rel", check.worst_ratio()),
+                    ("nan_count", nan as f64),
+                ];
+                ActionResult::Values(values, check.passed())
+            }
+            Err(e) => ActionResult::Problem(e.to_string()),
+        }
+    }
+
+    fn kernel_context(&self) -> kernel::Context<'_> {
+        kernel::Context {
+            arch: &self.emu.arch,
+            device: &self.emu.device,
+            lm_head_parts: self.state.decode.lm_head_parts,
+        }
+    }
+
+    fn select(&mut self, p: Params<'_>) -> ActionResult {
+        let launch = match kernel::launch(p, self.kernel_context()) {
+            Ok(launch) => launch,
+            Err(e) => return ActionResult::Problem(e.to_string()),
+        };
+        let key = (
+            p.word("kernel").unwrap_or_default().to_string(),
+            p.dims("shape").unwrap_or_default(),
+        );
+        self.state.kernels.insert(key, launch.clone());
+        let violations = launch.check(&self.emu.device);
+        ActionResult::Kernel(Box::new(KernelRun {
+            launch: if violations.is_empty() {
+                Ok(launch)
+            } else {
+                Err(measure::join(&violations))
+            },
+            check: None,
+            not_run: "select-tiling only chooses a configuration".into(),
+        }))
+    }
+
+    fn validate(&mut self, p: Params<'_>) -> ActionResult {
+        let key = (
+            p.word("kernel").unwrap_or_default().to_string(),
+            p.dims("shape").unwrap_or_default(),
+        );
+        let launch = match self.state.kernels.get(&key) {
+            Some(launch) => launch.clone(),
+            None => match kernel::launch(p, self.kernel_context()) {
+                Ok(launch) => launch,
+                Err(e) => return ActionResult::Problem(e.to_string()),
+            },
+        };
+        let violations = launch.check(&self.emu.device);
+        if !violations.is_empty() {
+            let why = measure::join(&violations);
+            return ActionResult::Kernel(Box::new(KernelRun {
+                launch: Err(why.clone()),
+                check: Some(Err(why)),
+                not_run: String::new(),
+            }));
+        }
+        let check = match self.options.functional {
+            Functional::None => None,
+            Functional::Kernels | Functional::Full => Some(
+                harness::validate(
+                    &launch,
+                    &self.emu.arch,
+                    &self.emu.device,
+                    tolerance(&launch, p),
+                    self.options.seed,
+                )
+                .map_err(|e| e.to_string()),
+            ),
+        };
+        ActionResult::Kernel(Box::new(KernelRun {
+            launch: Ok(launch),
+            check,
+            not_run: "--functional none skips kernel runs".into(),
+        }))
+    }
+
+    /// Merges a builder group, or checks a merge of several (`a-b`) that the
+    /// builder does not make, by placing their launches in one call.
+    fn merge(&mut self, group: &str) -> ActionResult {
+        let parts = group_parts(group);
+        let phase = parts.iter().find_map(|p| group_phase(p));
+        let Some(phase) = phase else {
+            return ActionResult::Problem(format!(
+                "no launch group of the emulator's plans is named {group}"
+            ));
+        };
+        if parts.len() == 1 {
+            self.state.merged.insert(group.to_string());
+            return self.check_plans(&[phase]);
+        }
+        let mut options = self.state.options(phase);
+        options.merge_launches = false;
+        let seq_len = if phase == Phase::Prefill {
+            2048
+        } else {
+            self.emu.decode_context
+        };
+        let built = match self.emu.plan(phase, seq_len, &options) {
+            Ok(built) => built,
+            Err(e) => return ActionResult::Problem(e.to_string()),
+        };
+        let mut plan = built.plan.clone();
+        plan.layer = fuse_groups(&plan.layer, group, &parts);
+        match plan.check(&self.emu.device) {
+            Ok(()) => ActionResult::Problem(format!(
+                "the merge {group} places on the emulator, but its plans cannot keep it"
+            )),
+            Err(v) => ActionResult::Refused(measure::join(&v)),
+        }
+    }
+
+    /// Checks the current plans of `phases`.
+    fn check_plans(&mut self, phases: &[Phase]) -> ActionResult {
+        let mut refused = Vec::new();
+        for &phase in phases {
+            let options = self.state.options(phase);
+            let seq_len = if phase == Phase::Prefill {
+                2048
+            } else {
+                self.emu.decode_context
+            };
+            match self.emu.plan(phase, seq_len, &options) {
+                Ok(built) if !built.violations.is_empty() => {
+                    refused.push(measure::join(&built.violations))
+                }
+                Ok(_) => {}
+                Err(e) => return ActionResult::Problem(e.to_string()),
+            }
+        }
+        if refused.is_empty() {
+            ActionResult::Done
+        } else {
+            ActionResult::Refused(refused.join("; "))
+        }
+    }
+
+    // ------------------------------------------------------------- observations
+
+    fn observe(&mut self, index: NodeIndex, node: &Node, obs: &ObservationData) {
+        self.counts.observations += 1;
+        let rows = self.replay_observation(index, obs);
+        self.record(node, rows);
+    }
+
+    /// Recomputes a lesson's fix from the action that failed and compares it
+    /// with each action that applied the lesson.
+    fn lesson(&mut self, index: NodeIndex, node: &Node, lesson: &LessonData) {
+        self.counts.lessons += 1;
+        let mut rows = Vec::new();
+        for applying in self.graph.sources(index, EdgeKind::By) {
+            let NodeData::Action(applied) = &self.graph.node(applying).data else {
+                continue;
+            };
+            for remedy in lesson.remedies.iter().filter(|r| r.op == applied.op) {
+                let Some(failed) = self.failed_action(applying, &remedy.op) else {
+                    let j = Judgement {
+                        outcome: Outcome::Disagree,
+                        reason: "the fixed observation measures no action".into(),
+                    };
+                    rows.push((
+                        format!("fix {}", remedy.op),
+                        String::new(),
+                        String::new(),
+                        j,
+                    ));
+                    continue;
+                };
+                for c in remedy::check(remedy, failed, applied, &self.emu.arch) {
+                    let agree = c.agrees();
+                    let (shown, reason) = match &c.computed {
+                        Ok(v) => (
+                            v.clone(),
+                            format!("computed from {}", self.graph.node(applying).id),
+                        ),
+                        Err(why) => ("?".to_string(), why.clone()),
+                    };
+                    let j = Judgement {
+                        outcome: if agree {
+                            Outcome::Agree
+                        } else {
+                            Outcome::Disagree
+                        },
+                        reason: if agree {
+                            reason
+                        } else {
+                            format!("the remedy gives {shown}, the fix applied {}", c.applied)
+                        },
+                    };
+                    rows.push((
+                        format!("fix {}", c.key),
+                        format!("{} (applied)", c.applied),
+                        shown,
+                        j,
+                    ));
+                }
+            }
+        }
+        if !rows.is_empty() {
+            self.counts.lessons_checked += 1;
+            self.record(node, rows);
+        }
+    }
+
+    /// The action whose failure `applying` fixes: among the `after` actions of
+    /// the observation it fixes, the one running `op`, else the measured one.
+    fn failed_action(&self, applying: NodeIndex, op: &str) -> Option<&ActionData> {
+        let fixed = self
+            .graph
+            .targets(applying, EdgeKind::Fixes)
+            .into_iter()
+            .next()?;
+        let actions: Vec<&ActionData> = self
+            .graph
+            .targets(fixed, EdgeKind::After)
+            .into_iter()
+            .filter_map(|t| match &self.graph.node(t).data {
+                NodeData::Action(a) => Some(a),
+                _ => None,
+            })
+            .collect();
+        actions
+            .iter()
+            .find(|a| a.op == op)
+            .or(actions.first())
+            .copied()
+    }
+
+    fn record(&mut self, node: &Node, rows: Vec<(String, String, String, Judgement)>) {
+        self.counts.compared += 1;
+        let location = self.graph.location(node.span);
+        let before = self.rows.len();
+        for (metric, recorded, replayed, judgement) in rows {
+            self.rows.push(Row {
+                entry: node.id.clone(),
+                location: location.clone(),
+                metric,
+                recorded,
+                replayed,
+                outcome: judgement.outcome,
+                reason: judgement.reason,
+            });
+        }
+        let outcomes: Vec<Outcome> = self.rows[before..].iter().map(|r| r.outcome).collect();
+        let worst = outcomes.iter().copied().max_by_key(|o| match o {
+            Outcome::Disagree => 3,
+            Outcome::Outside => 2,
+            Outcome::NotRun => 1,
+            Outcome::Agree => 0,
+        });
+        match worst {
+            Some(Outcome::Disagree) => self.counts.disagree += 1,
+            Some(Outcome::Outside) => self.counts.outside += 1,
+            Some(Outcome::NotRun) => self.counts.not_run += 1,
+            _ => self.counts.agree += 1,
+        }
+    }
+
+    /// Rows of one observation: (metric, recorded, replayed, judgement).
+    fn replay_observation(
+        &mut self,
+        index: NodeIndex,
+        obs: &ObservationData,
+    ) -> Vec<(String, String, String, Judgement)> {
+        let band = self.emu.band.error;
+        let conditions = Params(&obs.conditions);
+        let provenance = match obs.provenance {
+            crate::syntax::Provenance::Measured => "measured",
+            crate::syntax::Provenance::Modeled => "modeled",
+        };
+        let after: Vec<NodeIndex> = self
+            .graph
+            .targets(index, EdgeKind::After)
+            .into_iter()
+            .filter(|t| self.graph.node(*t).kind == EntryKind::Action)
+            .collect();
+        let Some(&measured) = after.first() else {
+            let j = Judgement {
+                outcome: Outcome::Disagree,
+                reason: "no action measured by this observation".into(),
+            };
+            return vec![("verdict".into(), String::new(), String::new(), j)];
+        };
+        let action_params: Vec<Params<'_>> = after
+            .iter()
+            .filter_map(|t| match &self.graph.node(*t).data {
+                NodeData::Action(a) => Some(Params(&a.params)),
+                _ => None,
+            })
+            .collect();
+        let skip = measure::unmodeled_condition(conditions)
+            .map(Replayed::Outside)
+            .or_else(|| {
+                measure::restatement_mismatch(conditions, &action_params).map(Replayed::Problem)
+            });
+        let (result, state) = self.done[&measured].clone();
+        let NodeData::Action(action) = &self.graph.node(measured).data else {
+            unreachable!("after targets were filtered to actions")
+        };
+        let mut rows = Vec::new();
+        for m in &obs.measurements {
+            let Some(spec) = ops::metric_spec(&m.metric.text) else {
+                continue;
+            };
+            let unit = m.value.unit.as_ref().map(|u| u.text.as_str());
+            let value = judge::canonical(spec, m.value.number.as_f64(), unit).unwrap_or(f64::NAN);
+            let threshold = m.threshold.as_ref().map(|t| {
+                let tu = t.value.unit.as_ref().map(|u| u.text.as_str());
+                (
+                    t.op,
+                    judge::canonical(spec, t.value.number.as_f64(), tu).unwrap_or(f64::NAN),
+                )
+            });
+            let recorded = Recorded { value, threshold };
+            let replayed = match &skip {
+                Some(r) => r.clone(),
+                None if judge::kind_of(spec) == judge::Kind::Unmodeled => {
+                    Replayed::Outside(format!("the cost model has no {}", spec.name))
+                }
+                None => self.metric(spec.name, action, &result, conditions, &state),
+            };
+            let judgement = judge::judge(spec, recorded, &replayed, band);
+            rows.push((
+                spec.name.to_string(),
+                recorded_text(spec, recorded, provenance),
+                replayed_text(spec, &replayed, band),
+                judgement,
+            ));
+        }
+        if obs.measurements.is_empty() {
+            if let Some(verdict) = obs.verdict {
+                let replayed = match &skip {
+                    Some(r) => Err(r.clone()),
+                    None => action_verdict(&result),
+                };
+                let shown = match &replayed {
+                    Ok(true) => "pass".to_string(),
+                    Ok(false) => "fail".to_string(),
+                    Err(r) => short(r),
+                };
+                let recorded_pass = verdict == Verdict::Pass;
+                let j = judge::verdict_row(recorded_pass, replayed);
+                let rec = if recorded_pass { "pass" } else { "fail" };
+                rows.push(("verdict".into(), format!("{rec} ({provenance})"), shown, j));
+            }
+        }
+        rows
+    }
+
+    fn metric(
+        &mut self,
+        metric: &str,
+        action: &ActionData,
+        result: &ActionResult,
+        conditions: Params<'_>,
+        state: &State,
+    ) -> Replayed {
+        let p = Params(&action.params);
+        match (action.op.as_str(), result) {
+            (_, ActionResult::Problem(why)) => Replayed::Problem(why.clone()),
+            (_, ActionResult::NotRun(why)) => Replayed::NotRun(why.clone()),
+            ("profile-prefill", _) => {
+                measure::profile_metric(metric, Phase::Prefill, p, conditions, state, &mut self.emu)
+            }
+            ("profile-decode", _) => {
+                measure::profile_metric(metric, Phase::Decode, p, conditions, state, &mut self.emu)
+            }
+            (_, ActionResult::Kernel(_)) => measure::kernel_metric(metric, result, &self.emu),
+            (op, ActionResult::Values(values, _)) => {
+                values.iter().find(|(name, _)| *name == metric).map_or_else(
+                    || Replayed::Problem(format!("{op} produces no {metric}")),
+                    |(_, v)| Replayed::Value(*v),
+                )
+            }
+            (_, ActionResult::Refused(why)) => Replayed::Refused(why.clone()),
+            (op, _) => Replayed::Problem(format!("{op} produces no {metric}")),
+        }
+    }
+}
+
+/// The verdict an action's result implies on its own.
+fn action_verdict(result: &ActionResult) -> Result<bool, Replayed> {
+    match result {
+        ActionResult::Done => Ok(true),
+        ActionResult::Checked(ok, _) | ActionResult::Values(_, ok) => Ok(*ok),
+        ActionResult::Refused(why) => Err(Replayed::Refused(why.clone())),
+        ActionResult::NotRun(why) => Err(Replayed::NotRun(why.clone())),
+        ActionResult::Problem(why) => Err(Replayed::Problem(why.clone())),
+        ActionResult::Kernel(run) => match (&run.launch, &run.check) {
+            (Err(why), _) => Err(Replayed::Refused(why.clone())),
+            (Ok(_), Some(Ok(check))) => Ok(check.comparison.passed()),
+            (Ok(_), Some(Err(why))) => Err(Replayed::Refused(why.clone())),
+            (Ok(_), None) => Ok(true),
+        },
+    }
+}
+
+/// bf16 values whose exponent is all ones (infinities and NaNs).
+fn non_finite(bits: &[u16]) -> usize {
+    bits.iter().filter(|&&b| b & 0x7f80 == 0x7f80).count()
+}
+
+/// The registry tolerance, overridden by the action's `rtol`/`atol`.
+fn tolerance(launch: &Launch, p: Params<'_>) -> Tolerance {
+    let precision = match launch {
+        Launch::Gemm { spec, .. } => spec.precision,
+        _ => Precision::Bf16,
+    };
+    let base = numerics::tolerance(launch.kernel(), precision);
+    Tolerance {
+        rtol: p.number("rtol").unwrap_or(base.rtol),
+        atol: p.number("atol").unwrap_or(base.atol),
+        source: base.source,
+    }
+}
+
+/// The layer's steps with the calls of `parts` merged into one call named `name`
+/// at the position of the first of them.
+fn fuse_groups(layer: &[Step], name: &str, parts: &[&str]) -> Vec<Step> {
+    let mut fused = Call {
+        name: name.to_string(),
+        group: name.to_string(),
+        launches: Vec::new(),
+        bindings: Vec::<Binding>::new(),
+    };
+    let mut out = Vec::new();
+    let mut placed = false;
+    for step in layer {
+        match step {
+            Step::Call(call) if parts.contains(&call.group.as_str()) => {
+                fused.launches.extend(call.launches.iter().cloned());
+                for b in &call.bindings {
+                    if !fused.bindings.iter().any(|x| x.buffer == b.buffer) {
+                        fused.bindings.push(b.clone());
+                    }
+                }
+                if !placed {
+                    out.push(Step::Call(Call {
+                        launches: Vec::new(),
+                        ..fused.clone()
+                    }));
+                    placed = true;
+                }
+            }
+            other => out.push(other.clone()),
+        }
+    }
+    for step in &mut out {
+        if let Step::Call(call) = step {
+            if call.name == name {
+                *call = fused.clone();
+            }
+        }
+    }
+    out
+}
+
+fn recorded_text(spec: &ops::MetricSpec, r: Recorded, provenance: &str) -> String {
+    let mut text = judge::with_unit(spec, r.value);
+    if let Some((op, limit)) = r.threshold {
+        text.push_str(&format!(" {} {}", op.symbol(), judge::number(limit)));
+    }
+    format!("{text} ({provenance})")
+}
+
+fn replayed_text(spec: &ops::MetricSpec, r: &Replayed, band: f64) -> String {
+    match r {
+        Replayed::Value(v) if judge::kind_of(spec) == judge::Kind::Timing => {
+            format!(
+                "{} (modeled ±{:.1}%)",
+                judge::with_unit(spec, *v),
+                band * 100.0
+            )
+        }
+        Replayed::Value(v) => judge::with_unit(spec, *v),
+        other => short(other),
+    }
+}
+
+fn short(r: &Replayed) -> String {
+    match r {
+        Replayed::Value(v) => judge::number(*v),
+        Replayed::Refused(_) => "refused".into(),
+        Replayed::NotRun(_) => "-".into(),
+        Replayed::Outside(_) => "-".into(),
+        Replayed::Problem(_) => "?".into(),
+    }
+}

@@ -1,0 +1,188 @@
+//! `skillc replay` on the llama32-tiny fixture: every directory under
+//! tests/replay/ is a trajectory for that model; its replay outcomes (entry,
+//! metric, recorded figure, outcome) are snapshotted, and the tampered copies of
+//! the agreeing trajectory (a wrong gate verdict, a time far outside the band, a
+//! fix its lesson does not compute) must disagree on exactly the tampered entry
+//! and make the command exit 1.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use skillc::replay::{self, Functional, Outcome, Report};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn tiny_model() -> PathBuf {
+    root().join("../shared/fixtures/llama32-tiny")
+}
+
+fn replay_dir(dir: &Path, functional: Functional) -> Report {
+    let loaded = skillc::graph::load_dirs(&[dir.to_path_buf()]).expect("trajectory loads");
+    assert_eq!(loaded.error_count(), 0, "{:?}", loaded.diagnostics);
+    let (_, graph) = &loaded.trajectories[0];
+    let options = replay::Options {
+        model_dir: tiny_model(),
+        functional,
+        seed: 1,
+    };
+    replay::replay(graph, &options).expect("replay runs")
+}
+
+/// The outcome table without the modeled numbers, which move when the cost
+/// model is refitted (the band absorbs that; the snapshot should not churn).
+fn outcomes(report: &Report) -> String {
+    let mut out = String::new();
+    for r in &report.rows {
+        out.push_str(&format!(
+            "{:<18} {:<16} {:<22} {}\n",
+            r.entry,
+            r.metric,
+            r.recorded,
+            r.outcome.label()
+        ));
+    }
+    out.push_str(&format!("{:?}\n", report.counts));
+    out
+}
+
+#[test]
+fn each_case_replays_as_snapshotted() {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root().join("tests/replay"))
+        .expect("case directory")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    assert!(dirs.len() >= 3);
+    for dir in dirs {
+        let name = dir
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        let report = replay_dir(&dir, Functional::Full);
+        insta::assert_snapshot!(format!("replay_{name}"), outcomes(&report));
+    }
+}
+
+#[test]
+fn the_agreeing_trajectory_agrees_on_every_row() {
+    let report = replay_dir(&root().join("tests/replay/agree"), Functional::Full);
+    assert!(report.agrees());
+    assert!(
+        report.rows.iter().all(|r| r.outcome == Outcome::Agree),
+        "{}",
+        outcomes(&report)
+    );
+    assert_eq!(report.counts.agree, report.counts.compared);
+}
+
+#[test]
+fn a_tampered_verdict_is_a_disagreement() {
+    let report = replay_dir(&root().join("tests/replay/wrong-verdict"), Functional::Full);
+    let bad: Vec<_> = report
+        .rows
+        .iter()
+        .filter(|r| r.outcome == Outcome::Disagree)
+        .collect();
+    assert_eq!(bad.len(), 1, "{}", outcomes(&report));
+    assert_eq!(
+        (bad[0].entry.as_str(), bad[0].metric.as_str()),
+        ("t1.up.bad", "mismatches")
+    );
+}
+
+#[test]
+fn a_time_outside_the_band_is_a_disagreement() {
+    let report = replay_dir(
+        &root().join("tests/replay/time-out-of-band"),
+        Functional::Full,
+    );
+    let bad: Vec<_> = report
+        .rows
+        .iter()
+        .filter(|r| r.outcome == Outcome::Disagree)
+        .collect();
+    assert_eq!(bad.len(), 1, "{}", outcomes(&report));
+    assert_eq!(
+        (bad[0].entry.as_str(), bad[0].metric.as_str()),
+        ("t4.profile.obs", "prefill_s")
+    );
+    assert!(
+        bad[0].reason.contains("calibration band"),
+        "{}",
+        bad[0].reason
+    );
+}
+
+#[test]
+fn a_fix_the_remedy_does_not_compute_is_a_disagreement() {
+    let report = replay_dir(&root().join("tests/replay/wrong-fix"), Functional::Full);
+    let bad: Vec<_> = report
+        .rows
+        .iter()
+        .filter(|r| r.outcome == Outcome::Disagree)
+        .collect();
+    assert_eq!(bad.len(), 1, "{}", outcomes(&report));
+    assert_eq!(
+        (bad[0].entry.as_str(), bad[0].metric.as_str()),
+        ("t1.lesson", "fix tile_n")
+    );
+    assert!(bad[0].reason.contains("gives 48"), "{}", bad[0].reason);
+}
+
+#[test]
+fn without_functional_runs_kernel_gates_are_not_run_rather_than_agreed() {
+    let report = replay_dir(&root().join("tests/replay/agree"), Functional::None);
+    let mismatches: Vec<_> = report
+        .rows
+        .iter()
+        .filter(|r| r.metric == "mismatches")
+        .collect();
+    assert!(!mismatches.is_empty());
+    assert!(mismatches.iter().all(|r| r.outcome == Outcome::NotRun));
+    assert!(report.agrees());
+}
+
+fn skillc(args: &[&str]) -> i32 {
+    let status = Command::new(env!("CARGO_BIN_EXE_skillc"))
+        .current_dir(root())
+        .args(args)
+        .output()
+        .expect("skillc runs")
+        .status;
+    status.code().expect("exit code")
+}
+
+#[test]
+fn the_command_exits_1_on_any_disagreement() {
+    let model = tiny_model();
+    let model = model.to_str().expect("utf-8 path");
+    assert_eq!(
+        skillc(&["replay", "tests/replay/agree", "--model", model]),
+        0
+    );
+    assert_eq!(
+        skillc(&["replay", "tests/replay/wrong-verdict", "--model", model]),
+        1
+    );
+    assert_eq!(
+        skillc(&["replay", "tests/replay/time-out-of-band", "--model", model]),
+        1
+    );
+    assert_eq!(
+        skillc(&["replay", "tests/replay/no-such-dir", "--model", model]),
+        2
+    );
+    assert_eq!(
+        skillc(&[
+            "replay",
+            "tests/replay/agree",
+            "--model",
+            "tests/replay/no-such-model"
+        ]),
+        2
+    );
+}
