@@ -7,14 +7,12 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod bench;
-pub mod calibrate;
-pub mod deploy;
-pub mod evaluate;
-pub mod reference;
 pub mod build;
 pub mod calibrate;
 pub mod check;
+pub mod deploy;
 pub mod diff;
+pub mod evaluate;
 pub mod graph;
 pub mod reference;
 pub mod render;

@@ -5,31 +5,17 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-pub mod emulator;
-pub mod oracle;
-
-#[derive(Debug, Subcommand)]
-pub enum BenchCommand {
-    /// CPU f32 reference: decode tok/s against measured memory bandwidth, prefill GFLOP/s.
-    Oracle(oracle::Args),
-    /// XDNA 2 emulator: functional decode step of a full-size model vs the CPU reference's, as a ratio.
-    Emulator(emulator::Args),
 pub mod build;
+pub mod emulator;
 pub mod oracle;
 pub mod parse;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
-    /// Front-end throughput: parse + resolve + validate 10k, 100k and 1M entries.
-    Parse(parse::Args),
-pub mod build;
-
-#[derive(Debug, Subcommand)]
-pub enum BenchCommand {
     /// Time `skillc build` per stage on the example and synthetic trajectories.
     Build(build::Args),
-    /// Time `skillc build` per stage on the example and synthetic trajectories.
-    Build(build::Args),
+    /// XDNA 2 emulator: functional decode step of a full-size model vs the CPU reference's, as a ratio.
+    Emulator(emulator::Args),
     /// CPU f32 reference: decode tok/s against measured memory bandwidth, prefill GFLOP/s.
     Oracle(oracle::Args),
     /// Front-end throughput: parse + resolve + validate 10k, 100k and 1M entries.
@@ -38,11 +24,8 @@ pub enum BenchCommand {
 
 pub fn run(cmd: BenchCommand) -> ExitCode {
     match cmd {
-        BenchCommand::Oracle(args) => oracle::run(args),
+        BenchCommand::Build(args) => build::run(args),
         BenchCommand::Emulator(args) => emulator::run(args),
-        BenchCommand::Parse(args) => parse::run(args),
-        BenchCommand::Build(args) => build::run(args),
-        BenchCommand::Build(args) => build::run(args),
         BenchCommand::Oracle(args) => oracle::run(args),
         BenchCommand::Parse(args) => parse::run(args),
     }
