@@ -146,21 +146,22 @@ fn parse_ids(text: &str) -> Result<Vec<u32>, String> {
 }
 
 fn print_summary(report: &exec::DeployReport, out: &Path) {
+    let mut stdout = std::io::stdout().lock();
     let name = report.model.as_ref().map_or("model", |m| m.name.as_str());
-    println!("{name}: {}", report.verdict.label());
+    let _ = writeln!(stdout, "{name}: {}", report.verdict.label());
     for p in &report.phases {
         let status = match p.status {
             PhaseStatus::Passed => "passed",
             PhaseStatus::Failed => "FAILED",
             PhaseStatus::NotRun => "not run",
         };
-        println!(
+        let _ = writeln!(stdout, 
             "  phase {} {:<28} {status:<8} {:>6.1} s",
             p.index, p.title, p.wall_s
         );
     }
     if let Some(stop) = &report.stop {
-        println!(
+        let _ = writeln!(stdout, 
             "  stopped: phase {} gate `{}`: {} = {} (threshold {} {}); {}",
             stop.phase,
             stop.gate,
@@ -171,11 +172,11 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
             stop.reason
         );
         for t in &stop.tried {
-            println!("    tried {t}");
+            let _ = writeln!(stdout, "    tried {t}");
         }
     }
     if let Some(perf) = &report.performance {
-        println!(
+        let _ = writeln!(stdout, 
             "  modeled at seq {}: TTFT {:.2} s, decode {:.1} tok/s ({:.1} ms/token), calls/layer {}/{}; {}",
             perf.production.seq_len,
             perf.production.ttft_s,
@@ -186,7 +187,7 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
             perf.calibration
         );
     }
-    println!(
+    let _ = writeln!(stdout, 
         "  wall time {:.1} s; report: {}",
         report.wall_s,
         out.join(exec::files::REPORT_MD).display()

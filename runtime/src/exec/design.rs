@@ -246,7 +246,7 @@ pub fn tiling_params(launch: &Launch) -> BTreeMap<String, Value> {
 }
 
 /// The production shape as a list: `[M,K,N]` for GEMM, `[M,K]` for GEMV, rows and
-/// columns for row kernels, `[rows, heads, head_dim]` for RoPE.
+/// columns for row kernels, `[rows·heads, head_dim]` for RoPE.
 pub fn shape_of(launch: &Launch) -> Vec<usize> {
     match launch {
         Launch::Gemm { spec, .. } => vec![spec.m, spec.k, spec.n],
@@ -254,7 +254,7 @@ pub fn shape_of(launch: &Launch) -> Vec<usize> {
         Launch::Rmsnorm { spec, .. } | Launch::QkRmsnorm { spec, .. } | Launch::Softmax { spec, .. } => {
             vec![spec.rows, spec.cols]
         }
-        Launch::Rope { spec, .. } => vec![spec.rows, spec.heads, spec.head_dim],
+        Launch::Rope { spec, .. } => vec![spec.rows * spec.heads, spec.head_dim],
         Launch::SiluMul { spec, .. } | Launch::EltwiseAdd { spec, .. } => vec![spec.n],
         Launch::FlashAttention { spec, .. } => vec![spec.lq, spec.lk, spec.head_dim],
         Launch::LmHeadGemv { spec, .. } => vec![spec.vocab, spec.part.k],
@@ -309,6 +309,13 @@ pub fn apply_change(
         _ => None,
     };
     match op {
+        "select-tiling" | "tune-tiling" if matches!(site, Some(Launch::FlashAttention { .. })) => {
+            match params.get("layout") {
+                Some(Value::Text(l)) if l == "head-first" => design.options.layout = QkvLayout::HeadFirst,
+                Some(Value::Text(l)) if l == "seq-first" => design.options.layout = QkvLayout::SeqFirst,
+                _ => return Err("a flash-attention configuration fix must name a layout".into()),
+            }
+        }
         "select-tiling" | "tune-tiling" => {
             let Some(launch @ Launch::Gemm { spec, .. }) = site else {
                 return Err("tiling fixes apply to a GEMM site; none failed here".into());

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use super::artifacts::sha256_file;
 use super::design::{fingerprint, modeled};
 use super::gate::{GateCheck, ThresholdSource};
 use super::perf::{roofline, trace};
@@ -69,7 +68,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     run.report.performance = Some(Performance {
         baseline: run.baseline_times.clone().unwrap_or_else(|| times.clone()),
         production: times,
-        roofline: roofline(&plans, &run.device, &run.params),
+        roofline: roofline(&plans, &run.device, &run.params, &run.calibration_note()),
         calibration,
         calibration_error,
     });
@@ -150,7 +149,6 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         let failure = super::remedy::Failure { phase: 6, op: "write-artifacts".into(), params: BTreeMap::new(), gate };
         return Ok(PhaseEnd::Failed(run.stop(rec, &failure, "the artifacts do not hold what the run verified")));
     }
-    let _ = sha256_file;
     Ok(PhaseEnd::Passed)
 }
 

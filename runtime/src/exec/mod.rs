@@ -44,6 +44,7 @@ mod phase2;
 mod phase3;
 mod phase7;
 mod run;
+mod steps;
 
 use std::path::PathBuf;
 

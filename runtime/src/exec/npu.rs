@@ -19,6 +19,8 @@
 //! Planted faults switch these off; lessons switch them back on.
 
 use std::collections::HashMap;
+
+use rayon::prelude::*;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -93,7 +95,7 @@ pub struct NpuModel<'m> {
     prefill: &'m Plan,
     decode: &'m Plan,
     path: NpuPath,
-    lut: Vec<u16>,
+    lut: Arc<Vec<u16>>,
     padded: HashMap<(String, usize), Arc<Vec<u16>>>,
     /// Per layer: keys and values `[positions, kv_width]` as bf16.
     kv: Vec<(Vec<u16>, Vec<u16>)>,
@@ -106,6 +108,25 @@ pub struct NpuModel<'m> {
 /// A buffer's contents during one pass.
 type Buffers = HashMap<String, Vec<u16>>;
 
+/// A weight buffer: the checkpoint's bits, or a transformed copy kept for the
+/// model's lifetime.
+#[derive(Clone)]
+enum WeightRef<'m> {
+    Borrowed(&'m [u16]),
+    Shared(Arc<Vec<u16>>),
+}
+
+impl std::ops::Deref for WeightRef<'_> {
+    type Target = [u16];
+
+    fn deref(&self) -> &[u16] {
+        match self {
+            WeightRef::Borrowed(b) => b,
+            WeightRef::Shared(v) => v,
+        }
+    }
+}
+
 impl<'m> NpuModel<'m> {
     pub fn new(
         device: &'m Device,
@@ -116,7 +137,7 @@ impl<'m> NpuModel<'m> {
     ) -> Self {
         let arch = &model.arch;
         let positions = prefill.seq_len.max(decode.seq_len);
-        let lut = kernels::rope_lut(&table_frequencies(arch, path.rope), positions);
+        let lut = Arc::new(kernels::rope_lut(&table_frequencies(arch, path.rope), positions));
         Self {
             device,
             arch,
@@ -255,13 +276,15 @@ impl<'m> Pass<'_, 'm> {
             .ok_or_else(|| format!("the plan has no buffer `{name}`"))
     }
 
-    /// A weight or host tensor of the current layer.
-    fn weight(&mut self, name: &str) -> Result<Arc<Vec<u16>>, String> {
+    /// A weight or host tensor of the current layer: borrowed from the model when
+    /// its transforms only re-lay it out, else materialized once and kept.
+    fn weight(&mut self, name: &str) -> Result<WeightRef<'m>, String> {
         let buffer = self.buffer(name)?;
-        if let Some(WeightSource::RopeLut { .. }) = buffer.source {
-            return Ok(Arc::new(self.model.lut.clone()));
+        let source = buffer.source.as_ref();
+        if let Some(WeightSource::RopeLut { .. }) = source {
+            return Ok(WeightRef::Shared(self.model.lut.clone()));
         }
-        let copies = matches!(&buffer.source, Some(WeightSource::Tensor { transforms, .. })
+        let copies = matches!(source, Some(WeightSource::Tensor { transforms, .. })
             if transforms.iter().any(|t| !matches!(t, Transform::Transpose)));
         let key = (
             format!("{:?}/{name}", self.plan.phase),
@@ -269,29 +292,20 @@ impl<'m> Pass<'_, 'm> {
         );
         if copies {
             if let Some(w) = self.model.padded.get(&key) {
-                return Ok(w.clone());
+                return Ok(WeightRef::Shared(w.clone()));
             }
         }
         let data = resolve(self.plan, name, self.layer, &self.model.index)?;
-        let bits = Arc::new(data.bits.into_owned());
-        if copies {
-            self.model.padded.insert(key, bits.clone());
+        match data.bits {
+            std::borrow::Cow::Borrowed(b) if !copies => Ok(WeightRef::Borrowed(b)),
+            bits => {
+                let shared = Arc::new(bits.into_owned());
+                if copies {
+                    self.model.padded.insert(key, shared.clone());
+                }
+                Ok(WeightRef::Shared(shared))
+            }
         }
-        Ok(bits)
-    }
-
-    /// A borrowed weight when no transform copies it (the common case), to avoid
-    /// copying projections on every token.
-    fn with_weight<T>(&mut self, name: &str, f: impl FnOnce(&[u16]) -> T) -> Result<T, String> {
-        let buffer = self.buffer(name)?;
-        let borrowable = matches!(&buffer.source, Some(WeightSource::Tensor { transforms, .. })
-            if transforms.iter().all(|t| matches!(t, Transform::Transpose)));
-        if borrowable {
-            let data = resolve(self.plan, name, self.layer, &self.model.index)?;
-            return Ok(f(&data.bits));
-        }
-        let w = self.weight(name)?;
-        Ok(f(&w))
     }
 
     fn put(&mut self, name: &str, data: Vec<u16>) {
@@ -321,7 +335,7 @@ impl<'m> Pass<'_, 'm> {
         match launch {
             Launch::Gemm { a, b, out, spec } => {
                 let x = self.get(a)?.clone();
-                let y = self.with_weight(b, |w| gemm_rows(d, spec, &x, rows, w))??;
+                let y = gemm_rows(d, spec, &x, rows, &self.weight(b)?)?;
                 self.put(out, y);
             }
             Launch::Gemv { w, x, out, residual, spec } => {
@@ -330,7 +344,8 @@ impl<'m> Pass<'_, 'm> {
                     Some(r) => Some(self.get(r)?.clone()),
                     None => None,
                 };
-                let y = self.with_weight(w, |wb| kernels::gemv(d, spec, wb, &xv, r.as_deref()))?.map_err(err)?;
+                let wb = self.weight(w)?;
+                let y = kernels::gemv(d, spec, &wb, &xv, r.as_deref()).map_err(err)?;
                 self.put(out, y);
             }
             Launch::GemvSwiglu { x, norm, gate, up, out, eps, spec } => {
@@ -398,11 +413,10 @@ impl<'m> Pass<'_, 'm> {
                 let xv = self.get(x)?.clone();
                 let mut logits = self.bufs.remove(out.as_str()).unwrap_or_default();
                 logits.resize(spec.vocab, 0);
-                let result = self.with_weight(w, |wb| {
-                    kernels::lm_head_partition(d, spec, *part, wb, &xv, &mut logits)
-                });
+                let wb = self.weight(w)?;
+                let result = kernels::lm_head_partition(d, spec, *part, &wb, &xv, &mut logits);
                 self.put(out, logits);
-                result?.map_err(err)?;
+                result.map_err(err)?;
             }
         }
         Ok(())
@@ -412,7 +426,8 @@ impl<'m> Pass<'_, 'm> {
         match op {
             HostOp::Embed { table, out, hidden, .. } => {
                 let ids = self.ids;
-                let y = self.with_weight(table, |t| kernels::embedding(t, *hidden, ids))?.map_err(|e| e.to_string())?;
+                let t = self.weight(table)?;
+                let y = kernels::embedding(&t, *hidden, ids).map_err(|e| e.to_string())?;
                 self.put(out, y);
             }
             HostOp::KvStore { k, v, .. } => {
@@ -474,9 +489,11 @@ impl<'m> Pass<'_, 'm> {
             }
             HostOp::Matvec { w, x, out, k, .. } => {
                 let xv = bf16::to_f32_vec(self.get(x)?);
-                let y = self.with_weight(w, |wb| {
-                    wb.chunks(*k).map(|row| crate::model::oracle::linear::dot(row, &xv)).collect::<Vec<f32>>()
-                })?;
+                let wb = self.weight(w)?;
+                let y: Vec<f32> = wb
+                    .par_chunks(*k)
+                    .map(|row| crate::model::oracle::linear::dot(row, &xv))
+                    .collect();
                 self.put(out, bf16::from_f32_vec(&y));
             }
             HostOp::Scheduling { .. } => {}
@@ -506,27 +523,45 @@ impl<'m> Pass<'_, 'm> {
     }
 }
 
+/// Columns per GEMM call when the interpreter splits N (a whole number of the
+/// herd's column blocks), to keep the emulator's f32 copy of B small.
+const N_CHUNK: usize = 1024;
+
 /// A GEMM on the real rows: row chunks of at most the production tile_m, each a
 /// launch on one herd column with the production tile_n, herd rows, K tiling and
-/// precision (see the module documentation).
+/// precision (see the module documentation). N is split too, into whole blocks of
+/// `tile_n · herd_rows` columns; the columns the production tiling leaves unwritten
+/// (N not a multiple of the block) stay unwritten, as on the device.
 fn gemm_rows(d: &Device, spec: &GemmSpec, a: &[u16], rows: usize, w: &[u16]) -> Result<Vec<u16>, String> {
     let (k, n) = (spec.k, spec.n);
+    let block = (spec.tile.tile_n * spec.herd.rows()).max(1);
+    let written = spec.written_columns();
+    let cols = (N_CHUNK / block).max(1) * block;
     let chunk = spec.tile.tile_m.max(8);
     let mut out = vec![0u16; rows * n];
     let mut start = 0;
     while start < rows {
         let real = chunk.min(rows - start);
         let padded = real.div_ceil(8) * 8;
-        let small = GemmSpec {
-            m: padded,
-            herd: Herd([1, spec.herd.rows()]),
-            tile: GemmTile { tile_m: padded, ..spec.tile },
-            ..*spec
-        };
         let mut a_chunk = vec![0u16; padded * k];
         a_chunk[..real * k].copy_from_slice(&a[start * k..(start + real) * k]);
-        let y = kernels::gemm(d, &small, &a_chunk, BOperand::NxK(w)).map_err(|e| e.to_string())?;
-        out[start * n..(start + real) * n].copy_from_slice(&y[..real * n]);
+        let mut n0 = 0;
+        while n0 < written {
+            let nc = cols.min(written - n0);
+            let small = GemmSpec {
+                m: padded,
+                n: nc,
+                herd: Herd([1, spec.herd.rows()]),
+                tile: GemmTile { tile_m: padded, ..spec.tile },
+                ..*spec
+            };
+            let y = kernels::gemm(d, &small, &a_chunk, BOperand::NxK(&w[n0 * k..(n0 + nc) * k]))
+                .map_err(|e| e.to_string())?;
+            for r in 0..real {
+                out[(start + r) * n + n0..][..nc].copy_from_slice(&y[r * nc..(r + 1) * nc]);
+            }
+            n0 += nc;
+        }
         start += real;
     }
     Ok(out)

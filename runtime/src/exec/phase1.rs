@@ -35,6 +35,13 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         Err(reason) => return Ok(run.fail_step(rec, 1, "enumerate-kernels", &reason)),
     };
     let sites = design::sites(&plans);
+    for (_, launch) in sites.values() {
+        let shape = design::shape_of(launch).iter().map(|&v| v as i64).collect();
+        run.model_shapes
+            .entry(launch.kernel().name().to_string())
+            .or_default()
+            .insert(shape);
+    }
     let action = run.traj.action("enumerate-kernels", &BTreeMap::new(), &ActionLinks::default());
     record_bundle_step(run, rec, 1, "enumerate-kernels", StepOutcome::AsRecorded);
     let summary: Vec<String> = sites.keys().cloned().collect();

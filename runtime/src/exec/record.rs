@@ -74,6 +74,8 @@ pub enum StepOutcome {
     NotApplicable { why: String },
     /// An optimization kept (verification passed, modeled time dropped).
     Kept { why: String },
+    /// Already in effect (an earlier step or the runtime's baseline did it).
+    Covered { why: String },
     /// An optimization tried and reverted.
     Reverted { why: String },
     /// Executed and failed its gate.

@@ -18,7 +18,7 @@ use super::registry::Registry;
 use super::topk::GreedyStep;
 use super::trajectory::{self, ActionLinks, TrajectoryWriter};
 use super::{
-    files, finalize, optimize, phase0, phase1, phase2, phase3, phase7, report_md, DeployError,
+    files, finalize, optimize, phase0, phase1, phase2, phase3, phase7, report_md, steps, DeployError,
     DeployOptions, DeployOutcome,
 };
 use crate::bundle::{Bundle, Lesson, Step, Value, SCHEMA_VERSION};
@@ -68,6 +68,8 @@ pub(crate) struct Run<'a> {
     pub verified: BTreeMap<String, String>,
     /// Modeled figures of the phase-3 plan.
     pub baseline_times: Option<ModeledTimes>,
+    /// This model's kernel shapes, by kernel (phase 1).
+    pub model_shapes: steps::ModelShapes,
 }
 
 impl<'a> Run<'a> {
@@ -120,6 +122,7 @@ impl<'a> Run<'a> {
             tiling_sources: BTreeMap::new(),
             verified: BTreeMap::new(),
             baseline_times: None,
+            model_shapes: steps::ModelShapes::new(),
         }
     }
 
@@ -404,6 +407,9 @@ pub fn deploy(
         run.traj.session(&options.started, index, &phase.title);
         let t = Instant::now();
         end = run_phase(&mut run, index, &mut rec)?;
+        if matches!(end, PhaseEnd::Passed) {
+            steps::account(phase, &mut rec, &run.model_shapes);
+        }
         rec.wall_s = t.elapsed().as_secs_f64();
         rec.status = match end {
             PhaseEnd::Passed => PhaseStatus::Passed,
