@@ -6,6 +6,7 @@
 
 pub mod bf16;
 pub mod bundle;
+pub mod exec;
 pub mod model;
 pub mod ops;
 pub mod rng;

@@ -10,7 +10,9 @@ pub mod bench;
 pub mod build;
 pub mod calibrate;
 pub mod check;
+pub mod deploy;
 pub mod diff;
+pub mod evaluate;
 pub mod graph;
 pub mod reference;
 pub mod render;
@@ -39,6 +41,11 @@ pub enum Command {
     Diff(diff::Args),
     /// Re-execute a trajectory on the XDNA 2 emulator and check every recorded observation.
     Replay(replay::Args),
+    /// Run a skill bundle on a model, phase by phase on the emulated XDNA 2 backend.
+    Deploy(deploy::Args),
+    /// Phase 7's independent evaluator (started by `deploy` as a fresh process).
+    #[command(hide = true)]
+    Evaluate(evaluate::Args),
     /// Run the CPU f32 reference on a model directory; check it against reference.safetensors when present.
     Reference(reference::Args),
     /// Compare the XDNA 2 cost model with the reference system's measurements (--fit refits it).
@@ -55,6 +62,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Build(args) => build::run(args),
         Command::Diff(args) => diff::run(args),
         Command::Replay(args) => replay::run(args),
+        Command::Deploy(args) => deploy::run(args),
+        Command::Evaluate(args) => evaluate::run(args),
         Command::Reference(args) => reference::run(args),
         Command::Calibrate(args) => calibrate::run(args),
         Command::Bench(cmd) => bench::run(cmd),

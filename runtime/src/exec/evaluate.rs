@@ -1,0 +1,371 @@
+//! Phase 7's independent evaluator, run as a fresh process (`skillc evaluate OUT
+//! --model DIR`): it reloads only the written artifacts (plan.json, the kernel
+//! registry, report.json) and the model directory, audits that the gates really ran
+//! on the production kernels with real verdicts, re-runs the verification from
+//! scratch (a new CPU reference and a new NPU path built from plan.json), and turns
+//! the result into PASS, PASS-with-warnings or FAIL with a real exit code.
+//!
+//! Audit, adapted from the reference system's anti-reward-hacking checklist: the
+//! model is the one the plan names (config hash, weights); the plans in plan.json
+//! are what the plan builder makes of the recorded design and hash to the recorded
+//! fingerprint; they place on the device; every production kernel configuration has
+//! a passing registry row; the fingerprint was verified during the run; every gate
+//! in the report has the verdict its value and threshold give, the verification
+//! gate used 32 tokens, top-5 and every prompt; and the fresh verification executed
+//! exactly the launches the plans contain for every token it generated.
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::artifacts::sha256_file;
+use super::design::{self, fingerprint, Plans};
+use super::production::{ProductionPlan, WeightsRef, PLAN_SCHEMA};
+use super::record::{DeployReport, PhaseStatus, PromptVerdict};
+use super::registry::Registry;
+use super::topk::{GATE_K, GATE_N_TOKENS};
+use super::verify::{reference_runs, verify_npu};
+use super::{files, DeployError};
+use crate::model::config::load_config;
+use crate::model::Model;
+use crate::xdna2::device::Device;
+use crate::xdna2::plan::{Plan, Step};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditItem {
+    pub check: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// `evaluation.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    pub verdict: String,
+    pub exit_code: i32,
+    pub audit: Vec<AuditItem>,
+    pub verification: Vec<PromptVerdict>,
+    pub prompts_passed: usize,
+    pub launches_executed: u64,
+    pub launches_expected: u64,
+    pub warnings: Vec<String>,
+    pub wall_s: f64,
+}
+
+/// Runs the evaluation and writes evaluation.json and evaluation.md into `out`.
+pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError> {
+    let started = Instant::now();
+    let plan: ProductionPlan = read_json(&out.join(files::PLAN))?;
+    let registry = Registry::load(&out.join(files::REGISTRY))?;
+    let report: DeployReport = read_json(&out.join(files::REPORT_JSON))?;
+    let device = Device::npu2();
+    let mut audit = Vec::new();
+    let mut push = |check: &str, ok: bool, detail: String| {
+        audit.push(AuditItem {
+            check: check.to_string(),
+            ok,
+            detail,
+        })
+    };
+    push(
+        "plan.json schema",
+        plan.schema_version == PLAN_SCHEMA,
+        plan.schema_version.clone(),
+    );
+    let config = model_dir.join("config.json");
+    let config_hash = sha256_file(&config)?;
+    push(
+        "the model is the one the plan names",
+        config_hash == plan.model.config_sha256,
+        format!("config.json sha256 {}", &config_hash[..16]),
+    );
+    let arch = load_config(&config).map_err(|e| DeployError::io(&config, e))?;
+    let seed = match &plan.model.weights {
+        WeightsRef::Random { seed } => Some(*seed),
+        WeightsRef::Checkpoint { files } => {
+            let present = files.iter().all(|(f, size)| {
+                std::fs::metadata(model_dir.join(f)).is_ok_and(|m| m.len() == *size)
+            });
+            push(
+                "checkpoint files as recorded",
+                present,
+                format!("{} file(s)", files.len()),
+            );
+            None
+        }
+    };
+    let model = Model::load_with_arch(arch.clone(), model_dir, seed)
+        .map_err(|e| DeployError::Usage(format!("the model cannot be loaded: {e}")))?;
+    let rebuilt = plan.design.plans(&plan.model.name, &arch, &device);
+    push(
+        "plans are what the builder makes of the recorded design",
+        rebuilt.as_ref().is_ok_and(|p| p == &plan.plans),
+        match &rebuilt {
+            Ok(p) if p == &plan.plans => "identical".into(),
+            Ok(_) => "plan.json differs from the rebuilt plans".into(),
+            Err(e) => e.clone(),
+        },
+    );
+    let fp = fingerprint(&plan.plans, &plan.design.path);
+    push(
+        "numerics fingerprint",
+        fp == plan.fingerprint,
+        fp[..16].to_string(),
+    );
+    for p in [&plan.plans.prefill, &plan.plans.decode] {
+        let placed = p.check(&device);
+        push(
+            &format!("{:?} plan places on the device", p.phase),
+            placed.is_ok(),
+            match placed {
+                Ok(()) => "no constraint violation".into(),
+                Err(v) => v
+                    .iter()
+                    .take(3)
+                    .map(|v| v.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            },
+        );
+    }
+    let sites = design::sites(&plan.plans);
+    let missing: Vec<&String> = sites
+        .iter()
+        .filter(|(key, (_, launch))| !registry.validated(key, launch))
+        .map(|(k, _)| k)
+        .collect();
+    push(
+        "every production kernel configuration passed validation",
+        missing.is_empty(),
+        if missing.is_empty() {
+            format!(
+                "{} configurations, all with a passing registry row",
+                sites.len()
+            )
+        } else {
+            format!("no passing row for {missing:?}")
+        },
+    );
+    push(
+        "the production numerics were verified during the run",
+        report.verified.contains_key(&plan.fingerprint),
+        report
+            .verified
+            .get(&plan.fingerprint)
+            .cloned()
+            .unwrap_or_else(|| "fingerprint absent from report.json".into()),
+    );
+    let (consistent, details) = gates_consistent(&report, plan.prompts.len());
+    push(
+        "every gate's verdict follows from its value and threshold",
+        consistent,
+        details,
+    );
+    push(
+        "verification parameters",
+        plan.tokens == GATE_N_TOKENS && plan.top_k == GATE_K && !plan.prompts.is_empty(),
+        format!(
+            "{} tokens, top-{}, {} prompts",
+            plan.tokens,
+            plan.top_k,
+            plan.prompts.len()
+        ),
+    );
+
+    let (runs, ref_nan) = reference_runs(&model, &plan.prompts).map_err(DeployError::Usage)?;
+    let v = verify_npu(
+        &device,
+        &model,
+        &plan.plans,
+        plan.design.path,
+        &plan.prompts,
+        &runs,
+        None,
+    )
+    .map_err(DeployError::Usage)?;
+    let expected = expected_launches(&plan.plans, &v.prompts);
+    push(
+        "fresh verification executed every launch of the plans",
+        v.counters.launches == expected && expected > 0,
+        format!(
+            "{} launches executed, {expected} expected",
+            v.counters.launches
+        ),
+    );
+    let passed = v.passed_prompts();
+    push(
+        "fresh verification: top-k set check on every prompt",
+        passed == plan.prompts.len() && v.non_finite == 0 && ref_nan == 0,
+        format!(
+            "{passed}/{} prompts pass; {} non-finite NPU logits",
+            plan.prompts.len(),
+            v.non_finite
+        ),
+    );
+    let warnings = warnings(&report, &v.prompts);
+    let ok = audit.iter().all(|a| a.ok);
+    let (verdict, exit_code) = match (ok, warnings.is_empty()) {
+        (false, _) => ("FAIL", 1),
+        (true, true) => ("PASS", 0),
+        (true, false) => ("PASS-with-warnings", 0),
+    };
+    let evaluation = Evaluation {
+        verdict: verdict.to_string(),
+        exit_code,
+        audit,
+        verification: v.prompts,
+        prompts_passed: passed,
+        launches_executed: v.counters.launches,
+        launches_expected: expected,
+        warnings,
+        wall_s: started.elapsed().as_secs_f64(),
+    };
+    let json = serde_json::to_string_pretty(&evaluation).unwrap_or_default() + "\n";
+    super::run::write(&out.join(files::EVALUATION_JSON), &json)?;
+    super::run::write(&out.join(files::EVALUATION_MD), &render(&evaluation))?;
+    Ok(evaluation)
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, DeployError> {
+    let text = std::fs::read_to_string(path).map_err(|e| DeployError::io(path, e))?;
+    serde_json::from_str(&text)
+        .map_err(|e| DeployError::io(path, format!("{}:{}: {e}", e.line(), e.column())))
+}
+
+/// Launches in one pass of a plan.
+fn launches_per_pass(plan: &Plan) -> u64 {
+    plan.sections()
+        .into_iter()
+        .map(|(section, steps)| {
+            let per: u64 = steps
+                .iter()
+                .map(|s| match s {
+                    Step::Call(c) => c.launches.len() as u64,
+                    Step::Host(_) => 0,
+                })
+                .sum();
+            let repeats = if section == crate::xdna2::plan::Section::Layer {
+                plan.num_layers as u64
+            } else {
+                1
+            };
+            per * repeats
+        })
+        .sum()
+}
+
+/// One prefill and `tokens − 1` decode steps per prompt.
+fn expected_launches(plans: &Plans, prompts: &[PromptVerdict]) -> u64 {
+    let (p, d) = (
+        launches_per_pass(&plans.prefill),
+        launches_per_pass(&plans.decode),
+    );
+    prompts
+        .iter()
+        .map(|v| p + d * (v.tokens.saturating_sub(1)) as u64)
+        .sum()
+}
+
+/// Recomputes every gate's verdict; checks the verification gates' thresholds.
+fn gates_consistent(report: &DeployReport, prompts: usize) -> (bool, String) {
+    let mut problems = Vec::new();
+    for (phase, g) in report.gates() {
+        let holds = !g.value.is_nan() && g.comparison.holds(g.value, g.threshold);
+        if holds != g.passed {
+            problems.push(format!(
+                "phase {phase} `{}` says {} but {}",
+                g.name,
+                g.passed,
+                g.summary()
+            ));
+        }
+        if g.metric == "top_k_agree" && g.op == "verify-model" && g.threshold < prompts as f64 {
+            problems.push(format!(
+                "phase {phase} `{}` accepts fewer than all {prompts} prompts",
+                g.name
+            ));
+        }
+    }
+    let ran: Vec<u8> = report
+        .phases
+        .iter()
+        .filter(|p| p.status == PhaseStatus::Passed)
+        .map(|p| p.index)
+        .collect();
+    if !(0..=5).all(|i| ran.contains(&i)) {
+        problems.push(format!("phases passed before finalize: {ran:?}"));
+    }
+    if problems.is_empty() {
+        (true, format!("{} gates checked", report.gates().count()))
+    } else {
+        (false, problems.join("; "))
+    }
+}
+
+fn warnings(report: &DeployReport, fresh: &[PromptVerdict]) -> Vec<String> {
+    let mut w = Vec::new();
+    let gated = report
+        .gates()
+        .any(|(p, g)| p == 0 && g.op == "compare-reference");
+    if !gated {
+        w.push("phase 0 was not gated against transformers outputs (no reference.safetensors); the CPU reference is trusted from its own tests".into());
+    }
+    let low = report.diagnosis.iter().filter(|d| d.cosine < 0.85).count();
+    if low > 0 {
+        w.push(format!(
+            "{low} layer(s) below cosine 0.85 in the phase-3 diagnosis (not a gate)"
+        ));
+    }
+    for p in fresh {
+        if let Some(d) = &p.check.divergence {
+            if d.step < 8 {
+                w.push(format!(
+                    "prompt {} diverges early, at step {} (ranks {:?}/{:?})",
+                    p.prompt, d.step, d.reference_rank_on_npu, d.npu_rank_on_reference
+                ));
+            }
+        }
+    }
+    w
+}
+
+fn render(e: &Evaluation) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!(
+        "# Independent evaluation\n\nVerdict: **{}** (exit code {})\n\n## Audit\n\n",
+        e.verdict, e.exit_code
+    );
+    for a in &e.audit {
+        let _ = writeln!(
+            out,
+            "- {} {}: {}",
+            if a.ok { "ok" } else { "FAILED" },
+            a.check,
+            a.detail
+        );
+    }
+    let _ = writeln!(out, "\n## Fresh verification\n");
+    for p in &e.verification {
+        let _ = writeln!(
+            out,
+            "- prompt {}: {} tokens, {} agreed, {}",
+            p.prompt,
+            p.tokens,
+            p.check.agreed,
+            if p.check.passed { "pass" } else { "FAIL" }
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n{} of {} launches executed as the plans require; {:.1} s.\n",
+        e.launches_executed, e.launches_expected, e.wall_s
+    );
+    if !e.warnings.is_empty() {
+        let _ = writeln!(out, "## Warnings\n");
+        for w in &e.warnings {
+            let _ = writeln!(out, "- {w}");
+        }
+    }
+    out
+}

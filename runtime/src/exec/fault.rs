@@ -1,0 +1,95 @@
+//! Planted faults: deliberate bugs injected into the emulated NPU path so tests can
+//! prove that the right gate catches each one and that the executor either repairs it
+//! with a bundle lesson or stops with a report. A fault never touches the CPU
+//! reference, so every gate still compares against the truth.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// One injectable bug.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    /// A GEMM tiling whose column tiles do not cover N: `N % (tile_n·herd_n) != 0`,
+    /// the case the toolchain does not assert (silent corruption).
+    GemmNNotMultiple,
+    /// The Q/K/V projection bias is left out of the NPU block.
+    DropQkvBias,
+    /// The RoPE table is built from the unscaled frequencies of a llama3-scaled model.
+    NoLlama3Rope,
+    /// The per-head Q/K RMSNorm of Qwen3 is skipped.
+    SkipQkNorm,
+    /// A GEMM tile configuration that needs more L1 than a compute tile has.
+    L1Overflow,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 5] = [
+        Fault::GemmNNotMultiple,
+        Fault::DropQkvBias,
+        Fault::NoLlama3Rope,
+        Fault::SkipQkNorm,
+        Fault::L1Overflow,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::GemmNNotMultiple => "gemm-n-not-multiple",
+            Fault::DropQkvBias => "drop-qkv-bias",
+            Fault::NoLlama3Rope => "no-llama3-rope",
+            Fault::SkipQkNorm => "skip-qk-norm",
+            Fault::L1Overflow => "l1-overflow",
+        }
+    }
+
+    /// What the fault does, for reports.
+    pub fn description(self) -> &'static str {
+        match self {
+            Fault::GemmNNotMultiple => {
+                "one GEMM gets a tile_n with N not a multiple of tile_n x herd_n"
+            }
+            Fault::DropQkvBias => "the q/k/v projection bias is dropped from the NPU block",
+            Fault::NoLlama3Rope => "the RoPE table ignores the llama3 frequency scaling",
+            Fault::SkipQkNorm => "the per-head q/k RMSNorm is skipped on the NPU",
+            Fault::L1Overflow => "one GEMM gets a tile that overflows a compute tile's L1",
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown fault `{0}` (known: gemm-n-not-multiple, drop-qkv-bias, no-llama3-rope, skip-qk-norm, l1-overflow)")]
+pub struct UnknownFault(pub String);
+
+impl FromStr for Fault {
+    type Err = UnknownFault;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Fault::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| UnknownFault(s.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for fault in Fault::ALL {
+            assert_eq!(fault.name().parse::<Fault>(), Ok(fault));
+            let json = serde_json::to_string(&fault).unwrap();
+            assert_eq!(json, format!("\"{}\"", fault.name()));
+        }
+        assert!("drop-bias".parse::<Fault>().is_err());
+    }
+}

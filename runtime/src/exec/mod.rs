@@ -1,0 +1,123 @@
+//! The deploy executor: runs a skill bundle on a model it has never seen, phase by
+//! phase, on the emulated XDNA 2 backend, never advancing past a failed gate.
+//!
+//! `deploy(bundle, options, progress)` loads the model (phase 0), validates every
+//! kernel × shape it needs (1), one block (2), the whole model by greedy decode (3),
+//! applies the bundle's optimizations one at a time (4, 5), writes the production
+//! plan, the report and a trajectory of the run (6), and hands the written artifacts
+//! to an independent evaluator in a fresh process (7). A failed gate is matched
+//! against the bundle's debugging lessons ([`remedy`]); fixes are applied in order
+//! and re-checked; when none works the run stops with a report naming the phase,
+//! gate, value, threshold and what was tried.
+//!
+//! Module map: [`run`] drives the phases over the shared state; `phase0` … `phase7`
+//! hold each phase; [`gate`], [`topk`] and [`remedy`] are the checking machinery;
+//! [`record`], [`report_md`] and [`trajectory`] write what happened.
+
+pub mod artifacts;
+pub mod clock;
+pub mod fault;
+pub mod gate;
+pub mod progress;
+pub mod prompts;
+pub mod record;
+pub mod remedy;
+pub mod report_md;
+pub mod topk;
+pub mod trajectory;
+pub mod validate;
+pub mod verify;
+pub mod weights;
+
+pub mod design;
+pub mod evaluate;
+pub mod npu;
+pub mod perf;
+pub mod production;
+pub mod registry;
+
+mod finalize;
+mod optimize;
+mod phase0;
+mod phase1;
+mod phase2;
+mod phase3;
+mod phase7;
+mod run;
+mod steps;
+
+use std::path::PathBuf;
+
+pub use fault::Fault;
+pub use progress::{Progress, Silent};
+pub use record::{DeployReport, Verdict};
+pub use run::deploy;
+
+/// Files a run writes into its output directory.
+pub mod files {
+    pub const PLAN: &str = "plan.json";
+    pub const REPORT_JSON: &str = "report.json";
+    pub const REPORT_MD: &str = "report.md";
+    pub const TRACE: &str = "trace.json";
+    pub const REGISTRY: &str = "kernel-registry.json";
+    pub const TRAJECTORY_DIR: &str = "trajectory";
+    pub const TRAJECTORY_FILE: &str = "00-deploy.traj";
+    pub const EVALUATION_JSON: &str = "evaluation.json";
+    pub const EVALUATION_MD: &str = "evaluation.md";
+}
+
+/// How phase 7 starts the independent evaluator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EvaluatorLaunch {
+    /// Run `program evaluate OUT_DIR --model MODEL_DIR` as a fresh process.
+    Process(PathBuf),
+}
+
+/// What a deploy run is asked to do.
+#[derive(Debug, Clone)]
+pub struct DeployOptions {
+    pub model_dir: PathBuf,
+    pub out_dir: PathBuf,
+    /// Seed of random weights (when the model directory has none) and of the
+    /// verification prompts.
+    pub seed: u64,
+    /// Verification prompts as token ids; drawn under the seed when absent.
+    pub prompts: Option<Vec<Vec<u32>>>,
+    /// Faults planted in the NPU path (tests of the gates).
+    pub faults: Vec<Fault>,
+    /// Timestamp of the run's trajectory sessions (`YYYY-MM-DDTHH:MMZ`).
+    pub started: String,
+    pub evaluator: EvaluatorLaunch,
+    /// A kernel registry written by an earlier run, whose configurations this run
+    /// tries first.
+    pub registry: Option<PathBuf>,
+}
+
+/// Problems that keep a run from starting or from writing its results (exit 2),
+/// as opposed to a failed gate (a report, exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum DeployError {
+    #[error("bundle: {0}")]
+    Bundle(String),
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl DeployError {
+    pub fn io(path: &std::path::Path, e: impl std::fmt::Display) -> Self {
+        DeployError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// The result of a run that got far enough to write a report.
+#[derive(Debug, Clone)]
+pub struct DeployOutcome {
+    pub report: DeployReport,
+    /// 0 when the verdict is PASS or PASS-with-warnings, 1 otherwise.
+    pub exit_code: u8,
+}

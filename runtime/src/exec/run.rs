@@ -1,0 +1,477 @@
+//! The phase loop and the state the phases share: the bundle, the model, the
+//! reference's cached results, the design decisions the NPU path follows, the
+//! report being built and the run's trajectory being written.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use super::design::{Design, Plans};
+use super::gate::GateCheck;
+use super::progress::Progress;
+use super::record::ModeledTimes;
+use super::record::{
+    DeployReport, PhaseRecord, PhaseStatus, RemedyAttempt, Stop, Verdict, REPORT_SCHEMA,
+};
+use super::registry::Registry;
+use super::remedy::{apply_remedy, candidates, Failure};
+use super::topk::GreedyStep;
+use super::trajectory::{self, ActionLinks, TrajectoryWriter};
+use super::{
+    files, finalize, optimize, phase0, phase1, phase2, phase3, phase7, report_md, steps,
+    DeployError, DeployOptions, DeployOutcome,
+};
+use crate::bundle::{Bundle, Lesson, Step, Value, SCHEMA_VERSION};
+use crate::model::arch::Architecture;
+use crate::model::oracle::compare::ReferenceTensors;
+use crate::model::oracle::PrefillOutput;
+use crate::model::Model;
+use crate::xdna2::cost::Params;
+use crate::xdna2::device::Device;
+use crate::xdna2::fit::committed_params;
+
+/// How a phase ended.
+#[derive(Debug)]
+pub(crate) enum PhaseEnd {
+    Passed,
+    /// A gate failed and no lesson fixed it.
+    Failed(Stop),
+    /// Phase 0 refused the model.
+    Refused(Stop),
+}
+
+/// Everything the phases share.
+pub(crate) struct Run<'a> {
+    pub bundle: &'a Bundle,
+    pub options: &'a DeployOptions,
+    pub progress: &'a mut dyn Progress,
+    pub report: DeployReport,
+    pub traj: TrajectoryWriter,
+    pub arch: Option<Architecture>,
+    pub model: Option<Model>,
+    /// The transformers outputs shipped with a fixture.
+    pub fixture: Option<ReferenceTensors>,
+    /// The reference's greedy runs, one per prompt (phase 0), verified against.
+    pub reference_runs: Vec<Vec<GreedyStep>>,
+    /// The reference's prefill of the first prompt with every layer's output.
+    pub reference_prefill: Option<PrefillOutput>,
+    pub device: Device,
+    pub params: Params,
+    pub design: Design,
+    /// Configurations validated by this run (and given by `--registry`).
+    pub registry: Registry,
+    /// The registry given with `--registry`, tried first.
+    pub input_registry: Option<Registry>,
+    /// Where each GEMM tiling came from, by site key.
+    pub tiling_sources: BTreeMap<String, String>,
+    /// Numerics fingerprints verified by a full greedy run, with how.
+    pub verified: BTreeMap<String, String>,
+    /// Modeled figures of the phase-3 plan.
+    pub baseline_times: Option<ModeledTimes>,
+    /// This model's kernel shapes, by kernel (phase 1).
+    pub model_shapes: steps::ModelShapes,
+}
+
+impl<'a> Run<'a> {
+    fn new(bundle: &'a Bundle, options: &'a DeployOptions, progress: &'a mut dyn Progress) -> Self {
+        let name = model_name(&options.model_dir);
+        let report = DeployReport {
+            schema_version: REPORT_SCHEMA.to_string(),
+            bundle: bundle.name.clone(),
+            bundle_sources: bundle
+                .sources
+                .iter()
+                .map(|s| format!("{} ({})", s.trajectory, s.model))
+                .collect(),
+            model: None,
+            seed: options.seed,
+            faults: options.faults.clone(),
+            prompts: Vec::new(),
+            phases: Vec::new(),
+            verification: Vec::new(),
+            diagnosis: Vec::new(),
+            verified: BTreeMap::new(),
+            performance: None,
+            verdict: Verdict::Fail,
+            stop: None,
+            evaluation: None,
+            wall_s: 0.0,
+        };
+        let traj = TrajectoryWriter::new(
+            &format!("deploy-{}", trajectory::id_slug(&name)),
+            &name,
+            &name,
+            &format!("skill bundle {}", bundle.name),
+        );
+        Self {
+            bundle,
+            options,
+            progress,
+            report,
+            traj,
+            arch: None,
+            model: None,
+            fixture: None,
+            reference_runs: Vec::new(),
+            reference_prefill: None,
+            device: Device::npu2(),
+            params: committed_params(),
+            design: Design::baseline(),
+            registry: Registry::new(),
+            input_registry: None,
+            tiling_sources: BTreeMap::new(),
+            verified: BTreeMap::new(),
+            baseline_times: None,
+            model_shapes: steps::ModelShapes::new(),
+        }
+    }
+
+    /// Every bundle step of `phase` running `op`, in order.
+    pub fn bundle_steps(&self, phase: u8, op: &str) -> Vec<&'a Step> {
+        let bundle: &'a Bundle = self.bundle;
+        bundle
+            .phases
+            .get(phase as usize)
+            .map(|p| p.steps.iter().filter(|s| s.op == op).collect())
+            .unwrap_or_default()
+    }
+
+    /// The parameters the bundle recorded for `op` in any phase (a fix's base).
+    pub fn any_bundle_params(&self, op: &str) -> BTreeMap<String, Value> {
+        self.bundle
+            .phases
+            .iter()
+            .flat_map(|p| &p.steps)
+            .find(|s| s.op == op)
+            .map(|s| s.params.clone())
+            .unwrap_or_default()
+    }
+
+    /// The model directory's name.
+    pub fn model_name(&self) -> Option<String> {
+        self.report.model.as_ref().map(|m| m.name.clone())
+    }
+
+    /// The plans of the current design.
+    pub fn plans(&self) -> Result<Plans, String> {
+        let (Some(arch), Some(name)) = (self.arch.as_ref(), self.model_name()) else {
+            return Err("no model loaded".into());
+        };
+        self.design.plans(&name, arch, &self.device)
+    }
+
+    /// A step that could not run at all (the plan builder refused the model, …).
+    pub fn fail_step(
+        &mut self,
+        rec: &mut PhaseRecord,
+        phase: u8,
+        op: &str,
+        reason: &str,
+    ) -> PhaseEnd {
+        rec.steps.push(super::record::StepRecord {
+            op: op.to_string(),
+            params: BTreeMap::new(),
+            origin: super::record::StepOrigin::Derived {
+                why: format!("phase {phase} always runs `{op}`"),
+            },
+            outcome: super::record::StepOutcome::Failed {
+                why: reason.to_string(),
+            },
+            recorded: None,
+        });
+        self.traj.verdict(&format!("{op}: {reason}"), false, None);
+        PhaseEnd::Failed(Stop {
+            phase,
+            gate: op.to_string(),
+            metric: "errors".into(),
+            value: 1.0,
+            comparison: "==".into(),
+            threshold: 0.0,
+            reason: reason.to_string(),
+            tried: Vec::new(),
+        })
+    }
+
+    /// The cost model's calibration note, printed beside modeled figures.
+    pub fn calibration_note(&self) -> String {
+        crate::xdna2::fit::FittedFile::committed().note()
+    }
+
+    /// Writes the kernel registry file.
+    pub fn write_registry(&self) -> Result<(), DeployError> {
+        let path = self.options.out_dir.join(files::REGISTRY);
+        write(&path, &self.registry.to_json())
+    }
+
+    /// The first bundle step of `phase` running `op`.
+    pub fn bundle_step(&self, phase: u8, op: &str) -> Option<&'a Step> {
+        let bundle: &'a Bundle = self.bundle;
+        bundle
+            .phases
+            .get(phase as usize)
+            .and_then(|p| p.steps.iter().find(|s| s.op == op))
+    }
+
+    /// Records a gate in the phase and shows it.
+    pub fn gate(&mut self, rec: &mut PhaseRecord, gate: GateCheck) -> bool {
+        self.progress.gate(&gate);
+        let passed = gate.passed;
+        rec.gates.push(gate);
+        passed
+    }
+
+    /// The sizes remedy expressions may read (`ops::VARIABLES`).
+    pub fn model_vars(&self) -> BTreeMap<String, f64> {
+        let Some(a) = &self.arch else {
+            return BTreeMap::new();
+        };
+        [
+            ("hidden_size", a.hidden_size),
+            ("intermediate_size", a.intermediate_size),
+            ("head_dim", a.head_dim),
+            ("n_heads", a.num_heads),
+            ("n_kv_heads", a.num_kv_heads),
+            ("vocab_size", a.vocab_size),
+            ("n_layers", a.num_layers),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v as f64))
+        .collect()
+    }
+
+    /// Tries the bundle's matching lessons on `failure` in order. For each, the fix
+    /// is evaluated against `action` (the parameters of the action it changes) and
+    /// handed to `attempt`, which re-checks the gate with the new parameters without
+    /// committing them. Every attempt is recorded in the report and the trajectory;
+    /// the first fix whose re-check passes is returned for the caller to commit.
+    pub fn try_lessons(
+        &mut self,
+        rec: &mut PhaseRecord,
+        failure: &Failure,
+        failing_obs: &str,
+        action: (&str, &BTreeMap<String, Value>),
+        attempt: &mut dyn FnMut(&mut Run<'_>, &Lesson, &BTreeMap<String, Value>) -> Attempt,
+    ) -> Option<Fixed> {
+        let bundle = self.bundle;
+        for lesson in candidates(bundle, failure) {
+            self.progress
+                .step(&format!("lesson {}: {}", lesson.id, lesson.title));
+            let fix_text = trajectory::fix(&lesson.fix);
+            let mut record = RemedyAttempt {
+                gate: failure.gate.name.clone(),
+                lesson: lesson.id.clone(),
+                title: lesson.title.clone(),
+                fix: fix_text,
+                params: None,
+                before: failure.gate.value,
+                after: None,
+                fixed: false,
+                note: String::new(),
+            };
+            // A fix of the failing action starts from its parameters; a fix by
+            // another operation from that operation's recorded parameters.
+            let base = if lesson.fix.op == action.0 {
+                action.1.clone()
+            } else {
+                let mut p = self.any_bundle_params(&lesson.fix.op);
+                p.retain(|k, _| {
+                    lesson.fix.set.contains_key(k)
+                        || crate::ops::operation(&lesson.fix.op)
+                            .is_some_and(|o| o.param(k).is_some())
+                });
+                p
+            };
+            let params = match apply_remedy(&lesson.fix, &base, &self.model_vars()) {
+                Ok(p) => p,
+                Err(e) => {
+                    record.note = format!("fix not applicable: {e}");
+                    rec.attempts.push(record);
+                    continue;
+                }
+            };
+            record.params = Some(params.clone());
+            let lesson_id = self.traj.lesson(lesson, &[failing_obs]);
+            let action_id = self.traj.action(
+                &lesson.fix.op,
+                &params,
+                &ActionLinks {
+                    fixes: vec![failing_obs],
+                    by: Some(&lesson_id),
+                    ..Default::default()
+                },
+            );
+            match attempt(self, lesson, &params) {
+                Attempt::Inapplicable(why) => {
+                    record.note = format!("fix not applicable: {why}");
+                    self.traj.decision(
+                        &format!("the fix of {} does not apply here: {why}", lesson.id),
+                        &[&action_id],
+                    );
+                    rec.attempts.push(record);
+                }
+                Attempt::Checked(gate) => {
+                    self.traj.observe(None, &[&gate], Some(&action_id));
+                    record.after = Some(gate.value);
+                    record.fixed = gate.passed;
+                    let passed = gate.passed;
+                    self.progress.gate(&gate);
+                    if passed {
+                        record.note = "the gate passes after the fix".into();
+                        rec.attempts.push(record);
+                        return Some(Fixed {
+                            lesson: lesson.id.clone(),
+                            params,
+                            gate,
+                        });
+                    }
+                    record.note = "the gate still fails; the fix was reverted".into();
+                    self.traj.decision(
+                        &format!("{} did not fix {}; reverted", lesson.id, failure.gate.name),
+                        &[&action_id],
+                    );
+                    rec.attempts.push(record);
+                }
+            }
+        }
+        None
+    }
+
+    /// The stop record for a failure no lesson fixed.
+    pub fn stop(&self, rec: &PhaseRecord, failure: &Failure, reason: &str) -> Stop {
+        let tried = rec
+            .attempts
+            .iter()
+            .filter(|a| a.gate == failure.gate.name)
+            .map(|a| format!("{} ({}): {}", a.lesson, a.fix, a.note))
+            .collect();
+        Stop {
+            phase: failure.phase,
+            gate: failure.gate.name.clone(),
+            metric: failure.gate.metric.clone(),
+            value: failure.gate.value,
+            comparison: failure.gate.comparison.symbol().to_string(),
+            threshold: failure.gate.threshold,
+            reason: reason.to_string(),
+            tried,
+        }
+    }
+}
+
+/// What re-checking a fix gave.
+pub(crate) enum Attempt {
+    Checked(GateCheck),
+    Inapplicable(String),
+}
+
+/// A fix that made the gate pass.
+#[derive(Debug)]
+pub(crate) struct Fixed {
+    pub lesson: String,
+    pub params: BTreeMap<String, Value>,
+    pub gate: GateCheck,
+}
+
+/// The model directory's name, the run's display name.
+pub(crate) fn model_name(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty() && n != "." && n != "..")
+        .unwrap_or_else(|| "model".to_string())
+}
+
+fn check_bundle(bundle: &Bundle) -> Result<(), DeployError> {
+    if bundle.schema_version != SCHEMA_VERSION {
+        return Err(DeployError::Bundle(format!(
+            "schema version `{}`, this runtime executes `{SCHEMA_VERSION}`",
+            bundle.schema_version
+        )));
+    }
+    let indices: Vec<u8> = bundle.phases.iter().map(|p| p.index).collect();
+    if indices != (0..=7).collect::<Vec<u8>>() {
+        return Err(DeployError::Bundle(format!(
+            "expected phases 0 to 7 in order, found {indices:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// Runs `bundle` on the model of `options`; see the module documentation of `exec`.
+pub fn deploy(
+    bundle: &Bundle,
+    options: &DeployOptions,
+    progress: &mut dyn Progress,
+) -> Result<DeployOutcome, DeployError> {
+    check_bundle(bundle)?;
+    std::fs::create_dir_all(&options.out_dir).map_err(|e| DeployError::io(&options.out_dir, e))?;
+    let started = Instant::now();
+    let mut run = Run::new(bundle, options, progress);
+    let mut end = PhaseEnd::Passed;
+    for index in 0..=7u8 {
+        let phase = &bundle.phases[index as usize];
+        let mut rec = PhaseRecord::new(index, &phase.name, &phase.title);
+        if !matches!(end, PhaseEnd::Passed) {
+            run.report.phases.push(rec);
+            continue;
+        }
+        run.progress.phase(index, &phase.title);
+        run.traj.session(&options.started, index, &phase.title);
+        let t = Instant::now();
+        end = run_phase(&mut run, index, &mut rec)?;
+        if matches!(end, PhaseEnd::Passed) {
+            steps::account(phase, &mut rec, &run.model_shapes);
+        }
+        rec.wall_s = t.elapsed().as_secs_f64();
+        rec.status = match end {
+            PhaseEnd::Passed => PhaseStatus::Passed,
+            _ => PhaseStatus::Failed,
+        };
+        run.progress.phase_done(index, rec.status, rec.wall_s);
+        run.report.phases.push(rec);
+    }
+    run.report.verdict = match &end {
+        PhaseEnd::Passed => run.report.verdict,
+        PhaseEnd::Failed(_) => Verdict::Fail,
+        PhaseEnd::Refused(_) => Verdict::Refused,
+    };
+    if let PhaseEnd::Failed(stop) | PhaseEnd::Refused(stop) = end {
+        run.report.stop = Some(stop);
+    }
+    run.report.wall_s = started.elapsed().as_secs_f64();
+    write_report(&run)?;
+    let exit_code = match run.report.verdict {
+        Verdict::Pass | Verdict::PassWithWarnings => 0,
+        Verdict::Fail | Verdict::Refused => 1,
+    };
+    Ok(DeployOutcome {
+        report: run.report,
+        exit_code,
+    })
+}
+
+fn run_phase(run: &mut Run<'_>, index: u8, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
+    match index {
+        0 => phase0::run(run, rec),
+        1 => phase1::run(run, rec),
+        2 => phase2::run(run, rec),
+        3 => phase3::run(run, rec),
+        4 | 5 => optimize::run(run, rec, index),
+        6 => finalize::run(run, rec),
+        _ => phase7::run(run, rec),
+    }
+}
+
+/// Writes report.json, report.md and the run's trajectory.
+pub(crate) fn write_report(run: &Run<'_>) -> Result<(), DeployError> {
+    let out = &run.options.out_dir;
+    let json = serde_json::to_string_pretty(&run.report)
+        .map_err(|e| DeployError::io(&out.join(files::REPORT_JSON), e))?;
+    write(&out.join(files::REPORT_JSON), &(json + "\n"))?;
+    write(&out.join(files::REPORT_MD), &report_md::render(&run.report))?;
+    let dir = out.join(files::TRAJECTORY_DIR);
+    std::fs::create_dir_all(&dir).map_err(|e| DeployError::io(&dir, e))?;
+    write(&dir.join(files::TRAJECTORY_FILE), run.traj.text())
+}
+
+pub(crate) fn write(path: &Path, text: &str) -> Result<(), DeployError> {
+    std::fs::write(path, text).map_err(|e| DeployError::io(path, e))
+}

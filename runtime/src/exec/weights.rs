@@ -1,0 +1,208 @@
+//! Fills a plan's weight buffers from the model's tensors: the checkpoint tensor a
+//! buffer names (`{layer}` replaced by the layer index) with the buffer's setup
+//! transforms applied. Phantom heads (GQA-aware padding) and LM-head partitions
+//! need copies; the pre-transpose does not: the emulator's GEMM reads the
+//! checkpoint's `[N, K]` order directly with the same numerics, so projections stay
+//! borrowed from the loaded (often memory-mapped) weights.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use crate::model::tensor::BfTensor;
+use crate::model::weights::Weights;
+use crate::xdna2::plan::{Plan, Transform, WeightSource};
+
+/// Checkpoint tensors by name.
+pub struct TensorIndex<'m> {
+    tensors: HashMap<&'m str, &'m BfTensor>,
+}
+
+impl<'m> TensorIndex<'m> {
+    pub fn new(weights: &'m Weights) -> Self {
+        let tensors = weights
+            .tensors()
+            .into_iter()
+            .map(|t| (t.name(), t))
+            .collect();
+        Self { tensors }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&'m BfTensor> {
+        self.tensors.get(name).copied()
+    }
+}
+
+/// A weight buffer's contents: `rows × cols` bf16 bits, row-major, in the
+/// checkpoint's `[out, in]` orientation.
+#[derive(Debug, Clone)]
+pub struct WeightData<'m> {
+    pub bits: Cow<'m, [u16]>,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+/// Materializes buffer `name` of `plan` for `layer`.
+pub fn resolve<'m>(
+    plan: &Plan,
+    name: &str,
+    layer: usize,
+    index: &TensorIndex<'m>,
+) -> Result<WeightData<'m>, String> {
+    let buffer = plan
+        .buffers
+        .get(name)
+        .ok_or_else(|| format!("the plan has no buffer `{name}`"))?;
+    let Some(WeightSource::Tensor {
+        name: pattern,
+        transforms,
+    }) = &buffer.source
+    else {
+        return Err(format!(
+            "buffer `{name}` is not filled from a checkpoint tensor"
+        ));
+    };
+    let tensor_name = pattern.replace("{layer}", &layer.to_string());
+    let tensor = index.get(&tensor_name).ok_or_else(|| {
+        format!("buffer `{name}` names `{tensor_name}`, which the model does not have")
+    })?;
+    let mut data = WeightData {
+        bits: Cow::Borrowed(tensor.bits()),
+        rows: tensor.rows(),
+        cols: tensor.cols(),
+    };
+    for t in transforms {
+        data = apply(data, t)?;
+    }
+    Ok(data)
+}
+
+fn apply<'m>(data: WeightData<'m>, transform: &Transform) -> Result<WeightData<'m>, String> {
+    match *transform {
+        // Numerically a no-op for the emulator (see the module documentation).
+        Transform::Transpose => Ok(data),
+        Transform::PadHeads {
+            axis,
+            heads,
+            padded_heads,
+            kv_heads,
+            head_dim,
+        } => pad_heads(data, axis, heads, padded_heads, kv_heads, head_dim),
+        Transform::Rows {
+            start,
+            rows,
+            padded_rows,
+        } => {
+            let cols = data.cols;
+            if start + rows > data.rows || padded_rows < rows {
+                return Err(format!(
+                    "rows {start}..{} of a {}-row tensor padded to {padded_rows}",
+                    start + rows,
+                    data.rows
+                ));
+            }
+            let mut bits = vec![0u16; padded_rows * cols];
+            bits[..rows * cols].copy_from_slice(&data.bits[start * cols..(start + rows) * cols]);
+            Ok(WeightData {
+                bits: Cow::Owned(bits),
+                rows: padded_rows,
+                cols,
+            })
+        }
+    }
+}
+
+/// Inserts zero "phantom" heads at the end of each KV group along `axis` (0: rows,
+/// 1: columns), so each group of `heads / kv_heads` real heads becomes
+/// `padded_heads / kv_heads` heads.
+fn pad_heads<'m>(
+    data: WeightData<'m>,
+    axis: usize,
+    heads: usize,
+    padded_heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+) -> Result<WeightData<'m>, String> {
+    let kv = kv_heads.max(1);
+    if heads % kv != 0 || padded_heads % kv != 0 || padded_heads < heads {
+        return Err(format!(
+            "cannot pad {heads} heads to {padded_heads} in {kv_heads} KV groups"
+        ));
+    }
+    let (group, padded_group) = (heads / kv, padded_heads / kv);
+    // Index of each real head in the padded order.
+    let target = |h: usize| (h / group) * padded_group + h % group;
+    let (rows, cols) = (data.rows, data.cols);
+    match axis {
+        0 => {
+            if rows != heads * head_dim {
+                return Err(format!("{rows} rows are not {heads} heads of {head_dim}"));
+            }
+            let mut bits = vec![0u16; padded_heads * head_dim * cols];
+            for h in 0..heads {
+                let src = &data.bits[h * head_dim * cols..(h + 1) * head_dim * cols];
+                let t = target(h);
+                bits[t * head_dim * cols..(t + 1) * head_dim * cols].copy_from_slice(src);
+            }
+            Ok(WeightData {
+                bits: Cow::Owned(bits),
+                rows: padded_heads * head_dim,
+                cols,
+            })
+        }
+        1 => {
+            if cols != heads * head_dim {
+                return Err(format!(
+                    "{cols} columns are not {heads} heads of {head_dim}"
+                ));
+            }
+            let new_cols = padded_heads * head_dim;
+            let mut bits = vec![0u16; rows * new_cols];
+            for r in 0..rows {
+                let src = &data.bits[r * cols..(r + 1) * cols];
+                let dst = &mut bits[r * new_cols..(r + 1) * new_cols];
+                for h in 0..heads {
+                    let t = target(h);
+                    dst[t * head_dim..(t + 1) * head_dim]
+                        .copy_from_slice(&src[h * head_dim..(h + 1) * head_dim]);
+                }
+            }
+            Ok(WeightData {
+                bits: Cow::Owned(bits),
+                rows,
+                cols: new_cols,
+            })
+        }
+        other => Err(format!("no axis {other} to pad heads along")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phantom_heads_sit_at_the_end_of_each_kv_group() {
+        // 4 heads of dim 1 in 2 KV groups, padded to 6: [h0 h1 0 | h2 h3 0].
+        let data = WeightData {
+            bits: Cow::Owned(vec![1, 2, 3, 4]),
+            rows: 4,
+            cols: 1,
+        };
+        let rows = pad_heads(data.clone(), 0, 4, 6, 2, 1).unwrap();
+        assert_eq!(&*rows.bits, &[1, 2, 0, 3, 4, 0]);
+        let cols = pad_heads(
+            WeightData {
+                rows: 1,
+                cols: 4,
+                ..data
+            },
+            1,
+            4,
+            6,
+            2,
+            1,
+        )
+        .unwrap();
+        assert_eq!((&*cols.bits, cols.cols), (&[1u16, 2, 0, 3, 4, 0][..], 6));
+    }
+}

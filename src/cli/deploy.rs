@@ -1,0 +1,253 @@
+//! `skillc deploy BUNDLE --model DIR`: runs a skill bundle on a model with the
+//! runtime's executor, phase by phase on the emulated XDNA 2 backend, and writes the
+//! plan, the reports, the trace, the kernel registry and the run's trajectory.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use skillc_runtime::bundle::Bundle;
+use skillc_runtime::exec::gate::GateCheck;
+use skillc_runtime::exec::record::PhaseStatus;
+use skillc_runtime::exec::{self, clock, DeployOptions, EvaluatorLaunch, Fault, Progress, Silent};
+
+use super::{EXIT_FAILED, EXIT_USAGE};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The skill bundle: a directory holding bundle.json (e.g. generated-skills/llama1b)
+    /// or the bundle.json file itself.
+    pub bundle: PathBuf,
+    /// The model: a Hugging Face folder (config.json, optional *.safetensors and
+    /// reference.safetensors) or a config alone (seeded random weights).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Output directory [default: deploy-<model directory name>].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Seed of random weights and of the drawn verification prompts.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// A verification prompt as comma-separated token ids; repeat for several.
+    #[arg(long = "prompt-ids", value_name = "IDS")]
+    pub prompt_ids: Vec<String>,
+    /// A kernel registry from an earlier run whose configurations are tried first.
+    #[arg(long)]
+    pub registry: Option<PathBuf>,
+    /// Print report.json on stdout instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Show progress on stderr even when it is not a terminal (one line per event,
+    /// with elapsed seconds).
+    #[arg(long)]
+    pub progress: bool,
+    /// Plant a fault in the NPU path (tests of the gates): gemm-n-not-multiple,
+    /// drop-qkv-bias, no-llama3-rope, skip-qk-norm, l1-overflow.
+    #[arg(long = "plant", value_name = "FAULT", hide = true)]
+    pub plant: Vec<String>,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    match execute(&args) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+fn execute(args: &Args) -> Result<ExitCode, String> {
+    let bundle = load_bundle(&args.bundle)?;
+    let faults = args
+        .plant
+        .iter()
+        .map(|f| f.parse::<Fault>().map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let prompts = if args.prompt_ids.is_empty() {
+        None
+    } else {
+        Some(
+            args.prompt_ids
+                .iter()
+                .map(|p| parse_ids(p))
+                .collect::<Result<Vec<_>, _>>()?,
+        )
+    };
+    let out = args.out.clone().unwrap_or_else(|| {
+        let name = args
+            .model
+            .file_name()
+            .map_or_else(|| "model".into(), |n| n.to_string_lossy().into_owned());
+        PathBuf::from(format!("deploy-{name}"))
+    });
+    let program =
+        std::env::current_exe().map_err(|e| format!("cannot locate skillc itself: {e}"))?;
+    let options = DeployOptions {
+        model_dir: args.model.clone(),
+        out_dir: out.clone(),
+        seed: args.seed,
+        prompts,
+        faults,
+        started: clock::now(),
+        evaluator: EvaluatorLaunch::Process(program),
+        registry: args.registry.clone(),
+    };
+    let mut terminal = TerminalProgress {
+        lines: args.progress,
+        started: std::time::Instant::now(),
+    };
+    let mut silent = Silent;
+    let progress: &mut dyn Progress = if args.progress || std::io::stderr().is_terminal() {
+        &mut terminal
+    } else {
+        &mut silent
+    };
+    let outcome = exec::deploy(&bundle, &options, progress).map_err(|e| e.to_string())?;
+    if args.json {
+        let json = serde_json::to_string_pretty(&outcome.report).map_err(|e| e.to_string())?;
+        println!("{json}");
+    } else {
+        print_summary(&outcome.report, &out);
+    }
+    Ok(if outcome.exit_code == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_FAILED)
+    })
+}
+
+/// Reads `bundle.json` from a bundle directory or a file path.
+pub fn load_bundle(path: &Path) -> Result<Bundle, String> {
+    let file = if path.is_dir() {
+        path.join("bundle.json")
+    } else {
+        path.to_path_buf()
+    };
+    let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "{}:{}:{}: not a skill bundle: {e}",
+            file.display(),
+            e.line(),
+            e.column()
+        )
+    })
+}
+
+fn parse_ids(text: &str) -> Result<Vec<u32>, String> {
+    text.split(',')
+        .map(|t| {
+            t.trim().parse::<u32>().map_err(|_| {
+                format!("--prompt-ids: `{t}` is not a token id (expected e.g. 128000,791,6864)")
+            })
+        })
+        .collect()
+}
+
+fn print_summary(report: &exec::DeployReport, out: &Path) {
+    let mut stdout = std::io::stdout().lock();
+    let name = report.model.as_ref().map_or("model", |m| m.name.as_str());
+    let _ = writeln!(stdout, "{name}: {}", report.verdict.label());
+    for p in &report.phases {
+        let status = match p.status {
+            PhaseStatus::Passed => "passed",
+            PhaseStatus::Failed => "FAILED",
+            PhaseStatus::NotRun => "not run",
+        };
+        let _ = writeln!(
+            stdout,
+            "  phase {} {:<28} {status:<8} {:>6.1} s",
+            p.index, p.title, p.wall_s
+        );
+    }
+    if let Some(stop) = &report.stop {
+        let _ = writeln!(
+            stdout,
+            "  stopped: phase {} gate `{}`: {} = {} (threshold {} {}); {}",
+            stop.phase,
+            stop.gate,
+            stop.metric,
+            exec::gate::format_value(stop.value),
+            stop.comparison,
+            exec::gate::format_value(stop.threshold),
+            stop.reason
+        );
+        for t in &stop.tried {
+            let _ = writeln!(stdout, "    tried {t}");
+        }
+    }
+    if let Some(perf) = &report.performance {
+        let _ = writeln!(
+            stdout,
+            "  modeled at seq {}: TTFT {:.2} s, decode {:.1} tok/s ({:.1} ms/token), calls/layer {}/{}; {}",
+            perf.production.seq_len,
+            perf.production.ttft_s,
+            perf.production.tok_s,
+            perf.production.ms_per_token,
+            perf.production.calls_per_layer_prefill,
+            perf.production.calls_per_layer_decode,
+            perf.calibration
+        );
+    }
+    let _ = writeln!(
+        stdout,
+        "  wall time {:.1} s; report: {}",
+        report.wall_s,
+        out.join(exec::files::REPORT_MD).display()
+    );
+}
+
+/// Progress on stderr: a status line redrawn in place on a terminal, or one
+/// timestamped line per event with `--progress`.
+#[derive(Debug)]
+struct TerminalProgress {
+    lines: bool,
+    started: std::time::Instant,
+}
+
+impl TerminalProgress {
+    fn stamp(&self) -> String {
+        format!("[{:7.1} s]", self.started.elapsed().as_secs_f64())
+    }
+}
+
+impl Progress for TerminalProgress {
+    fn phase(&mut self, index: u8, title: &str) {
+        eprintln!("{} phase {index}: {title}", self.stamp());
+    }
+
+    fn step(&mut self, text: &str) {
+        if self.lines {
+            eprintln!("{}   {text}", self.stamp());
+        } else {
+            eprint!("\r\x1b[2K  {text}");
+            let _ = std::io::stderr().flush();
+        }
+    }
+
+    fn gate(&mut self, gate: &GateCheck) {
+        if !gate.passed {
+            let clear = if self.lines { "" } else { "\r\x1b[2K" };
+            eprintln!(
+                "{clear}{}   FAIL {}: {}",
+                self.stamp(),
+                gate.name,
+                gate.summary()
+            );
+        }
+    }
+
+    fn phase_done(&mut self, index: u8, status: PhaseStatus, wall_s: f64) {
+        let word = if status == PhaseStatus::Passed {
+            "passed"
+        } else {
+            "FAILED"
+        };
+        let clear = if self.lines { "" } else { "\r\x1b[2K" };
+        eprintln!(
+            "{clear}{} phase {index} {word} in {wall_s:.1} s",
+            self.stamp()
+        );
+    }
+}
