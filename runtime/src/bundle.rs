@@ -302,7 +302,7 @@ pub enum BinaryOp {
 pub enum EvalError {
     #[error("unknown variable `{0}` in remedy expression")]
     UnknownVariable(String),
-    #[error("unknown function `{0}` in remedy expression (known: divisor, min, max, align_up, align_down)")]
+    #[error("unknown function `{0}` in remedy expression (known: divisor, min, max, ceil_div, round_up, round_down, pow2_floor, gcd)")]
     UnknownFunction(String),
     #[error("`{func}` takes {expected} argument(s), got {got}")]
     Arity {
@@ -310,22 +310,11 @@ pub enum EvalError {
         expected: usize,
         got: usize,
     },
-    #[error("division by zero in remedy expression")]
+    #[error("division by zero or an undefined result in remedy expression")]
     DivisionByZero,
     #[error("remedy expression needs a number, found {0}")]
     NotANumber(String),
 }
-
-/// Functions a remedy may call. `divisor(n)` is the largest divisor of `n` not
-/// above the context's `cap` (the value being replaced), which is how an engineer
-/// "shrinks tile_n until it divides".
-pub const FUNCTIONS: &[(&str, usize)] = &[
-    ("divisor", 1),
-    ("min", 2),
-    ("max", 2),
-    ("align_up", 2),
-    ("align_down", 2),
-];
 
 impl Expr {
     /// Evaluates to an integer-valued number where all inputs are integers.
@@ -369,33 +358,30 @@ fn binary(op: BinaryOp, l: f64, r: f64) -> Result<f64, EvalError> {
     }
 }
 
+/// Calls a function of the remedy language (`ops::FUNCTIONS`, evaluated by
+/// `ops::eval_function`, the one definition the front end also checks against).
 fn call(func: &str, args: &[f64], cap: Option<f64>) -> Result<f64, EvalError> {
-    let expected = FUNCTIONS
-        .iter()
-        .find(|(name, _)| *name == func)
-        .map(|(_, n)| *n)
+    let spec = crate::ops::function_spec(func)
         .ok_or_else(|| EvalError::UnknownFunction(func.to_string()))?;
-    if args.len() != expected {
+    if args.len() != spec.arity {
         return Err(EvalError::Arity {
             func: func.to_string(),
-            expected,
+            expected: spec.arity,
             got: args.len(),
         });
     }
-    let a = args[0];
-    Ok(match func {
-        "divisor" => largest_divisor(a, cap.unwrap_or(a)),
-        "min" => a.min(args[1]),
-        "max" => a.max(args[1]),
-        "align_up" if args[1] > 0.0 => (a / args[1]).ceil() * args[1],
-        "align_down" if args[1] > 0.0 => (a / args[1]).floor() * args[1],
-        _ => return Err(EvalError::DivisionByZero),
-    })
-}
-
-fn largest_divisor(n: f64, cap: f64) -> f64 {
-    let (n, cap) = (n.max(1.0) as u64, cap.max(1.0) as u64);
-    (1..=cap.min(n)).rev().find(|d| n % d == 0).unwrap_or(1) as f64
+    let ints = args
+        .iter()
+        .map(|&a| {
+            (a.fract() == 0.0 && a.abs() < 9.0e15)
+                .then_some(a as i64)
+                .ok_or_else(|| EvalError::NotANumber(format!("{a} (functions take integers)")))
+        })
+        .collect::<Result<Vec<i64>, _>>()?;
+    let current = cap.map(|c| c as i64);
+    crate::ops::eval_function(func, &ints, current)
+        .map(|v| v as f64)
+        .ok_or(EvalError::DivisionByZero)
 }
 
 #[cfg(test)]
