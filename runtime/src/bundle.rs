@@ -302,7 +302,7 @@ pub enum BinaryOp {
 pub enum EvalError {
     #[error("unknown variable `{0}` in remedy expression")]
     UnknownVariable(String),
-    #[error("unknown function `{0}` in remedy expression (see ops::FUNCTIONS)")]
+    #[error("unknown function `{0}` in remedy expression (known: divisor, min, max, ceil_div, round_up, round_down, pow2_floor, gcd)")]
     UnknownFunction(String),
     #[error("`{func}` takes {expected} argument(s), got {got}")]
     Arity {
@@ -310,10 +310,8 @@ pub enum EvalError {
         expected: usize,
         got: usize,
     },
-    #[error("division by zero in remedy expression")]
+    #[error("division by zero or an undefined result in remedy expression")]
     DivisionByZero,
-    #[error("`{0}` has no defined result for these arguments")]
-    Undefined(String),
     #[error("remedy expression needs a number, found {0}")]
     NotANumber(String),
 }
@@ -353,17 +351,15 @@ fn binary(op: BinaryOp, l: f64, r: f64) -> Result<f64, EvalError> {
         BinaryOp::Sub => Ok(l - r),
         BinaryOp::Mul => Ok(l * r),
         BinaryOp::Div | BinaryOp::Rem if r == 0.0 => Err(EvalError::DivisionByZero),
-        // Integer operands divide like the dimensions they are (floor, with the
-        // matching non-negative remainder), as grammar/README.md specifies.
+        // Integer operands divide like the dimensions they are (floor).
         BinaryOp::Div if both_int => Ok((l / r).floor()),
         BinaryOp::Div => Ok(l / r),
-        BinaryOp::Rem if both_int => Ok(l.rem_euclid(r)),
         BinaryOp::Rem => Ok(l % r),
     }
 }
 
-/// Functions are defined once, in `ops::eval_function`, for the checker and the
-/// runtime alike; they take integers, as every dimension they compute is one.
+/// Calls a function of the remedy language (`ops::FUNCTIONS`, evaluated by
+/// `ops::eval_function`, the one definition the front end also checks against).
 fn call(func: &str, args: &[f64], cap: Option<f64>) -> Result<f64, EvalError> {
     let spec = crate::ops::function_spec(func)
         .ok_or_else(|| EvalError::UnknownFunction(func.to_string()))?;
@@ -374,10 +370,18 @@ fn call(func: &str, args: &[f64], cap: Option<f64>) -> Result<f64, EvalError> {
             got: args.len(),
         });
     }
-    let ints = args.iter().map(|a| a.round() as i64).collect::<Vec<_>>();
-    crate::ops::eval_function(func, &ints, cap.map(|c| c.round() as i64))
+    let ints = args
+        .iter()
+        .map(|&a| {
+            (a.fract() == 0.0 && a.abs() < 9.0e15)
+                .then_some(a as i64)
+                .ok_or_else(|| EvalError::NotANumber(format!("{a} (functions take integers)")))
+        })
+        .collect::<Result<Vec<i64>, _>>()?;
+    let current = cap.map(|c| c as i64);
+    crate::ops::eval_function(func, &ints, current)
         .map(|v| v as f64)
-        .ok_or_else(|| EvalError::Undefined(func.to_string()))
+        .ok_or(EvalError::DivisionByZero)
 }
 
 #[cfg(test)]

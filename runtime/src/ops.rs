@@ -130,6 +130,7 @@ const LAYOUT: ParamKind = ParamKind::Enum(&["seq-first", "head-first"]);
 const EPILOGUE: ParamKind = ParamKind::Enum(&["fused-cast", "drain", "f32"]);
 const BUFFER_KEY: ParamKind = ParamKind::Enum(&["per-layer", "shared"]);
 const ROPE_CONVENTION: ParamKind = ParamKind::Enum(&["half-split", "interleaved"]);
+const ROPE_SCALING: ParamKind = ParamKind::Enum(&["config", "none"]);
 const WEIGHT_SOURCE: ParamKind = ParamKind::Enum(&["checkpoint", "random"]);
 
 const SHAPE: ParamSpec = list(
@@ -193,6 +194,16 @@ pub const OPERATIONS: &[OpSpec] = &[
             "which dimensions RoPE rotates together: i with i + head_dim/2, or 2i with 2i+1",
         )],
         doc: "choose the RoPE pairing the checkpoint was trained with",
+    },
+    OpSpec {
+        name: "rope-scaling",
+        phases: &[1, 2],
+        params: &[req(
+            "scaling",
+            ROPE_SCALING,
+            "build the RoPE table from the config's scaled inverse frequencies (llama3, linear) or the unscaled ones",
+        )],
+        doc: "choose the inverse frequencies the RoPE table is built from",
     },
     // Phase 1: kernels.
     OpSpec {

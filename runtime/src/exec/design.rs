@@ -362,7 +362,12 @@ pub fn apply_change(
         "bias-after-rope" => return Err("the model has no q/k/v bias".into()),
         "qk-norm" if arch.qk_norm => design.path.qk_norm = true,
         "qk-norm" => return Err("the model has no Q/K norm".into()),
-        "build-rope-lut" => design.path.rope = RopeTable::Scaled,
+        "rope-scaling" => {
+            design.path.rope = match params.get("scaling") {
+                Some(Value::Text(s)) if s == "none" => RopeTable::Unscaled,
+                _ => RopeTable::Scaled,
+            }
+        }
         "pad-heads" => design.options.pad_heads = true,
         "align-layout" => {
             design.options.layout = match params.get("layout") {
@@ -397,6 +402,19 @@ pub fn apply_change(
             ))
         }
         other => return Err(format!("`{other}` changes nothing the runtime models")),
+    }
+    Ok(())
+}
+
+/// Applies every change of a fix in order.
+pub fn apply_changes(
+    design: &mut Design,
+    arch: &Architecture,
+    changes: &[(String, BTreeMap<String, Value>)],
+    site: Option<&Launch>,
+) -> Result<(), String> {
+    for (op, params) in changes {
+        apply_change(design, arch, op, params, site)?;
     }
     Ok(())
 }

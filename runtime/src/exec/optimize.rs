@@ -317,9 +317,7 @@ fn try_technique(
             "{}: short check against the verified plan",
             step.op
         ));
-        let before = short_run(run, &current.1, &current.0)?;
-        let after = short_run(run, &plans, &d)?;
-        before == after
+        short_check(run, (&current.1, &current.0), (&plans, &d))?
     };
     let how = if old_fp == new_fp {
         let how = "numerics fingerprint unchanged (same launches, specs, host ops and weight transforms): outputs bit-identical to the verified plan by construction, not re-run".to_string();
@@ -379,31 +377,58 @@ fn try_technique(
 /// Decode steps of the short check.
 const SHORT_STEPS: usize = 4;
 
-/// Logits of the short check on the NPU path of `plans`: the first prompt's
-/// prefill and `SHORT_STEPS` decode steps fed the reference's greedy tokens, so
-/// both plans see the same inputs.
-fn short_run(run: &Run<'_>, plans: &Plans, design: &Design) -> Result<Vec<Vec<f32>>, DeployError> {
+/// The short check: both plans' NPU paths run the first prompt's prefill and
+/// `SHORT_STEPS` decode steps fed the reference's greedy tokens (the same inputs on
+/// both sides); true when every logit is bit-identical. Stops at the first
+/// difference.
+fn short_check(
+    run: &Run<'_>,
+    old: (&Plans, &Design),
+    new: (&Plans, &Design),
+) -> Result<bool, DeployError> {
+    use super::npu::NpuModel;
     use super::verify::Decoder;
     let (Some(model), Some(prompt)) = (run.model.as_ref(), run.report.prompts.first()) else {
         return Err(DeployError::Usage("no model or prompt".into()));
     };
-    let mut npu = super::npu::NpuModel::new(
+    let mut a = NpuModel::new(
         &run.device,
         model,
-        &plans.prefill,
-        &plans.decode,
-        design.path,
+        &old.0.prefill,
+        &old.0.decode,
+        old.1.path,
     );
-    let mut out = vec![npu.prefill(prompt).map_err(DeployError::Usage)?];
+    let mut b = NpuModel::new(
+        &run.device,
+        model,
+        &new.0.prefill,
+        &new.0.decode,
+        new.1.path,
+    );
+    let same = |x: &[f32], y: &[f32]| {
+        x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits())
+    };
+    let usage = DeployError::Usage;
+    if !same(
+        &a.prefill(prompt).map_err(usage)?,
+        &b.prefill(prompt).map_err(usage)?,
+    ) {
+        return Ok(false);
+    }
     let fed: Vec<u32> = run
         .reference_runs
         .first()
         .map(|r| r.iter().take(SHORT_STEPS).map(|s| s.token).collect())
         .unwrap_or_default();
     for token in fed {
-        out.push(npu.decode(token).map_err(DeployError::Usage)?);
+        if !same(
+            &a.decode(token).map_err(usage)?,
+            &b.decode(token).map_err(usage)?,
+        ) {
+            return Ok(false);
+        }
     }
-    Ok(out)
+    Ok(true)
 }
 
 /// The GEMM site a `tune-tiling` step names (kernel and shape), if it exists here.

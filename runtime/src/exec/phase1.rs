@@ -15,7 +15,7 @@ use super::npu::{has_scaling, table_frequencies, RopeTable};
 use super::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
 use super::registry::RegistryRow;
 use super::remedy::Failure;
-use super::run::{Attempt, PhaseEnd, Run};
+use super::run::{Attempt, Change, PhaseEnd, Run};
 use super::trajectory::ActionLinks;
 use super::validate::{validate, CheckOutcome, KernelCheck, ValidationContext};
 use super::weights::TensorIndex;
@@ -608,14 +608,12 @@ fn validate_site(
         params: params.clone(),
     };
     let site = launch.clone();
-    let mut attempt = |run: &mut Run<'_>,
-                       lesson: &crate::bundle::Lesson,
-                       fixed: &BTreeMap<String, Value>| {
+    let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
         let (Some(arch), Some(name)) = (run.arch.clone(), run.model_name()) else {
             return Attempt::Inapplicable("no model".into());
         };
         let mut d = run.design.clone();
-        if let Err(e) = design::apply_change(&mut d, &arch, &lesson.fix.op, fixed, Some(&site)) {
+        if let Err(e) = design::apply_changes(&mut d, &arch, changes, Some(&site)) {
             return Attempt::Inapplicable(e);
         }
         let plans = match d.plans(&name, &arch, &run.device) {
@@ -635,14 +633,7 @@ fn validate_site(
             let (Some(arch), Some(name)) = (run.arch.clone(), run.model_name()) else {
                 return Ok(None);
             };
-            let lesson = run
-                .bundle
-                .lessons
-                .get(&fixed.lesson)
-                .map(|l| l.fix.op.clone())
-                .unwrap_or_default();
-            let _ =
-                design::apply_change(&mut run.design, &arch, &lesson, &fixed.params, Some(&site));
+            let _ = design::apply_changes(&mut run.design, &arch, &fixed.changes, Some(&site));
             let plans = run
                 .design
                 .plans(&name, &arch, &run.device)

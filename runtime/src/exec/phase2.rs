@@ -15,7 +15,7 @@ use super::gate::{
 use super::npu::NpuModel;
 use super::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
 use super::remedy::Failure;
-use super::run::{Attempt, PhaseEnd, Run};
+use super::run::{Attempt, Change, PhaseEnd, Run};
 use super::trajectory::ActionLinks;
 use super::DeployError;
 use crate::bundle::{Comparison, Value};
@@ -75,14 +75,12 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         };
         let metric = gate.metric.clone();
         let (c, p) = (cos_min.clone(), pos_min.clone());
-        let mut attempt = |run: &mut Run<'_>,
-                           lesson: &crate::bundle::Lesson,
-                           fixed: &BTreeMap<String, Value>| {
+        let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
             let Some(arch) = run.arch.clone() else {
                 return Attempt::Inapplicable("no model".into());
             };
             let mut d = run.design.clone();
-            if let Err(e) = design::apply_change(&mut d, &arch, &lesson.fix.op, fixed, None) {
+            if let Err(e) = design::apply_changes(&mut d, &arch, changes, None) {
                 return Attempt::Inapplicable(e);
             }
             if d == run.design {
@@ -108,13 +106,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
                 let Some(arch) = run.arch.clone() else {
                     break;
                 };
-                let op = run
-                    .bundle
-                    .lessons
-                    .get(&fixed.lesson)
-                    .map(|l| l.fix.op.clone())
-                    .unwrap_or_default();
-                let _ = design::apply_change(&mut run.design, &arch, &op, &fixed.params, None);
+                let _ = design::apply_changes(&mut run.design, &arch, &fixed.changes, None);
             }
             None => {
                 let stop = run.stop(rec, &failure, "no lesson of the bundle fixed the block");

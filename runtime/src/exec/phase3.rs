@@ -11,7 +11,7 @@ use super::gate::{GateCheck, ThresholdSource};
 use super::phase2::ensure_reference_prefill;
 use super::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
 use super::remedy::Failure;
-use super::run::{Attempt, PhaseEnd, Run};
+use super::run::{Attempt, Change, PhaseEnd, Run};
 use super::topk::{GATE_K, GATE_N_TOKENS};
 use super::trajectory::ActionLinks;
 use super::verify::{verify_npu, NpuVerification};
@@ -61,40 +61,33 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             gate: gate.clone(),
         };
         let metric = gate.metric.clone();
-        let mut attempt =
-            |run: &mut Run<'_>, lesson: &crate::bundle::Lesson, fixed: &BTreeMap<String, Value>| {
-                let (Some(arch), Some(name)) = (run.arch.clone(), run.model_name()) else {
-                    return Attempt::Inapplicable("no model".into());
-                };
-                let mut d = run.design.clone();
-                if let Err(e) = design::apply_change(&mut d, &arch, &lesson.fix.op, fixed, None) {
-                    return Attempt::Inapplicable(e);
-                }
-                let plans = match d.plans(&name, &arch, &run.device) {
-                    Ok(p) => p,
-                    Err(e) => return Attempt::Inapplicable(e),
-                };
-                match run_verification(run, &plans, d.path, false) {
-                    Ok(v) => match verify_gates(run, &v)
-                        .into_iter()
-                        .find(|g| g.metric == metric)
-                    {
-                        Some(g) => Attempt::Checked(g),
-                        None => Attempt::Inapplicable("the gate disappeared".into()),
-                    },
-                    Err(e) => Attempt::Inapplicable(e.to_string()),
-                }
+        let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
+            let (Some(arch), Some(name)) = (run.arch.clone(), run.model_name()) else {
+                return Attempt::Inapplicable("no model".into());
             };
+            let mut d = run.design.clone();
+            if let Err(e) = design::apply_changes(&mut d, &arch, changes, None) {
+                return Attempt::Inapplicable(e);
+            }
+            let plans = match d.plans(&name, &arch, &run.device) {
+                Ok(p) => p,
+                Err(e) => return Attempt::Inapplicable(e),
+            };
+            match run_verification(run, &plans, d.path, false) {
+                Ok(v) => match verify_gates(run, &v)
+                    .into_iter()
+                    .find(|g| g.metric == metric)
+                {
+                    Some(g) => Attempt::Checked(g),
+                    None => Attempt::Inapplicable("the gate disappeared".into()),
+                },
+                Err(e) => Attempt::Inapplicable(e.to_string()),
+            }
+        };
         match run.try_lessons(rec, &failure, &obs, ("verify-model", &params), &mut attempt) {
             Some(fixed) => {
                 if let Some(arch) = run.arch.clone() {
-                    let op = run
-                        .bundle
-                        .lessons
-                        .get(&fixed.lesson)
-                        .map(|l| l.fix.op.clone())
-                        .unwrap_or_default();
-                    let _ = design::apply_change(&mut run.design, &arch, &op, &fixed.params, None);
+                    let _ = design::apply_changes(&mut run.design, &arch, &fixed.changes, None);
                 }
             }
             None => {

@@ -86,7 +86,7 @@ mod tests {
         assert_ne!(a, default_prompts(&arch, 2, None));
         assert_eq!(a[0][0], 298);
         assert_eq!(a.iter().map(Vec::len).collect::<Vec<_>>(), LENGTHS.to_vec());
-        assert!(a.iter().flatten().skip(1).all(|&t| t < 298));
+        assert!(a.iter().all(|p| p[1..].iter().all(|&t| t < 298)));
         assert!(check_prompts(&a, 300).is_ok());
         assert!(check_prompts(&[vec![300]], 300).is_err());
     }

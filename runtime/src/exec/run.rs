@@ -21,7 +21,7 @@ use super::{
     files, finalize, optimize, phase0, phase1, phase2, phase3, phase7, report_md, steps,
     DeployError, DeployOptions, DeployOutcome,
 };
-use crate::bundle::{Bundle, Lesson, Step, Value, SCHEMA_VERSION};
+use crate::bundle::{Bundle, Step, Value, SCHEMA_VERSION};
 use crate::model::arch::Architecture;
 use crate::model::oracle::compare::ReferenceTensors;
 use crate::model::oracle::PrefillOutput;
@@ -250,67 +250,66 @@ impl<'a> Run<'a> {
         failure: &Failure,
         failing_obs: &str,
         action: (&str, &BTreeMap<String, Value>),
-        attempt: &mut dyn FnMut(&mut Run<'_>, &Lesson, &BTreeMap<String, Value>) -> Attempt,
+        attempt: &mut dyn FnMut(&mut Run<'_>, &[Change]) -> Attempt,
     ) -> Option<Fixed> {
         let bundle = self.bundle;
         for lesson in candidates(bundle, failure) {
             self.progress
                 .step(&format!("lesson {}: {}", lesson.id, lesson.title));
-            let fix_text = trajectory::fix(&lesson.fix);
+            let remedies: Vec<&crate::bundle::Remedy> =
+                std::iter::once(&lesson.fix).chain(&lesson.then).collect();
             let mut record = RemedyAttempt {
                 gate: failure.gate.name.clone(),
                 lesson: lesson.id.clone(),
                 title: lesson.title.clone(),
-                fix: fix_text,
+                fix: remedies
+                    .iter()
+                    .map(|r| trajectory::fix(r))
+                    .collect::<Vec<_>>()
+                    .join("; "),
                 params: None,
                 before: failure.gate.value,
                 after: None,
                 fixed: false,
                 note: String::new(),
             };
-            // A fix of the failing action starts from its parameters; a fix by
-            // another operation from that operation's recorded parameters.
-            let base = if lesson.fix.op == action.0 {
-                action.1.clone()
-            } else {
-                let mut p = self.any_bundle_params(&lesson.fix.op);
-                p.retain(|k, _| {
-                    lesson.fix.set.contains_key(k)
-                        || crate::ops::operation(&lesson.fix.op)
-                            .is_some_and(|o| o.param(k).is_some())
-                });
-                p
-            };
-            let params = match apply_remedy(&lesson.fix, &base, &self.model_vars()) {
-                Ok(p) => p,
+            let changes = match self.evaluate_remedies(&remedies, action) {
+                Ok(c) => c,
                 Err(e) => {
                     record.note = format!("fix not applicable: {e}");
                     rec.attempts.push(record);
                     continue;
                 }
             };
-            record.params = Some(params.clone());
+            record.params = changes.first().map(|(_, p)| p.clone());
             let lesson_id = self.traj.lesson(lesson, &[failing_obs]);
-            let action_id = self.traj.action(
-                &lesson.fix.op,
-                &params,
-                &ActionLinks {
-                    fixes: vec![failing_obs],
-                    by: Some(&lesson_id),
-                    ..Default::default()
-                },
-            );
-            match attempt(self, lesson, &params) {
+            let action_ids: Vec<String> = changes
+                .iter()
+                .map(|(op, params)| {
+                    self.traj.action(
+                        op,
+                        params,
+                        &ActionLinks {
+                            fixes: vec![failing_obs],
+                            by: Some(&lesson_id),
+                            ..Default::default()
+                        },
+                    )
+                })
+                .collect();
+            let last = action_ids.last().cloned().unwrap_or_default();
+            let all: Vec<&str> = action_ids.iter().map(String::as_str).collect();
+            match attempt(self, &changes) {
                 Attempt::Inapplicable(why) => {
                     record.note = format!("fix not applicable: {why}");
                     self.traj.decision(
                         &format!("the fix of {} does not apply here: {why}", lesson.id),
-                        &[&action_id],
+                        &all,
                     );
                     rec.attempts.push(record);
                 }
                 Attempt::Checked(gate) => {
-                    self.traj.observe(None, &[&gate], Some(&action_id));
+                    self.traj.observe(None, &[&gate], Some(&last));
                     record.after = Some(gate.value);
                     record.fixed = gate.passed;
                     let passed = gate.passed;
@@ -320,20 +319,43 @@ impl<'a> Run<'a> {
                         rec.attempts.push(record);
                         return Some(Fixed {
                             lesson: lesson.id.clone(),
-                            params,
+                            changes,
                             gate,
                         });
                     }
                     record.note = "the gate still fails; the fix was reverted".into();
                     self.traj.decision(
                         &format!("{} did not fix {}; reverted", lesson.id, failure.gate.name),
-                        &[&action_id],
+                        &all,
                     );
                     rec.attempts.push(record);
                 }
             }
         }
         None
+    }
+
+    /// Each remedy's parameters: a fix of the failing action starts from its
+    /// parameters, a fix by another operation from that operation's recorded ones.
+    fn evaluate_remedies(
+        &self,
+        remedies: &[&crate::bundle::Remedy],
+        action: (&str, &BTreeMap<String, Value>),
+    ) -> Result<Vec<Change>, super::remedy::RemedyError> {
+        remedies
+            .iter()
+            .map(|r| {
+                let base = if r.op == action.0 {
+                    action.1.clone()
+                } else {
+                    let mut p = self.any_bundle_params(&r.op);
+                    let spec = crate::ops::operation(&r.op);
+                    p.retain(|k, _| spec.is_some_and(|o| o.param(k).is_some()));
+                    p
+                };
+                apply_remedy(r, &base, &self.model_vars()).map(|p| (r.op.clone(), p))
+            })
+            .collect()
     }
 
     /// The stop record for a failure no lesson fixed.
@@ -363,11 +385,14 @@ pub(crate) enum Attempt {
     Inapplicable(String),
 }
 
+/// One operation of a fix with its evaluated parameters.
+pub(crate) type Change = (String, BTreeMap<String, Value>);
+
 /// A fix that made the gate pass.
 #[derive(Debug)]
 pub(crate) struct Fixed {
     pub lesson: String,
-    pub params: BTreeMap<String, Value>,
+    pub changes: Vec<Change>,
     pub gate: GateCheck,
 }
 

@@ -204,7 +204,9 @@ impl TrajectoryWriter {
         if !lesson.cause.is_empty() {
             let _ = writeln!(out, "    cause {}", quote(&lesson.cause));
         }
-        let _ = writeln!(out, "    {}", fix(&lesson.fix));
+        for remedy in std::iter::once(&lesson.fix).chain(&lesson.then) {
+            let _ = writeln!(out, "    {}", fix(remedy));
+        }
         if !lesson.symptom.params.is_empty() {
             let mut when = String::from("    when");
             for (k, v) in &lesson.symptom.params {
@@ -470,7 +472,7 @@ mod tests {
         assert_eq!(number(3.0e-6), "3e-6");
         assert_eq!(number(2048.0), "2048");
         assert_eq!(number(-0.5), "-0.5");
-        assert_eq!(number(1.5e12), "1.5e12");
+        assert_eq!(number(1.25e20), "1.25e20");
     }
 
     #[test]
