@@ -260,6 +260,9 @@ fn verify_prompt(
     Ok((nan == 0, nan))
 }
 
+/// Per-layer outputs, one flattened `[rows, hidden]` matrix per layer.
+type LayerRows = Vec<Vec<f32>>;
+
 /// Every layer's output on the real rows of `prompt`, NPU side and reference.
 fn layer_outputs(
     npu: &mut Session<'_>,
@@ -267,7 +270,7 @@ fn layer_outputs(
     prefill: &Plan,
     prompt: &[u32],
     hidden: usize,
-) -> Result<(Vec<Vec<f32>>, Vec<Vec<f32>>), String> {
+) -> Result<(LayerRows, LayerRows), String> {
     npu.capture_layers(true);
     npu.prefill(prefill, prompt).map_err(|e| e.to_string())?;
     let real = prompt.len() * hidden;

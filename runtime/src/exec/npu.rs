@@ -401,8 +401,7 @@ impl<'m> Pass<'_, 'm> {
                     ..*spec
                 };
                 let y =
-                    kernels::rms_norm(d, &small, *eps as f32, &xv, w.as_deref().map(|v| &v[..]))
-                        .map_err(err)?;
+                    kernels::rms_norm(d, &small, *eps as f32, &xv, w.as_deref()).map_err(err)?;
                 self.put(out, y);
             }
             Launch::QkRmsnorm {

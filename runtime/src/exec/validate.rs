@@ -127,7 +127,7 @@ fn refused(
         atol: tol.atol,
         outcome: CheckOutcome::Refused {
             violations: v.iter().map(|v| v.to_string()).collect(),
-            constraints: v.iter().map(|v| constraint_key(v)).collect(),
+            constraints: v.iter().map(constraint_key).collect(),
         },
     }
 }
