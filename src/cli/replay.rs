@@ -27,9 +27,10 @@ pub struct Args {
     pub model: PathBuf,
     /// Numerical work redone: `kernels` runs every kernel validation at its
     /// recorded shape on seeded inputs (about 3 minutes for llama1b on 2 cores);
-    /// `full` also loads the weights and compares the CPU reference with
-    /// reference.safetensors when the model directory has one; `none` keeps to
-    /// constraint checks and the cost model (well under a second).
+    /// `full` also runs the model-level checks (weights, the transformers
+    /// comparison when the model directory has reference.safetensors, and the
+    /// block, diagnosis and verify gates with the emulator executing the plans);
+    /// `none` keeps to constraint checks and the cost model (under a second).
     #[arg(long, value_enum, default_value = "kernels")]
     pub functional: Functional,
     /// Seed of the kernel harness inputs.

@@ -200,14 +200,17 @@ impl Runner {
     }
 }
 
-/// Plan options as they affect the numbers: call grouping and buffer classes
-/// do not (the executor runs the same launches on the same values).
+/// Plan options as they affect the numbers: call grouping, buffer classes,
+/// single buffering and the LM head's row partitions do not (the executor runs
+/// the same launches, row by row, on the same values).
 fn numerics_key(options: &PlanOptions) -> String {
     let o = PlanOptions {
         merge_launches: false,
         static_weights: false,
         mark_intermediates: false,
         shared_intermediates: false,
+        omit_pingpong: false,
+        lm_head_parts: 1,
         ..options.clone()
     };
     serde_json::to_string(&o).unwrap_or_default()
