@@ -149,14 +149,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord, phase: u8) -> Result
 }
 
 fn profile(run: &mut Run<'_>, t: &Target, times: &ModeledTimes, when: &str) {
-    let params = if t.phase == 4 {
-        BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))])
-    } else {
-        BTreeMap::from([
-            ("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64)),
-            ("tokens".to_string(), Value::Int(super::topk::GATE_N_TOKENS as i64)),
-        ])
-    };
+    let params = BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]);
     let a = run.traj.action(t.profile_op, &params, &ActionLinks::default());
     let g = GateCheck::new(
         format!("{} {when}", t.metric),
