@@ -430,6 +430,13 @@ pub fn deploy(
     std::fs::create_dir_all(&options.out_dir).map_err(|e| DeployError::io(&options.out_dir, e))?;
     let started = Instant::now();
     let mut run = Run::new(bundle, options, progress);
+    if let Some(path) = &options.registry {
+        let given = Registry::load(path)?;
+        for row in given.rows.iter().cloned() {
+            run.registry.record(row);
+        }
+        run.input_registry = Some(given);
+    }
     let mut end = PhaseEnd::Passed;
     for index in 0..=7u8 {
         let phase = &bundle.phases[index as usize];
