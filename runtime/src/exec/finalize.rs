@@ -149,13 +149,14 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         .traj
         .action("record-lessons", &BTreeMap::new(), &ActionLinks::default());
     mark(run, rec, "record-lessons");
-    run.traj.note(
+    run.traj.verdict(
         &if lessons.is_empty() {
             "no bundle lesson was needed on this model".to_string()
         } else {
             format!("lessons applied with new evidence: {}", lessons.join(", "))
         },
-        &[&a],
+        true,
+        Some(&a),
     );
     write_report(run)?;
     if let Some(gate) = failed {

@@ -131,7 +131,7 @@ pub(crate) fn run(
             ThresholdSource::Rederived {
                 why: format!(
                     "the bundle's gate is relative to the previous phase (recorded {}); here the baseline is this model's phase-3 plan",
-                    g.recorded.map_or("-".to_string(), super::gate::format_value)
+                    g.recorded.map_or("-".to_string(), |r| super::gate::format_value(r))
                 ),
                 provenance: g.provenance.clone(),
             },
@@ -185,17 +185,7 @@ pub(crate) fn run(
 }
 
 fn profile(run: &mut Run<'_>, t: &Target, times: &ModeledTimes, when: &str) {
-    let params = if t.phase == 4 {
-        BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))])
-    } else {
-        BTreeMap::from([
-            ("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64)),
-            (
-                "tokens".to_string(),
-                Value::Int(super::topk::GATE_N_TOKENS as i64),
-            ),
-        ])
-    };
+    let params = BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]);
     let a = run
         .traj
         .action(t.profile_op, &params, &ActionLinks::default());

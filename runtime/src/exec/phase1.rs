@@ -64,9 +64,9 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         Ok(p) => p,
         Err(reason) => return Ok(run.fail_step(rec, 1, "select-tiling", &reason)),
     };
-    for (key, (_, launch)) in design::sites(&plans) {
+    for key in design::sites(&plans).into_keys() {
         run.progress.step(&format!("validate-kernel {key}"));
-        if let Some(end) = validate_site(run, rec, &plans, &key, &launch)? {
+        if let Some(end) = validate_site(run, rec, &key)? {
             return Ok(end);
         }
     }
@@ -557,102 +557,110 @@ pub(crate) fn kernel_gate(key: &str, launch: &Launch, check: &KernelCheck) -> Ga
     }
 }
 
+/// Fix rounds per kernel: a fix may clear one failure and expose the next.
+const MAX_ROUNDS: usize = 4;
+
 fn validate_site(
     run: &mut Run<'_>,
     rec: &mut PhaseRecord,
-    plans: &Plans,
     key: &str,
-    launch: &Launch,
 ) -> Result<Option<PhaseEnd>, DeployError> {
-    let (op, params) = site_action(launch);
-    let mut links = ActionLinks::default();
-    let select = if matches!(launch, Launch::Gemm { .. }) {
-        Some(
-            run.traj
-                .action("select-tiling", &tiling_params(launch), &links),
-        )
-    } else {
-        None
-    };
-    if let Some(s) = &select {
-        links.after = vec![s.as_str()];
-    }
-    let tol = super::validate::tolerance_of(launch);
-    let mut vparams = BTreeMap::from([
-        (
-            "kernel".to_string(),
-            Value::Text(launch.kernel().name().to_string()),
-        ),
-        (
-            "shape".to_string(),
-            Value::IntList(design::shape_of(launch).iter().map(|&v| v as i64).collect()),
-        ),
-    ]);
-    vparams.insert("rtol".into(), Value::Float(tol.rtol));
-    vparams.insert("atol".into(), Value::Float(tol.atol));
-    let action = run
-        .traj
-        .action("validate-kernel", &vparams, &ActionLinks::default());
-    let check = check_site(run, plans, launch, run.design.path.rope).map_err(DeployError::Usage)?;
-    let gate = kernel_gate(key, launch, &check);
-    let obs = run.traj.observe(None, &[&gate], Some(&action));
-    let passed = run.gate(rec, gate.clone());
-    if passed {
-        register(run, key, launch, check);
-        return Ok(None);
-    }
-    let failure = Failure {
-        phase: 1,
-        gate: gate.clone(),
-        op: gate.op.clone(),
-        params: params.clone(),
-    };
-    let site = launch.clone();
-    let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
-        let (Some(arch), Some(name)) = (run.arch.clone(), run.model_name()) else {
-            return Attempt::Inapplicable("no model".into());
+    let mut failure = None;
+    for _ in 0..MAX_ROUNDS {
+        let plans = run.plans().map_err(DeployError::Usage)?;
+        let Some((_, launch)) = design::sites(&plans).remove(key) else {
+            return Err(DeployError::Usage(format!(
+                "{key} disappeared from the plans"
+            )));
         };
-        let mut d = run.design.clone();
-        if let Err(e) = design::apply_changes(&mut d, &arch, changes, Some(&site)) {
-            return Attempt::Inapplicable(e);
+        let (op, params) = site_action(&launch);
+        if matches!(launch, Launch::Gemm { .. }) {
+            run.traj.action(
+                "select-tiling",
+                &tiling_params(&launch),
+                &ActionLinks::default(),
+            );
         }
-        let plans = match d.plans(&name, &arch, &run.device) {
-            Ok(p) => p,
-            Err(e) => return Attempt::Inapplicable(e),
-        };
-        let Some((_, relaunch)) = design::sites(&plans).remove(&site_key(&site)) else {
-            return Attempt::Inapplicable("the fix removed the kernel from the plan".into());
-        };
-        match check_site(run, &plans, &relaunch, d.path.rope) {
-            Ok(check) => Attempt::Checked(kernel_gate(key, &relaunch, &check)),
-            Err(e) => Attempt::Inapplicable(e),
+        let tol = super::validate::tolerance_of(&launch);
+        let vparams = BTreeMap::from([
+            (
+                "kernel".to_string(),
+                Value::Text(launch.kernel().name().to_string()),
+            ),
+            (
+                "shape".to_string(),
+                Value::IntList(
+                    design::shape_of(&launch)
+                        .iter()
+                        .map(|&v| v as i64)
+                        .collect(),
+                ),
+            ),
+            ("rtol".to_string(), Value::Float(tol.rtol)),
+            ("atol".to_string(), Value::Float(tol.atol)),
+        ]);
+        let action = run
+            .traj
+            .action("validate-kernel", &vparams, &ActionLinks::default());
+        let check =
+            check_site(run, &plans, &launch, run.design.path.rope).map_err(DeployError::Usage)?;
+        let gate = kernel_gate(key, &launch, &check);
+        let obs = run.traj.observe(None, &[&gate], Some(&action));
+        if run.gate(rec, gate.clone()) {
+            register(run, key, &launch, check);
+            return Ok(None);
         }
-    };
-    match run.try_lessons(rec, &failure, &obs, (op.as_str(), &params), &mut attempt) {
-        Some(fixed) => {
+        let failed = Failure {
+            phase: 1,
+            gate: gate.clone(),
+            op: gate.op.clone(),
+            params: params.clone(),
+        };
+        let site = launch.clone();
+        let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
             let (Some(arch), Some(name)) = (run.arch.clone(), run.model_name()) else {
-                return Ok(None);
+                return Attempt::Inapplicable("no model".into());
             };
-            let _ = design::apply_changes(&mut run.design, &arch, &fixed.changes, Some(&site));
-            let plans = run
-                .design
-                .plans(&name, &arch, &run.device)
-                .map_err(DeployError::Usage)?;
-            if let Some((_, relaunch)) = design::sites(&plans).remove(key) {
-                let check = check_site(run, &plans, &relaunch, run.design.path.rope)
-                    .map_err(DeployError::Usage)?;
+            let mut d = run.design.clone();
+            if let Err(e) = design::apply_changes(&mut d, &arch, changes, Some(&site)) {
+                return Attempt::Inapplicable(e);
+            }
+            let plans = match d.plans(&name, &arch, &run.device) {
+                Ok(p) => p,
+                Err(e) => return Attempt::Inapplicable(e),
+            };
+            let Some((_, relaunch)) = design::sites(&plans).remove(&site_key(&site)) else {
+                return Attempt::Inapplicable("the fix removed the kernel from the plan".into());
+            };
+            match check_site(run, &plans, &relaunch, d.path.rope) {
+                Ok(check) => Attempt::Checked(kernel_gate(key, &relaunch, &check)),
+                Err(e) => Attempt::Inapplicable(e),
+            }
+        };
+        match run.try_lessons(rec, &failed, &obs, (op.as_str(), &params), &mut attempt) {
+            Some(fixed) => {
+                if let Some(arch) = run.arch.clone() {
+                    let _ =
+                        design::apply_changes(&mut run.design, &arch, &fixed.changes, Some(&site));
+                }
                 run.tiling_sources
                     .insert(key.to_string(), format!("lesson {}", fixed.lesson));
-                run.gate(rec, fixed.gate);
-                register(run, key, &relaunch, check);
             }
-            Ok(None)
+            None => {
+                let stop = run.stop(rec, &failed, "no lesson of the bundle fixed this kernel");
+                return Ok(Some(PhaseEnd::Failed(stop)));
+            }
         }
-        None => {
-            let stop = run.stop(rec, &failure, "no lesson of the bundle fixed this kernel");
-            Ok(Some(PhaseEnd::Failed(stop)))
-        }
+        failure = Some(failed);
     }
+    let Some(failed) = failure else {
+        return Ok(None);
+    };
+    Ok(Some(PhaseEnd::Failed(run.stop(
+        rec,
+        &failed,
+        "fixes kept exposing new failures of this kernel",
+    ))))
 }
 
 fn register(run: &mut Run<'_>, key: &str, launch: &Launch, check: KernelCheck) {

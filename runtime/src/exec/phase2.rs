@@ -165,8 +165,8 @@ fn prerequisites(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<(), DeployE
     };
     let plans = run.plans().map_err(DeployError::Usage)?;
     let padded = plans.prefill.buffers.values().any(|b| {
-        matches!(&b.source, Some(WeightSource::Tensor { transforms, .. })
-            if transforms.iter().any(|t| matches!(t, Transform::PadHeads { .. })))
+        matches!(&b.source, Some(WeightSource::Tensor { name, transforms })
+            if name.contains("self_attn") && transforms.iter().any(|t| matches!(t, Transform::PadHeads { .. })))
     });
     let needs = [
         (

@@ -98,7 +98,7 @@ impl<'a> Run<'a> {
             wall_s: 0.0,
         };
         let traj = TrajectoryWriter::new(
-            &format!("deploy-{}", trajectory::id_slug(&name)),
+            &format!("run-{}", trajectory::id_slug(&name)),
             &name,
             &name,
             &format!("skill bundle {}", bundle.name),
@@ -312,15 +312,25 @@ impl<'a> Run<'a> {
                     self.traj.observe(None, &[&gate], Some(&last));
                     record.after = Some(gate.value);
                     record.fixed = gate.passed;
-                    let passed = gate.passed;
+                    // The failure is gone when the gate passes, or when what fails
+                    // now is another check (the fix cleared this one and exposed
+                    // the next, which the caller's next round handles).
+                    let cleared = gate.metric != failure.gate.metric || gate.op != failure.gate.op;
                     self.progress.gate(&gate);
-                    if passed {
-                        record.note = "the gate passes after the fix".into();
+                    if gate.passed || cleared {
+                        record.fixed = true;
+                        record.note = if gate.passed {
+                            "the gate passes after the fix".into()
+                        } else {
+                            format!(
+                                "the failure is gone; the next check fails: {}",
+                                gate.summary()
+                            )
+                        };
                         rec.attempts.push(record);
                         return Some(Fixed {
                             lesson: lesson.id.clone(),
                             changes,
-                            gate,
                         });
                     }
                     record.note = "the gate still fails; the fix was reverted".into();
@@ -393,7 +403,6 @@ pub(crate) type Change = (String, BTreeMap<String, Value>);
 pub(crate) struct Fixed {
     pub lesson: String,
     pub changes: Vec<Change>,
-    pub gate: GateCheck,
 }
 
 /// The model directory's name, the run's display name.
@@ -430,6 +439,13 @@ pub fn deploy(
     std::fs::create_dir_all(&options.out_dir).map_err(|e| DeployError::io(&options.out_dir, e))?;
     let started = Instant::now();
     let mut run = Run::new(bundle, options, progress);
+    if let Some(path) = &options.registry {
+        let given = Registry::load(path)?;
+        for row in given.rows.iter().cloned() {
+            run.registry.record(row);
+        }
+        run.input_registry = Some(given);
+    }
     let mut end = PhaseEnd::Passed;
     for index in 0..=7u8 {
         let phase = &bundle.phases[index as usize];

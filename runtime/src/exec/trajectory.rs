@@ -146,7 +146,11 @@ impl TrajectoryWriter {
         let mut labels: Vec<String> = label.map(str::to_string).into_iter().collect();
         let mut measurements = String::new();
         for g in gates {
-            if g.value.is_finite() && g.threshold.is_finite() {
+            let known = crate::ops::metric_spec(&g.metric).is_some();
+            if !known {
+                // Not a metric of the vocabulary: kept as text, never lost.
+                labels.push(g.summary());
+            } else if g.value.is_finite() && g.threshold.is_finite() {
                 let unit = unit(&g.unit);
                 let _ = write!(
                     measurements,

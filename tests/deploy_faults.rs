@@ -1,0 +1,135 @@
+//! Planted faults: each is caught by the gate that should catch it, then either
+//! repaired by a bundle lesson or reported (exit 1) naming the phase, the gate, the
+//! value, the threshold and the lessons tried. With the llama1b bundle alone only the
+//! GEMM tiling has a lesson; built together with tests/data/deploy/lessons every
+//! fault has one.
+
+mod deploy_support;
+
+use deploy_support::{deploy, fixture, llama1b, scratch, summary, with_test_lessons};
+use skillc_runtime::bundle::Bundle;
+use skillc_runtime::exec::Fault;
+
+struct Case {
+    fixture: &'static str,
+    fault: Fault,
+    phase: u8,
+    /// The gate that catches it (its name starts with this).
+    gate: &'static str,
+    metric: &'static str,
+}
+
+const CASES: [Case; 5] = [
+    Case {
+        fixture: "llama32-tiny",
+        fault: Fault::GemmNNotMultiple,
+        phase: 1,
+        gate: "kernel gemm",
+        metric: "mismatches",
+    },
+    Case {
+        fixture: "llama32-tiny",
+        fault: Fault::L1Overflow,
+        phase: 1,
+        gate: "placement gemm",
+        metric: "violations",
+    },
+    Case {
+        fixture: "llama32-tiny",
+        fault: Fault::NoLlama3Rope,
+        phase: 1,
+        gate: "kernel rope",
+        metric: "mismatches",
+    },
+    Case {
+        fixture: "qwen25-tiny",
+        fault: Fault::DropQkvBias,
+        phase: 2,
+        gate: "block cosine",
+        metric: "cosine",
+    },
+    Case {
+        fixture: "qwen3-tiny",
+        fault: Fault::SkipQkNorm,
+        phase: 2,
+        gate: "block cosine",
+        metric: "cosine",
+    },
+];
+
+fn run(bundle: &Bundle, case: &Case, tag: &str) -> skillc_runtime::exec::DeployOutcome {
+    let out = scratch(&format!("{tag}-{}", case.fault));
+    deploy(bundle, &fixture(case.fixture), &out, &[case.fault])
+}
+
+/// The fault's gate failed, in its phase, on its metric (a transferred tiling may
+/// also fail and be repaired on the way; that is not the fault).
+fn assert_caught(case: &Case, r: &skillc_runtime::exec::DeployReport) {
+    let caught = r.gates().any(|(p, g)| {
+        !g.passed && p == case.phase && g.name.starts_with(case.gate) && g.metric == case.metric
+    });
+    assert!(
+        caught,
+        "{}: no failing `{}` gate in phase {}:\n{}",
+        case.fault,
+        case.gate,
+        case.phase,
+        summary(r)
+    );
+}
+
+#[test]
+fn with_the_llama1b_bundle_only_the_tiling_fault_is_repaired() {
+    for case in &CASES {
+        let outcome = run(llama1b(), case, "llama1b");
+        let r = &outcome.report;
+        assert_caught(case, r);
+        let fixed: Vec<&str> = r
+            .phases
+            .iter()
+            .flat_map(|p| &p.attempts)
+            .filter(|a| a.fixed)
+            .map(|a| a.lesson.as_str())
+            .collect();
+        if case.fault == Fault::GemmNNotMultiple {
+            assert_eq!(outcome.exit_code, 0, "{:?}", r.stop);
+            assert_eq!(fixed, ["p1.lesson.tile-n"]);
+            continue;
+        }
+        assert_eq!(outcome.exit_code, 1, "{}", case.fault);
+        let stop = r.stop.as_ref().expect("a stop record");
+        assert_eq!(stop.phase, case.phase);
+        assert!(stop.gate.starts_with(case.gate), "{}", stop.gate);
+        assert_eq!(stop.metric, case.metric);
+        insta::assert_snapshot!(format!("reported_{}", case.fault), summary(r));
+    }
+}
+
+#[test]
+fn with_the_test_lessons_every_fault_is_repaired_by_its_lesson() {
+    let lessons = [
+        (Fault::GemmNNotMultiple, "p1.lesson.tile-n"),
+        (Fault::L1Overflow, "t.l9"),
+        (Fault::NoLlama3Rope, "t.l3"),
+        (Fault::DropQkvBias, "t.l15"),
+        (Fault::SkipQkNorm, "t.l21"),
+    ];
+    for case in &CASES {
+        let outcome = run(with_test_lessons(), case, "lessons");
+        let r = &outcome.report;
+        assert_eq!(outcome.exit_code, 0, "{}: {:?}", case.fault, r.stop);
+        assert_caught(case, r);
+        let expected = lessons
+            .iter()
+            .find(|(f, _)| *f == case.fault)
+            .map(|(_, l)| *l);
+        let fixed_first = r
+            .phases
+            .iter()
+            .flat_map(|p| &p.attempts)
+            .find(|a| a.fixed && a.gate.starts_with(case.gate))
+            .map(|a| a.lesson.as_str());
+        assert_eq!(fixed_first, expected, "{}", case.fault);
+        insta::assert_snapshot!(format!("repaired_{}", case.fault), summary(r));
+    }
+}

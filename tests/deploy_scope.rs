@@ -1,0 +1,97 @@
+//! Phase 0's scope check through `skillc deploy`: a mixture-of-experts config is
+//! refused with the reason, Gemma 3 is refused naming each feature the runtime
+//! cannot execute, and usage problems exit 2 before any phase runs.
+
+mod deploy_support;
+
+use deploy_support::{deploy, llama1b, repo, scratch, skillc};
+use skillc_runtime::exec::record::{PhaseStatus, Verdict};
+
+#[test]
+fn a_mixture_of_experts_is_refused_at_phase_0_with_the_reason() {
+    let out = scratch("moe");
+    let outcome = deploy(
+        llama1b(),
+        &repo("tests/data/deploy/out-of-scope/moe"),
+        &out,
+        &[],
+    );
+    assert_eq!(outcome.exit_code, 1);
+    let r = &outcome.report;
+    assert_eq!(r.verdict, Verdict::Refused);
+    assert_eq!(r.phases[0].status, PhaseStatus::Failed);
+    assert!(r.phases[1..]
+        .iter()
+        .all(|p| p.status == PhaseStatus::NotRun));
+    let stop = r.stop.as_ref().expect("stop");
+    insta::assert_snapshot!(stop.reason, @"out of scope (mixture of experts, from `num_experts`): routed expert MLPs are not supported; only dense decoder-only models are");
+    assert!(out.join("report.md").is_file() && out.join("trajectory/00-deploy.traj").is_file());
+}
+
+#[test]
+fn gemma_3_is_refused_naming_each_unsupported_feature() {
+    let out = scratch("gemma");
+    let outcome = deploy(llama1b(), &repo("../shared/models/gemma-3-1b"), &out, &[]);
+    assert_eq!(outcome.exit_code, 1);
+    let stop = outcome.report.stop.as_ref().expect("stop");
+    assert_eq!(
+        (stop.phase, stop.metric.as_str(), stop.value),
+        (0, "blockers", 3.0)
+    );
+    for feature in [
+        "gemma3 normalisation",
+        "gemma3 embedding scale",
+        "gemma3 attention scale and local RoPE",
+    ] {
+        assert!(
+            stop.reason.contains(feature),
+            "{feature} missing from: {}",
+            stop.reason
+        );
+    }
+}
+
+#[test]
+fn the_command_line_exits_1_on_refusal_and_2_on_usage_problems() {
+    let out = scratch("cli");
+    let bundle = repo("generated-skills/llama1b");
+    let refused = skillc()
+        .args(["deploy"])
+        .arg(&bundle)
+        .arg("--model")
+        .arg(repo("tests/data/deploy/out-of-scope/moe"))
+        .arg("--out")
+        .arg(out.join("moe"))
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stdout).contains("REFUSED"));
+    let no_config = skillc()
+        .args(["deploy"])
+        .arg(&bundle)
+        .arg("--model")
+        .arg(out.join("nowhere"))
+        .arg("--out")
+        .arg(out.join("nowhere-out"))
+        .output()
+        .unwrap();
+    assert_eq!(no_config.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&no_config.stderr).contains("no config.json"));
+    let not_a_bundle = skillc()
+        .args(["deploy"])
+        .arg(repo("Cargo.toml"))
+        .arg("--model")
+        .arg(repo("../shared/fixtures/llama32-tiny"))
+        .output()
+        .unwrap();
+    assert_eq!(not_a_bundle.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&not_a_bundle.stderr).contains("not a skill bundle"));
+    let bad_fault = skillc()
+        .args(["deploy"])
+        .arg(&bundle)
+        .args(["--model", "x", "--plant", "drop-everything"])
+        .output()
+        .unwrap();
+    assert_eq!(bad_fault.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad_fault.stderr).contains("unknown fault `drop-everything`"));
+}

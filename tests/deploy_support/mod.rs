@@ -1,0 +1,160 @@
+//! Shared helpers of the `deploy*` integration tests: the bundles (the committed
+//! llama1b one, and llama1b built together with the test lessons of
+//! tests/data/deploy/lessons), scratch output directories, running a deploy with the
+//! real `skillc` binary as phase 7's fresh-process evaluator, and a structural
+//! summary of a report for snapshots (verdicts, gates, step outcomes; no wall times).
+
+#![allow(dead_code)]
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use skillc_runtime::bundle::Bundle;
+use skillc_runtime::exec::record::{DeployReport, StepOutcome};
+use skillc_runtime::exec::{self, DeployOptions, DeployOutcome, EvaluatorLaunch, Fault, Silent};
+
+pub fn repo(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    repo(&format!("../shared/fixtures/{name}"))
+}
+
+pub fn skillc() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_skillc"))
+}
+
+/// A fresh directory under the test target dir, unique to this process.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("deploy-{}", std::process::id()))
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+pub fn load_bundle(path: &Path) -> Bundle {
+    let text = std::fs::read_to_string(path.join("bundle.json")).expect("bundle.json");
+    serde_json::from_str(&text).expect("bundle.json parses")
+}
+
+/// generated-skills/llama1b, as committed.
+pub fn llama1b() -> &'static Bundle {
+    static B: OnceLock<Bundle> = OnceLock::new();
+    B.get_or_init(|| load_bundle(&repo("generated-skills/llama1b")))
+}
+
+/// trajectories/llama1b built together with tests/data/deploy/lessons.
+pub fn with_test_lessons() -> &'static Bundle {
+    static B: OnceLock<Bundle> = OnceLock::new();
+    B.get_or_init(|| {
+        let out = scratch("bundle-llama1b-test-lessons");
+        let status = skillc()
+            .arg("build")
+            .arg(repo("trajectories/llama1b"))
+            .arg(repo("tests/data/deploy/lessons"))
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("skillc build runs");
+        assert!(
+            status.status.success(),
+            "{}",
+            String::from_utf8_lossy(&status.stderr)
+        );
+        load_bundle(&out)
+    })
+}
+
+/// Deploys `bundle` on `model` into `out` with seed 0 and a fixed session time.
+pub fn deploy(bundle: &Bundle, model: &Path, out: &Path, faults: &[Fault]) -> DeployOutcome {
+    let options = DeployOptions {
+        model_dir: model.to_path_buf(),
+        out_dir: out.to_path_buf(),
+        seed: 0,
+        prompts: None,
+        faults: faults.to_vec(),
+        started: "2026-11-30T00:00Z".to_string(),
+        evaluator: EvaluatorLaunch::Process(PathBuf::from(env!("CARGO_BIN_EXE_skillc"))),
+        registry: None,
+    };
+    exec::deploy(bundle, &options, &mut Silent).expect("the run gets far enough to report")
+}
+
+/// `skillc check` on a trajectory directory: exit code and output.
+pub fn check(dir: &Path) -> (i32, String) {
+    let out = skillc()
+        .arg("check")
+        .arg(dir)
+        .output()
+        .expect("skillc check runs");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// Verdict, stop, per-phase status, gates (name and verdict) and how each bundle step
+/// ended: what a run did, without wall times or modeled figures.
+pub fn summary(r: &DeployReport) -> String {
+    let mut s = format!("verdict: {}\n", r.verdict.label());
+    if let Some(stop) = &r.stop {
+        let _ = writeln!(
+            s,
+            "stopped: phase {} `{}`: {} = {} (threshold {} {}); tried {}",
+            stop.phase,
+            stop.gate,
+            stop.metric,
+            stop.value,
+            stop.comparison,
+            stop.threshold,
+            stop.tried.len()
+        );
+    }
+    for p in &r.phases {
+        let _ = writeln!(s, "phase {} {:?}", p.index, p.status);
+        for g in &p.gates {
+            let _ = writeln!(
+                s,
+                "  {} {}{}",
+                if g.passed { "pass" } else { "FAIL" },
+                g.name,
+                if g.modeled { " (modeled)" } else { "" }
+            );
+        }
+        for a in &p.attempts {
+            let _ = writeln!(
+                s,
+                "  lesson {} on `{}`: fixed={}",
+                a.lesson, a.gate, a.fixed
+            );
+        }
+        let mut outcomes: std::collections::BTreeMap<String, usize> = Default::default();
+        for st in &p.steps {
+            let kind = match &st.outcome {
+                StepOutcome::AsRecorded => "as-recorded",
+                StepOutcome::Rederived { .. } => "re-derived",
+                StepOutcome::NotApplicable { .. } => "not-applicable",
+                StepOutcome::Kept { .. } => "kept",
+                StepOutcome::Covered { .. } => "covered",
+                StepOutcome::Reverted { .. } => "reverted",
+                StepOutcome::Failed { .. } => "failed",
+            };
+            *outcomes.entry(format!("{} {kind}", st.op)).or_default() += 1;
+        }
+        for (k, n) in outcomes {
+            let _ = writeln!(s, "  step {k} x{n}");
+        }
+    }
+    s
+}
+
+/// The first failing gate of a report: (phase, name, metric).
+pub fn first_failure(r: &DeployReport) -> Option<(u8, String, String)> {
+    r.gates()
+        .find(|(_, g)| !g.passed && !g.modeled)
+        .map(|(p, g)| (p, g.name.clone(), g.metric.clone()))
+}
