@@ -131,7 +131,7 @@ pub(crate) fn run(
             ThresholdSource::Rederived {
                 why: format!(
                     "the bundle's gate is relative to the previous phase (recorded {}); here the baseline is this model's phase-3 plan",
-                    g.recorded.map_or("-".to_string(), |r| super::gate::format_value(r))
+                    g.recorded.map_or("-".to_string(), super::gate::format_value)
                 ),
                 provenance: g.provenance.clone(),
             },
