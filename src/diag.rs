@@ -108,6 +108,11 @@ impl Code {
         Code::ActionWithoutObservation,
         Code::FixesPassingObservation,
         Code::EmptySession,
+    ];
+
+    /// Codes of `skillc build` (distillation), in their own range; `ALL` holds the
+    /// front end's, which `skillc check` can report.
+    pub const BUILD: &'static [Code] = &[
         Code::DuplicateTrajectory,
         Code::StepConflict,
         Code::UnloweredFix,

@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use petgraph::graph::NodeIndex;
 use skillc_runtime::bundle::{Baseline, Comparison, Symptom, Value};
 
-use super::ir::{FigureSource, GateIr, TargetIr};
-use super::path::{action, observation, Cx};
+use super::ir::{DeadEndOutcome, FigureSource, GateIr, TargetIr};
+use super::path::{action, observation, Cx, Fate};
 use super::{skills, values, IDENTITY_PARAMS};
 use crate::emit::notation;
-use crate::graph::{ActionData, Graph, Node, ObservationData};
+use crate::graph::{ActionData, EdgeKind, Node, ObservationData};
 use crate::syntax::{self, CmpOp, Measurement, Verdict};
 
 /// Conditions of an observation: the measured action's identity parameters, then
@@ -131,21 +131,21 @@ fn gate_from(
     let threshold = m.threshold.as_ref()?;
     let comparison = values::comparison(threshold.op)?;
     let metric = m.metric.text.clone();
-    let unit = values::unit_of(&metric, &threshold.value);
     let baseline = if skills::is_performance_metric(&metric) {
         Baseline::PreviousPhase
     } else {
         Baseline::Absolute
     };
+    // Gates hold canonical units, which is what the executor measures in.
     let canonical = values::canonical(&metric, &threshold.value);
     Some((
         canonical,
         GateIr {
-            recorded: Some(values::in_unit(&m.value, &unit)),
-            threshold: values::number(&threshold.value),
+            recorded: Some(values::canonical(&metric, &m.value)),
+            threshold: canonical,
+            unit: values::canonical_unit(&metric).to_string(),
             metric,
             comparison,
-            unit,
             baseline,
             op: op_of(cx, measured),
             conditions: conditions(cx, data, measured),
@@ -195,25 +195,44 @@ pub fn targets(cx: &Cx, phase: usize, model: &str) -> Vec<TargetIr> {
     last.into_values().collect()
 }
 
-fn failed_observations(
-    g: &Graph,
+/// The failed observations that tell against an action: its own, or, for an action
+/// a later fix replaced without it being measured itself, those that fix repairs.
+fn failed_observations<'a>(
+    cx: &Cx<'a>,
     action: NodeIndex,
-) -> impl Iterator<Item = (NodeIndex, &ObservationData)> {
-    g.observations_of(action).into_iter().filter_map(|o| {
-        let data = observation(g.node(o))?;
-        (data.outcome() == Some(Verdict::Fail)).then_some((o, data))
-    })
+) -> Vec<(NodeIndex, &'a ObservationData)> {
+    let g = cx.g;
+    let failed = |observations: Vec<NodeIndex>| -> Vec<(NodeIndex, &'a ObservationData)> {
+        observations
+            .into_iter()
+            .filter_map(|o| {
+                let data = observation(g.node(o))?;
+                (data.outcome() == Some(Verdict::Fail)).then_some((o, data))
+            })
+            .collect()
+    };
+    let own = failed(g.observations_of(action));
+    match cx.fate(action) {
+        Fate::Dead(DeadEndOutcome::Superseded { by }) if own.is_empty() => g
+            .find(by)
+            .map_or_else(Vec::new, |fixer| failed(g.targets(fixer, EdgeKind::Fixes))),
+        _ => own,
+    }
 }
 
-/// Observations of an action whose verdict failed.
-pub fn failed(g: &Graph, action: NodeIndex) -> Vec<NodeIndex> {
-    failed_observations(g, action).map(|(o, _)| o).collect()
+/// The failed observations that tell against an action (see [`failed_observations`]).
+pub fn failed(cx: &Cx, action: NodeIndex) -> Vec<NodeIndex> {
+    failed_observations(cx, action)
+        .into_iter()
+        .map(|(o, _)| o)
+        .collect()
 }
 
-/// Failed observations of an action in trajectory notation: the violated
-/// measurements (or all of them, or the label) and `-> fail`.
-pub fn failed_checks(g: &Graph, action: NodeIndex) -> Vec<String> {
-    failed_observations(g, action)
+/// Those failed observations in trajectory notation: the violated measurements (or
+/// all of them, or the label) and `-> fail`.
+pub fn failed_checks(cx: &Cx, action: NodeIndex) -> Vec<String> {
+    failed_observations(cx, action)
+        .into_iter()
         .map(|(_, data)| failed_check(data))
         .collect()
 }
@@ -261,8 +280,9 @@ fn measurement(m: &Measurement) -> String {
 /// The first failed check of an abandoned action as a symptom: the action's
 /// operation (and kernel) failing with the comparison that held instead of the
 /// threshold.
-pub fn dead_end_symptom(g: &Graph, index: NodeIndex, data: &ActionData) -> Option<Symptom> {
-    failed_observations(g, index)
+pub fn dead_end_symptom(cx: &Cx, index: NodeIndex, data: &ActionData) -> Option<Symptom> {
+    failed_observations(cx, index)
+        .into_iter()
         .flat_map(|(_, d)| d.measurements.iter())
         .find_map(|m| {
             let (op, limit, value) = violated(m)?;

@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::graph::NodeIndex;
-use skillc_runtime::bundle::{Expr, LessonKind, Provenance, Remedy, Symptom, Value};
-use skillc_runtime::ops;
+use skillc_runtime::bundle::{Comparison, Expr, LessonKind, Provenance, Remedy, Symptom, Value};
+use skillc_runtime::ops::{self, Better};
 
 use super::checks;
 use super::ir::{DeadEndIr, DeadEndOutcome, LessonIr, LessonOrigin};
@@ -125,14 +125,32 @@ pub fn recorded(
     })
 }
 
+/// Whether a predicate describes a metric on its bad side (`cosine < 0.99`,
+/// `mismatches > 0`) rather than a condition that still holds (`cosine >= 0.99`).
+fn describes_failure(metric: &str, comparison: Comparison) -> bool {
+    let lower_is_worse = matches!(comparison, Comparison::Lt | Comparison::Le);
+    match ops::metric_spec(metric).map(|m| m.better) {
+        Some(Better::Higher) => lower_is_worse,
+        Some(Better::Lower) => !lower_is_worse && comparison != Comparison::Eq,
+        None => false,
+    }
+}
+
 /// The machine-matchable symptom: failing operation, the lesson's conditions as
-/// parameters, the first predicate (in the metric's canonical unit).
+/// parameters, and one predicate (in the metric's canonical unit): the first that
+/// describes the failure, else the first. The bundle holds one predicate; the
+/// SKILL.md shows them all.
 fn symptom(s: Option<&syntax::Symptom>, conditions: &BTreeMap<String, Value>) -> Symptom {
-    let first = s.and_then(|s| {
-        s.predicates
-            .iter()
-            .find_map(|p| values::comparison(p.op).map(|c| (p, c)))
-    });
+    let predicates: Vec<_> = s
+        .iter()
+        .flat_map(|s| s.predicates.iter())
+        .filter_map(|p| values::comparison(p.op).map(|c| (p, c)))
+        .collect();
+    let first = predicates
+        .iter()
+        .find(|(p, c)| describes_failure(&p.metric.text, *c))
+        .or(predicates.first())
+        .copied();
     Symptom {
         op: s
             .and_then(|s| s.failing_op.as_ref())
@@ -213,7 +231,7 @@ pub fn from_dead_end(
     let replacement_step = cx.replacement(replacement);
     let mut phases = BTreeSet::from([dead_end.phase]);
     phases.extend(replacement_step.map(|s| g.node(s).phase));
-    let evidence: Vec<Provenance> = checks::failed(g, index)
+    let evidence: Vec<Provenance> = checks::failed(cx, index)
         .into_iter()
         .map(|o| cx.provenance(g.node(o)))
         .collect();

@@ -427,3 +427,25 @@ fn finalize(ir: &mut SkillIr) {
     }
     ir.skills = skills::skill_sets(ir);
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use crate::diag::Code;
+
+    #[test]
+    fn build_codes_are_their_own_and_documented() {
+        let front: BTreeSet<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
+        let build: BTreeSet<&str> = Code::BUILD.iter().map(|c| c.as_str()).collect();
+        assert_eq!(build.len(), Code::BUILD.len());
+        assert!(front.is_disjoint(&build));
+        let reference = include_str!("../../grammar/README.md");
+        for code in build {
+            assert!(
+                reference.contains(&format!("| {code} |")),
+                "{code} undocumented"
+            );
+        }
+    }
+}

@@ -21,8 +21,27 @@ pub const PHASE_COUNT: usize = 8;
 pub enum Fate {
     Step,
     Dead(DeadEndOutcome),
+    /// A check whose failure a later action fixed: the failure belongs to what was
+    /// checked (a dead end of its own, or a step the fix changed), so the check
+    /// itself is neither a step nor a dead end.
+    Dropped,
     /// Not an action.
     None,
+}
+
+/// Operations that measure or check rather than change the deployment.
+pub fn is_check(op: &str) -> bool {
+    matches!(
+        op,
+        "validate-kernel"
+            | "validate-block"
+            | "verify-model"
+            | "compare-reference"
+            | "profile-prefill"
+            | "profile-decode"
+            | "diagnose-layers"
+            | "evaluate"
+    )
 }
 
 /// Per-trajectory context: the graph, what became of each node, nodes bucketed by
@@ -86,6 +105,7 @@ impl<'a> Cx<'a> {
                 _ => fates.push(Fate::None),
             }
         }
+        supersede_changed_actions(g, &mut fates);
         Cx {
             g,
             paths,
@@ -168,7 +188,7 @@ impl<'a> Cx<'a> {
 }
 
 /// Reverted or superseded by an effective entry, or whose last verdict failed: a
-/// dead end; otherwise a step.
+/// dead end (a fixed check is dropped instead); otherwise a step.
 fn fate(g: &Graph, index: NodeIndex) -> Fate {
     let node = g.node(index);
     if !node.effective {
@@ -187,29 +207,58 @@ fn fate(g: &Graph, index: NodeIndex) -> Fate {
             }
         }
     }
-    let last = g
-        .observations_of(index)
+    let last = g.observations_of(index).into_iter().rev().find_map(|o| {
+        observation(g.node(o))
+            .and_then(|d| d.outcome())
+            .map(|v| (o, v))
+    });
+    let Some((failed, Verdict::Fail)) = last else {
+        return Fate::Step;
+    };
+    // The fixer may itself have been replaced later; the replacement chain is
+    // followed when the fix is attached to steps.
+    let fixers: Vec<NodeIndex> = g
+        .sources(failed, EdgeKind::Fixes)
         .into_iter()
-        .filter_map(|o| {
-            observation(g.node(o))
-                .and_then(|d| d.outcome())
-                .map(|v| (o, v))
-        })
-        .last();
-    match last {
-        Some((failed, Verdict::Fail)) => {
-            let fixer = g
-                .sources(failed, EdgeKind::Fixes)
-                .into_iter()
-                .find(|f| g.node(*f).effective && g.node(*f).kind == EntryKind::Action);
-            Fate::Dead(match fixer {
-                Some(by) => DeadEndOutcome::Superseded {
-                    by: g.node(by).id.clone(),
-                },
-                None => DeadEndOutcome::Failed,
-            })
+        .filter(|f| g.node(*f).kind == EntryKind::Action)
+        .collect();
+    let fixer = fixers
+        .iter()
+        .find(|f| g.node(**f).effective)
+        .or(fixers.first());
+    let checks = action(node).is_some_and(|a| is_check(&a.op));
+    match fixer {
+        Some(_) if checks => Fate::Dropped,
+        Some(by) => Fate::Dead(DeadEndOutcome::Superseded {
+            by: g.node(*by).id.clone(),
+        }),
+        None => Fate::Dead(DeadEndOutcome::Failed),
+    }
+}
+
+/// An action that applies a lesson (`fixes … by <lesson>`) replaces the earlier
+/// action of the same operation that the lesson's fix changes (the graph's `changes`
+/// edge): `reuse-static-weights key=per-layer` fixing a failed check replaces the
+/// `reuse-static-weights key=shared` that caused it, even when the check, not the
+/// culprit, is what the failed observation measured.
+fn supersede_changed_actions(g: &Graph, fates: &mut [Fate]) {
+    for (fixer, node) in g.nodes() {
+        let Some(fixer_op) = action(node).map(|a| a.op.as_str()) else {
+            continue;
+        };
+        for lesson in g.targets(fixer, EdgeKind::By) {
+            for changed in g.targets(lesson, EdgeKind::Changes) {
+                let same_op = action(g.node(changed)).is_some_and(|a| a.op == fixer_op);
+                let fate = fates.get_mut(changed.index());
+                if let Some(fate @ Fate::Step) = fate {
+                    if same_op && changed < fixer {
+                        *fate = Fate::Dead(DeadEndOutcome::Superseded {
+                            by: node.id.clone(),
+                        });
+                    }
+                }
+            }
         }
-        _ => Fate::Step,
     }
 }
 
@@ -259,13 +308,13 @@ pub fn ordered_steps(cx: &Cx, phase: usize) -> Vec<NodeIndex> {
         .copied()
         .filter(|a| cx.is_step(*a))
         .collect();
-    let position: HashMap<NodeIndex, usize> =
-        steps.iter().enumerate().map(|(i, s)| (*s, i)).collect();
+    // Buckets hold nodes in trajectory order, so `steps` is sorted by index.
+    let position = |node: NodeIndex| steps.binary_search(&node).ok();
     let mut waiting = vec![0usize; steps.len()];
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
     for (i, &index) in steps.iter().enumerate() {
         for dep in cx.g.targets(index, EdgeKind::After) {
-            if let Some(&d) = position.get(&dep).filter(|d| **d != i) {
+            if let Some(d) = position(dep).filter(|d| *d != i) {
                 waiting[i] += 1;
                 dependents[d].push(i);
             }

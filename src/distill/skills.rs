@@ -16,6 +16,7 @@ use skillc_runtime::ops::{self, Dimension};
 
 use super::catalog::{DEBUG_PREFIX, OPT_PREFIX};
 use super::ir::{HypothesisIr, SkillIr, SkillSetIr};
+use super::path::is_check;
 use crate::emit::frontmatter::skill_name;
 use crate::emit::notation;
 
@@ -29,12 +30,9 @@ pub fn is_performance_metric(metric: &str) -> bool {
     }
 }
 
-/// Operations of phases 4–5 that measure or check rather than change the plan.
+/// Operations of phases 4–5 that change the deployment plan (not checks, not notes).
 fn changes_the_plan(op: &str) -> bool {
-    !matches!(
-        op,
-        "profile-prefill" | "profile-decode" | "verify-model" | "diagnose-layers" | "note-host"
-    )
+    !is_check(op) && op != "note-host"
 }
 
 fn kernel_suffix(params: &BTreeMap<String, Value>) -> String {
@@ -84,7 +82,11 @@ pub fn skill_sets(ir: &SkillIr) -> Vec<SkillSetIr> {
     for lesson in ir.lessons.values() {
         let m = members.entry(lesson.skill.clone()).or_default();
         m.lessons.push(lesson.id.clone());
-        m.triggers.insert(lesson.symptom_line.clone());
+        m.triggers.insert(if lesson.symptom_line.is_empty() {
+            lesson.symptom.text.clone()
+        } else {
+            lesson.symptom_line.clone()
+        });
         m.phases.extend(&lesson.phases);
     }
     for phase in &ir.phases {
@@ -139,10 +141,16 @@ fn skill_set(ir: &SkillIr, name: String, m: Members, sources: &str) -> SkillSetI
         .filter_map(|id| ir.lessons.get(id))
         .map(|l| HypothesisIr {
             lesson: l.id.clone(),
-            check: l
-                .cause_condition
-                .clone()
-                .unwrap_or_else(|| l.symptom_line.clone()),
+            check: [
+                l.cause_condition.as_deref(),
+                Some(l.symptom_line.as_str()),
+                Some(l.symptom.text.as_str()),
+            ]
+            .into_iter()
+            .flatten()
+            .find(|c| !c.is_empty())
+            .unwrap_or("the symptom as recorded")
+            .to_string(),
             evidence_count: l.evidence_count,
         })
         .collect();

@@ -221,16 +221,23 @@ pub fn comparison(op: CmpOp) -> Option<Comparison> {
     }
 }
 
-/// A quantity of `metric` in the metric's canonical unit (unitless metrics and
-/// unknown units pass the number through).
+/// A quantity of `metric` in the metric's canonical unit: `12 s` of `kernel_ms` is
+/// 12000, `99.9 %` of `cosine` is 0.999. Unknown metrics and units pass the number
+/// through.
 pub fn canonical(metric: &str, q: &Quantity) -> f64 {
     let canonical_unit = ops::metric_spec(metric).map_or("", |m| m.canonical_unit);
     match &q.unit {
         Some(unit) if !canonical_unit.is_empty() => {
             ops::convert(number(q), &unit.text, canonical_unit).unwrap_or(number(q))
         }
-        _ => number(q),
+        Some(unit) => ops::unit_spec(&unit.text).map_or(number(q), |u| number(q) * u.to_canonical),
+        None => number(q),
     }
+}
+
+/// The unit figures of `metric` are compared in (empty for unitless metrics).
+pub fn canonical_unit(metric: &str) -> &'static str {
+    ops::metric_spec(metric).map_or("", |m| m.canonical_unit)
 }
 
 /// The unit a metric's figure is shown in: as written, else the canonical one.
@@ -243,14 +250,4 @@ pub fn unit_of(metric: &str, q: &Quantity) -> String {
         },
         |u| u.text.clone(),
     )
-}
-
-/// The value of `q` expressed in `unit` (same dimension), else unchanged.
-pub fn in_unit(q: &Quantity, unit: &str) -> f64 {
-    match &q.unit {
-        Some(from) if from.text != unit => {
-            ops::convert(number(q), &from.text, unit).unwrap_or(number(q))
-        }
-        _ => number(q),
-    }
 }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 use skillc_runtime::bundle::{
     Bundle, DeadEnd, Gate, Hypothesis, Lesson, Phase, SkillSet, Source, Step, Target,
@@ -21,9 +22,17 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex
 }
 
-/// The bundle for `ir`; `files` maps every other generated file (path relative to
-/// the bundle root) to its content.
-pub fn lower(ir: &SkillIr, files: &BTreeMap<String, String>) -> Bundle {
+/// sha256 of every generated file (path relative to the bundle root → content).
+pub fn hashes(files: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let hashed: Vec<(String, String)> = files
+        .par_iter()
+        .map(|(path, content)| (path.clone(), sha256_hex(content.as_bytes())))
+        .collect();
+    hashed.into_iter().collect()
+}
+
+/// The bundle for `ir`, `files` left empty for [`hashes`] of the rendered files.
+pub fn lower(ir: &SkillIr) -> Bundle {
     Bundle {
         schema_version: SCHEMA_VERSION.to_string(),
         name: ir.name.clone(),
@@ -63,10 +72,7 @@ pub fn lower(ir: &SkillIr, files: &BTreeMap<String, String>) -> Bundle {
                 evidence_count: s.evidence_count,
             })
             .collect(),
-        files: files
-            .iter()
-            .map(|(path, content)| (path.clone(), sha256_hex(content.as_bytes())))
-            .collect(),
+        files: BTreeMap::new(),
     }
 }
 

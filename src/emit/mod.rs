@@ -61,6 +61,18 @@ impl Rendered {
 }
 
 pub fn render(ir: &SkillIr) -> Result<Rendered, EmitError> {
+    // The machine-readable half does not depend on the pages except for their
+    // hashes, so it is lowered while they render.
+    let (pages, bundle) = rayon::join(|| render_pages(ir), || bundle_json::lower(ir));
+    let mut files = pages?;
+    let mut bundle = bundle;
+    bundle.files = bundle_json::hashes(&files);
+    files.insert(BUNDLE_JSON.to_string(), bundle_json::to_json(&bundle)?);
+    Ok(Rendered { files })
+}
+
+/// Every SKILL.md and reference file, by path relative to the bundle root.
+fn render_pages(ir: &SkillIr) -> Result<BTreeMap<String, String>, EmitError> {
     let templates = pages::Templates::new()?;
     let index = views::Index::new(ir);
     let mut dirs = vec![pages::entry_page(&templates, ir)?];
@@ -86,7 +98,5 @@ pub fn render(ir: &SkillIr) -> Result<Rendered, EmitError> {
             files.insert(format!("{}/{path}", dir.name), content);
         }
     }
-    let bundle = bundle_json::lower(ir, &files);
-    files.insert(BUNDLE_JSON.to_string(), bundle_json::to_json(&bundle)?);
-    Ok(Rendered { files })
+    Ok(files)
 }

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use handlebars::Handlebars;
+use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::json;
 use skillc_runtime::bundle::{LessonKind, SCHEMA_VERSION};
@@ -47,6 +48,17 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("bundle-note", include_str!("templates/bundle-note.md.hbs")),
 ];
 
+/// Items per chunk of a list rendered in parallel.
+const LIST_CHUNK: usize = 512;
+
+/// What every list template sees.
+#[derive(Serialize)]
+struct ListData<'a, T> {
+    /// The chunk that carries the section's intro (or its "nothing recorded" text).
+    first: bool,
+    items: &'a [T],
+}
+
 /// The handlebars registry: no HTML escaping (views are already Markdown-safe) and
 /// strict mode (a missing field is a bug, not an empty string).
 pub struct Templates(Handlebars<'static>);
@@ -63,9 +75,36 @@ impl Templates {
         Ok(Templates(hb))
     }
 
-    /// Renders a template whose data is one list under `key`.
-    fn list<T: Serialize>(&self, name: &str, key: &str, items: &[T]) -> Result<String, EmitError> {
-        self.render(name, &BTreeMap::from([(key, items)]))
+    /// Renders a list template (`items`, and `first` for the intro of the first
+    /// chunk). Long lists render in chunks in parallel and are joined in order; the
+    /// text is the same as rendering them whole.
+    fn list<T: Serialize + Sync>(&self, name: &str, items: &[T]) -> Result<String, EmitError> {
+        self.list_in_chunks(name, items, LIST_CHUNK)
+    }
+
+    fn list_in_chunks<T: Serialize + Sync>(
+        &self,
+        name: &str,
+        items: &[T],
+        chunk: usize,
+    ) -> Result<String, EmitError> {
+        if items.len() <= chunk {
+            return self.render(name, &ListData { first: true, items });
+        }
+        let parts = items
+            .par_chunks(chunk)
+            .enumerate()
+            .map(|(i, items)| {
+                self.render(
+                    name,
+                    &ListData {
+                        first: i == 0,
+                        items,
+                    },
+                )
+            })
+            .collect::<Result<Vec<String>, EmitError>>()?;
+        Ok(parts.concat())
     }
 
     fn render(&self, name: &str, data: &impl Serialize) -> Result<String, EmitError> {
@@ -230,16 +269,13 @@ pub fn phase_page(t: &Templates, ir: &SkillIr, phase: &PhaseIr) -> Result<SkillD
         Draft::new(
             "Steps",
             "steps",
-            t.list("steps", "steps", &views::steps(&phase.steps))?,
+            t.list("steps", &views::steps(&phase.steps))?,
             150,
         ),
         Draft::new(
             "Exit gates",
             "exit-gates",
-            t.render(
-                "gates",
-                &BTreeMap::from([("gates", views::gates(&phase.exit_gates))]),
-            )?,
+            t.list("gates", &views::gates(&phase.exit_gates))?,
             50,
         ),
     ];
@@ -247,7 +283,7 @@ pub fn phase_page(t: &Templates, ir: &SkillIr, phase: &PhaseIr) -> Result<SkillD
         drafts.push(Draft::new(
             "Lessons guarding these steps",
             "lessons",
-            t.list("lessons", "lessons", &lessons)?,
+            t.list("lessons", &lessons)?,
             130,
         ));
     }
@@ -255,10 +291,7 @@ pub fn phase_page(t: &Templates, ir: &SkillIr, phase: &PhaseIr) -> Result<SkillD
         drafts.push(Draft::new(
             "Targets",
             "targets",
-            t.render(
-                "targets",
-                &BTreeMap::from([("targets", views::targets(&phase.targets))]),
-            )?,
+            t.list("targets", &views::targets(&phase.targets))?,
             40,
         ));
     }
@@ -267,7 +300,7 @@ pub fn phase_page(t: &Templates, ir: &SkillIr, phase: &PhaseIr) -> Result<SkillD
         drafts.push(Draft::new(
             "Dead ends",
             "dead-ends",
-            t.list("dead-ends", "dead_ends", &dead_ends)?,
+            t.list("dead-ends", &dead_ends)?,
             50,
         ));
     }
@@ -373,7 +406,7 @@ pub fn entry_page(t: &Templates, ir: &SkillIr) -> Result<SkillDir, EmitError> {
         Draft::new(
             "Phases",
             "phases",
-            t.list("phases", "phases", &views::phase_links(ir))?,
+            t.list("phases", &views::phase_links(ir))?,
             200,
         ),
         Draft::new(
@@ -388,12 +421,7 @@ pub fn entry_page(t: &Templates, ir: &SkillIr) -> Result<SkillDir, EmitError> {
             skill_list(t, ir, LessonKind::Debugging)?,
             60,
         ),
-        Draft::new(
-            "Sources",
-            "sources",
-            t.list("sources", "sources", &sources)?,
-            30,
-        ),
+        Draft::new("Sources", "sources", t.list("sources", &sources)?, 30),
         Draft::new(
             "Machine-readable bundle",
             "bundle",
@@ -418,7 +446,7 @@ fn skill_list(t: &Templates, ir: &SkillIr, kind: LessonKind) -> Result<String, E
     if skills.is_empty() {
         return Ok("None recorded in the trajectory.".to_string());
     }
-    t.list("skills", "skills", &skills)
+    t.list("skills", &skills)
 }
 
 pub fn skill_page(
@@ -454,12 +482,16 @@ pub fn skill_page(
     if skill.kind == LessonKind::Optimization {
         let applied = views::applied_steps(index, skill);
         if !applied.is_empty() {
-            drafts.push(Draft::new(
-                "Applied in the trajectory",
-                "applied",
-                t.list("applied", "applied", &applied)?,
-                80,
-            ));
+            let mut body = t.list("applied", &applied)?;
+            let more = skill.applied_steps.len().saturating_sub(applied.len());
+            if more > 0 {
+                body = format!(
+                    "{}\n\n{} more, listed with the steps of the phase pages.",
+                    body.trim_end(),
+                    count(more, "step", "steps")
+                );
+            }
+            drafts.push(Draft::new("Applied in the trajectory", "applied", body, 80));
         }
     }
     drafts.push(Draft::new(
@@ -468,7 +500,7 @@ pub fn skill_page(
             LessonKind::Optimization => "Lessons",
         },
         "hypotheses",
-        t.list("hypotheses", "hypotheses", &hypotheses)?,
+        t.list("hypotheses", &hypotheses)?,
         250,
     ));
     let dead_ends = views::skill_dead_ends(index, skill);
@@ -476,7 +508,7 @@ pub fn skill_page(
         drafts.push(Draft::new(
             "Tried and abandoned",
             "dead-ends",
-            t.list("dead-ends", "dead_ends", &dead_ends)?,
+            t.list("dead-ends", &dead_ends)?,
             80,
         ));
     }
@@ -560,4 +592,51 @@ fn trigger(skill: &SkillSetIr) -> String {
         paragraphs.push(format!("The operation {}: {}.", code_span(op.name), op.doc));
     }
     paragraphs.join("\n\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use skillc_runtime::bundle::{Provenance, Value};
+
+    use super::*;
+    use crate::distill::ir::StepIr;
+
+    fn steps(n: usize) -> Vec<StepIr> {
+        (0..n)
+            .map(|i| StepIr {
+                id: format!("p1-a{i}"),
+                op: "register-kernel".to_string(),
+                params: BTreeMap::from([("kernel".to_string(), Value::Text("gemm".into()))]),
+                guarded_by: if i % 3 == 0 {
+                    vec!["l1".into()]
+                } else {
+                    vec![]
+                },
+                notes: if i % 5 == 0 {
+                    vec![format!("note {i}\nsecond line")]
+                } else {
+                    vec![]
+                },
+                provenance: vec![Provenance {
+                    file: "t/00.traj".into(),
+                    line: i as u32 + 1,
+                    entry: format!("a{i}"),
+                }],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn chunked_lists_render_like_whole_ones() -> Result<(), EmitError> {
+        let t = Templates::new()?;
+        for n in [0, 1, 99, 100, 101, 1234] {
+            let items = views::steps(&steps(n));
+            let whole = t.list_in_chunks("steps", &items, usize::MAX)?;
+            assert_eq!(whole, t.list_in_chunks("steps", &items, 100)?, "{n} steps");
+            assert_eq!(n == 0, whole.contains("recorded no action"), "{n} steps");
+        }
+        Ok(())
+    }
 }

@@ -230,7 +230,7 @@ pub fn diff(old: &Bundle, new: &Bundle) -> SemanticDiff {
                 l.provenance.clone(),
             )
         },
-        lesson_changes,
+        |key, o, n| lesson_changes(key, o, n),
     );
     section("lessons".to_string(), lessons, &mut sections);
 
@@ -238,7 +238,7 @@ pub fn diff(old: &Bundle, new: &Bundle) -> SemanticDiff {
         &by_key(&old.skills, |s| s.name.clone()),
         &by_key(&new.skills, |s| s.name.clone()),
         |key, s| (format!("{key}: {} hypotheses", s.hypotheses.len()), vec![]),
-        skill_changes,
+        |key, o, n| skill_changes(key, o, n),
     );
     section("skills".to_string(), skills, &mut sections);
 
@@ -274,7 +274,7 @@ fn phase_changes(o: &Phase, n: &Phase) -> Vec<Change> {
                 s.provenance.clone(),
             )
         },
-        step_changes,
+        |key, o, n| step_changes(key, o, n),
     );
     let common = |steps: &[Step], other: &BTreeMap<String, &Step>| -> Vec<String> {
         steps
@@ -382,7 +382,7 @@ fn list(items: &[String]) -> String {
     }
 }
 
-fn step_changes(key: &String, o: &Step, n: &Step) -> Option<Described> {
+fn step_changes(key: &str, o: &Step, n: &Step) -> Option<Described> {
     let mut parts = Vec::new();
     field("op", &o.op, &n.op, &mut parts);
     let keys: BTreeSet<&String> = o.params.keys().chain(n.params.keys()).collect();
@@ -439,7 +439,7 @@ fn target_key(t: &Target) -> String {
     }
 }
 
-fn lesson_changes(key: &String, o: &Lesson, n: &Lesson) -> Option<Described> {
+fn lesson_changes(key: &str, o: &Lesson, n: &Lesson) -> Option<Described> {
     let mut parts = Vec::new();
     field(
         "title",
@@ -480,10 +480,10 @@ fn lesson_changes(key: &String, o: &Lesson, n: &Lesson) -> Option<Described> {
             .join(",")
     };
     field("phases", &phases(o), &phases(n), &mut parts);
-    changed(key.clone(), parts, &n.provenance)
+    changed(key.to_string(), parts, &n.provenance)
 }
 
-fn skill_changes(key: &String, o: &SkillSet, n: &SkillSet) -> Option<Described> {
+fn skill_changes(key: &str, o: &SkillSet, n: &SkillSet) -> Option<Described> {
     let mut parts = Vec::new();
     let order = |s: &SkillSet| {
         let lessons: Vec<String> = s.hypotheses.iter().map(|h| h.lesson.clone()).collect();
@@ -502,5 +502,5 @@ fn skill_changes(key: &String, o: &SkillSet, n: &SkillSet) -> Option<Described> 
         &one_line(&n.trigger),
         &mut parts,
     );
-    changed(key.clone(), parts, &[])
+    changed(key.to_string(), parts, &[])
 }

@@ -16,17 +16,28 @@ use crate::distill::ir::{
     StepIr, TargetIr,
 };
 
-/// `file:line` of each provenance record, as code spans joined by commas.
+/// Provenance records a SKILL.md cites in one place; `bundle.json` has them all.
+pub const CITED_MAX: usize = 8;
+
+/// `file:line` of each provenance record, as code spans joined by commas, at most
+/// [`CITED_MAX`] of them.
 pub fn provenance(records: &[Provenance]) -> String {
-    let cited: Vec<String> = records
-        .iter()
-        .map(|p| code_span(&format!("{}:{}", p.file, p.line)))
-        .collect();
-    if cited.is_empty() {
-        "*(no source recorded)*".to_string()
-    } else {
-        cited.join(", ")
+    if records.is_empty() {
+        return "*(no source recorded)*".to_string();
     }
+    let mut cited = records
+        .iter()
+        .take(CITED_MAX)
+        .map(|p| code_span(&format!("{}:{}", p.file, p.line)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if records.len() > CITED_MAX {
+        cited.push_str(&format!(
+            " and {} more (all in `bundle.json`)",
+            records.len() - CITED_MAX
+        ));
+    }
+    cited
 }
 
 /// A link from one skill directory to a sibling's SKILL.md.
@@ -177,7 +188,11 @@ pub fn lesson(l: &LessonIr) -> LessonView {
             LessonOrigin::Recorded => "recorded lesson".to_string(),
             LessonOrigin::DeadEnd => "distilled from a dead end".to_string(),
         },
-        symptom: code_span(&l.symptom_line),
+        symptom: if l.symptom_line.is_empty() {
+            String::new()
+        } else {
+            code_span(&l.symptom_line)
+        },
         symptom_text: if l.symptom.text.is_empty() {
             String::new()
         } else {
@@ -362,10 +377,14 @@ impl<'a> Index<'a> {
     }
 }
 
+/// Applied steps a skill page lists; the phase pages list every step.
+pub const APPLIED_MAX: usize = 20;
+
 pub fn applied_steps(index: &Index, skill: &SkillSetIr) -> Vec<AppliedView> {
     skill
         .applied_steps
         .iter()
+        .take(APPLIED_MAX)
         .filter_map(|id| index.steps.get(id.as_str()))
         .map(|(phase, step)| AppliedView {
             call: literal(&notation::call(&step.op, &step.params), 2),

@@ -1,112 +1,143 @@
-//! `skillc bench build`: time of `skillc build` in memory (load + parse + resolve,
-//! distill, emit; no writing), per stage, for the example trajectory, synthetic
-//! trajectories and any directories given. Best of `--iters` runs.
+//! `skillc bench build`: `skillc build` in memory (parse + resolve, distill, emit; no
+//! file reading or writing), per stage, for the example trajectory, synthetic
+//! trajectories (`synth::generate_files`) of 10k and 100k entries, and any
+//! directories given. Each input runs `--runs` times and the fastest run is
+//! reported, with the CPU time all threads spent on it: the machine may be shared,
+//! and CPU time is what the work costs.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use crate::cli::build::Built;
-use crate::cli::EXIT_USAGE;
+use super::parse::cpu_time;
+use crate::cli::{EXIT_FAILED, EXIT_USAGE};
 use crate::distill::{self, Input};
 use crate::emit;
 use crate::graph;
+use crate::syntax::{self, SourceFile};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Extra trajectory directories to time, each built on its own.
-    pub dirs: Vec<PathBuf>,
-    /// Runs per input; the table shows the fastest.
+    /// Synthetic trajectory sizes in entries.
+    #[arg(long, value_delimiter = ',', default_values_t = [10_000, 100_000])]
+    pub sizes: Vec<usize>,
+    /// Files each synthetic trajectory is split into.
+    #[arg(long, default_value_t = 8)]
+    pub files: usize,
+    /// Seed of the synthetic trajectories.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Timed runs per input; the fastest is reported.
     #[arg(long, default_value_t = 3)]
-    pub iters: u32,
+    pub runs: usize,
+    /// More trajectory directories to time, each built on its own.
+    pub dirs: Vec<PathBuf>,
 }
 
-/// Stage times of one build.
+/// One trajectory held in memory.
+struct Case {
+    label: String,
+    dir_name: String,
+    sources: Vec<SourceFile>,
+}
+
+/// Wall and CPU time of one stage.
 #[derive(Debug, Clone, Copy, Default)]
-struct Times {
-    load: Duration,
-    distill: Duration,
-    emit: Duration,
+struct Timed {
+    wall: Duration,
+    cpu: Option<Duration>,
 }
 
-impl Times {
-    fn total(&self) -> Duration {
-        self.load + self.distill + self.emit
+impl Timed {
+    fn show(&self) -> String {
+        let cpu = self.cpu.map_or_else(|| "-".to_string(), ms);
+        format!("{} / {cpu}", ms(self.wall))
     }
 }
 
-struct Row {
-    input: String,
+/// Runs `work`, timing it.
+fn timed<T>(work: impl FnOnce() -> T) -> (T, Timed) {
+    let cpu_before = cpu_time();
+    let start = Instant::now();
+    let value = work();
+    let wall = start.elapsed();
+    let cpu = cpu_time()
+        .zip(cpu_before)
+        .map(|(after, before)| after.saturating_sub(before));
+    (value, Timed { wall, cpu })
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Run {
     entries: usize,
     files: usize,
-    times: Times,
+    front: Timed,
+    distill: Timed,
+    emit: Timed,
 }
 
-fn time_once(dir: &PathBuf) -> Result<(Times, usize, Built), String> {
-    let start = Instant::now();
-    let loaded = graph::load_dirs(std::slice::from_ref(dir)).map_err(|e| e.to_string())?;
-    if loaded.error_count() > 0 {
-        return Err(format!(
-            "{}: {} errors",
-            dir.display(),
-            loaded.error_count()
-        ));
-    }
-    let load = start.elapsed();
-    let start = Instant::now();
-    let shared = distill::shared_ids(loaded.trajectories.iter().map(|(_, g)| g));
-    let name = dir.file_name().map_or_else(
-        || "bundle".to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    );
-    let inputs: Vec<Input> = loaded
-        .trajectories
-        .iter()
-        .map(|(_, graph)| Input {
-            dir_name: &name,
-            graph,
-            sources: &loaded.sources,
-            shared_ids: &shared,
-        })
-        .collect();
-    let distilled = distill::distill(&name, &inputs);
-    let distill_time = start.elapsed();
-    let start = Instant::now();
-    let rendered = emit::render(&distilled.ir).map_err(|e| e.to_string())?;
-    let emit_time = start.elapsed();
-    let entries = loaded
-        .trajectories
-        .iter()
-        .map(|(_, g)| g.node_count())
-        .sum();
-    Ok((
-        Times {
-            load,
-            distill: distill_time,
-            emit: emit_time,
-        },
-        entries,
-        Built {
-            distilled,
-            rendered,
-        },
-    ))
-}
-
-fn measure(input: String, dir: &PathBuf, iters: u32) -> Result<Row, String> {
-    let mut best: Option<(Times, usize, usize)> = None;
-    for _ in 0..iters.max(1) {
-        let (times, entries, built) = time_once(dir)?;
-        if best.is_none_or(|(b, _, _)| times.total() < b.total()) {
-            best = Some((times, entries, built.rendered.files.len()));
+impl Run {
+    fn total(&self) -> Timed {
+        let stages = [self.front, self.distill, self.emit];
+        Timed {
+            wall: stages.iter().map(|s| s.wall).sum(),
+            cpu: stages.iter().map(|s| s.cpu).sum(),
         }
     }
-    let (times, entries, files) = best.ok_or("no run")?;
-    Ok(Row {
-        input,
-        entries,
-        files,
-        times,
+}
+
+fn directory_case(dir: &Path) -> Result<Case, String> {
+    let sources = syntax::load_dir(dir).map_err(|e| e.to_string())?;
+    let dir_name = dir
+        .canonicalize()
+        .ok()
+        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "trajectory".to_string());
+    Ok(Case {
+        label: syntax::display_path(dir),
+        dir_name,
+        sources,
+    })
+}
+
+fn synthetic_case(entries: usize, files: usize, seed: u64) -> Case {
+    Case {
+        label: format!("synthetic {entries}"),
+        dir_name: "synthetic".to_string(),
+        sources: crate::synth::generate_files(entries, seed, files)
+            .into_iter()
+            .map(|(path, text)| SourceFile { path, text })
+            .collect(),
+    }
+}
+
+fn run_once(case: &Case) -> Result<Run, String> {
+    let ((graph, diagnostics), front) = timed(|| {
+        let (parsed, mut diagnostics) = syntax::parse_sources(&case.sources, 0);
+        let (graph, more) = graph::build(parsed);
+        diagnostics.extend(more);
+        (graph, diagnostics)
+    });
+    let errors = crate::diag::error_count(&diagnostics);
+    if errors > 0 {
+        return Err(format!("{}: {errors} errors", case.label));
+    }
+    let shared = distill::shared_ids([&graph]);
+    let input = Input {
+        dir_name: &case.dir_name,
+        graph: &graph,
+        sources: &case.sources,
+        shared_ids: &shared,
+    };
+    let (distilled, distill) = timed(|| distill::distill(&case.dir_name, &[input]));
+    let (rendered, emit) = timed(|| emit::render(&distilled.ir));
+    let rendered = rendered.map_err(|e| e.to_string())?;
+    Ok(Run {
+        entries: graph.node_count(),
+        files: rendered.files.len(),
+        front,
+        distill,
+        emit,
     })
 }
 
@@ -115,42 +146,60 @@ fn ms(d: Duration) -> String {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let mut inputs: Vec<(String, PathBuf)> = vec![(
-        "trajectories/example".to_string(),
-        PathBuf::from("trajectories/example"),
-    )];
-    inputs.extend(
-        args.dirs
-            .iter()
-            .map(|d| (crate::syntax::display_path(d), d.clone())),
-    );
-    println!(
-        "| input | entries | load+parse+resolve ms | distill ms | emit ms | total ms | files |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    for (name, dir) in inputs {
-        match measure(name, &dir, args.iters) {
-            Ok(row) => println!(
-                "| {} | {} | {} | {} | {} | {} | {} |",
-                row.input,
-                row.entries,
-                ms(row.times.load),
-                ms(row.times.distill),
-                ms(row.times.emit),
-                ms(row.times.total()),
-                row.files
-            ),
+    let mut cases = Vec::new();
+    for dir in std::iter::once(Path::new("trajectories/example"))
+        .chain(args.dirs.iter().map(PathBuf::as_path))
+    {
+        match directory_case(dir) {
+            Ok(case) => cases.push(case),
             Err(error) => {
                 eprintln!("error: {error}");
                 return ExitCode::from(EXIT_USAGE);
             }
         }
     }
-    println!(
-        "\nthreads: {} (RAYON_NUM_THREADS); best of {} runs; reproduce: skillc bench build --iters {}",
-        rayon::current_num_threads(),
-        args.iters,
-        args.iters
+    cases.extend(
+        args.sizes
+            .iter()
+            .map(|&n| synthetic_case(n, args.files, args.seed)),
     );
+    let threads = rayon::current_num_threads();
+    println!(
+        "skillc build in memory: parse + resolve, distill, emit ({threads} thread{}; fastest of {} runs)",
+        if threads == 1 { "" } else { "s" },
+        args.runs.max(1)
+    );
+    println!("each stage: wall ms / CPU ms of all threads");
+    println!(
+        "{:<22} {:>8} {:>17} {:>15} {:>15} {:>17} {:>6}",
+        "input", "entries", "parse+resolve", "distill", "emit", "total", "files"
+    );
+    for case in &cases {
+        let mut best: Option<Run> = None;
+        for _ in 0..args.runs.max(1) {
+            match run_once(case) {
+                Ok(run) if best.is_none_or(|b| run.total().wall < b.total().wall) => {
+                    best = Some(run)
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    eprintln!("error: {error}");
+                    return ExitCode::from(EXIT_FAILED);
+                }
+            }
+        }
+        let Some(run) = best else { continue };
+        println!(
+            "{:<22} {:>8} {:>17} {:>15} {:>15} {:>17} {:>6}",
+            case.label,
+            run.entries,
+            run.front.show(),
+            run.distill.show(),
+            run.emit.show(),
+            run.total().show(),
+            run.files
+        );
+    }
+    println!("reproduce: cargo run --release -- bench build");
     ExitCode::SUCCESS
 }

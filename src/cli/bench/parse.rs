@@ -131,7 +131,7 @@ fn measure(sources: &[SourceFile], entries: usize) -> Row {
 /// CPU time consumed so far by all threads of this process (Linux: the sum of
 /// `/proc/self/task/*/schedstat`, in nanoseconds). Wall time on a machine shared with
 /// other work says little alone; CPU time says what the work itself cost.
-fn cpu_time() -> Option<Duration> {
+pub(crate) fn cpu_time() -> Option<Duration> {
     let tasks = std::fs::read_dir("/proc/self/task").ok()?;
     let mut total = 0u64;
     for task in tasks.flatten() {
