@@ -26,7 +26,7 @@ pub struct Args {
     #[arg(long)]
     pub model: PathBuf,
     /// Numerical work redone: `kernels` runs every kernel validation at its
-    /// recorded shape on seeded inputs (about 3 minutes for llama1b on 2 cores);
+    /// recorded shape on seeded inputs (1.5-3 minutes for llama1b on 2 cores);
     /// `full` also runs the model-level checks (weights, the transformers
     /// comparison when the model directory has reference.safetensors, and the
     /// block, diagnosis and verify gates with the emulator executing the plans);

@@ -41,7 +41,7 @@ use skillc_runtime::model::oracle::compare::{
 use skillc_runtime::model::scope::check_scope;
 use skillc_runtime::model::Model;
 use skillc_runtime::ops;
-use skillc_runtime::xdna2::kernels::Precision;
+use skillc_runtime::xdna2::kernels::{Precision, QkvLayout};
 use skillc_runtime::xdna2::numerics::{self, Tolerance};
 use skillc_runtime::xdna2::plan::{Binding, Call, Launch, Phase, Step};
 
@@ -230,6 +230,26 @@ impl Walk<'_> {
             }
             "select-tiling" => self.select(p),
             "validate-kernel" => self.validate(p),
+            "rope-convention" => {
+                self.state.rope = match p.word("convention") {
+                    Some("interleaved") => RopePairing::Interleaved,
+                    _ => RopePairing::HalfSplit,
+                };
+                ActionResult::Done
+            }
+            "load-weights" | "compare-reference" | "verify-model" | "validate-block"
+            | "diagnose-layers" | "evaluate" => self.model_level(&action.op, p),
+            op => self
+                .transform(node.phase, op, p)
+                // Building, bookkeeping, host-only and profiling actions change
+                // nothing the emulator holds; profiles are evaluated per observation.
+                .unwrap_or(ActionResult::Done),
+        }
+    }
+
+    /// A change of the deployment plan; `None` for an operation that is not one.
+    fn transform(&mut self, session_phase: u8, op: &str, p: Params<'_>) -> Option<ActionResult> {
+        Some(match op {
             "merge-launches" => self.merge(p.word("group").unwrap_or_default()),
             "split-launches" => {
                 for part in group_parts(p.word("group").unwrap_or_default()) {
@@ -239,19 +259,19 @@ impl Walk<'_> {
             }
             "reuse-static-weights" => {
                 self.state.shared_weight_buffers = p.word("key") == Some("shared");
-                self.state.options_of_session(node.phase).static_weights = true;
+                self.state.options_of_session(session_phase).static_weights = true;
                 ActionResult::Done
             }
             "mark-intermediates" => {
-                let o = self.state.options_of_session(node.phase);
+                let o = self.state.options_of_session(session_phase);
                 o.mark_intermediates = true;
                 o.shared_intermediates = true;
                 ActionResult::Done
             }
             "align-layout" => {
                 let layout = match p.word("layout") {
-                    Some("head-first") => skillc_runtime::xdna2::kernels::QkvLayout::HeadFirst,
-                    _ => skillc_runtime::xdna2::kernels::QkvLayout::SeqFirst,
+                    Some("head-first") => QkvLayout::HeadFirst,
+                    _ => QkvLayout::SeqFirst,
                 };
                 self.state
                     .both()
@@ -288,35 +308,29 @@ impl Walk<'_> {
                 self.state.decode.cpu_decode_attention = true;
                 self.check_plans(&[Phase::Decode])
             }
-            "rope-convention" => {
-                self.state.rope = match p.word("convention") {
-                    Some("interleaved") => RopePairing::Interleaved,
-                    _ => RopePairing::HalfSplit,
-                };
-                ActionResult::Done
-            }
-            "load-weights" | "compare-reference" | "verify-model" | "validate-block"
-            | "diagnose-layers" | "evaluate"
-                if self.options.functional != Functional::Full =>
-            {
-                ActionResult::NotRun(format!(
-                    "{} is a model-level run; it runs at --functional full",
-                    action.op
-                ))
-            }
+            _ => return None,
+        })
+    }
+
+    /// Weight loading, the transformers comparison and the model-level gates:
+    /// run at `--functional full` only.
+    fn model_level(&mut self, op: &str, p: Params<'_>) -> ActionResult {
+        if self.options.functional != Functional::Full {
+            return ActionResult::NotRun(format!(
+                "{op} is a model-level run; it runs at --functional full"
+            ));
+        }
+        match op {
             "load-weights" => self.load_weights(),
             "compare-reference" => self.compare_reference(p),
-            "verify-model" | "evaluate" => ActionResult::Model(model_run::Run::Verify {
-                tokens: p.count("tokens").unwrap_or(32),
-                top_k: p.count("top_k").unwrap_or(5),
-            }),
             "validate-block" => ActionResult::Model(model_run::Run::Block {
                 layer: p.count("layer").unwrap_or(0),
             }),
             "diagnose-layers" => ActionResult::Model(model_run::Run::Diagnose),
-            // Building, bookkeeping, host-only and profiling actions change nothing
-            // the emulator holds; profiles are evaluated per observation.
-            _ => ActionResult::Done,
+            _ => ActionResult::Model(model_run::Run::Verify {
+                tokens: p.count("tokens").unwrap_or(32),
+                top_k: p.count("top_k").unwrap_or(5),
+            }),
         }
     }
 
@@ -606,7 +620,7 @@ impl Walk<'_> {
             .copied()
     }
 
-    fn record(&mut self, node: &Node, rows: Vec<(String, String, String, Judgement)>) {
+    fn record(&mut self, node: &Node, rows: Vec<RowParts>) {
         self.counts.compared += 1;
         let location = self.graph.location(node.span);
         let before = self.rows.len();
@@ -637,12 +651,7 @@ impl Walk<'_> {
     }
 
     /// Rows of one observation: (metric, recorded, replayed, judgement).
-    fn replay_observation(
-        &mut self,
-        index: NodeIndex,
-        obs: &ObservationData,
-    ) -> Vec<(String, String, String, Judgement)> {
-        let band = self.emu.band.error;
+    fn replay_observation(&mut self, index: NodeIndex, obs: &ObservationData) -> Vec<RowParts> {
         let conditions = Params(&obs.conditions);
         let provenance = match obs.provenance {
             crate::syntax::Provenance::Measured => "measured",
@@ -661,18 +670,7 @@ impl Walk<'_> {
             };
             return vec![("verdict".into(), String::new(), String::new(), j)];
         };
-        let action_params: Vec<Params<'_>> = after
-            .iter()
-            .filter_map(|t| match &self.graph.node(*t).data {
-                NodeData::Action(a) => Some(Params(&a.params)),
-                _ => None,
-            })
-            .collect();
-        let skip = measure::unmodeled_condition(conditions)
-            .map(Replayed::Outside)
-            .or_else(|| {
-                measure::restatement_mismatch(conditions, &action_params).map(Replayed::Problem)
-            });
+        let skip = self.skip_reason(conditions, &after);
         let (result, state) = self.done[&measured].clone();
         let result = self.resolve(result, &state, conditions);
         let NodeData::Action(action) = &self.graph.node(measured).data else {
@@ -683,16 +681,7 @@ impl Walk<'_> {
             let Some(spec) = ops::metric_spec(&m.metric.text) else {
                 continue;
             };
-            let unit = m.value.unit.as_ref().map(|u| u.text.as_str());
-            let value = judge::canonical(spec, m.value.number.as_f64(), unit).unwrap_or(f64::NAN);
-            let threshold = m.threshold.as_ref().map(|t| {
-                let tu = t.value.unit.as_ref().map(|u| u.text.as_str());
-                (
-                    t.op,
-                    judge::canonical(spec, t.value.number.as_f64(), tu).unwrap_or(f64::NAN),
-                )
-            });
-            let recorded = Recorded { value, threshold };
+            let recorded = recorded_value(spec, m);
             let replayed = match &skip {
                 Some(r) => r.clone(),
                 None if judge::kind_of(spec) == judge::Kind::Unmodeled => {
@@ -700,32 +689,43 @@ impl Walk<'_> {
                 }
                 None => self.metric(spec.name, action, &result, conditions, &state),
             };
-            let judgement = judge::judge(spec, recorded, &replayed, band);
+            let band = self.emu.band.error;
             rows.push((
                 spec.name.to_string(),
                 recorded_text(spec, recorded, provenance),
                 replayed_text(spec, &replayed, band),
-                judgement,
+                judge::judge(spec, recorded, &replayed, band),
             ));
         }
-        if obs.measurements.is_empty() {
-            if let Some(verdict) = obs.verdict {
-                let replayed = match &skip {
-                    Some(r) => Err(r.clone()),
-                    None => action_verdict(&result),
-                };
-                let shown = match &replayed {
-                    Ok(true) => "pass".to_string(),
-                    Ok(false) => "fail".to_string(),
-                    Err(r) => short(r),
-                };
-                let recorded_pass = verdict == Verdict::Pass;
-                let j = judge::verdict_row(recorded_pass, replayed);
-                let rec = if recorded_pass { "pass" } else { "fail" };
-                rows.push(("verdict".into(), format!("{rec} ({provenance})"), shown, j));
-            }
+        if let (true, Some(verdict)) = (obs.measurements.is_empty(), obs.verdict) {
+            let replayed = match skip {
+                Some(r) => Err(r),
+                None => action_verdict(&result),
+            };
+            rows.push(verdict_parts(
+                verdict == Verdict::Pass,
+                replayed,
+                provenance,
+            ));
         }
         rows
+    }
+
+    /// Why the observation is not compared, or is wrong, before anything runs:
+    /// an unmodeled condition, or a condition that contradicts its action.
+    fn skip_reason(&self, conditions: Params<'_>, after: &[NodeIndex]) -> Option<Replayed> {
+        let action_params: Vec<Params<'_>> = after
+            .iter()
+            .filter_map(|t| match &self.graph.node(*t).data {
+                NodeData::Action(a) => Some(Params(&a.params)),
+                _ => None,
+            })
+            .collect();
+        measure::unmodeled_condition(conditions)
+            .map(Replayed::Outside)
+            .or_else(|| {
+                measure::restatement_mismatch(conditions, &action_params).map(Replayed::Problem)
+            })
     }
 
     /// Runs a model-level check the observation reads (with its prompt count).
@@ -860,6 +860,37 @@ fn fuse_groups(layer: &[Step], name: &str, parts: &[&str]) -> Vec<Step> {
         }
     }
     out
+}
+
+/// A table row before it gets its entry: metric, recorded, replayed, judgement.
+type RowParts = (String, String, String, Judgement);
+
+/// A measurement as recorded, in the metric's canonical unit.
+fn recorded_value(spec: &ops::MetricSpec, m: &crate::syntax::Measurement) -> Recorded {
+    let canonical = |q: &crate::syntax::Quantity| {
+        let unit = q.unit.as_ref().map(|u| u.text.as_str());
+        judge::canonical(spec, q.number.as_f64(), unit).unwrap_or(f64::NAN)
+    };
+    Recorded {
+        value: canonical(&m.value),
+        threshold: m.threshold.as_ref().map(|t| (t.op, canonical(&t.value))),
+    }
+}
+
+/// The row of an observation that records only a verdict.
+fn verdict_parts(
+    recorded_pass: bool,
+    replayed: Result<bool, Replayed>,
+    provenance: &str,
+) -> RowParts {
+    let shown = match &replayed {
+        Ok(true) => "pass".to_string(),
+        Ok(false) => "fail".to_string(),
+        Err(r) => short(r),
+    };
+    let rec = if recorded_pass { "pass" } else { "fail" };
+    let j = judge::verdict_row(recorded_pass, replayed);
+    ("verdict".into(), format!("{rec} ({provenance})"), shown, j)
 }
 
 fn recorded_text(spec: &ops::MetricSpec, r: Recorded, provenance: &str) -> String {

@@ -263,8 +263,8 @@ fn verify_prompt(
     Ok((nan == 0, nan))
 }
 
-/// Per-layer outputs, one flattened `[rows, hidden]` matrix per layer.
-type LayerRows = Vec<Vec<f32>>;
+/// Each layer's output residual stream, f32, real rows only.
+type Layers = Vec<Vec<f32>>;
 
 /// Every layer's output on the real rows of `prompt`, NPU side and reference.
 fn layer_outputs(
@@ -273,7 +273,7 @@ fn layer_outputs(
     prefill: &Plan,
     prompt: &[u32],
     hidden: usize,
-) -> Result<(LayerRows, LayerRows), String> {
+) -> Result<(Layers, Layers), String> {
     npu.capture_layers(true);
     npu.prefill(prefill, prompt).map_err(|e| e.to_string())?;
     let real = prompt.len() * hidden;
