@@ -18,7 +18,10 @@ fn evaluate(out: &Path) -> (i32, Value) {
         .output()
         .expect("skillc evaluate runs");
     let text = std::fs::read_to_string(out.join("evaluation.json")).expect("evaluation.json");
-    (status.status.code().unwrap_or(-1), serde_json::from_str(&text).unwrap())
+    (
+        status.status.code().unwrap_or(-1),
+        serde_json::from_str(&text).unwrap(),
+    )
 }
 
 fn failed_audits(evaluation: &Value) -> Vec<String> {
@@ -61,7 +64,12 @@ fn a_tiling_edited_into_plan_json_fails_the_evaluation() {
         let layer = plan["plans"]["prefill"]["layer"].as_array_mut().unwrap();
         let gemm = layer
             .iter_mut()
-            .flat_map(|step| step["call"]["launches"].as_array_mut().into_iter().flatten())
+            .flat_map(|step| {
+                step["call"]["launches"]
+                    .as_array_mut()
+                    .into_iter()
+                    .flatten()
+            })
             .find(|l| l["kernel"] == "gemm")
             .expect("a GEMM launch");
         gemm["spec"]["tile"]["tile_n"] = 8.into();
@@ -70,8 +78,14 @@ fn a_tiling_edited_into_plan_json_fails_the_evaluation() {
     assert_eq!(code, 1);
     assert_eq!(e["verdict"], "FAIL");
     let failed = failed_audits(&e);
-    assert!(failed.contains(&"plans are what the builder makes of the recorded design".to_string()), "{failed:?}");
-    assert!(failed.contains(&"numerics fingerprint".to_string()), "{failed:?}");
+    assert!(
+        failed.contains(&"plans are what the builder makes of the recorded design".to_string()),
+        "{failed:?}"
+    );
+    assert!(
+        failed.contains(&"numerics fingerprint".to_string()),
+        "{failed:?}"
+    );
 }
 
 #[test]
@@ -83,16 +97,21 @@ fn a_gate_verdict_edited_into_report_json_fails_the_evaluation() {
     });
     let (code, e) = evaluate(&out);
     assert_eq!(code, 1);
-    assert!(failed_audits(&e).contains(&"every gate's verdict follows from its value and threshold".to_string()));
+    assert!(failed_audits(&e)
+        .contains(&"every gate's verdict follows from its value and threshold".to_string()));
 }
 
 #[test]
 fn a_kernel_registry_without_the_production_kernels_fails_the_evaluation() {
     let out = deployed("eval-registry");
     edit(&out.join("kernel-registry.json"), |registry| {
-        registry["rows"].as_array_mut().unwrap().retain(|r| r["check"]["kernel"] != "gemm");
+        registry["rows"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|r| r["check"]["kernel"] != "gemm");
     });
     let (code, e) = evaluate(&out);
     assert_eq!(code, 1);
-    assert!(failed_audits(&e).contains(&"every production kernel configuration passed validation".to_string()));
+    assert!(failed_audits(&e)
+        .contains(&"every production kernel configuration passed validation".to_string()));
 }

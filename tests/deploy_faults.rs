@@ -20,11 +20,41 @@ struct Case {
 }
 
 const CASES: [Case; 5] = [
-    Case { fixture: "llama32-tiny", fault: Fault::GemmNNotMultiple, phase: 1, gate: "kernel gemm", metric: "mismatches" },
-    Case { fixture: "llama32-tiny", fault: Fault::L1Overflow, phase: 1, gate: "placement gemm", metric: "violations" },
-    Case { fixture: "llama32-tiny", fault: Fault::NoLlama3Rope, phase: 1, gate: "kernel rope", metric: "mismatches" },
-    Case { fixture: "qwen25-tiny", fault: Fault::DropQkvBias, phase: 2, gate: "block cosine", metric: "cosine" },
-    Case { fixture: "qwen3-tiny", fault: Fault::SkipQkNorm, phase: 2, gate: "block cosine", metric: "cosine" },
+    Case {
+        fixture: "llama32-tiny",
+        fault: Fault::GemmNNotMultiple,
+        phase: 1,
+        gate: "kernel gemm",
+        metric: "mismatches",
+    },
+    Case {
+        fixture: "llama32-tiny",
+        fault: Fault::L1Overflow,
+        phase: 1,
+        gate: "placement gemm",
+        metric: "violations",
+    },
+    Case {
+        fixture: "llama32-tiny",
+        fault: Fault::NoLlama3Rope,
+        phase: 1,
+        gate: "kernel rope",
+        metric: "mismatches",
+    },
+    Case {
+        fixture: "qwen25-tiny",
+        fault: Fault::DropQkvBias,
+        phase: 2,
+        gate: "block cosine",
+        metric: "cosine",
+    },
+    Case {
+        fixture: "qwen3-tiny",
+        fault: Fault::SkipQkNorm,
+        phase: 2,
+        gate: "block cosine",
+        metric: "cosine",
+    },
 ];
 
 fn run(bundle: &Bundle, case: &Case, tag: &str) -> skillc_runtime::exec::DeployOutcome {
@@ -35,10 +65,17 @@ fn run(bundle: &Bundle, case: &Case, tag: &str) -> skillc_runtime::exec::DeployO
 /// The fault's gate failed, in its phase, on its metric (a transferred tiling may
 /// also fail and be repaired on the way; that is not the fault).
 fn assert_caught(case: &Case, r: &skillc_runtime::exec::DeployReport) {
-    let caught = r
-        .gates()
-        .any(|(p, g)| !g.passed && p == case.phase && g.name.starts_with(case.gate) && g.metric == case.metric);
-    assert!(caught, "{}: no failing `{}` gate in phase {}:\n{}", case.fault, case.gate, case.phase, summary(r));
+    let caught = r.gates().any(|(p, g)| {
+        !g.passed && p == case.phase && g.name.starts_with(case.gate) && g.metric == case.metric
+    });
+    assert!(
+        caught,
+        "{}: no failing `{}` gate in phase {}:\n{}",
+        case.fault,
+        case.gate,
+        case.phase,
+        summary(r)
+    );
 }
 
 #[test]
@@ -82,7 +119,10 @@ fn with_the_test_lessons_every_fault_is_repaired_by_its_lesson() {
         let r = &outcome.report;
         assert_eq!(outcome.exit_code, 0, "{}: {:?}", case.fault, r.stop);
         assert_caught(case, r);
-        let expected = lessons.iter().find(|(f, _)| *f == case.fault).map(|(_, l)| *l);
+        let expected = lessons
+            .iter()
+            .find(|(f, _)| *f == case.fault)
+            .map(|(_, l)| *l);
         let fixed_first = r
             .phases
             .iter()

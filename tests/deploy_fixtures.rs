@@ -17,8 +17,14 @@ fn every_fixture_deploys_with_phase_0_gated_against_transformers() {
         let outcome = deploy(llama1b(), &fixture(name), &out, &[]);
         let r = &outcome.report;
         assert_eq!(outcome.exit_code, 0, "{name}: {:?}", r.stop);
-        assert!(matches!(r.verdict, Verdict::Pass | Verdict::PassWithWarnings), "{name}");
-        assert!(r.phases.iter().all(|p| p.status == PhaseStatus::Passed), "{name}");
+        assert!(
+            matches!(r.verdict, Verdict::Pass | Verdict::PassWithWarnings),
+            "{name}"
+        );
+        assert!(
+            r.phases.iter().all(|p| p.status == PhaseStatus::Passed),
+            "{name}"
+        );
         let transformers: Vec<_> = r
             .gates()
             .filter(|(p, g)| *p == 0 && g.op == "compare-reference")
@@ -30,7 +36,14 @@ fn every_fixture_deploys_with_phase_0_gated_against_transformers() {
         let (code, text) = check(&out.join("trajectory"));
         assert_eq!(code, 0, "{name}: {text}");
         assert!(text.contains("0 errors, 0 warnings"), "{name}: {text}");
-        for file in ["plan.json", "report.json", "report.md", "trace.json", "kernel-registry.json", "evaluation.json"] {
+        for file in [
+            "plan.json",
+            "report.json",
+            "report.md",
+            "trace.json",
+            "kernel-registry.json",
+            "evaluation.json",
+        ] {
             assert!(out.join(file).is_file(), "{name}: {file}");
         }
         insta::assert_snapshot!(format!("fixture_{name}"), summary(r));
@@ -43,13 +56,22 @@ fn a_second_run_writes_the_same_artifacts() {
     let model = fixture("llama32-tiny");
     deploy(llama1b(), &model, &a, &[]);
     deploy(llama1b(), &model, &b, &[]);
-    for file in ["plan.json", "kernel-registry.json", "trace.json", "trajectory/00-deploy.traj"] {
-        let (x, y) = (std::fs::read(a.join(file)).unwrap(), std::fs::read(b.join(file)).unwrap());
+    for file in [
+        "plan.json",
+        "kernel-registry.json",
+        "trace.json",
+        "trajectory/00-deploy.traj",
+    ] {
+        let (x, y) = (
+            std::fs::read(a.join(file)).unwrap(),
+            std::fs::read(b.join(file)).unwrap(),
+        );
         assert!(x == y, "{file} differs between two runs");
     }
     let strip = |dir: &std::path::Path| {
         let mut r: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+            serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap())
+                .unwrap();
         r["wall_s"] = 0.into();
         r["evaluation"]["wall_s"] = 0.into();
         for p in r["phases"].as_array_mut().unwrap() {

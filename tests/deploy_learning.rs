@@ -10,7 +10,12 @@ use skillc_runtime::exec::Fault;
 #[test]
 fn building_with_the_run_trajectory_counts_the_new_evidence() {
     let out = scratch("learning-run");
-    let outcome = deploy(llama1b(), &fixture("llama32-tiny"), &out, &[Fault::GemmNNotMultiple]);
+    let outcome = deploy(
+        llama1b(),
+        &fixture("llama32-tiny"),
+        &out,
+        &[Fault::GemmNNotMultiple],
+    );
     assert_eq!(outcome.exit_code, 0, "{:?}", outcome.report.stop);
     let trajectory = out.join("trajectory");
     let (code, text) = check(&trajectory);
@@ -26,7 +31,11 @@ fn building_with_the_run_trajectory_counts_the_new_evidence() {
         .arg(&bundle_dir)
         .output()
         .unwrap();
-    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
     let merged = load_bundle(&bundle_dir);
     let before = &llama1b().lessons["p1.lesson.tile-n"];
     let after = merged
@@ -34,5 +43,12 @@ fn building_with_the_run_trajectory_counts_the_new_evidence() {
         .get("p1.lesson.tile-n")
         .expect("the reference trajectory's lesson keeps its id");
     assert_eq!(after.evidence_count, before.evidence_count + 1);
-    assert!(after.evidence.iter().any(|e| e.file.contains("00-deploy.traj")), "{:?}", after.evidence);
+    assert!(
+        after
+            .evidence
+            .iter()
+            .any(|e| e.file.contains("00-deploy.traj")),
+        "{:?}",
+        after.evidence
+    );
 }

@@ -10,12 +10,19 @@ use skillc_runtime::exec::record::{PhaseStatus, Verdict};
 #[test]
 fn a_mixture_of_experts_is_refused_at_phase_0_with_the_reason() {
     let out = scratch("moe");
-    let outcome = deploy(llama1b(), &repo("tests/data/deploy/out-of-scope/moe"), &out, &[]);
+    let outcome = deploy(
+        llama1b(),
+        &repo("tests/data/deploy/out-of-scope/moe"),
+        &out,
+        &[],
+    );
     assert_eq!(outcome.exit_code, 1);
     let r = &outcome.report;
     assert_eq!(r.verdict, Verdict::Refused);
     assert_eq!(r.phases[0].status, PhaseStatus::Failed);
-    assert!(r.phases[1..].iter().all(|p| p.status == PhaseStatus::NotRun));
+    assert!(r.phases[1..]
+        .iter()
+        .all(|p| p.status == PhaseStatus::NotRun));
     let stop = r.stop.as_ref().expect("stop");
     insta::assert_snapshot!(stop.reason, @"out of scope (mixture of experts, from `num_experts`): routed expert MLPs are not supported; only dense decoder-only models are");
     assert!(out.join("report.md").is_file() && out.join("trajectory/00-deploy.traj").is_file());
@@ -27,9 +34,20 @@ fn gemma_3_is_refused_naming_each_unsupported_feature() {
     let outcome = deploy(llama1b(), &repo("../shared/models/gemma-3-1b"), &out, &[]);
     assert_eq!(outcome.exit_code, 1);
     let stop = outcome.report.stop.as_ref().expect("stop");
-    assert_eq!((stop.phase, stop.metric.as_str(), stop.value), (0, "blockers", 3.0));
-    for feature in ["gemma3 normalisation", "gemma3 embedding scale", "gemma3 attention scale and local RoPE"] {
-        assert!(stop.reason.contains(feature), "{feature} missing from: {}", stop.reason);
+    assert_eq!(
+        (stop.phase, stop.metric.as_str(), stop.value),
+        (0, "blockers", 3.0)
+    );
+    for feature in [
+        "gemma3 normalisation",
+        "gemma3 embedding scale",
+        "gemma3 attention scale and local RoPE",
+    ] {
+        assert!(
+            stop.reason.contains(feature),
+            "{feature} missing from: {}",
+            stop.reason
+        );
     }
 }
 

@@ -155,13 +155,15 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
             PhaseStatus::Failed => "FAILED",
             PhaseStatus::NotRun => "not run",
         };
-        let _ = writeln!(stdout, 
+        let _ = writeln!(
+            stdout,
             "  phase {} {:<28} {status:<8} {:>6.1} s",
             p.index, p.title, p.wall_s
         );
     }
     if let Some(stop) = &report.stop {
-        let _ = writeln!(stdout, 
+        let _ = writeln!(
+            stdout,
             "  stopped: phase {} gate `{}`: {} = {} (threshold {} {}); {}",
             stop.phase,
             stop.gate,
@@ -176,7 +178,8 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
         }
     }
     if let Some(perf) = &report.performance {
-        let _ = writeln!(stdout, 
+        let _ = writeln!(
+            stdout,
             "  modeled at seq {}: TTFT {:.2} s, decode {:.1} tok/s ({:.1} ms/token), calls/layer {}/{}; {}",
             perf.production.seq_len,
             perf.production.ttft_s,
@@ -187,7 +190,8 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
             perf.calibration
         );
     }
-    let _ = writeln!(stdout, 
+    let _ = writeln!(
+        stdout,
         "  wall time {:.1} s; report: {}",
         report.wall_s,
         out.join(exec::files::REPORT_MD).display()
@@ -225,13 +229,25 @@ impl Progress for TerminalProgress {
     fn gate(&mut self, gate: &GateCheck) {
         if !gate.passed {
             let clear = if self.lines { "" } else { "\r\x1b[2K" };
-            eprintln!("{clear}{}   FAIL {}: {}", self.stamp(), gate.name, gate.summary());
+            eprintln!(
+                "{clear}{}   FAIL {}: {}",
+                self.stamp(),
+                gate.name,
+                gate.summary()
+            );
         }
     }
 
     fn phase_done(&mut self, index: u8, status: PhaseStatus, wall_s: f64) {
-        let word = if status == PhaseStatus::Passed { "passed" } else { "FAILED" };
+        let word = if status == PhaseStatus::Passed {
+            "passed"
+        } else {
+            "FAILED"
+        };
         let clear = if self.lines { "" } else { "\r\x1b[2K" };
-        eprintln!("{clear}{} phase {index} {word} in {wall_s:.1} s", self.stamp());
+        eprintln!(
+            "{clear}{} phase {index} {word} in {wall_s:.1} s",
+            self.stamp()
+        );
     }
 }

@@ -61,7 +61,11 @@ pub fn with_test_lessons() -> &'static Bundle {
             .arg(&out)
             .output()
             .expect("skillc build runs");
-        assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+        assert!(
+            status.status.success(),
+            "{}",
+            String::from_utf8_lossy(&status.stderr)
+        );
         load_bundle(&out)
     })
 }
@@ -83,8 +87,13 @@ pub fn deploy(bundle: &Bundle, model: &Path, out: &Path, faults: &[Fault]) -> De
 
 /// `skillc check` on a trajectory directory: exit code and output.
 pub fn check(dir: &Path) -> (i32, String) {
-    let out = skillc().arg("check").arg(dir).output().expect("skillc check runs");
-    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let out = skillc()
+        .arg("check")
+        .arg(dir)
+        .output()
+        .expect("skillc check runs");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     (out.status.code().unwrap_or(-1), text)
 }
 
@@ -108,10 +117,20 @@ pub fn summary(r: &DeployReport) -> String {
     for p in &r.phases {
         let _ = writeln!(s, "phase {} {:?}", p.index, p.status);
         for g in &p.gates {
-            let _ = writeln!(s, "  {} {}{}", if g.passed { "pass" } else { "FAIL" }, g.name, if g.modeled { " (modeled)" } else { "" });
+            let _ = writeln!(
+                s,
+                "  {} {}{}",
+                if g.passed { "pass" } else { "FAIL" },
+                g.name,
+                if g.modeled { " (modeled)" } else { "" }
+            );
         }
         for a in &p.attempts {
-            let _ = writeln!(s, "  lesson {} on `{}`: fixed={}", a.lesson, a.gate, a.fixed);
+            let _ = writeln!(
+                s,
+                "  lesson {} on `{}`: fixed={}",
+                a.lesson, a.gate, a.fixed
+            );
         }
         let mut outcomes: std::collections::BTreeMap<String, usize> = Default::default();
         for st in &p.steps {

@@ -82,7 +82,12 @@ impl Design {
     }
 
     /// Builds both plans and applies the chosen configurations.
-    pub fn plans(&self, model: &str, arch: &Architecture, device: &Device) -> Result<Plans, String> {
+    pub fn plans(
+        &self,
+        model: &str,
+        arch: &Architecture,
+        device: &Device,
+    ) -> Result<Plans, String> {
         let mut kernels_arch = arch.clone();
         if let Some(ffn) = self.ffn_padded {
             if ffn < arch.intermediate_size {
@@ -94,7 +99,11 @@ impl Design {
             plan_for(model, &kernels_arch, device, phase, SEQ_LEN, &self.options)
                 .map_err(|e| e.to_string())
                 .map(|mut plan| {
-                    pad_ffn_sources(&mut plan, arch.intermediate_size, kernels_arch.intermediate_size);
+                    pad_ffn_sources(
+                        &mut plan,
+                        arch.intermediate_size,
+                        kernels_arch.intermediate_size,
+                    );
                     plan
                 })
         };
@@ -126,8 +135,13 @@ fn pad_ffn_sources(plan: &mut Plan, ffn: usize, padded: usize) {
         let Some(WeightSource::Tensor { name, transforms }) = &mut buffer.source else {
             continue;
         };
-        let pad = if name.ends_with("mlp.gate_proj.weight") || name.ends_with("mlp.up_proj.weight") {
-            Transform::Rows { start: 0, rows: ffn, padded_rows: padded }
+        let pad = if name.ends_with("mlp.gate_proj.weight") || name.ends_with("mlp.up_proj.weight")
+        {
+            Transform::Rows {
+                start: 0,
+                rows: ffn,
+                padded_rows: padded,
+            }
         } else if name.ends_with("mlp.down_proj.weight") {
             Transform::PadHeads {
                 axis: 1,
@@ -187,7 +201,14 @@ pub fn sites(plans: &Plans) -> BTreeMap<String, (Phase, Launch)> {
 
 pub fn apply_tiling(launch: &mut Launch, tiling: &Tiling) {
     match (launch, tiling) {
-        (Launch::Gemm { spec, .. }, Tiling::Gemm { herd, tile, precision }) => {
+        (
+            Launch::Gemm { spec, .. },
+            Tiling::Gemm {
+                herd,
+                tile,
+                precision,
+            },
+        ) => {
             spec.herd = *herd;
             spec.tile = *tile;
             spec.precision = *precision;
@@ -229,7 +250,10 @@ pub fn tiling_params(launch: &Launch) -> BTreeMap<String, Value> {
         Launch::Gemm { spec, .. } => {
             p.insert("herd".into(), list(&spec.herd.0));
             let t = spec.tile;
-            p.insert("tile".into(), list(&[t.tile_m, t.tile_k_l2, t.tile_k_l1, t.tile_n]));
+            p.insert(
+                "tile".into(),
+                list(&[t.tile_m, t.tile_k_l2, t.tile_k_l1, t.tile_n]),
+            );
             let precision = match spec.precision {
                 Precision::Bf16 => "bf16",
                 Precision::Bfp16 => "bfp16",
@@ -251,7 +275,9 @@ pub fn shape_of(launch: &Launch) -> Vec<usize> {
     match launch {
         Launch::Gemm { spec, .. } => vec![spec.m, spec.k, spec.n],
         Launch::Gemv { spec, .. } | Launch::GemvSwiglu { spec, .. } => vec![spec.m, spec.k],
-        Launch::Rmsnorm { spec, .. } | Launch::QkRmsnorm { spec, .. } | Launch::Softmax { spec, .. } => {
+        Launch::Rmsnorm { spec, .. }
+        | Launch::QkRmsnorm { spec, .. }
+        | Launch::Softmax { spec, .. } => {
             vec![spec.rows, spec.cols]
         }
         Launch::Rope { spec, .. } => vec![spec.rows * spec.heads, spec.head_dim],
@@ -272,7 +298,9 @@ pub fn gemm_with(spec: &GemmSpec, params: &BTreeMap<String, Value>) -> Result<Ge
     }
     if let Some(Value::IntList(t)) = params.get("tile") {
         let [m, kl2, kl1, n] = t[..] else {
-            return Err(format!("tile {t:?} is not [tile_m, tile_k_l2, tile_k_l1, tile_n]"));
+            return Err(format!(
+                "tile {t:?} is not [tile_m, tile_k_l2, tile_k_l1, tile_n]"
+            ));
         };
         s.tile = GemmTile {
             tile_m: usize_of(m)?,
@@ -311,8 +339,12 @@ pub fn apply_change(
     match op {
         "select-tiling" | "tune-tiling" if matches!(site, Some(Launch::FlashAttention { .. })) => {
             match params.get("layout") {
-                Some(Value::Text(l)) if l == "head-first" => design.options.layout = QkvLayout::HeadFirst,
-                Some(Value::Text(l)) if l == "seq-first" => design.options.layout = QkvLayout::SeqFirst,
+                Some(Value::Text(l)) if l == "head-first" => {
+                    design.options.layout = QkvLayout::HeadFirst
+                }
+                Some(Value::Text(l)) if l == "seq-first" => {
+                    design.options.layout = QkvLayout::SeqFirst
+                }
                 _ => return Err("a flash-attention configuration fix must name a layout".into()),
             }
         }
@@ -470,7 +502,10 @@ mod tests {
     use crate::model::config::load_config;
 
     fn fixture(name: &str) -> Architecture {
-        let path = format!("{}/../../shared/fixtures/{name}/config.json", env!("CARGO_MANIFEST_DIR"));
+        let path = format!(
+            "{}/../../shared/fixtures/{name}/config.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
         load_config(std::path::Path::new(&path)).expect("fixture config")
     }
 
@@ -483,10 +518,18 @@ mod tests {
             let plans = d.plans("m", &arch, &device).unwrap();
             fingerprint(&plans, &d.path)
         };
-        for op in ["merge-launches", "reuse-static-weights", "mark-intermediates"] {
+        for op in [
+            "merge-launches",
+            "reuse-static-weights",
+            "mark-intermediates",
+        ] {
             let mut d = base.clone();
             apply_change(&mut d, &arch, op, &BTreeMap::new(), None).unwrap();
-            assert_ne!(d.plans("m", &arch, &device).unwrap(), base.plans("m", &arch, &device).unwrap(), "{op}");
+            assert_ne!(
+                d.plans("m", &arch, &device).unwrap(),
+                base.plans("m", &arch, &device).unwrap(),
+                "{op}"
+            );
             assert_eq!(fp(&d), fp(&base), "{op}");
         }
         let mut d = base.clone();

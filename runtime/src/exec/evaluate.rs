@@ -120,7 +120,12 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
             placed.is_ok(),
             match placed {
                 Ok(()) => "no constraint violation".into(),
-                Err(v) => v.iter().take(3).map(|v| v.to_string()).collect::<Vec<_>>().join("; "),
+                Err(v) => v
+                    .iter()
+                    .take(3)
+                    .map(|v| v.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; "),
             },
         );
     }
@@ -134,7 +139,10 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
         "every production kernel configuration passed validation",
         missing.is_empty(),
         if missing.is_empty() {
-            format!("{} configurations, all with a passing registry row", sites.len())
+            format!(
+                "{} configurations, all with a passing registry row",
+                sites.len()
+            )
         } else {
             format!("no passing row for {missing:?}")
         },
@@ -149,21 +157,41 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
             .unwrap_or_else(|| "fingerprint absent from report.json".into()),
     );
     let (consistent, details) = gates_consistent(&report, plan.prompts.len());
-    push("every gate's verdict follows from its value and threshold", consistent, details);
+    push(
+        "every gate's verdict follows from its value and threshold",
+        consistent,
+        details,
+    );
     push(
         "verification parameters",
         plan.tokens == GATE_N_TOKENS && plan.top_k == GATE_K && !plan.prompts.is_empty(),
-        format!("{} tokens, top-{}, {} prompts", plan.tokens, plan.top_k, plan.prompts.len()),
+        format!(
+            "{} tokens, top-{}, {} prompts",
+            plan.tokens,
+            plan.top_k,
+            plan.prompts.len()
+        ),
     );
 
     let (runs, ref_nan) = reference_runs(&model, &plan.prompts).map_err(DeployError::Usage)?;
-    let v = verify_npu(&device, &model, &plan.plans, plan.design.path, &plan.prompts, &runs, None)
-        .map_err(DeployError::Usage)?;
+    let v = verify_npu(
+        &device,
+        &model,
+        &plan.plans,
+        plan.design.path,
+        &plan.prompts,
+        &runs,
+        None,
+    )
+    .map_err(DeployError::Usage)?;
     let expected = expected_launches(&plan.plans, &v.prompts);
     push(
         "fresh verification executed every launch of the plans",
         v.counters.launches == expected && expected > 0,
-        format!("{} launches executed, {expected} expected", v.counters.launches),
+        format!(
+            "{} launches executed, {expected} expected",
+            v.counters.launches
+        ),
     );
     let passed = v.passed_prompts();
     push(
@@ -201,7 +229,8 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, DeployError> {
     let text = std::fs::read_to_string(path).map_err(|e| DeployError::io(path, e))?;
-    serde_json::from_str(&text).map_err(|e| DeployError::io(path, format!("{}:{}: {e}", e.line(), e.column())))
+    serde_json::from_str(&text)
+        .map_err(|e| DeployError::io(path, format!("{}:{}: {e}", e.line(), e.column())))
 }
 
 /// Launches in one pass of a plan.
@@ -228,7 +257,10 @@ fn launches_per_pass(plan: &Plan) -> u64 {
 
 /// One prefill and `tokens − 1` decode steps per prompt.
 fn expected_launches(plans: &Plans, prompts: &[PromptVerdict]) -> u64 {
-    let (p, d) = (launches_per_pass(&plans.prefill), launches_per_pass(&plans.decode));
+    let (p, d) = (
+        launches_per_pass(&plans.prefill),
+        launches_per_pass(&plans.decode),
+    );
     prompts
         .iter()
         .map(|v| p + d * (v.tokens.saturating_sub(1)) as u64)
@@ -241,10 +273,18 @@ fn gates_consistent(report: &DeployReport, prompts: usize) -> (bool, String) {
     for (phase, g) in report.gates() {
         let holds = !g.value.is_nan() && g.comparison.holds(g.value, g.threshold);
         if holds != g.passed {
-            problems.push(format!("phase {phase} `{}` says {} but {}", g.name, g.passed, g.summary()));
+            problems.push(format!(
+                "phase {phase} `{}` says {} but {}",
+                g.name,
+                g.passed,
+                g.summary()
+            ));
         }
         if g.metric == "top_k_agree" && g.op == "verify-model" && g.threshold < prompts as f64 {
-            problems.push(format!("phase {phase} `{}` accepts fewer than all {prompts} prompts", g.name));
+            problems.push(format!(
+                "phase {phase} `{}` accepts fewer than all {prompts} prompts",
+                g.name
+            ));
         }
     }
     let ran: Vec<u8> = report
@@ -273,12 +313,17 @@ fn warnings(report: &DeployReport, fresh: &[PromptVerdict]) -> Vec<String> {
     }
     let low = report.diagnosis.iter().filter(|d| d.cosine < 0.85).count();
     if low > 0 {
-        w.push(format!("{low} layer(s) below cosine 0.85 in the phase-3 diagnosis (not a gate)"));
+        w.push(format!(
+            "{low} layer(s) below cosine 0.85 in the phase-3 diagnosis (not a gate)"
+        ));
     }
     for p in fresh {
         if let Some(d) = &p.check.divergence {
             if d.step < 8 {
-                w.push(format!("prompt {} diverges early, at step {} (ranks {:?}/{:?})", p.prompt, d.step, d.reference_rank_on_npu, d.npu_rank_on_reference));
+                w.push(format!(
+                    "prompt {} diverges early, at step {} (ranks {:?}/{:?})",
+                    p.prompt, d.step, d.reference_rank_on_npu, d.npu_rank_on_reference
+                ));
             }
         }
     }
@@ -287,9 +332,18 @@ fn warnings(report: &DeployReport, fresh: &[PromptVerdict]) -> Vec<String> {
 
 fn render(e: &Evaluation) -> String {
     use std::fmt::Write as _;
-    let mut out = format!("# Independent evaluation\n\nVerdict: **{}** (exit code {})\n\n## Audit\n\n", e.verdict, e.exit_code);
+    let mut out = format!(
+        "# Independent evaluation\n\nVerdict: **{}** (exit code {})\n\n## Audit\n\n",
+        e.verdict, e.exit_code
+    );
     for a in &e.audit {
-        let _ = writeln!(out, "- {} {}: {}", if a.ok { "ok" } else { "FAILED" }, a.check, a.detail);
+        let _ = writeln!(
+            out,
+            "- {} {}: {}",
+            if a.ok { "ok" } else { "FAILED" },
+            a.check,
+            a.detail
+        );
     }
     let _ = writeln!(out, "\n## Fresh verification\n");
     for p in &e.verification {
@@ -302,7 +356,11 @@ fn render(e: &Evaluation) -> String {
             if p.check.passed { "pass" } else { "FAIL" }
         );
     }
-    let _ = writeln!(out, "\n{} of {} launches executed as the plans require; {:.1} s.\n", e.launches_executed, e.launches_expected, e.wall_s);
+    let _ = writeln!(
+        out,
+        "\n{} of {} launches executed as the plans require; {:.1} s.\n",
+        e.launches_executed, e.launches_expected, e.wall_s
+    );
     if !e.warnings.is_empty() {
         let _ = writeln!(out, "## Warnings\n");
         for w in &e.warnings {

@@ -32,7 +32,8 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             files: files
                 .iter()
                 .map(|f| {
-                    let size = std::fs::metadata(run.options.model_dir.join(f)).map_or(0, |m| m.len());
+                    let size =
+                        std::fs::metadata(run.options.model_dir.join(f)).map_or(0, |m| m.len());
                     (f.clone(), size)
                 })
                 .collect(),
@@ -56,14 +57,21 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         plans: plans.clone(),
     };
     let out = run.options.out_dir.clone();
-    let action = run.traj.action("write-artifacts", &BTreeMap::new(), &ActionLinks::default());
+    let action = run
+        .traj
+        .action("write-artifacts", &BTreeMap::new(), &ActionLinks::default());
     mark(run, rec, "write-artifacts");
     let plan_path = out.join(files::PLAN);
-    let text = serde_json::to_string_pretty(&production).map_err(|e| DeployError::io(&plan_path, e))? + "\n";
+    let text = serde_json::to_string_pretty(&production)
+        .map_err(|e| DeployError::io(&plan_path, e))?
+        + "\n";
     write(&plan_path, &text)?;
     run.write_registry()?;
     let trace_json = trace(&plans, &run.device, &run.params, &calibration);
-    write(&out.join(files::TRACE), &(serde_json::to_string(&trace_json).unwrap_or_default() + "\n"))?;
+    write(
+        &out.join(files::TRACE),
+        &(serde_json::to_string(&trace_json).unwrap_or_default() + "\n"),
+    )?;
     let calibration_error = crate::xdna2::fit::FittedFile::committed().fit.median_error;
     run.report.performance = Some(Performance {
         baseline: run.baseline_times.clone().unwrap_or_else(|| times.clone()),
@@ -85,7 +93,9 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         .filter(|(key, (_, launch))| !run.registry.validated(key, launch))
         .count();
     let verified = run.verified.contains_key(&fp);
-    let rule = |r: &str| ThresholdSource::Runtime { rule: r.to_string() };
+    let rule = |r: &str| ThresholdSource::Runtime {
+        rule: r.to_string(),
+    };
     let gates = vec![
         GateCheck::new(
             "plan.json reloads to the verified fingerprint",
@@ -119,7 +129,8 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         ),
     ];
     let refs: Vec<&GateCheck> = gates.iter().collect();
-    run.traj.observe(Some("artifacts written and reloaded"), &refs, Some(&action));
+    run.traj
+        .observe(Some("artifacts written and reloaded"), &refs, Some(&action));
     let mut failed = None;
     for g in gates {
         if !run.gate(rec, g.clone()) && failed.is_none() {
@@ -134,7 +145,9 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         .filter(|a| a.fixed)
         .map(|a| format!("{} ({})", a.lesson, a.title))
         .collect();
-    let a = run.traj.action("record-lessons", &BTreeMap::new(), &ActionLinks::default());
+    let a = run
+        .traj
+        .action("record-lessons", &BTreeMap::new(), &ActionLinks::default());
     mark(run, rec, "record-lessons");
     run.traj.verdict(
         &if lessons.is_empty() {
@@ -147,8 +160,17 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     );
     write_report(run)?;
     if let Some(gate) = failed {
-        let failure = super::remedy::Failure { phase: 6, op: "write-artifacts".into(), params: BTreeMap::new(), gate };
-        return Ok(PhaseEnd::Failed(run.stop(rec, &failure, "the artifacts do not hold what the run verified")));
+        let failure = super::remedy::Failure {
+            phase: 6,
+            op: "write-artifacts".into(),
+            params: BTreeMap::new(),
+            gate,
+        };
+        return Ok(PhaseEnd::Failed(run.stop(
+            rec,
+            &failure,
+            "the artifacts do not hold what the run verified",
+        )));
     }
     Ok(PhaseEnd::Passed)
 }
@@ -158,7 +180,10 @@ fn mark(run: &Run<'_>, rec: &mut PhaseRecord, op: &str) {
         rec.steps.push(StepRecord {
             op: op.into(),
             params: step.params.clone(),
-            origin: StepOrigin::Bundle { step: step.id.clone(), provenance: step.provenance.clone() },
+            origin: StepOrigin::Bundle {
+                step: step.id.clone(),
+                provenance: step.provenance.clone(),
+            },
             outcome: StepOutcome::AsRecorded,
             recorded: None,
         });

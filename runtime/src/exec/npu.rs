@@ -137,7 +137,10 @@ impl<'m> NpuModel<'m> {
     ) -> Self {
         let arch = &model.arch;
         let positions = prefill.seq_len.max(decode.seq_len);
-        let lut = Arc::new(kernels::rope_lut(&table_frequencies(arch, path.rope), positions));
+        let lut = Arc::new(kernels::rope_lut(
+            &table_frequencies(arch, path.rope),
+            positions,
+        ));
         Self {
             device,
             arch,
@@ -169,7 +172,11 @@ impl<'m> NpuModel<'m> {
 
     /// Prefills `prompt` through the first `layers` layers only (no LM head) and
     /// returns each layer's output (phase 2's single block).
-    pub fn prefill_layers(&mut self, prompt: &[u32], layers: usize) -> Result<Vec<Vec<f32>>, String> {
+    pub fn prefill_layers(
+        &mut self,
+        prompt: &[u32],
+        layers: usize,
+    ) -> Result<Vec<Vec<f32>>, String> {
         self.reset();
         self.record_layers();
         let plan = self.prefill;
@@ -183,7 +190,12 @@ impl<'m> NpuModel<'m> {
         self.pass_limited(plan, ids, None)
     }
 
-    fn pass_limited(&mut self, plan: &'m Plan, ids: &[u32], layers: Option<usize>) -> Result<Vec<f32>, String> {
+    fn pass_limited(
+        &mut self,
+        plan: &'m Plan,
+        ids: &[u32],
+        layers: Option<usize>,
+    ) -> Result<Vec<f32>, String> {
         let rows = ids.len();
         if self.position + rows > plan.seq_len.max(self.lut.len() / self.arch.head_dim.max(1)) {
             return Err(format!(
@@ -205,7 +217,8 @@ impl<'m> NpuModel<'m> {
         for step in &plan.prologue {
             run.step(step)?;
         }
-        let record = run.model.layer_outputs.is_some() && plan.phase == crate::xdna2::plan::Phase::Prefill;
+        let record =
+            run.model.layer_outputs.is_some() && plan.phase == crate::xdna2::plan::Phase::Prefill;
         let mut outputs = Vec::new();
         let last = layers.map_or(plan.num_layers, |l| l.min(plan.num_layers));
         for layer in 0..last {
@@ -285,7 +298,7 @@ impl<'m> Pass<'_, 'm> {
             return Ok(WeightRef::Shared(self.model.lut.clone()));
         }
         let copies = matches!(source, Some(WeightSource::Tensor { transforms, .. })
-            if transforms.iter().any(|t| !matches!(t, Transform::Transpose)));
+            if transforms.iter().any(|t| matches!(t, Transform::PadHeads { .. })));
         let key = (
             format!("{:?}/{name}", self.plan.phase),
             if buffer.per_layer { self.layer } else { 0 },
@@ -338,7 +351,13 @@ impl<'m> Pass<'_, 'm> {
                 let y = gemm_rows(d, spec, &x, rows, &self.weight(b)?)?;
                 self.put(out, y);
             }
-            Launch::Gemv { w, x, out, residual, spec } => {
+            Launch::Gemv {
+                w,
+                x,
+                out,
+                residual,
+                spec,
+            } => {
                 let xv = self.get(x)?.clone();
                 let r = match residual {
                     Some(r) => Some(self.get(r)?.clone()),
@@ -348,7 +367,15 @@ impl<'m> Pass<'_, 'm> {
                 let y = kernels::gemv(d, spec, &wb, &xv, r.as_deref()).map_err(err)?;
                 self.put(out, y);
             }
-            Launch::GemvSwiglu { x, norm, gate, up, out, eps, spec } => {
+            Launch::GemvSwiglu {
+                x,
+                norm,
+                gate,
+                up,
+                out,
+                eps,
+                spec,
+            } => {
                 let xv = self.get(x)?.clone();
                 let n = self.weight(norm)?;
                 let g = self.weight(gate)?;
@@ -356,17 +383,34 @@ impl<'m> Pass<'_, 'm> {
                 let y = kernels::gemv_swiglu(d, spec, *eps as f32, &xv, &n, &g, &u).map_err(err)?;
                 self.put(out, y);
             }
-            Launch::Rmsnorm { x, weight, out, eps, spec } => {
+            Launch::Rmsnorm {
+                x,
+                weight,
+                out,
+                eps,
+                spec,
+            } => {
                 let xv = self.get(x)?.clone();
                 let w = match weight {
                     Some(w) => Some(self.weight(w)?),
                     None => None,
                 };
-                let small = NormSpec { rows: xv.len() / spec.cols.max(1), herd: Herd::SINGLE, ..*spec };
-                let y = kernels::rms_norm(d, &small, *eps as f32, &xv, w.as_deref().map(|v| &v[..])).map_err(err)?;
+                let small = NormSpec {
+                    rows: xv.len() / spec.cols.max(1),
+                    herd: Herd::SINGLE,
+                    ..*spec
+                };
+                let y =
+                    kernels::rms_norm(d, &small, *eps as f32, &xv, w.as_deref()).map_err(err)?;
                 self.put(out, y);
             }
-            Launch::QkRmsnorm { x, weight, out, eps, spec } => {
+            Launch::QkRmsnorm {
+                x,
+                weight,
+                out,
+                eps,
+                spec,
+            } => {
                 let xv = self.get(x)?.clone();
                 if !self.model.path.qk_norm {
                     // Planted fault: the norm is skipped.
@@ -374,13 +418,21 @@ impl<'m> Pass<'_, 'm> {
                     return Ok(());
                 }
                 let w = self.weight(weight)?;
-                let small = NormSpec { rows: xv.len() / spec.cols.max(1), herd: Herd::SINGLE, ..*spec };
+                let small = NormSpec {
+                    rows: xv.len() / spec.cols.max(1),
+                    herd: Herd::SINGLE,
+                    ..*spec
+                };
                 let y = kernels::qk_rms_norm(d, &small, *eps as f32, &xv, &w).map_err(err)?;
                 self.put(out, y);
             }
             Launch::Rope { x, out, spec, .. } => {
                 let xv = self.get(x)?.clone();
-                let small = RopeSpec { rows, herd: Herd::SINGLE, ..*spec };
+                let small = RopeSpec {
+                    rows,
+                    herd: Herd::SINGLE,
+                    ..*spec
+                };
                 let y = kernels::rope(d, &small, &xv, &self.model.lut, self.base).map_err(err)?;
                 self.put(out, y);
             }
@@ -398,7 +450,11 @@ impl<'m> Pass<'_, 'm> {
             }
             Launch::Softmax { x, out, spec } => {
                 let xv = self.get(x)?.clone();
-                let small = NormSpec { rows: xv.len() / spec.cols.max(1), herd: Herd::SINGLE, ..*spec };
+                let small = NormSpec {
+                    rows: xv.len() / spec.cols.max(1),
+                    herd: Herd::SINGLE,
+                    ..*spec
+                };
                 let y = kernels::softmax(d, &small, &xv).map_err(err)?;
                 self.put(out, y);
             }
@@ -409,7 +465,13 @@ impl<'m> Pass<'_, 'm> {
                 let y = attention_rows(d, spec, rows, self.get(q)?, self.get(k)?, self.get(v)?)?;
                 self.put(out, y);
             }
-            Launch::LmHeadGemv { w, x, out, spec, part } => {
+            Launch::LmHeadGemv {
+                w,
+                x,
+                out,
+                spec,
+                part,
+            } => {
                 let xv = self.get(x)?.clone();
                 let mut logits = self.bufs.remove(out.as_str()).unwrap_or_default();
                 logits.resize(spec.vocab, 0);
@@ -424,7 +486,9 @@ impl<'m> Pass<'_, 'm> {
 
     fn host(&mut self, op: &'m HostOp) -> Result<(), String> {
         match op {
-            HostOp::Embed { table, out, hidden, .. } => {
+            HostOp::Embed {
+                table, out, hidden, ..
+            } => {
                 let ids = self.ids;
                 let t = self.weight(table)?;
                 let y = kernels::embedding(&t, *hidden, ids).map_err(|e| e.to_string())?;
@@ -436,18 +500,38 @@ impl<'m> Pass<'_, 'm> {
                 cache.0.extend_from_slice(&kb);
                 cache.1.extend_from_slice(&vb);
             }
-            HostOp::DecodeAttention { q, out, heads, kv_heads, head_dim } => {
+            HostOp::DecodeAttention {
+                q,
+                out,
+                heads,
+                kv_heads,
+                head_dim,
+            } => {
                 let qv = self.get(q)?.clone();
                 let (keys, values) = &self.model.kv[self.layer];
                 let y = decode_attention(&qv, keys, values, *heads, *kv_heads, *head_dim);
                 self.put(out, y);
             }
-            HostOp::Transpose { from, to, heads, head_dim, to_layout, .. } => {
+            HostOp::Transpose {
+                from,
+                to,
+                heads,
+                head_dim,
+                to_layout,
+                ..
+            } => {
                 let x = self.get(from)?;
                 let y = transpose(x, self.rows, *heads, *head_dim, *to_layout);
                 self.put(to, y);
             }
-            HostOp::BiasAdd { x, bias, heads, head_dim, lut, .. } => {
+            HostOp::BiasAdd {
+                x,
+                bias,
+                heads,
+                head_dim,
+                lut,
+                ..
+            } => {
                 if !self.model.path.qkv_bias {
                     // Planted fault: the bias is dropped.
                     return Ok(());
@@ -467,7 +551,14 @@ impl<'m> Pass<'_, 'm> {
                     .collect();
                 self.put(out, y);
             }
-            HostOp::RmsNorm { x, weight, out, cols, eps, last_row } => {
+            HostOp::RmsNorm {
+                x,
+                weight,
+                out,
+                cols,
+                eps,
+                last_row,
+            } => {
                 let xv = self.get(x)?;
                 let row: Vec<f32> = if *last_row {
                     bf16::to_f32_vec(&xv[xv.len() - cols..])
@@ -532,7 +623,13 @@ const N_CHUNK: usize = 1024;
 /// precision (see the module documentation). N is split too, into whole blocks of
 /// `tile_n · herd_rows` columns; the columns the production tiling leaves unwritten
 /// (N not a multiple of the block) stay unwritten, as on the device.
-fn gemm_rows(d: &Device, spec: &GemmSpec, a: &[u16], rows: usize, w: &[u16]) -> Result<Vec<u16>, String> {
+fn gemm_rows(
+    d: &Device,
+    spec: &GemmSpec,
+    a: &[u16],
+    rows: usize,
+    w: &[u16],
+) -> Result<Vec<u16>, String> {
     let (k, n) = (spec.k, spec.n);
     let block = (spec.tile.tile_n * spec.herd.rows()).max(1);
     let written = spec.written_columns();
@@ -548,15 +645,29 @@ fn gemm_rows(d: &Device, spec: &GemmSpec, a: &[u16], rows: usize, w: &[u16]) -> 
         let mut n0 = 0;
         while n0 < written {
             let nc = cols.min(written - n0);
+            // Rows past a partition's real ones are zero padding (see `weights`).
+            let real_rows = (w.len() / k.max(1)).saturating_sub(n0).min(nc);
+            let b: std::borrow::Cow<'_, [u16]> = if real_rows == nc {
+                std::borrow::Cow::Borrowed(&w[n0 * k..(n0 + nc) * k])
+            } else {
+                let mut padded_b = vec![0u16; nc * k];
+                if real_rows > 0 {
+                    padded_b[..real_rows * k].copy_from_slice(&w[n0 * k..(n0 + real_rows) * k]);
+                }
+                std::borrow::Cow::Owned(padded_b)
+            };
             let small = GemmSpec {
                 m: padded,
                 n: nc,
                 herd: Herd([1, spec.herd.rows()]),
-                tile: GemmTile { tile_m: padded, ..spec.tile },
+                tile: GemmTile {
+                    tile_m: padded,
+                    ..spec.tile
+                },
                 ..*spec
             };
-            let y = kernels::gemm(d, &small, &a_chunk, BOperand::NxK(&w[n0 * k..(n0 + nc) * k]))
-                .map_err(|e| e.to_string())?;
+            let y =
+                kernels::gemm(d, &small, &a_chunk, BOperand::NxK(&b)).map_err(|e| e.to_string())?;
             for r in 0..real {
                 out[(start + r) * n + n0..][..nc].copy_from_slice(&y[r * nc..(r + 1) * nc]);
             }
@@ -568,20 +679,52 @@ fn gemm_rows(d: &Device, spec: &GemmSpec, a: &[u16], rows: usize, w: &[u16]) -> 
 }
 
 /// Prefill flash attention over the real rows, padded to whole key blocks.
-fn attention_rows(d: &Device, spec: &FlashAttentionSpec, rows: usize, q: &[u16], k: &[u16], v: &[u16]) -> Result<Vec<u16>, String> {
+fn attention_rows(
+    d: &Device,
+    spec: &FlashAttentionSpec,
+    rows: usize,
+    q: &[u16],
+    k: &[u16],
+    v: &[u16],
+) -> Result<Vec<u16>, String> {
     let key = d.limits.fa_key_block.max(1);
     let len = rows.div_ceil(key) * key;
-    let mut small = FlashAttentionSpec::select(len, len, spec.heads, spec.kv_heads, spec.head_dim, spec.causal);
+    let mut small = FlashAttentionSpec::select(
+        len,
+        len,
+        spec.heads,
+        spec.kv_heads,
+        spec.head_dim,
+        spec.causal,
+    );
     small.layout = spec.layout;
     small.tile.heads_per_unroll = spec.tile.heads_per_unroll;
     let hd = spec.head_dim;
     let pad = |x: &[u16], heads: usize| pad_positions(x, rows, len, heads, hd, spec.layout);
-    let (qp, kp, vp) = (pad(q, spec.heads), pad(k, spec.kv_heads), pad(v, spec.kv_heads));
+    let (qp, kp, vp) = (
+        pad(q, spec.heads),
+        pad(k, spec.kv_heads),
+        pad(v, spec.kv_heads),
+    );
     let out = kernels::flash_attention(d, &small, &qp, &kp, &vp).map_err(|e| e.to_string())?;
-    Ok(unpad_positions(&out, rows, len, spec.heads, hd, spec.layout))
+    Ok(unpad_positions(
+        &out,
+        rows,
+        len,
+        spec.heads,
+        hd,
+        spec.layout,
+    ))
 }
 
-fn pad_positions(x: &[u16], rows: usize, len: usize, heads: usize, hd: usize, layout: QkvLayout) -> Vec<u16> {
+fn pad_positions(
+    x: &[u16],
+    rows: usize,
+    len: usize,
+    heads: usize,
+    hd: usize,
+    layout: QkvLayout,
+) -> Vec<u16> {
     let mut out = vec![0u16; len * heads * hd];
     match layout {
         QkvLayout::SeqFirst => out[..rows * heads * hd].copy_from_slice(&x[..rows * heads * hd]),
@@ -594,7 +737,14 @@ fn pad_positions(x: &[u16], rows: usize, len: usize, heads: usize, hd: usize, la
     out
 }
 
-fn unpad_positions(x: &[u16], rows: usize, len: usize, heads: usize, hd: usize, layout: QkvLayout) -> Vec<u16> {
+fn unpad_positions(
+    x: &[u16],
+    rows: usize,
+    len: usize,
+    heads: usize,
+    hd: usize,
+    layout: QkvLayout,
+) -> Vec<u16> {
     match layout {
         QkvLayout::SeqFirst => x[..rows * heads * hd].to_vec(),
         QkvLayout::HeadFirst => {
@@ -625,7 +775,14 @@ fn transpose(x: &[u16], rows: usize, heads: usize, hd: usize, to: QkvLayout) -> 
 
 /// `x += RoPE(b)` per row (position `base + r`) when a table is given, else `x += b`;
 /// the rotation uses the bf16 table like the RoPE kernel, the sum is rounded to bf16.
-fn add_bias(x: &mut [u16], bias: &[u16], heads: usize, hd: usize, lut: Option<&[u16]>, base: usize) {
+fn add_bias(
+    x: &mut [u16],
+    bias: &[u16],
+    heads: usize,
+    hd: usize,
+    lut: Option<&[u16]>,
+    base: usize,
+) {
     let width = heads * hd;
     let half = hd / 2;
     let b: Vec<f32> = bf16::to_f32_vec(bias);
@@ -649,7 +806,14 @@ fn add_bias(x: &mut [u16], bias: &[u16], heads: usize, hd: usize, lut: Option<&[
 }
 
 /// One query per head over the host KV cache, f32 math on bf16 values.
-fn decode_attention(q: &[u16], keys: &[u16], values: &[u16], heads: usize, kv_heads: usize, hd: usize) -> Vec<u16> {
+fn decode_attention(
+    q: &[u16],
+    keys: &[u16],
+    values: &[u16],
+    heads: usize,
+    kv_heads: usize,
+    hd: usize,
+) -> Vec<u16> {
     let kv_width = kv_heads * hd;
     let positions = keys.len() / kv_width.max(1);
     let group = heads / kv_heads.max(1);

@@ -50,9 +50,19 @@ struct Target {
 
 fn target(phase: u8) -> Target {
     if phase == 4 {
-        Target { phase, metric: "ttft_s", unit: "s", profile_op: "profile-prefill" }
+        Target {
+            phase,
+            metric: "ttft_s",
+            unit: "s",
+            profile_op: "profile-prefill",
+        }
     } else {
-        Target { phase, metric: "ms_per_token", unit: "ms", profile_op: "profile-decode" }
+        Target {
+            phase,
+            metric: "ms_per_token",
+            unit: "ms",
+            profile_op: "profile-decode",
+        }
     }
 }
 
@@ -64,7 +74,11 @@ fn value_of(t: &Target, times: &ModeledTimes) -> f64 {
     }
 }
 
-pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord, phase: u8) -> Result<PhaseEnd, DeployError> {
+pub(crate) fn run(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    phase: u8,
+) -> Result<PhaseEnd, DeployError> {
     let t = target(phase);
     let plans = run.plans().map_err(DeployError::Usage)?;
     let start = modeled(&plans, &run.device, &run.params);
@@ -75,10 +89,19 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord, phase: u8) -> Result
         .bundle
         .phases
         .get(phase as usize)
-        .map(|p| p.steps.iter().filter(|s| TECHNIQUES.contains(&s.op.as_str())).collect())
+        .map(|p| {
+            p.steps
+                .iter()
+                .filter(|s| TECHNIQUES.contains(&s.op.as_str()))
+                .collect()
+        })
         .unwrap_or_default();
     for step in steps {
-        run.progress.step(&format!("{} {}", step.op, super::trajectory::value(&Value::Text(step.id.clone()))));
+        run.progress.step(&format!(
+            "{} {}",
+            step.op,
+            super::trajectory::value(&Value::Text(step.id.clone()))
+        ));
         let (outcome, next) = try_technique(run, rec, &t, step, &current)?;
         if let Some(next) = next {
             current = next;
@@ -86,7 +109,10 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord, phase: u8) -> Result
         rec.steps.push(StepRecord {
             op: step.op.clone(),
             params: step.params.clone(),
-            origin: StepOrigin::Bundle { step: step.id.clone(), provenance: step.provenance.clone() },
+            origin: StepOrigin::Bundle {
+                step: step.id.clone(),
+                provenance: step.provenance.clone(),
+            },
             outcome,
             recorded: None,
         });
@@ -105,7 +131,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord, phase: u8) -> Result
             ThresholdSource::Rederived {
                 why: format!(
                     "the bundle's gate is relative to the previous phase (recorded {}); here the baseline is this model's phase-3 plan",
-                    g.recorded.map_or("-".to_string(), |r| super::gate::format_value(r))
+                    g.recorded.map_or("-".to_string(), super::gate::format_value)
                 ),
                 provenance: g.provenance.clone(),
             },
@@ -129,7 +155,8 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord, phase: u8) -> Result
         threshold_source,
     )
     .modeled();
-    run.traj.observe(Some(&format!("phase {phase} result")), &[&gate], None);
+    run.traj
+        .observe(Some(&format!("phase {phase} result")), &[&gate], None);
     let passed = run.gate(rec, gate.clone());
     rec.notes.push(format!(
         "{}: {} -> {} {} (modeled at seq {}; {})",
@@ -143,14 +170,25 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord, phase: u8) -> Result
     if passed {
         Ok(PhaseEnd::Passed)
     } else {
-        let failure = super::remedy::Failure { phase, op: t.profile_op.into(), params: BTreeMap::new(), gate };
-        Ok(PhaseEnd::Failed(run.stop(rec, &failure, "no technique of the bundle lowered the modeled time")))
+        let failure = super::remedy::Failure {
+            phase,
+            op: t.profile_op.into(),
+            params: BTreeMap::new(),
+            gate,
+        };
+        Ok(PhaseEnd::Failed(run.stop(
+            rec,
+            &failure,
+            "no technique of the bundle lowered the modeled time",
+        )))
     }
 }
 
 fn profile(run: &mut Run<'_>, t: &Target, times: &ModeledTimes, when: &str) {
     let params = BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]);
-    let a = run.traj.action(t.profile_op, &params, &ActionLinks::default());
+    let a = run
+        .traj
+        .action(t.profile_op, &params, &ActionLinks::default());
     let g = GateCheck::new(
         format!("{} {when}", t.metric),
         t.profile_op,
@@ -159,10 +197,16 @@ fn profile(run: &mut Run<'_>, t: &Target, times: &ModeledTimes, when: &str) {
         Comparison::Gt,
         0.0,
         BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
-        ThresholdSource::Runtime { rule: "a modeled figure, recorded".into() },
+        ThresholdSource::Runtime {
+            rule: "a modeled figure, recorded".into(),
+        },
     )
     .modeled();
-    run.traj.observe(Some(&format!("{when} the phase's techniques")), &[&g], Some(&a));
+    run.traj.observe(
+        Some(&format!("{when} the phase's techniques")),
+        &[&g],
+        Some(&a),
+    );
 }
 
 type State = (Design, Plans, ModeledTimes);
@@ -176,7 +220,12 @@ fn try_technique(
     current: &State,
 ) -> Result<(StepOutcome, Option<State>), DeployError> {
     let (Some(arch), Some(name)) = (run.arch.clone(), run.model_name()) else {
-        return Ok((StepOutcome::NotApplicable { why: "no model".into() }, None));
+        return Ok((
+            StepOutcome::NotApplicable {
+                why: "no model".into(),
+            },
+            None,
+        ));
     };
     let mut d = current.0.clone();
     let site = tune_site(&current.1, step);
@@ -184,9 +233,16 @@ fn try_technique(
         return Ok((StepOutcome::NotApplicable { why }, None));
     }
     if d == current.0 {
-        return Ok((StepOutcome::Covered { why: "already in the plan (an earlier step or the baseline applied it)".into() }, None));
+        return Ok((
+            StepOutcome::Covered {
+                why: "already in the plan (an earlier step or the baseline applied it)".into(),
+            },
+            None,
+        ));
     }
-    let action = run.traj.action(&step.op, &step.params, &ActionLinks::default());
+    let action = run
+        .traj
+        .action(&step.op, &step.params, &ActionLinks::default());
     let revert = |run: &mut Run<'_>, why: String| {
         run.traj.decision(&format!("reverted: {why}"), &[&action]);
         Ok((StepOutcome::Reverted { why }, None))
@@ -198,7 +254,14 @@ fn try_technique(
     for plan in [&plans.prefill, &plans.decode] {
         if let Err(v) = plan.check(&run.device) {
             let why: Vec<String> = v.iter().take(3).map(|v| v.to_string()).collect();
-            return revert(run, format!("the {:?} plan does not place: {}", plan.phase, why.join("; ")));
+            return revert(
+                run,
+                format!(
+                    "the {:?} plan does not place: {}",
+                    plan.phase,
+                    why.join("; ")
+                ),
+            );
         }
     }
     let times = modeled(&plans, &run.device, &run.params);
@@ -211,22 +274,39 @@ fn try_technique(
         Comparison::Lt,
         before,
         BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
-        ThresholdSource::Runtime { rule: "keep a change only when the modeled time strictly drops".into() },
+        ThresholdSource::Runtime {
+            rule: "keep a change only when the modeled time strictly drops".into(),
+        },
     )
     .modeled();
     run.traj.observe(None, &[&gate], Some(&action));
     run.gate(rec, gate);
     if after >= before {
-        return revert(run, format!("modeled {} did not drop ({} -> {} {})", t.metric, super::gate::format_value(before), super::gate::format_value(after), t.unit));
+        return revert(
+            run,
+            format!(
+                "modeled {} did not drop ({} -> {} {})",
+                t.metric,
+                super::gate::format_value(before),
+                super::gate::format_value(after),
+                t.unit
+            ),
+        );
     }
-    let (old_fp, new_fp) = (fingerprint(&current.1, &current.0.path), fingerprint(&plans, &d.path));
+    let (old_fp, new_fp) = (
+        fingerprint(&current.1, &current.0.path),
+        fingerprint(&plans, &d.path),
+    );
     if old_fp != new_fp {
         if let Some(why) = validate_new_sites(run, rec, &plans)? {
             return revert(run, why);
         }
     }
     let short_identical = old_fp != new_fp && {
-        run.progress.step(&format!("{}: short check against the verified plan", step.op));
+        run.progress.step(&format!(
+            "{}: short check against the verified plan",
+            step.op
+        ));
         short_check(run, (&current.1, &current.0), (&plans, &d))?
     };
     let how = if old_fp == new_fp {
@@ -240,17 +320,29 @@ fn try_technique(
         run.traj.note(&how, &[&action]);
         how
     } else {
-        run.progress.step(&format!("{}: re-verifying (numerics changed)", step.op));
+        run.progress
+            .step(&format!("{}: re-verifying (numerics changed)", step.op));
         let v = run_verification(run, &plans, d.path, false)?;
         let gates = verify_gates(run, &v);
         let refs: Vec<&GateCheck> = gates.iter().collect();
-        run.traj.observe(Some("re-verification after a numerics change"), &refs, Some(&action));
-        let failed: Vec<String> = gates.iter().filter(|g| !g.passed).map(|g| g.summary()).collect();
+        run.traj.observe(
+            Some("re-verification after a numerics change"),
+            &refs,
+            Some(&action),
+        );
+        let failed: Vec<String> = gates
+            .iter()
+            .filter(|g| !g.passed)
+            .map(|g| g.summary())
+            .collect();
         for g in gates {
             run.gate(rec, g);
         }
         if !failed.is_empty() {
-            return revert(run, format!("verification fails after it: {}", failed.join("; ")));
+            return revert(
+                run,
+                format!("verification fails after it: {}", failed.join("; ")),
+            );
         }
         format!(
             "numerics changed: new kernel configurations validated, greedy {} tokens re-verified on {} prompts",
@@ -258,7 +350,9 @@ fn try_technique(
             run.report.prompts.len()
         )
     };
-    run.verified.entry(new_fp).or_insert_with(|| format!("phase {}: {} ({how})", t.phase, step.op));
+    run.verified
+        .entry(new_fp)
+        .or_insert_with(|| format!("phase {}: {} ({how})", t.phase, step.op));
     rec.notes.push(format!("{} {}: {how}", step.op, step.id));
     let why = format!(
         "modeled {} {} -> {} {}",
@@ -277,17 +371,38 @@ const SHORT_STEPS: usize = 4;
 /// `SHORT_STEPS` decode steps fed the reference's greedy tokens (the same inputs on
 /// both sides); true when every logit is bit-identical. Stops at the first
 /// difference.
-fn short_check(run: &Run<'_>, old: (&Plans, &Design), new: (&Plans, &Design)) -> Result<bool, DeployError> {
+fn short_check(
+    run: &Run<'_>,
+    old: (&Plans, &Design),
+    new: (&Plans, &Design),
+) -> Result<bool, DeployError> {
     use super::npu::NpuModel;
     use super::verify::Decoder;
     let (Some(model), Some(prompt)) = (run.model.as_ref(), run.report.prompts.first()) else {
         return Err(DeployError::Usage("no model or prompt".into()));
     };
-    let mut a = NpuModel::new(&run.device, model, &old.0.prefill, &old.0.decode, old.1.path);
-    let mut b = NpuModel::new(&run.device, model, &new.0.prefill, &new.0.decode, new.1.path);
-    let same = |x: &[f32], y: &[f32]| x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits());
+    let mut a = NpuModel::new(
+        &run.device,
+        model,
+        &old.0.prefill,
+        &old.0.decode,
+        old.1.path,
+    );
+    let mut b = NpuModel::new(
+        &run.device,
+        model,
+        &new.0.prefill,
+        &new.0.decode,
+        new.1.path,
+    );
+    let same = |x: &[f32], y: &[f32]| {
+        x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits())
+    };
     let usage = DeployError::Usage;
-    if !same(&a.prefill(prompt).map_err(usage)?, &b.prefill(prompt).map_err(usage)?) {
+    if !same(
+        &a.prefill(prompt).map_err(usage)?,
+        &b.prefill(prompt).map_err(usage)?,
+    ) {
         return Ok(false);
     }
     let fed: Vec<u32> = run
@@ -296,7 +411,10 @@ fn short_check(run: &Run<'_>, old: (&Plans, &Design), new: (&Plans, &Design)) ->
         .map(|r| r.iter().take(SHORT_STEPS).map(|s| s.token).collect())
         .unwrap_or_default();
     for token in fed {
-        if !same(&a.decode(token).map_err(usage)?, &b.decode(token).map_err(usage)?) {
+        if !same(
+            &a.decode(token).map_err(usage)?,
+            &b.decode(token).map_err(usage)?,
+        ) {
             return Ok(false);
         }
     }
@@ -315,21 +433,31 @@ fn tune_site(plans: &Plans, step: &Step) -> Option<crate::xdna2::plan::Launch> {
     design::sites(plans)
         .into_values()
         .map(|(_, l)| l)
-        .find(|l| matches!(l, crate::xdna2::plan::Launch::Gemm { .. }) && design::shape_of(l) == shape)
+        .find(|l| {
+            matches!(l, crate::xdna2::plan::Launch::Gemm { .. }) && design::shape_of(l) == shape
+        })
 }
 
 /// Validates configurations the registry has not seen; `Some(reason)` when one fails.
-fn validate_new_sites(run: &mut Run<'_>, rec: &mut PhaseRecord, plans: &Plans) -> Result<Option<String>, DeployError> {
+fn validate_new_sites(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    plans: &Plans,
+) -> Result<Option<String>, DeployError> {
     for (key, (_, launch)) in design::sites(plans) {
         if run.registry.validated(&key, &launch) {
             continue;
         }
-        run.progress.step(&format!("validate-kernel {key} (new configuration)"));
-        let check = check_site(run, plans, &launch, run.design.path.rope).map_err(DeployError::Usage)?;
+        run.progress
+            .step(&format!("validate-kernel {key} (new configuration)"));
+        let check =
+            check_site(run, plans, &launch, run.design.path.rope).map_err(DeployError::Usage)?;
         let gate = kernel_gate(&key, &launch, &check);
         let passed = run.gate(rec, gate);
         if !passed {
-            return Ok(Some(format!("its new configuration {key} fails validation")));
+            return Ok(Some(format!(
+                "its new configuration {key} fails validation"
+            )));
         }
         let used_by = run.model_name().into_iter().collect();
         run.registry.record(RegistryRow {

@@ -38,5 +38,8 @@ pub fn roofline(plans: &Plans, device: &Device, params: &Params, note: &str) -> 
 pub fn trace(plans: &Plans, device: &Device, params: &Params, calibration: &str) -> Json {
     let prefill = time_plan(&plans.prefill, device, params);
     let decode = time_plan(&plans.decode, device, params);
-    chrome_trace(&[("prefill", &prefill), ("decode step", &decode)], calibration)
+    chrome_trace(
+        &[("prefill", &prefill), ("decode step", &decode)],
+        calibration,
+    )
 }

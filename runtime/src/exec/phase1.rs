@@ -42,11 +42,19 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             .or_default()
             .insert(shape);
     }
-    let action = run.traj.action("enumerate-kernels", &BTreeMap::new(), &ActionLinks::default());
+    let action = run.traj.action(
+        "enumerate-kernels",
+        &BTreeMap::new(),
+        &ActionLinks::default(),
+    );
     record_bundle_step(run, rec, 1, "enumerate-kernels", StepOutcome::AsRecorded);
     let summary: Vec<String> = sites.keys().cloned().collect();
     run.traj.verdict(
-        &format!("{} kernel x shape configurations: {}", sites.len(), summary.join(", ")),
+        &format!(
+            "{} kernel x shape configurations: {}",
+            sites.len(),
+            summary.join(", ")
+        ),
         true,
         Some(&action),
     );
@@ -64,8 +72,16 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     }
     let registered = run.registry.rows.len();
     record_bundle_step(run, rec, 1, "register-kernel", StepOutcome::AsRecorded);
-    let a = run.traj.action("register-kernel", &BTreeMap::from([("kernel".to_string(), Value::Text("gemm".into()))]), &ActionLinks::default());
-    run.traj.verdict(&format!("{registered} configurations in the kernel registry"), true, Some(&a));
+    let a = run.traj.action(
+        "register-kernel",
+        &BTreeMap::from([("kernel".to_string(), Value::Text("gemm".into()))]),
+        &ActionLinks::default(),
+    );
+    run.traj.verdict(
+        &format!("{registered} configurations in the kernel registry"),
+        true,
+        Some(&a),
+    );
     run.write_registry()?;
     Ok(PhaseEnd::Passed)
 }
@@ -98,7 +114,13 @@ fn pad_ffn(run: &mut Run<'_>, rec: &mut PhaseRecord) {
 
 /// Records the bundle's step of `op` (if any) with `outcome`; several steps of one
 /// operation are all recorded.
-fn record_bundle_step(run: &Run<'_>, rec: &mut PhaseRecord, phase: u8, op: &str, outcome: StepOutcome) {
+fn record_bundle_step(
+    run: &Run<'_>,
+    rec: &mut PhaseRecord,
+    phase: u8,
+    op: &str,
+    outcome: StepOutcome,
+) {
     for step in run.bundle_steps(phase, op) {
         rec.steps.push(StepRecord {
             op: op.to_string(),
@@ -122,9 +144,15 @@ fn plant_rope_fault(run: &mut Run<'_>, rec: &mut PhaseRecord) {
     };
     if matches!(arch.rope_scaling, RopeScaling::Llama3 { .. }) && has_scaling(arch) {
         run.design.path.rope = RopeTable::Unscaled;
-        rec.notes.push("planted fault no-llama3-rope: the RoPE table is built from unscaled frequencies".into());
+        rec.notes.push(
+            "planted fault no-llama3-rope: the RoPE table is built from unscaled frequencies"
+                .into(),
+        );
     } else {
-        rec.notes.push("planted fault no-llama3-rope does not apply: the model has no llama3 RoPE scaling".into());
+        rec.notes.push(
+            "planted fault no-llama3-rope does not apply: the model has no llama3 RoPE scaling"
+                .into(),
+        );
     }
 }
 
@@ -158,7 +186,11 @@ fn recorded_gemm_tilings<'b>(run: &Run<'b>) -> Vec<Recorded<'b>> {
     out
 }
 
-fn choose_gemm_tilings(run: &mut Run<'_>, rec: &mut PhaseRecord, sites: &BTreeMap<String, (crate::xdna2::plan::Phase, Launch)>) {
+fn choose_gemm_tilings(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    sites: &BTreeMap<String, (crate::xdna2::plan::Phase, Launch)>,
+) {
     let recorded = recorded_gemm_tilings(run);
     let mut used: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (key, (_, launch)) in sites {
@@ -169,7 +201,8 @@ fn choose_gemm_tilings(run: &mut Run<'_>, rec: &mut PhaseRecord, sites: &BTreeMa
         if let Some(row) = run.input_registry.as_ref().and_then(|r| r.passing(key)) {
             if let Some(t) = tiling_of(&row.launch) {
                 run.design.tilings.insert(key.clone(), t);
-                run.tiling_sources.insert(key.clone(), format!("kernel registry ({})", row.source));
+                run.tiling_sources
+                    .insert(key.clone(), format!("kernel registry ({})", row.source));
                 continue;
             }
         }
@@ -177,8 +210,13 @@ fn choose_gemm_tilings(run: &mut Run<'_>, rec: &mut PhaseRecord, sites: &BTreeMa
         if let Some(exact) = recorded.iter().find(|r| r.shape == shape) {
             if let Ok(s) = design::gemm_with(spec, &exact.params) {
                 run.design.tilings.insert(key.clone(), gemm_tiling(&s));
-                run.tiling_sources.insert(key.clone(), format!("bundle step {} as recorded", exact.step.id));
-                used.entry(exact.step.id.clone()).or_default().push(format!("{key} (as recorded)"));
+                run.tiling_sources.insert(
+                    key.clone(),
+                    format!("bundle step {} as recorded", exact.step.id),
+                );
+                used.entry(exact.step.id.clone())
+                    .or_default()
+                    .push(format!("{key} (as recorded)"));
                 continue;
             }
         }
@@ -196,16 +234,17 @@ fn choose_gemm_tilings(run: &mut Run<'_>, rec: &mut PhaseRecord, sites: &BTreeMa
                         key.clone(),
                         format!("bundle step {} transferred from {:?}", r.step.id, r.shape),
                     );
-                    used.entry(r.step.id.clone()).or_default().push(format!(
-                        "{key} (transferred from {:?})",
-                        r.shape
-                    ));
+                    used.entry(r.step.id.clone())
+                        .or_default()
+                        .push(format!("{key} (transferred from {:?})", r.shape));
                     continue;
                 }
                 let why: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
                 used.entry(r.step.id.clone()).or_default().push(format!(
                     "{key} (does not place there: {}; searched instead)",
-                    violations.first().map_or(String::new(), |v| v.constraint.label().to_string())
+                    violations
+                        .first()
+                        .map_or(String::new(), |v| v.constraint.label().to_string())
                 ));
                 rec.notes.push(format!(
                     "{key}: the tiling of bundle step {} (recorded at {:?}) does not place here ({}); searched instead",
@@ -334,13 +373,22 @@ fn search_gemm(run: &Run<'_>, spec: &GemmSpec) -> Option<(GemmSpec, usize)> {
 }
 
 /// Plants the tiling faults on the first GEMM site where they can be planted.
-fn plant_tiling_faults(run: &mut Run<'_>, rec: &mut PhaseRecord, sites: &BTreeMap<String, (crate::xdna2::plan::Phase, Launch)>) {
+fn plant_tiling_faults(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    sites: &BTreeMap<String, (crate::xdna2::plan::Phase, Launch)>,
+) {
     let gemms: Vec<(String, GemmSpec)> = sites
         .iter()
         .filter_map(|(k, (_, l))| match l {
             Launch::Gemm { spec, .. } => {
                 let mut s = *spec;
-                if let Some(&Tiling::Gemm { herd, tile, precision }) = run.design.tilings.get(k) {
+                if let Some(&Tiling::Gemm {
+                    herd,
+                    tile,
+                    precision,
+                }) = run.design.tilings.get(k)
+                {
                     (s.herd, s.tile, s.precision) = (herd, tile, precision);
                 }
                 Some((k.clone(), s))
@@ -350,10 +398,17 @@ fn plant_tiling_faults(run: &mut Run<'_>, rec: &mut PhaseRecord, sites: &BTreeMa
         .collect();
     if run.options.faults.contains(&Fault::GemmNNotMultiple) {
         let planted = gemms.iter().find_map(|(k, s)| {
-            (8..s.tile.tile_n).rev().filter(|t| t % 8 == 0).find_map(|tile_n| {
-                let bad = GemmSpec { tile: GemmTile { tile_n, ..s.tile }, ..*s };
-                (bad.unwritten_columns() != 0 && bad.check(&run.device).is_empty()).then(|| (k.clone(), bad))
-            })
+            (8..s.tile.tile_n)
+                .rev()
+                .filter(|t| t % 8 == 0)
+                .find_map(|tile_n| {
+                    let bad = GemmSpec {
+                        tile: GemmTile { tile_n, ..s.tile },
+                        ..*s
+                    };
+                    (bad.unwritten_columns() != 0 && bad.check(&run.device).is_empty())
+                        .then(|| (k.clone(), bad))
+                })
         });
         match planted {
             Some((k, bad)) => {
@@ -366,24 +421,34 @@ fn plant_tiling_faults(run: &mut Run<'_>, rec: &mut PhaseRecord, sites: &BTreeMa
                 ));
                 run.design.tilings.insert(k, gemm_tiling(&bad));
             }
-            None => rec.notes.push("planted fault gemm-n-not-multiple: no GEMM where it can be planted".into()),
+            None => rec
+                .notes
+                .push("planted fault gemm-n-not-multiple: no GEMM where it can be planted".into()),
         }
     }
     if run.options.faults.contains(&Fault::L1Overflow) {
         let l1 = crate::xdna2::constraints::Constraint::L1Capacity;
         let planted = gemms.iter().find_map(|(k, s)| {
             [128, 256, 512].into_iter().find_map(|tile_m| {
-                let bad = GemmSpec { tile: GemmTile { tile_m, ..s.tile }, ..*s };
+                let bad = GemmSpec {
+                    tile: GemmTile { tile_m, ..s.tile },
+                    ..*s
+                };
                 let v = bad.check(&run.device);
                 (!v.is_empty() && v.iter().all(|v| v.constraint == l1)).then(|| (k.clone(), bad))
             })
         });
         match planted {
             Some((k, bad)) => {
-                rec.notes.push(format!("planted fault l1-overflow at {k}: tile_m {}", bad.tile.tile_m));
+                rec.notes.push(format!(
+                    "planted fault l1-overflow at {k}: tile_m {}",
+                    bad.tile.tile_m
+                ));
                 run.design.tilings.insert(k, gemm_tiling(&bad));
             }
-            None => rec.notes.push("planted fault l1-overflow: no GEMM where it can be planted".into()),
+            None => rec
+                .notes
+                .push("planted fault l1-overflow: no GEMM where it can be planted".into()),
         }
     }
 }
@@ -392,7 +457,9 @@ fn plant_tiling_faults(run: &mut Run<'_>, rec: &mut PhaseRecord, sites: &BTreeMa
 /// kernel and shape.
 fn site_action(launch: &Launch) -> (String, BTreeMap<String, Value>) {
     match launch {
-        Launch::Gemm { .. } | Launch::Gemv { .. } => ("select-tiling".into(), tiling_params(launch)),
+        Launch::Gemm { .. } | Launch::Gemv { .. } => {
+            ("select-tiling".into(), tiling_params(launch))
+        }
         _ => {
             let mut p = tiling_params(launch);
             p.retain(|k, _| k == "kernel" || k == "shape");
@@ -402,7 +469,12 @@ fn site_action(launch: &Launch) -> (String, BTreeMap<String, Value>) {
 }
 
 /// Validates one site against the plans `plans` were built from.
-pub(crate) fn check_site(run: &Run<'_>, plans: &Plans, launch: &Launch, path_rope: RopeTable) -> Result<KernelCheck, String> {
+pub(crate) fn check_site(
+    run: &Run<'_>,
+    plans: &Plans,
+    launch: &Launch,
+    path_rope: RopeTable,
+) -> Result<KernelCheck, String> {
     let (Some(model), Some(arch)) = (run.model.as_ref(), run.arch.as_ref()) else {
         return Err("no model loaded".into());
     };
@@ -425,7 +497,12 @@ pub(crate) fn check_site(run: &Run<'_>, plans: &Plans, launch: &Launch, path_rop
 
 /// The first buffer a launch reads (to find which plan declares it).
 fn launch_weight(launch: &Launch) -> &str {
-    launch.inputs().into_iter().nth(1).or_else(|| launch.inputs().into_iter().next()).unwrap_or("")
+    launch
+        .inputs()
+        .into_iter()
+        .nth(1)
+        .or_else(|| launch.inputs().into_iter().next())
+        .unwrap_or("")
 }
 
 /// The gate of one kernel check.
@@ -457,7 +534,10 @@ pub(crate) fn kernel_gate(key: &str, launch: &Launch, check: &KernelCheck) -> Ga
                 },
             )
         }
-        CheckOutcome::Refused { violations, constraints } => {
+        CheckOutcome::Refused {
+            violations,
+            constraints,
+        } => {
             if let Some(c) = constraints.first() {
                 conditions.insert("constraint".into(), Value::Text(c.clone()));
             }
@@ -480,36 +560,62 @@ pub(crate) fn kernel_gate(key: &str, launch: &Launch, check: &KernelCheck) -> Ga
 /// Fix rounds per kernel: a fix may clear one failure and expose the next.
 const MAX_ROUNDS: usize = 4;
 
-fn validate_site(run: &mut Run<'_>, rec: &mut PhaseRecord, key: &str) -> Result<Option<PhaseEnd>, DeployError> {
+fn validate_site(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    key: &str,
+) -> Result<Option<PhaseEnd>, DeployError> {
     let mut failure = None;
     for _ in 0..MAX_ROUNDS {
         let plans = run.plans().map_err(DeployError::Usage)?;
         let Some((_, launch)) = design::sites(&plans).remove(key) else {
-            return Err(DeployError::Usage(format!("{key} disappeared from the plans")));
+            return Err(DeployError::Usage(format!(
+                "{key} disappeared from the plans"
+            )));
         };
         let (op, params) = site_action(&launch);
         if matches!(launch, Launch::Gemm { .. }) {
-            run.traj.action("select-tiling", &tiling_params(&launch), &ActionLinks::default());
+            run.traj.action(
+                "select-tiling",
+                &tiling_params(&launch),
+                &ActionLinks::default(),
+            );
         }
         let tol = super::validate::tolerance_of(&launch);
         let vparams = BTreeMap::from([
-            ("kernel".to_string(), Value::Text(launch.kernel().name().to_string())),
+            (
+                "kernel".to_string(),
+                Value::Text(launch.kernel().name().to_string()),
+            ),
             (
                 "shape".to_string(),
-                Value::IntList(design::shape_of(&launch).iter().map(|&v| v as i64).collect()),
+                Value::IntList(
+                    design::shape_of(&launch)
+                        .iter()
+                        .map(|&v| v as i64)
+                        .collect(),
+                ),
             ),
             ("rtol".to_string(), Value::Float(tol.rtol)),
             ("atol".to_string(), Value::Float(tol.atol)),
         ]);
-        let action = run.traj.action("validate-kernel", &vparams, &ActionLinks::default());
-        let check = check_site(run, &plans, &launch, run.design.path.rope).map_err(DeployError::Usage)?;
+        let action = run
+            .traj
+            .action("validate-kernel", &vparams, &ActionLinks::default());
+        let check =
+            check_site(run, &plans, &launch, run.design.path.rope).map_err(DeployError::Usage)?;
         let gate = kernel_gate(key, &launch, &check);
         let obs = run.traj.observe(None, &[&gate], Some(&action));
         if run.gate(rec, gate.clone()) {
             register(run, key, &launch, check);
             return Ok(None);
         }
-        let failed = Failure { phase: 1, gate: gate.clone(), op: gate.op.clone(), params: params.clone() };
+        let failed = Failure {
+            phase: 1,
+            gate: gate.clone(),
+            op: gate.op.clone(),
+            params: params.clone(),
+        };
         let site = launch.clone();
         let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
             let (Some(arch), Some(name)) = (run.arch.clone(), run.model_name()) else {
@@ -534,9 +640,11 @@ fn validate_site(run: &mut Run<'_>, rec: &mut PhaseRecord, key: &str) -> Result<
         match run.try_lessons(rec, &failed, &obs, (op.as_str(), &params), &mut attempt) {
             Some(fixed) => {
                 if let Some(arch) = run.arch.clone() {
-                    let _ = design::apply_changes(&mut run.design, &arch, &fixed.changes, Some(&site));
+                    let _ =
+                        design::apply_changes(&mut run.design, &arch, &fixed.changes, Some(&site));
                 }
-                run.tiling_sources.insert(key.to_string(), format!("lesson {}", fixed.lesson));
+                run.tiling_sources
+                    .insert(key.to_string(), format!("lesson {}", fixed.lesson));
             }
             None => {
                 let stop = run.stop(rec, &failed, "no lesson of the bundle fixed this kernel");
@@ -548,7 +656,11 @@ fn validate_site(run: &mut Run<'_>, rec: &mut PhaseRecord, key: &str) -> Result<
     let Some(failed) = failure else {
         return Ok(None);
     };
-    Ok(Some(PhaseEnd::Failed(run.stop(rec, &failed, "fixes kept exposing new failures of this kernel"))))
+    Ok(Some(PhaseEnd::Failed(run.stop(
+        rec,
+        &failed,
+        "fixes kept exposing new failures of this kernel",
+    ))))
 }
 
 fn register(run: &mut Run<'_>, key: &str, launch: &Launch, check: KernelCheck) {

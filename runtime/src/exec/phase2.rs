@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use super::design::{self, Design};
 use super::fault::Fault;
 use super::gate::{
-    cosine, min_or_nan, non_finite, position_cosine_floor, row_cosines, GateCheck,
-    ThresholdSource, BLOCK_COSINE_MIN,
+    cosine, min_or_nan, non_finite, position_cosine_floor, row_cosines, GateCheck, ThresholdSource,
+    BLOCK_COSINE_MIN,
 };
 use super::npu::NpuModel;
 use super::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
@@ -41,12 +41,23 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             ("cosine_min".to_string(), Value::Float(cos_min.0)),
             ("position_min".to_string(), Value::Float(pos_min.0)),
         ]);
-        let action = run.traj.action("validate-block", &vparams, &ActionLinks { after: vec![&build], ..Default::default() });
+        let action = run.traj.action(
+            "validate-block",
+            &vparams,
+            &ActionLinks {
+                after: vec![&build],
+                ..Default::default()
+            },
+        );
         run.progress.step("validate-block layer 0");
         let design = run.design.clone();
         let gates = block_gates(run, &design, &cos_min, &pos_min).map_err(DeployError::Usage)?;
         let refs: Vec<&GateCheck> = gates.iter().collect();
-        let obs = run.traj.observe(Some("layer 0 on the NPU vs the reference"), &refs, Some(&action));
+        let obs = run.traj.observe(
+            Some("layer 0 on the NPU vs the reference"),
+            &refs,
+            Some(&action),
+        );
         let mut failed = None;
         for g in gates {
             if !run.gate(rec, g.clone()) && failed.is_none() {
@@ -84,7 +95,13 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             }
         };
         let params = failure.params.clone();
-        match run.try_lessons(rec, &failure, &obs, ("validate-block", &params), &mut attempt) {
+        match run.try_lessons(
+            rec,
+            &failure,
+            &obs,
+            ("validate-block", &params),
+            &mut attempt,
+        ) {
             Some(fixed) => {
                 let Some(arch) = run.arch.clone() else {
                     break;
@@ -117,17 +134,25 @@ fn plant_block_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
     if run.options.faults.contains(&Fault::DropQkvBias) {
         if arch.qkv_bias {
             run.design.path.qkv_bias = false;
-            rec.notes.push("planted fault drop-qkv-bias: the NPU block leaves out the q/k/v bias".into());
+            rec.notes.push(
+                "planted fault drop-qkv-bias: the NPU block leaves out the q/k/v bias".into(),
+            );
         } else {
-            rec.notes.push("planted fault drop-qkv-bias does not apply: the model has no q/k/v bias".into());
+            rec.notes.push(
+                "planted fault drop-qkv-bias does not apply: the model has no q/k/v bias".into(),
+            );
         }
     }
     if run.options.faults.contains(&Fault::SkipQkNorm) {
         if arch.qk_norm {
             run.design.path.qk_norm = false;
-            rec.notes.push("planted fault skip-qk-norm: the NPU block skips the per-head Q/K norm".into());
+            rec.notes.push(
+                "planted fault skip-qk-norm: the NPU block skips the per-head Q/K norm".into(),
+            );
         } else {
-            rec.notes.push("planted fault skip-qk-norm does not apply: the model has no Q/K norm".into());
+            rec.notes.push(
+                "planted fault skip-qk-norm does not apply: the model has no Q/K norm".into(),
+            );
         }
     }
 }
@@ -231,11 +256,24 @@ type Threshold = (f64, ThresholdSource);
 /// per-position floor re-derived when the bundle recorded it at another head_dim.
 fn thresholds(run: &mut Run<'_>, rec: &mut PhaseRecord, note: bool) -> (Threshold, Threshold) {
     let head_dim = run.arch.as_ref().map_or(64, |a| a.head_dim);
-    let gates = run.bundle.phases.get(2).map(|p| p.exit_gates.clone()).unwrap_or_default();
+    let gates = run
+        .bundle
+        .phases
+        .get(2)
+        .map(|p| p.exit_gates.clone())
+        .unwrap_or_default();
     let rule = "reference system phase 2: whole-tensor cosine >= 0.99; per-position minimum >= 0.99 (head_dim <= 64), 0.98 (128), 0.97 (>= 256)";
     let cos = match gates.iter().find(|g| g.metric == "cosine") {
-        Some(g) => (g.threshold, ThresholdSource::Bundle { provenance: g.provenance.clone() }),
-        None => (BLOCK_COSINE_MIN, ThresholdSource::Runtime { rule: rule.into() }),
+        Some(g) => (
+            g.threshold,
+            ThresholdSource::Bundle {
+                provenance: g.provenance.clone(),
+            },
+        ),
+        None => (
+            BLOCK_COSINE_MIN,
+            ThresholdSource::Runtime { rule: rule.into() },
+        ),
     };
     let floor = position_cosine_floor(head_dim);
     let pos = match gates.iter().find(|g| g.metric == "position_cosine_min") {
@@ -251,11 +289,23 @@ fn thresholds(run: &mut Run<'_>, rec: &mut PhaseRecord, note: bool) -> (Threshol
                         g.threshold
                     );
                     if note {
-                        rec.notes.push(format!("position cosine threshold re-derived: {why}"));
+                        rec.notes
+                            .push(format!("position cosine threshold re-derived: {why}"));
                     }
-                    (floor, ThresholdSource::Rederived { why, provenance: g.provenance.clone() })
+                    (
+                        floor,
+                        ThresholdSource::Rederived {
+                            why,
+                            provenance: g.provenance.clone(),
+                        },
+                    )
                 }
-                _ => (g.threshold, ThresholdSource::Bundle { provenance: g.provenance.clone() }),
+                _ => (
+                    g.threshold,
+                    ThresholdSource::Bundle {
+                        provenance: g.provenance.clone(),
+                    },
+                ),
             }
         }
         None => (floor, ThresholdSource::Runtime { rule: rule.into() }),
@@ -264,14 +314,28 @@ fn thresholds(run: &mut Run<'_>, rec: &mut PhaseRecord, note: bool) -> (Threshol
 }
 
 /// Runs layer 0 of `design` on the NPU and compares it with the reference.
-fn block_gates(run: &Run<'_>, design: &Design, cos_min: &Threshold, pos_min: &Threshold) -> Result<Vec<GateCheck>, String> {
-    let (Some(model), Some(arch), Some(name), Some(reference)) =
-        (run.model.as_ref(), run.arch.as_ref(), run.model_name(), run.reference_prefill.as_ref())
-    else {
+fn block_gates(
+    run: &Run<'_>,
+    design: &Design,
+    cos_min: &Threshold,
+    pos_min: &Threshold,
+) -> Result<Vec<GateCheck>, String> {
+    let (Some(model), Some(arch), Some(name), Some(reference)) = (
+        run.model.as_ref(),
+        run.arch.as_ref(),
+        run.model_name(),
+        run.reference_prefill.as_ref(),
+    ) else {
         return Err("phase 2 needs the model and the reference prefill".into());
     };
     let plans = design.plans(&name, arch, &run.device)?;
-    let mut npu = NpuModel::new(&run.device, model, &plans.prefill, &plans.decode, design.path);
+    let mut npu = NpuModel::new(
+        &run.device,
+        model,
+        &plans.prefill,
+        &plans.decode,
+        design.path,
+    );
     let prompt = run.report.prompts.first().cloned().unwrap_or_default();
     let outputs = npu.prefill_layers(&prompt, 1)?;
     let ours = outputs.first().ok_or("the NPU block produced no output")?;
@@ -284,7 +348,16 @@ fn block_gates(run: &Run<'_>, design: &Design, cos_min: &Threshold, pos_min: &Th
     let whole = cosine(ours, theirs);
     let per_position = min_or_nan(&row_cosines(ours, theirs, arch.hidden_size));
     Ok(vec![
-        GateCheck::new("block cosine", "validate-block", "cosine", whole, Comparison::Ge, cos_min.0, conditions.clone(), cos_min.1.clone()),
+        GateCheck::new(
+            "block cosine",
+            "validate-block",
+            "cosine",
+            whole,
+            Comparison::Ge,
+            cos_min.0,
+            conditions.clone(),
+            cos_min.1.clone(),
+        ),
         GateCheck::new(
             "block per-position cosine",
             "validate-block",
@@ -303,7 +376,9 @@ fn block_gates(run: &Run<'_>, design: &Design, cos_min: &Threshold, pos_min: &Th
             Comparison::Eq,
             0.0,
             conditions,
-            ThresholdSource::Runtime { rule: "no NaN or infinite value in the block's output".into() },
+            ThresholdSource::Runtime {
+                rule: "no NaN or infinite value in the block's output".into(),
+            },
         ),
     ])
 }

@@ -20,13 +20,16 @@ use crate::bundle::{Comparison, Value};
 
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
     ensure_reference_prefill(run)?;
-    run.traj.action("build-model", &BTreeMap::new(), &ActionLinks::default());
+    run.traj
+        .action("build-model", &BTreeMap::new(), &ActionLinks::default());
     mark_bundle_steps(run, rec, "build-model");
     let params = BTreeMap::from([
         ("tokens".to_string(), Value::Int(GATE_N_TOKENS as i64)),
         ("top_k".to_string(), Value::Int(GATE_K as i64)),
     ]);
-    let action = run.traj.action("verify-model", &params, &ActionLinks::default());
+    let action = run
+        .traj
+        .action("verify-model", &params, &ActionLinks::default());
     mark_bundle_steps(run, rec, "verify-model");
     run.progress.step(&format!(
         "verify-model: greedy {GATE_N_TOKENS} tokens x {} prompts on the NPU",
@@ -36,7 +39,11 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     let verification = run_verification(run, &plans, run.design.path, true)?;
     let gates = verify_gates(run, &verification);
     let refs: Vec<&GateCheck> = gates.iter().collect();
-    let obs = run.traj.observe(Some("greedy decode, top-k set check at the first divergence"), &refs, Some(&action));
+    let obs = run.traj.observe(
+        Some("greedy decode, top-k set check at the first divergence"),
+        &refs,
+        Some(&action),
+    );
     run.report.verification = verification.prompts.clone();
     run.report.diagnosis = verification.diagnosis.clone();
     diagnosis_notes(run, rec);
@@ -67,7 +74,10 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
                 Err(e) => return Attempt::Inapplicable(e),
             };
             match run_verification(run, &plans, d.path, false) {
-                Ok(v) => match verify_gates(run, &v).into_iter().find(|g| g.metric == metric) {
+                Ok(v) => match verify_gates(run, &v)
+                    .into_iter()
+                    .find(|g| g.metric == metric)
+                {
                     Some(g) => Attempt::Checked(g),
                     None => Attempt::Inapplicable("the gate disappeared".into()),
                 },
@@ -81,7 +91,11 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
                 }
             }
             None => {
-                let stop = run.stop(rec, &failure, "the NPU path does not reproduce the reference's greedy decode");
+                let stop = run.stop(
+                    rec,
+                    &failure,
+                    "the NPU path does not reproduce the reference's greedy decode",
+                );
                 return Ok(PhaseEnd::Failed(stop));
             }
         }
@@ -97,7 +111,9 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     );
     let times = modeled(&plans, &run.device, &run.params);
     let profile = BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]);
-    let a = run.traj.action("profile-prefill", &profile, &ActionLinks::default());
+    let a = run
+        .traj
+        .action("profile-prefill", &profile, &ActionLinks::default());
     let ttft = GateCheck::new(
         "baseline TTFT",
         "profile-prefill",
@@ -106,7 +122,9 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         Comparison::Gt,
         0.0,
         BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
-        ThresholdSource::Runtime { rule: "recorded as the baseline phase 4 must beat".into() },
+        ThresholdSource::Runtime {
+            rule: "recorded as the baseline phase 4 must beat".into(),
+        },
     )
     .modeled();
     let mpt = GateCheck::new(
@@ -117,7 +135,9 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         Comparison::Gt,
         0.0,
         BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
-        ThresholdSource::Runtime { rule: "recorded as the baseline phase 5 must beat".into() },
+        ThresholdSource::Runtime {
+            rule: "recorded as the baseline phase 5 must beat".into(),
+        },
     )
     .modeled();
     run.traj.observe(None, &[&ttft, &mpt], Some(&a));
@@ -167,7 +187,11 @@ pub(crate) fn run_verification(
         path,
         &run.report.prompts,
         &run.reference_runs,
-        if diagnose { run.reference_prefill.as_ref() } else { None },
+        if diagnose {
+            run.reference_prefill.as_ref()
+        } else {
+            None
+        },
     )
     .map_err(DeployError::Usage)
 }
@@ -186,7 +210,9 @@ pub(crate) fn verify_gates(run: &Run<'_>, v: &NpuVerification) -> Vec<GateCheck>
         .get(3)
         .and_then(|p| p.exit_gates.iter().find(|g| g.metric == "top_k_agree"));
     let source = match recorded {
-        Some(g) if g.threshold as usize == prompts => ThresholdSource::Bundle { provenance: g.provenance.clone() },
+        Some(g) if g.threshold as usize == prompts => ThresholdSource::Bundle {
+            provenance: g.provenance.clone(),
+        },
         Some(g) => ThresholdSource::Rederived {
             why: format!(
                 "recorded as {} of {} prompts; every one of this run's {prompts} prompts must pass",
@@ -217,7 +243,9 @@ pub(crate) fn verify_gates(run: &Run<'_>, v: &NpuVerification) -> Vec<GateCheck>
             Comparison::Eq,
             0.0,
             conditions,
-            ThresholdSource::Runtime { rule: "no NaN or infinite logit".into() },
+            ThresholdSource::Runtime {
+                rule: "no NaN or infinite logit".into(),
+            },
         ),
     ]
 }

@@ -14,7 +14,9 @@ use crate::bundle::{Comparison, Value};
 
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
     let params = BTreeMap::from([("fresh_process".to_string(), Value::Bool(true))]);
-    let action = run.traj.action("evaluate", &params, &ActionLinks::default());
+    let action = run
+        .traj
+        .action("evaluate", &params, &ActionLinks::default());
     run.progress.step("evaluate: fresh process");
     let EvaluatorLaunch::Process(program) = &run.options.evaluator;
     let output = Command::new(program)
@@ -33,12 +35,28 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     let (verdict, findings, warnings, wall, passed_prompts) = match &evaluation {
         Some(e) => (
             e.verdict.clone(),
-            e.audit.iter().map(|a| format!("{}: {}: {}", if a.ok { "ok" } else { "FAILED" }, a.check, a.detail)).collect(),
+            e.audit
+                .iter()
+                .map(|a| {
+                    format!(
+                        "{}: {}: {}",
+                        if a.ok { "ok" } else { "FAILED" },
+                        a.check,
+                        a.detail
+                    )
+                })
+                .collect(),
             e.warnings.clone(),
             e.wall_s,
             e.prompts_passed,
         ),
-        None => ("FAIL".to_string(), vec![format!("no evaluation.json; evaluator stderr: {stderr}")], Vec::new(), 0.0, 0),
+        None => (
+            "FAIL".to_string(),
+            vec![format!("no evaluation.json; evaluator stderr: {stderr}")],
+            Vec::new(),
+            0.0,
+            0,
+        ),
     };
     run.report.evaluation = Some(EvaluationSummary {
         verdict: verdict.clone(),
@@ -71,7 +89,11 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         ),
     ];
     let refs: Vec<&GateCheck> = gates.iter().collect();
-    run.traj.observe(Some(&format!("independent evaluation: {verdict}")), &refs, Some(&action));
+    run.traj.observe(
+        Some(&format!("independent evaluation: {verdict}")),
+        &refs,
+        Some(&action),
+    );
     let mut failed = None;
     for g in gates {
         if !run.gate(rec, g.clone()) && failed.is_none() {
@@ -80,12 +102,25 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     }
     match failed {
         None => {
-            run.report.verdict = if verdict == "PASS" { Verdict::Pass } else { Verdict::PassWithWarnings };
+            run.report.verdict = if verdict == "PASS" {
+                Verdict::Pass
+            } else {
+                Verdict::PassWithWarnings
+            };
             Ok(PhaseEnd::Passed)
         }
         Some(gate) => {
-            let failure = super::remedy::Failure { phase: 7, op: "evaluate".into(), params, gate };
-            Ok(PhaseEnd::Failed(run.stop(rec, &failure, "the independent evaluator did not pass the deployment")))
+            let failure = super::remedy::Failure {
+                phase: 7,
+                op: "evaluate".into(),
+                params,
+                gate,
+            };
+            Ok(PhaseEnd::Failed(run.stop(
+                rec,
+                &failure,
+                "the independent evaluator did not pass the deployment",
+            )))
         }
     }
 }

@@ -38,6 +38,10 @@ pub struct ModelRef {
 #[serde(tag = "source", rename_all = "kebab-case")]
 pub enum WeightsRef {
     /// Safetensors files (name and size in bytes).
-    Checkpoint { files: Vec<(String, u64)> },
-    Random { seed: u64 },
+    Checkpoint {
+        files: Vec<(String, u64)>,
+    },
+    Random {
+        seed: u64,
+    },
 }

@@ -71,12 +71,18 @@ impl Registry {
     pub fn load(path: &Path) -> Result<Self, DeployError> {
         let text = std::fs::read_to_string(path).map_err(|e| DeployError::io(path, e))?;
         let registry: Registry = serde_json::from_str(&text).map_err(|e| {
-            DeployError::io(path, format!("not a kernel registry ({}:{}: {e})", e.line(), e.column()))
+            DeployError::io(
+                path,
+                format!("not a kernel registry ({}:{}: {e})", e.line(), e.column()),
+            )
         })?;
         if registry.schema_version != REGISTRY_SCHEMA {
             return Err(DeployError::io(
                 path,
-                format!("registry schema `{}`, expected `{REGISTRY_SCHEMA}`", registry.schema_version),
+                format!(
+                    "registry schema `{}`, expected `{REGISTRY_SCHEMA}`",
+                    registry.schema_version
+                ),
             ));
         }
         Ok(registry)

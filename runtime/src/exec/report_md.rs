@@ -93,7 +93,9 @@ pub fn render(r: &DeployReport) -> String {
                 | StepOutcome::NotApplicable { why }
                 | StepOutcome::Reverted { why }
                 | StepOutcome::Failed { why } => why.as_str(),
-                StepOutcome::AsRecorded | StepOutcome::Kept { .. } | StepOutcome::Covered { .. } => "",
+                StepOutcome::AsRecorded
+                | StepOutcome::Kept { .. }
+                | StepOutcome::Covered { .. } => "",
             };
             let _ = writeln!(out, "- phase {phase} `{}`: {why}", s.op);
         }

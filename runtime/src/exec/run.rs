@@ -6,20 +6,20 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
+use super::design::{Design, Plans};
 use super::gate::GateCheck;
 use super::progress::Progress;
+use super::record::ModeledTimes;
 use super::record::{
     DeployReport, PhaseRecord, PhaseStatus, RemedyAttempt, Stop, Verdict, REPORT_SCHEMA,
 };
-use super::remedy::{apply_remedy, candidates, Failure};
-use super::design::{Design, Plans};
-use super::record::ModeledTimes;
 use super::registry::Registry;
+use super::remedy::{apply_remedy, candidates, Failure};
 use super::topk::GreedyStep;
 use super::trajectory::{self, ActionLinks, TrajectoryWriter};
 use super::{
-    files, finalize, optimize, phase0, phase1, phase2, phase3, phase7, report_md, steps, DeployError,
-    DeployOptions, DeployOutcome,
+    files, finalize, optimize, phase0, phase1, phase2, phase3, phase7, report_md, steps,
+    DeployError, DeployOptions, DeployOutcome,
 };
 use crate::bundle::{Bundle, Step, Value, SCHEMA_VERSION};
 use crate::model::arch::Architecture;
@@ -161,7 +161,13 @@ impl<'a> Run<'a> {
     }
 
     /// A step that could not run at all (the plan builder refused the model, …).
-    pub fn fail_step(&mut self, rec: &mut PhaseRecord, phase: u8, op: &str, reason: &str) -> PhaseEnd {
+    pub fn fail_step(
+        &mut self,
+        rec: &mut PhaseRecord,
+        phase: u8,
+        op: &str,
+        reason: &str,
+    ) -> PhaseEnd {
         rec.steps.push(super::record::StepRecord {
             op: op.to_string(),
             params: BTreeMap::new(),
@@ -316,7 +322,10 @@ impl<'a> Run<'a> {
                         record.note = if gate.passed {
                             "the gate passes after the fix".into()
                         } else {
-                            format!("the failure is gone; the next check fails: {}", gate.summary())
+                            format!(
+                                "the failure is gone; the next check fails: {}",
+                                gate.summary()
+                            )
                         };
                         rec.attempts.push(record);
                         return Some(Fixed {

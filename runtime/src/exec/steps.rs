@@ -49,7 +49,9 @@ fn text(step: &Step, key: &str) -> Option<String> {
 }
 
 fn outcome(phase: u8, step: &Step, shapes: &ModelShapes, repeat: bool) -> StepOutcome {
-    let na = |why: &str| StepOutcome::NotApplicable { why: why.to_string() };
+    let na = |why: &str| StepOutcome::NotApplicable {
+        why: why.to_string(),
+    };
     let done = StepOutcome::AsRecorded;
     match step.op.as_str() {
         "verify-model" | "diagnose-layers" | "build-model" | "build-block" | "validate-block" => done,

@@ -155,11 +155,17 @@ pub fn verify_npu(
         if let (0, Some(reference_prefill)) = (i, diagnose) {
             let ours = npu.layer_outputs.take().unwrap_or_default();
             let width = model.arch.hidden_size;
-            for (layer, (o, r)) in ours.iter().zip(&reference_prefill.layer_outputs).enumerate() {
+            for (layer, (o, r)) in ours
+                .iter()
+                .zip(&reference_prefill.layer_outputs)
+                .enumerate()
+            {
                 diagnosis.push(LayerDiagnosis {
                     layer,
                     cosine: super::gate::cosine(o, &r.data),
-                    position_cosine_min: super::gate::min_or_nan(&super::gate::row_cosines(o, &r.data, width)),
+                    position_cosine_min: super::gate::min_or_nan(&super::gate::row_cosines(
+                        o, &r.data, width,
+                    )),
                 });
             }
         }
@@ -178,7 +184,10 @@ pub fn verify_npu(
 }
 
 /// The reference side: greedy runs of every prompt.
-pub fn reference_runs(model: &Model, prompts: &[Vec<u32>]) -> Result<(Vec<Vec<GreedyStep>>, usize), String> {
+pub fn reference_runs(
+    model: &Model,
+    prompts: &[Vec<u32>],
+) -> Result<(Vec<Vec<GreedyStep>>, usize), String> {
     let mut runs = Vec::with_capacity(prompts.len());
     let mut non_finite = 0;
     for prompt in prompts {

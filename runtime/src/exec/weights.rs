@@ -87,6 +87,9 @@ fn apply<'m>(data: WeightData<'m>, transform: &Transform) -> Result<WeightData<'
             kv_heads,
             head_dim,
         } => pad_heads(data, axis, heads, padded_heads, kv_heads, head_dim),
+        // The real rows only, borrowed: the zero padding up to `padded_rows` is
+        // implicit (kernels that read a partition accept its real rows; the
+        // interpreter's GEMM treats missing rows as the zeros they are).
         Transform::Rows {
             start,
             rows,
@@ -100,13 +103,11 @@ fn apply<'m>(data: WeightData<'m>, transform: &Transform) -> Result<WeightData<'
                     data.rows
                 ));
             }
-            let mut bits = vec![0u16; padded_rows * cols];
-            bits[..rows * cols].copy_from_slice(&data.bits[start * cols..(start + rows) * cols]);
-            Ok(WeightData {
-                bits: Cow::Owned(bits),
-                rows: padded_rows,
-                cols,
-            })
+            let bits = match data.bits {
+                Cow::Borrowed(b) => Cow::Borrowed(&b[start * cols..(start + rows) * cols]),
+                Cow::Owned(v) => Cow::Owned(v[start * cols..(start + rows) * cols].to_vec()),
+            };
+            Ok(WeightData { bits, rows, cols })
         }
     }
 }
