@@ -65,10 +65,15 @@ pub fn resolve<'m>(
     let tensor = index.get(&tensor_name).ok_or_else(|| {
         format!("buffer `{name}` names `{tensor_name}`, which the model does not have")
     })?;
+    // A vector (a bias) is a column: its heads run along axis 0.
+    let (rows, cols) = match tensor.shape() {
+        [n] => (*n, 1),
+        _ => (tensor.rows(), tensor.cols()),
+    };
     let mut data = WeightData {
         bits: Cow::Borrowed(tensor.bits()),
-        rows: tensor.rows(),
-        cols: tensor.cols(),
+        rows,
+        cols,
     };
     for t in transforms {
         data = apply(data, t)?;
