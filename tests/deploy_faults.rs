@@ -133,3 +133,38 @@ fn with_the_test_lessons_every_fault_is_repaired_by_its_lesson() {
         insta::assert_snapshot!(format!("repaired_{}", case.fault), summary(r));
     }
 }
+
+/// Why the llama3-scaling fault is a phase-1 catch: with Llama-3.2's parameters the
+/// scaling only changes frequencies whose wavelength exceeds the original context's
+/// quarter, so on the short prompts of phases 2 and 3 the unscaled table moves the
+/// block by less than bf16 noise. Phase 1 validates the table itself over all 2048
+/// positions against the reference's frequencies, where the error is large.
+#[test]
+fn the_unscaled_rope_table_is_invisible_to_a_short_prompt() {
+    use skillc_runtime::exec::design::Design;
+    use skillc_runtime::exec::gate::cosine;
+    use skillc_runtime::exec::npu::{NpuModel, RopeTable};
+    use skillc_runtime::model::oracle::{LogitRows, Reference};
+    use skillc_runtime::model::Model;
+    use skillc_runtime::xdna2::device::Device;
+
+    let model = Model::load(&fixture("llama32-tiny"), None).unwrap();
+    let prompt: Vec<u32> = (1..40).collect();
+    let reference = Reference::new(&model)
+        .unwrap()
+        .prefill(&prompt, LogitRows::Last)
+        .unwrap();
+    let device = Device::npu2();
+    let block = |rope| {
+        let mut design = Design::baseline();
+        design.path.rope = rope;
+        let plans = design.plans("llama32-tiny", &model.arch, &device).unwrap();
+        let mut npu = NpuModel::new(&device, &model, &plans.prefill, &plans.decode, design.path);
+        let out = npu.prefill_layers(&prompt, 1).unwrap();
+        cosine(&out[0], &reference.layer_outputs[0].data)
+    };
+    let (scaled, unscaled) = (block(RopeTable::Scaled), block(RopeTable::Unscaled));
+    assert!(scaled > 0.999, "{scaled}");
+    assert!(unscaled > 0.99, "the phase-2 gate would pass: {unscaled}");
+    assert!((scaled - unscaled).abs() < 1e-3, "{scaled} vs {unscaled}");
+}

@@ -81,3 +81,31 @@ fn a_second_run_writes_the_same_artifacts() {
     };
     assert_eq!(strip(&a), strip(&b));
 }
+
+/// Heads × head_dim = 896 is not 1024-aligned (Qwen2.5-0.5B's attention): the plan
+/// pads 14 query heads to 16 with phantom heads inside each KV group — rows of
+/// q_proj and its bias, columns of o_proj — and the run still matches the reference.
+#[test]
+fn non_aligned_heads_deploy_with_phantom_heads() {
+    use skillc_runtime::exec::record::StepOrigin;
+    let out = scratch("padded-heads");
+    let outcome = deploy(
+        llama1b(),
+        &deploy_support::repo("tests/data/deploy/padded-heads"),
+        &out,
+        &[],
+    );
+    assert_eq!(outcome.exit_code, 0, "{:?}", outcome.report.stop);
+    let derived: Vec<&str> = outcome.report.phases[2]
+        .steps
+        .iter()
+        .filter(|s| matches!(s.origin, StepOrigin::Derived { .. }))
+        .map(|s| s.op.as_str())
+        .collect();
+    assert_eq!(derived, ["pad-heads", "bias-after-rope"]);
+    let plan = std::fs::read_to_string(out.join("plan.json")).unwrap();
+    assert!(
+        plan.contains("\"padded_heads\": 16"),
+        "the plan pads to 16 heads"
+    );
+}

@@ -10,9 +10,14 @@
 //! and re-checked; when none works the run stops with a report naming the phase,
 //! gate, value, threshold and what was tried.
 //!
-//! Module map: [`run`] drives the phases over the shared state; `phase0` … `phase7`
-//! hold each phase; [`gate`], [`topk`] and [`remedy`] are the checking machinery;
-//! [`record`], [`report_md`] and [`trajectory`] write what happened.
+//! Module map: `run` drives the phases over the shared state; `phase0`, `phase1`,
+//! `phase2`, `phase3`, `optimize` (4 and 5), `finalize` (6) and `phase7` hold the
+//! phases and `steps` accounts for the bundle steps they leave; [`design`] turns the
+//! executor's decisions into the builder's plans, [`npu`] runs them over the model's
+//! weights, [`validate`] is phase 1's kernel harness and [`registry`] its file;
+//! [`gate`], [`topk`], [`verify`] and [`remedy`] are the checking machinery;
+//! [`record`], [`report_md`], [`trajectory`], [`perf`] and [`production`] write what
+//! happened; [`evaluate`] is phase 7's fresh-process evaluator.
 
 pub mod artifacts;
 pub mod clock;

@@ -298,7 +298,7 @@ impl<'m> Pass<'_, 'm> {
             return Ok(WeightRef::Shared(self.model.lut.clone()));
         }
         let copies = matches!(source, Some(WeightSource::Tensor { transforms, .. })
-            if transforms.iter().any(|t| !matches!(t, Transform::Transpose)));
+            if transforms.iter().any(|t| matches!(t, Transform::PadHeads { .. })));
         let key = (
             format!("{:?}/{name}", self.plan.phase),
             if buffer.per_layer { self.layer } else { 0 },
@@ -645,6 +645,17 @@ fn gemm_rows(
         let mut n0 = 0;
         while n0 < written {
             let nc = cols.min(written - n0);
+            // Rows past a partition's real ones are zero padding (see `weights`).
+            let real_rows = (w.len() / k.max(1)).saturating_sub(n0).min(nc);
+            let b: std::borrow::Cow<'_, [u16]> = if real_rows == nc {
+                std::borrow::Cow::Borrowed(&w[n0 * k..(n0 + nc) * k])
+            } else {
+                let mut padded_b = vec![0u16; nc * k];
+                if real_rows > 0 {
+                    padded_b[..real_rows * k].copy_from_slice(&w[n0 * k..(n0 + real_rows) * k]);
+                }
+                std::borrow::Cow::Owned(padded_b)
+            };
             let small = GemmSpec {
                 m: padded,
                 n: nc,
@@ -655,13 +666,8 @@ fn gemm_rows(
                 },
                 ..*spec
             };
-            let y = kernels::gemm(
-                d,
-                &small,
-                &a_chunk,
-                BOperand::NxK(&w[n0 * k..(n0 + nc) * k]),
-            )
-            .map_err(|e| e.to_string())?;
+            let y =
+                kernels::gemm(d, &small, &a_chunk, BOperand::NxK(&b)).map_err(|e| e.to_string())?;
             for r in 0..real {
                 out[(start + r) * n + n0..][..nc].copy_from_slice(&y[r * nc..(r + 1) * nc]);
             }

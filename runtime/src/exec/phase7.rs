@@ -18,6 +18,11 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         .traj
         .action("evaluate", &params, &ActionLinks::default());
     run.progress.step("evaluate: fresh process");
+    // The evaluator loads its own copy of the model: release ours first so two
+    // full-size models never sit in memory together.
+    run.model = None;
+    run.reference_prefill = None;
+    run.fixture = None;
     let EvaluatorLaunch::Process(program) = &run.options.evaluator;
     let output = Command::new(program)
         .arg("evaluate")

@@ -189,7 +189,17 @@ fn run_reduced(ctx: &ValidationContext<'_, '_>, launch: &Launch) -> Result<Reduc
     let eps = ctx.arch.rms_norm_eps as f32;
     match launch {
         Launch::Gemm { b, spec, .. } => {
-            let w = weight(ctx, b)?;
+            let mut w = weight(ctx, b)?;
+            if w.rows < spec.n {
+                // A partition's implicit zero rows, made explicit for the full slot.
+                let mut bits = w.bits.into_owned();
+                bits.resize(spec.n * w.cols, 0);
+                w = WeightData {
+                    bits: std::borrow::Cow::Owned(bits),
+                    rows: spec.n,
+                    cols: w.cols,
+                };
+            }
             let m = spec.m.min(spec.tile.tile_m * spec.herd.cols());
             let small = GemmSpec { m, ..*spec };
             let a = draws(seed, "gemm-a", m * spec.k, 1.0);

@@ -65,10 +65,15 @@ pub fn resolve<'m>(
     let tensor = index.get(&tensor_name).ok_or_else(|| {
         format!("buffer `{name}` names `{tensor_name}`, which the model does not have")
     })?;
+    // A vector (a bias) is a column: its heads run along axis 0.
+    let (rows, cols) = match tensor.shape() {
+        [n] => (*n, 1),
+        _ => (tensor.rows(), tensor.cols()),
+    };
     let mut data = WeightData {
         bits: Cow::Borrowed(tensor.bits()),
-        rows: tensor.rows(),
-        cols: tensor.cols(),
+        rows,
+        cols,
     };
     for t in transforms {
         data = apply(data, t)?;
@@ -87,6 +92,9 @@ fn apply<'m>(data: WeightData<'m>, transform: &Transform) -> Result<WeightData<'
             kv_heads,
             head_dim,
         } => pad_heads(data, axis, heads, padded_heads, kv_heads, head_dim),
+        // The real rows only, borrowed: the zero padding up to `padded_rows` is
+        // implicit (kernels that read a partition accept its real rows; the
+        // interpreter's GEMM treats missing rows as the zeros they are).
         Transform::Rows {
             start,
             rows,
@@ -100,13 +108,11 @@ fn apply<'m>(data: WeightData<'m>, transform: &Transform) -> Result<WeightData<'
                     data.rows
                 ));
             }
-            let mut bits = vec![0u16; padded_rows * cols];
-            bits[..rows * cols].copy_from_slice(&data.bits[start * cols..(start + rows) * cols]);
-            Ok(WeightData {
-                bits: Cow::Owned(bits),
-                rows: padded_rows,
-                cols,
-            })
+            let bits = match data.bits {
+                Cow::Borrowed(b) => Cow::Borrowed(&b[start * cols..(start + rows) * cols]),
+                Cow::Owned(v) => Cow::Owned(v[start * cols..(start + rows) * cols].to_vec()),
+            };
+            Ok(WeightData { bits, rows, cols })
         }
     }
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 pub mod build;
+pub mod deploy;
 pub mod emulator;
 pub mod oracle;
 pub mod parse;
@@ -20,6 +21,8 @@ pub enum BenchCommand {
     Oracle(oracle::Args),
     /// XDNA 2 emulator: functional decode step of a full-size model vs the CPU reference's, as a ratio.
     Emulator(emulator::Args),
+    /// Deploy the nine models from their configs; print wall time, phases and modeled figures.
+    Deploy(deploy::Args),
 }
 
 pub fn run(cmd: BenchCommand) -> ExitCode {
@@ -28,5 +31,6 @@ pub fn run(cmd: BenchCommand) -> ExitCode {
         BenchCommand::Build(args) => build::run(args),
         BenchCommand::Oracle(args) => oracle::run(args),
         BenchCommand::Emulator(args) => emulator::run(args),
+        BenchCommand::Deploy(args) => deploy::run(args),
     }
 }

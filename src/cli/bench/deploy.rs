@@ -1,0 +1,209 @@
+//! `skillc bench deploy`: deploys a bundle on each of the nine target models from
+//! their configs alone (seeded random weights) and prints, per model, the deploy wall
+//! time on this machine, the phases passed and the verdict, and the modeled TTFT and
+//! decode speed at seq 2048 beside the published mlir-air figures for the same model
+//! (shared/reference/xdna2-calibration.md §6, as the emulator's calibration data set
+//! holds them). Wall times depend on the machine's load, printed with them.
+//!
+//! Run with `cargo run --release -- bench deploy` (targets: under 3 minutes up to
+//! 1.7B parameters, under 6 minutes for 3B–4B, on 2 cores).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use skillc_runtime::exec::record::{DeployReport, PhaseStatus};
+use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Silent};
+use skillc_runtime::xdna2::calibration::{data_dir, DataSet, Subject};
+
+use crate::cli::deploy::load_bundle;
+use crate::cli::EXIT_USAGE;
+
+/// The nine models of the published work, smallest first.
+pub const MODELS: [&str; 9] = [
+    "qwen2.5-0.5b",
+    "qwen3-0.6b",
+    "llama-3.2-1b",
+    "qwen2.5-1.5b",
+    "smollm2-1.7b",
+    "qwen3-1.7b",
+    "llama-3.2-3b",
+    "qwen2.5-3b",
+    "qwen3-4b",
+];
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The skill bundle to deploy.
+    #[arg(long, default_value = "generated-skills/llama1b")]
+    pub bundle: PathBuf,
+    /// Directory holding the model configs.
+    #[arg(long, default_value = "../shared/models")]
+    pub models: PathBuf,
+    /// Only these models (directory names); all nine by default.
+    #[arg(long = "model")]
+    pub only: Vec<String>,
+    /// Where each run's output directory goes.
+    #[arg(long, default_value = "target/bench-deploy")]
+    pub out: PathBuf,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+struct Row {
+    model: String,
+    parameters: u64,
+    wall_s: f64,
+    cpu_s: Option<f64>,
+    load: String,
+    report: DeployReport,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    match bench(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+fn bench(args: &Args) -> Result<(), String> {
+    let bundle = load_bundle(&args.bundle)?;
+    let program =
+        std::env::current_exe().map_err(|e| format!("cannot locate skillc itself: {e}"))?;
+    let published = published_figures()?;
+    let models: Vec<&str> = MODELS
+        .iter()
+        .copied()
+        .filter(|m| args.only.is_empty() || args.only.iter().any(|o| o == m))
+        .collect();
+    let mut rows = Vec::new();
+    for model in models {
+        eprintln!("deploying {model} …");
+        let options = DeployOptions {
+            model_dir: args.models.join(model),
+            out_dir: args.out.join(model),
+            seed: args.seed,
+            prompts: None,
+            faults: Vec::new(),
+            started: exec::clock::now(),
+            evaluator: EvaluatorLaunch::Process(program.clone()),
+            registry: None,
+        };
+        let load = load_average();
+        let cpu_before = cpu_seconds();
+        let started = Instant::now();
+        let outcome =
+            exec::deploy(&bundle, &options, &mut Silent).map_err(|e| format!("{model}: {e}"))?;
+        let wall_s = started.elapsed().as_secs_f64();
+        let cpu_s = cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
+        let parameters = outcome.report.model.as_ref().map_or(0, |m| m.parameters);
+        rows.push(Row {
+            model: model.to_string(),
+            parameters,
+            wall_s,
+            cpu_s,
+            load,
+            report: outcome.report,
+        });
+    }
+    print_table(&rows, &published, &args.bundle);
+    Ok(())
+}
+
+/// Published TTFT (s), decode speed (tok/s) and source, by model.
+type Published = BTreeMap<String, (Option<f64>, Option<f64>, String)>;
+
+/// The published figures of the calibration set.
+fn published_figures() -> Result<Published, String> {
+    let (data, _) = DataSet::load(&data_dir()).map_err(|e| e.to_string())?;
+    let mut out = Published::new();
+    for point in &data.points {
+        let tok_s = |v: f64, unit: &str| if unit == "ms" { 1e3 / v } else { v };
+        match &point.subject {
+            Subject::Ttft { model } => {
+                let e = out.entry(model.clone()).or_default();
+                e.0 = Some(point.measured.value);
+                e.2 = point.source.clone();
+            }
+            Subject::Decode { model } => {
+                out.entry(model.clone()).or_default().1 =
+                    Some(tok_s(point.measured.value, &point.measured.unit));
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+fn print_table(rows: &[Row], published: &Published, bundle: &Path) {
+    println!("skillc bench deploy: bundle {}, seeded random weights, verification 2 prompts x 32 greedy tokens", bundle.display());
+    println!();
+    println!("| model | params | deploy wall s | CPU s | load | phases passed | verdict | modeled TTFT s | modeled tok/s | calls/layer pf/dec | mlir-air TTFT s | mlir-air tok/s |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let fmt =
+        |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+    for row in rows {
+        let r = &row.report;
+        let passed = r
+            .phases
+            .iter()
+            .filter(|p| p.status == PhaseStatus::Passed)
+            .count();
+        let perf = r.performance.as_ref().map(|p| &p.production);
+        let (ttft, tok_s) = published
+            .get(&row.model)
+            .map_or((None, None), |p| (p.0, p.1));
+        println!(
+            "| {} | {:.2}B | {:.0} | {} | {} | {passed}/8 | {} | {} | {} | {} | {} | {} |",
+            row.model,
+            row.parameters as f64 / 1e9,
+            row.wall_s,
+            fmt(row.cpu_s, 0),
+            row.load,
+            r.verdict.label(),
+            fmt(perf.map(|p| p.ttft_s), 2),
+            fmt(perf.map(|p| p.tok_s), 1),
+            perf.map_or("-".to_string(), |p| format!(
+                "{}/{}",
+                p.calls_per_layer_prefill, p.calls_per_layer_decode
+            )),
+            fmt(ttft, 2),
+            fmt(tok_s, 1),
+        );
+    }
+    println!();
+    if let Some(note) = rows
+        .iter()
+        .find_map(|r| r.report.performance.as_ref().map(|p| p.calibration.clone()))
+    {
+        println!("Modeled figures are the emulator's cost model at seq 2048 ({note}).");
+    }
+    println!("Published figures: shared/reference/xdna2-calibration.md §6 (mlir-air:programming_examples/llms/README.md); the cost model is fitted on Llama-3.2-1B's and holds the other eight out.");
+    println!("CPU s is user+system time of this process and its evaluator child; load is the 1-minute load average when the run started (the machine is shared).");
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// User + system seconds of this process and its waited-for children, from
+/// /proc/self/stat (clock ticks at the usual 100 Hz).
+fn cpu_seconds() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after = text.rsplit_once(')')?.1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14–17 of stat are utime, stime, cutime, cstime; `after` starts at field 3.
+    let ticks: f64 = fields
+        .get(11..15)?
+        .iter()
+        .filter_map(|f| f.parse::<f64>().ok())
+        .sum();
+    Some(ticks / 100.0)
+}
