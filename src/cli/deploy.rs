@@ -189,6 +189,13 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
             perf.production.calls_per_layer_decode,
             perf.calibration
         );
+        if let Some(c) = &perf.published_context_decode {
+            let _ = writeln!(
+                stdout,
+                "  modeled decode at context {} (the published figures' context): {:.1} tok/s ({:.1} ms/token)",
+                c.context, c.tok_s, c.ms_per_token
+            );
+        }
     }
     let _ = writeln!(
         stdout,

@@ -88,6 +88,22 @@ impl Design {
         arch: &Architecture,
         device: &Device,
     ) -> Result<Plans, String> {
+        Ok(Plans {
+            prefill: self.plan(model, arch, device, Phase::Prefill, SEQ_LEN)?,
+            decode: self.plan(model, arch, device, Phase::Decode, SEQ_LEN)?,
+        })
+    }
+
+    /// One plan at `seq_len` (prompt rows for prefill, cached context for decode),
+    /// with the chosen configurations applied.
+    pub fn plan(
+        &self,
+        model: &str,
+        arch: &Architecture,
+        device: &Device,
+        phase: Phase,
+        seq_len: usize,
+    ) -> Result<Plan, String> {
         let mut kernels_arch = arch.clone();
         if let Some(ffn) = self.ffn_padded {
             if ffn < arch.intermediate_size {
@@ -95,30 +111,19 @@ impl Design {
             }
             kernels_arch.intermediate_size = ffn;
         }
-        let build = |phase| {
-            plan_for(model, &kernels_arch, device, phase, SEQ_LEN, &self.options)
-                .map_err(|e| e.to_string())
-                .map(|mut plan| {
-                    pad_ffn_sources(
-                        &mut plan,
-                        arch.intermediate_size,
-                        kernels_arch.intermediate_size,
-                    );
-                    plan
-                })
-        };
-        let mut plans = Plans {
-            prefill: build(Phase::Prefill)?,
-            decode: build(Phase::Decode)?,
-        };
-        for plan in [&mut plans.prefill, &mut plans.decode] {
-            for launch in launches_mut(plan) {
-                if let Some(t) = self.tilings.get(&site_key(launch)) {
-                    apply_tiling(launch, t);
-                }
+        let mut plan = plan_for(model, &kernels_arch, device, phase, seq_len, &self.options)
+            .map_err(|e| e.to_string())?;
+        pad_ffn_sources(
+            &mut plan,
+            arch.intermediate_size,
+            kernels_arch.intermediate_size,
+        );
+        for launch in launches_mut(&mut plan) {
+            if let Some(t) = self.tilings.get(&site_key(launch)) {
+                apply_tiling(launch, t);
             }
         }
-        Ok(plans)
+        Ok(plan)
     }
 }
 

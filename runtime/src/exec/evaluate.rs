@@ -321,8 +321,11 @@ fn warnings(report: &DeployReport, fresh: &[PromptVerdict]) -> Vec<String> {
         if let Some(d) = &p.check.divergence {
             if d.step < 8 {
                 w.push(format!(
-                    "prompt {} diverges early, at step {} (ranks {:?}/{:?})",
-                    p.prompt, d.step, d.reference_rank_on_npu, d.npu_rank_on_reference
+                    "prompt {} diverges early, at step {} (reference token {} on the NPU, NPU token {} on the reference)",
+                    p.prompt,
+                    d.step,
+                    super::topk::rank_words(d.reference_rank_on_npu),
+                    super::topk::rank_words(d.npu_rank_on_reference)
                 ));
             }
         }

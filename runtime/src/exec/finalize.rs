@@ -73,9 +73,11 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         &(serde_json::to_string(&trace_json).unwrap_or_default() + "\n"),
     )?;
     let calibration_error = crate::xdna2::fit::FittedFile::committed().fit.median_error;
+    let published_context = crate::xdna2::calibration::DataSet::committed().decode_context;
     run.report.performance = Some(Performance {
         baseline: run.baseline_times.clone().unwrap_or_else(|| times.clone()),
         production: times,
+        published_context_decode: run.decode_at(published_context).ok(),
         roofline: roofline(&plans, &run.device, &run.params, &run.calibration_note()),
         calibration,
         calibration_error,

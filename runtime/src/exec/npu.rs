@@ -321,6 +321,29 @@ impl<'m> Pass<'_, 'm> {
         }
     }
 
+    /// A weight the kernel reads in full (`len` elements): a tensor borrowed
+    /// without its zero padding rows (see `weights`) is materialized with them,
+    /// once, and kept.
+    fn full_weight(&mut self, name: &str, len: usize) -> Result<WeightRef<'m>, String> {
+        let w = self.weight(name)?;
+        if w.len() >= len {
+            return Ok(w);
+        }
+        let per_layer = self.buffer(name)?.per_layer;
+        let key = (
+            format!("{:?}/{name}/zero-rows", self.plan.phase),
+            if per_layer { self.layer } else { 0 },
+        );
+        if let Some(full) = self.model.padded.get(&key) {
+            return Ok(WeightRef::Shared(full.clone()));
+        }
+        let mut bits = w.to_vec();
+        bits.resize(len, 0);
+        let full = Arc::new(bits);
+        self.model.padded.insert(key, full.clone());
+        Ok(WeightRef::Shared(full))
+    }
+
     fn put(&mut self, name: &str, data: Vec<u16>) {
         self.bufs.insert(name.to_string(), data);
     }
@@ -363,7 +386,7 @@ impl<'m> Pass<'_, 'm> {
                     Some(r) => Some(self.get(r)?.clone()),
                     None => None,
                 };
-                let wb = self.weight(w)?;
+                let wb = self.full_weight(w, spec.m * spec.k)?;
                 let y = kernels::gemv(d, spec, &wb, &xv, r.as_deref()).map_err(err)?;
                 self.put(out, y);
             }
@@ -378,8 +401,8 @@ impl<'m> Pass<'_, 'm> {
             } => {
                 let xv = self.get(x)?.clone();
                 let n = self.weight(norm)?;
-                let g = self.weight(gate)?;
-                let u = self.weight(up)?;
+                let g = self.full_weight(gate, spec.m * spec.k)?;
+                let u = self.full_weight(up, spec.m * spec.k)?;
                 let y = kernels::gemv_swiglu(d, spec, *eps as f32, &xv, &n, &g, &u).map_err(err)?;
                 self.put(out, y);
             }

@@ -560,7 +560,7 @@ pub(crate) fn kernel_gate(key: &str, launch: &Launch, check: &KernelCheck) -> Ga
 /// Why a RoPE table is validated over every position: a frequency-scaling error
 /// (llama3) only shows at long positions, far beyond phases 2 and 3's prompts.
 fn rope_note(run: &Run<'_>) -> String {
-    let scaled = run.arch.as_ref().is_some_and(|a| has_scaling(a));
+    let scaled = run.arch.as_ref().is_some_and(has_scaling);
     if scaled {
         "RoPE table check: the model's RoPE scaling only changes frequencies whose wavelength exceeds the original context's, so on prompts of a few dozen positions (phases 2 and 3) a table without it moves the block below bf16 noise; phase 1 compares the table with the reference's scaled frequencies at every one of the 2048 positions, where the error is large".to_string()
     } else {

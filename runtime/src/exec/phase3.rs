@@ -263,8 +263,8 @@ fn diagnosis_notes(run: &mut Run<'_>, rec: &mut PhaseRecord) {
         let text = match &p.check.divergence {
             None => format!("prompt {}: {} tokens identical", p.prompt, p.check.agreed),
             Some(d) => format!(
-                "prompt {}: first divergence at step {} (reference token {} is rank {:?} on the NPU, NPU token {} is rank {:?} on the reference)",
-                p.prompt, d.step, d.reference_token, d.reference_rank_on_npu, d.npu_token, d.npu_rank_on_reference
+                "prompt {}: first divergence at step {} (reference token {} is {} on the NPU, NPU token {} is {} on the reference)",
+                p.prompt, d.step, d.reference_token, super::topk::rank_words(d.reference_rank_on_npu), d.npu_token, super::topk::rank_words(d.npu_rank_on_reference)
             ),
         };
         rec.notes.push(text);

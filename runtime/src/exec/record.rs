@@ -197,6 +197,14 @@ pub struct ModeledTimes {
     pub calls_per_layer_decode: usize,
 }
 
+/// Modeled decode speed at one cached-context length.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextDecode {
+    pub context: usize,
+    pub ms_per_token: f64,
+    pub tok_s: f64,
+}
+
 /// One row of the roofline table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RooflineRow {
@@ -215,6 +223,10 @@ pub struct Performance {
     pub baseline: ModeledTimes,
     /// The production plan.
     pub production: ModeledTimes,
+    /// The production plan's decode at the context the published decode figures
+    /// were measured at (the calibration data set's), for comparison with them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_context_decode: Option<ContextDecode>,
     pub roofline: Vec<RooflineRow>,
     /// The cost model's calibration error against published measurements.
     pub calibration: String,

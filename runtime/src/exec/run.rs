@@ -9,7 +9,7 @@ use std::time::Instant;
 use super::design::{Design, Plans};
 use super::gate::GateCheck;
 use super::progress::Progress;
-use super::record::ModeledTimes;
+use super::record::{ContextDecode, ModeledTimes};
 use super::record::{
     DeployReport, PhaseRecord, PhaseStatus, RemedyAttempt, Stop, Verdict, REPORT_SCHEMA,
 };
@@ -26,9 +26,10 @@ use crate::model::arch::Architecture;
 use crate::model::oracle::compare::ReferenceTensors;
 use crate::model::oracle::PrefillOutput;
 use crate::model::Model;
-use crate::xdna2::cost::Params;
+use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
 use crate::xdna2::fit::committed_params;
+use crate::xdna2::plan::Phase;
 
 /// How a phase ended.
 #[derive(Debug)]
@@ -158,6 +159,23 @@ impl<'a> Run<'a> {
             return Err("no model loaded".into());
         };
         self.design.plans(&name, arch, &self.device)
+    }
+
+    /// Modeled decode of the current design at a `context` other than the
+    /// production one (the published decode figures were measured at short context).
+    pub fn decode_at(&self, context: usize) -> Result<ContextDecode, String> {
+        let (Some(arch), Some(name)) = (self.arch.as_ref(), self.model_name()) else {
+            return Err("no model loaded".into());
+        };
+        let plan = self
+            .design
+            .plan(&name, arch, &self.device, Phase::Decode, context)?;
+        let seconds = time_plan(&plan, &self.device, &self.params).total_s;
+        Ok(ContextDecode {
+            context,
+            ms_per_token: seconds * 1e3,
+            tok_s: if seconds > 0.0 { 1.0 / seconds } else { 0.0 },
+        })
     }
 
     /// A step that could not run at all (the plan builder refused the model, …).

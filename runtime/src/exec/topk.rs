@@ -52,6 +52,11 @@ pub struct Divergence {
     pub npu_rank_on_reference: Option<usize>,
 }
 
+/// "rank 2" or "outside the top-k", for notes and warnings.
+pub fn rank_words(rank: Option<usize>) -> String {
+    rank.map_or_else(|| "outside the top-k".to_string(), |r| format!("rank {r}"))
+}
+
 /// The verdict for one prompt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopKCheck {

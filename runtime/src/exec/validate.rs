@@ -183,23 +183,28 @@ fn weight<'m>(ctx: &ValidationContext<'_, 'm>, name: &str) -> Result<WeightData<
     resolve(ctx.plan, name, 0, ctx.index)
 }
 
+/// A weight with at least `rows` rows: the implicit zero rows of a padded or
+/// partitioned tensor (borrowed without them) made explicit for the kernel's slot.
+fn with_rows(w: WeightData<'_>, rows: usize) -> WeightData<'_> {
+    if w.rows >= rows {
+        return w;
+    }
+    let mut bits = w.bits.into_owned();
+    bits.resize(rows * w.cols, 0);
+    WeightData {
+        bits: std::borrow::Cow::Owned(bits),
+        rows,
+        cols: w.cols,
+    }
+}
+
 fn run_reduced(ctx: &ValidationContext<'_, '_>, launch: &Launch) -> Result<Reduced, String> {
     let d = ctx.device;
     let seed = ctx.seed;
     let eps = ctx.arch.rms_norm_eps as f32;
     match launch {
         Launch::Gemm { b, spec, .. } => {
-            let mut w = weight(ctx, b)?;
-            if w.rows < spec.n {
-                // A partition's implicit zero rows, made explicit for the full slot.
-                let mut bits = w.bits.into_owned();
-                bits.resize(spec.n * w.cols, 0);
-                w = WeightData {
-                    bits: std::borrow::Cow::Owned(bits),
-                    rows: spec.n,
-                    cols: w.cols,
-                };
-            }
+            let w = with_rows(weight(ctx, b)?, spec.n);
             let m = spec.m.min(spec.tile.tile_m * spec.herd.cols());
             let small = GemmSpec { m, ..*spec };
             let a = draws(seed, "gemm-a", m * spec.k, 1.0);
@@ -208,7 +213,7 @@ fn run_reduced(ctx: &ValidationContext<'_, '_>, launch: &Launch) -> Result<Reduc
             outcome(out, format!("{m}x{}x{}", spec.k, spec.n), reference)
         }
         Launch::Gemv { w, spec, .. } => {
-            let wd = weight(ctx, w)?;
+            let wd = with_rows(weight(ctx, w)?, spec.m);
             let x = draws(seed, "gemv-x", spec.k, 1.0);
             let residual = spec.residual.then(|| draws(seed, "gemv-r", spec.m, 1.0));
             let mut reference = reference_gemv(&wd.bits, spec.k, &bf16::to_f32_vec(&x));
@@ -228,7 +233,9 @@ fn run_reduced(ctx: &ValidationContext<'_, '_>, launch: &Launch) -> Result<Reduc
             eps: e,
             ..
         } => {
-            let (nw, gw, uw) = (weight(ctx, norm)?, weight(ctx, gate)?, weight(ctx, up)?);
+            let nw = weight(ctx, norm)?;
+            let gw = with_rows(weight(ctx, gate)?, spec.m);
+            let uw = with_rows(weight(ctx, up)?, spec.m);
             let x = draws(seed, "swiglu-x", spec.k, 1.0);
             let mut normed = vec![0.0f32; spec.k];
             blocks::rms_norm(&bf16::to_f32_vec(&x), &nw.bits, *e as f32, &mut normed);

@@ -379,7 +379,15 @@ pub fn load_model(models_dir: &Path, model: &str) -> Result<Architecture, Calibr
     Ok(load_config(&models_dir.join(model).join("config.json"))?)
 }
 
+/// The committed `calibration.json`, compiled in so an installed binary has it.
+pub const CALIBRATION_JSON: &str = include_str!("../../data/xdna2/calibration.json");
+
 impl DataSet {
+    /// The committed data set (see [`CALIBRATION_JSON`]).
+    pub fn committed() -> DataSet {
+        serde_json::from_str(CALIBRATION_JSON).expect("committed calibration.json parses")
+    }
+
     /// `calibration.json` of `data_dir`, with its text.
     pub fn load(data_dir: &Path) -> Result<(DataSet, String), CalibrationError> {
         let text = read(&data_dir.join("calibration.json"))?;
