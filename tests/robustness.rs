@@ -68,40 +68,17 @@ fn valid_texts() -> Vec<String> {
     texts
 }
 
-const TOKENS: &[&str] = &[
-    "trajectory",
-    "session",
-    "phase",
-    "model",
-    "target",
-    "baseline",
-    "action",
-    "observe",
-    "lesson",
-    "note",
-    "decision",
-    "when",
-    "after",
-    "about",
-    "evidence",
-    "fixes",
-    "by",
-    "supersedes",
-    "reverts",
-    "symptom",
-    "cause",
-    "fix",
-    "fails",
-    "with",
-    "and",
-    "or",
-    "not",
-    "measured",
-    "modeled",
-    "pass",
-    "fail",
-    "true",
-    "false",
+/// The language's keywords and other tokens a trajectory is made of.
+fn tokens() -> Vec<&'static str> {
+    skillc_runtime::ops::KEYWORDS
+        .iter()
+        .chain(OTHER_TOKENS)
+        .copied()
+        .collect()
+}
+
+/// Tokens besides the keywords of the language.
+const OTHER_TOKENS: &[&str] = &[
     "a1",
     "o2",
     "l3",
@@ -164,7 +141,7 @@ proptest! {
     }
 
     #[test]
-    fn token_soup_never_panics(tokens in proptest::collection::vec(proptest::sample::select(TOKENS), 0..120)) {
+    fn token_soup_never_panics(tokens in proptest::collection::vec(proptest::sample::select(tokens()), 0..120)) {
         let mut text = String::new();
         for token in tokens {
             text.push_str(token);
@@ -177,7 +154,7 @@ proptest! {
     fn mutated_valid_files_never_panic(
         file in any::<prop::sample::Index>(),
         mutations in proptest::collection::vec(
-            (0u8..5, any::<prop::sample::Index>(), 0usize..40, proptest::sample::select(TOKENS)),
+            (0u8..5, any::<prop::sample::Index>(), 0usize..40, proptest::sample::select(tokens())),
             1..6,
         ),
     ) {

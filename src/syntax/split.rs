@@ -20,45 +20,9 @@ pub struct Piece {
 
 const KINDS: &[&str] = &["action", "observe", "lesson", "note", "decision"];
 
-/// Words that can never be an entry id (listed in grammar/README.md, "Keywords").
-const RESERVED: &[&str] = &[
-    "trajectory",
-    "session",
-    "phase",
-    "modeled",
-    "model",
-    "target",
-    "baseline",
-    "action",
-    "observe",
-    "lesson",
-    "note",
-    "decision",
-    "when",
-    "after",
-    "about",
-    "evidence",
-    "fixes",
-    "by",
-    "supersedes",
-    "reverts",
-    "symptom",
-    "cause",
-    "fix",
-    "fails",
-    "with",
-    "and",
-    "or",
-    "not",
-    "measured",
-    "pass",
-    "fail",
-    "true",
-    "false",
-];
-
+/// Words that can never be an entry id: the language's keywords.
 pub fn is_reserved(word: &str) -> bool {
-    RESERVED.contains(&word)
+    skillc_runtime::ops::is_keyword(word)
 }
 
 pub fn split(text: &str) -> Vec<Piece> {

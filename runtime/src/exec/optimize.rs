@@ -46,6 +46,8 @@ struct Target {
     metric: &'static str,
     unit: &'static str,
     profile_op: &'static str,
+    /// A prefill technique re-tried after phase 5: decode must not slow down either.
+    revisit: bool,
 }
 
 fn target(phase: u8) -> Target {
@@ -55,6 +57,7 @@ fn target(phase: u8) -> Target {
             metric: "ttft_s",
             unit: "s",
             profile_op: "profile-prefill",
+            revisit: false,
         }
     } else {
         Target {
@@ -62,6 +65,7 @@ fn target(phase: u8) -> Target {
             metric: "ms_per_token",
             unit: "ms",
             profile_op: "profile-decode",
+            revisit: false,
         }
     }
 }
@@ -116,6 +120,9 @@ pub(crate) fn run(
             outcome,
             recorded: None,
         });
+    }
+    if phase == 5 {
+        current = revisit_prefill(run, rec, current)?;
     }
     run.design = current.0.clone();
     let end = current.2.clone();
@@ -181,6 +188,104 @@ pub(crate) fn run(
             &failure,
             "no technique of the bundle lowered the modeled time",
         )))
+    }
+}
+
+/// Phase 4's techniques that were reverted because the modeled TTFT did not drop
+/// are tried once more after phase 5: the decode techniques change what both plans
+/// share (the LM-head partitions), so a prefill change that lost then may win now.
+/// Kept only when TTFT strictly drops and decode does not slow down.
+fn revisit_prefill(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    mut current: State,
+) -> Result<State, DeployError> {
+    let reverted: Vec<String> = run
+        .report
+        .phases
+        .iter()
+        .filter(|p| p.index == 4)
+        .flat_map(|p| &p.steps)
+        .filter_map(|s| match (&s.origin, &s.outcome) {
+            (StepOrigin::Bundle { step, .. }, StepOutcome::Reverted { why })
+                if why.contains("did not drop") =>
+            {
+                Some(step.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    let steps: Vec<Step> = run
+        .bundle
+        .phases
+        .get(4)
+        .map(|p| {
+            p.steps
+                .iter()
+                .filter(|s| reverted.contains(&s.id))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    if steps.is_empty() {
+        return Ok(current);
+    }
+    let t = Target {
+        revisit: true,
+        ..target(4)
+    };
+    // Phase-4 operations, recorded in a phase-4 session (the language checks
+    // that an operation belongs to its session's phase).
+    let started = run.options.started.clone();
+    run.traj
+        .session(&started, 4, "Prefill optimization, re-tried after phase 5");
+    for step in steps {
+        run.progress
+            .step(&format!("{} {} (re-tried after phase 5)", step.op, step.id));
+        let (outcome, next) = try_technique(run, rec, &t, &step, &current)?;
+        if let Some(next) = next {
+            current = next;
+        }
+        if let StepOutcome::Kept { why } = &outcome {
+            amend_phase4_step(run, &step.id, why);
+        }
+        rec.steps.push(StepRecord {
+            op: step.op.clone(),
+            params: step.params.clone(),
+            origin: StepOrigin::Derived {
+                why: format!(
+                    "phase 4 reverted bundle step {} (modeled TTFT did not drop); re-tried once the decode techniques changed the shared design",
+                    step.id
+                ),
+            },
+            outcome,
+            recorded: None,
+        });
+    }
+    run.traj.session(&started, 5, "Decode optimization, result");
+    Ok(current)
+}
+
+/// The phase-4 record of a step kept when re-tried: it ran, later than recorded.
+fn amend_phase4_step(run: &mut Run<'_>, id: &str, kept: &str) {
+    let records = run
+        .report
+        .phases
+        .iter_mut()
+        .filter(|p| p.index == 4)
+        .flat_map(|p| p.steps.iter_mut());
+    for record in records {
+        let StepOrigin::Bundle { step, .. } = &record.origin else {
+            continue;
+        };
+        if step != id {
+            continue;
+        }
+        if let StepOutcome::Reverted { why } = &record.outcome {
+            record.outcome = StepOutcome::Rederived {
+                why: format!("{why} in phase 4; re-tried after phase 5 and kept: {kept}"),
+            };
+        }
     }
 }
 
@@ -281,6 +386,16 @@ fn try_technique(
     .modeled();
     run.traj.observe(None, &[&gate], Some(&action));
     run.gate(rec, gate);
+    if t.revisit && times.ms_per_token > current.2.ms_per_token {
+        return revert(
+            run,
+            format!(
+                "modeled decode would slow down ({} -> {} ms)",
+                super::gate::format_value(current.2.ms_per_token),
+                super::gate::format_value(times.ms_per_token)
+            ),
+        );
+    }
     if after >= before {
         return revert(
             run,
@@ -352,7 +467,7 @@ fn try_technique(
     };
     run.verified
         .entry(new_fp)
-        .or_insert_with(|| format!("phase {}: {} ({how})", t.phase, step.op));
+        .or_insert_with(|| format!("phase {}: {} ({how})", rec.index, step.op));
     rec.notes.push(format!("{} {}: {how}", step.op, step.id));
     let why = format!(
         "modeled {} {} -> {} {}",

@@ -14,43 +14,7 @@ use std::fmt::Write as _;
 
 use super::gate::GateCheck;
 use crate::bundle::{BinaryOp, Expr, Lesson, Remedy, Symptom, Value};
-
-/// Keywords of the language (grammar/README.md), which may not appear as words.
-const KEYWORDS: &[&str] = &[
-    "trajectory",
-    "session",
-    "phase",
-    "model",
-    "target",
-    "baseline",
-    "action",
-    "observe",
-    "lesson",
-    "note",
-    "decision",
-    "when",
-    "after",
-    "about",
-    "evidence",
-    "fixes",
-    "by",
-    "supersedes",
-    "reverts",
-    "symptom",
-    "cause",
-    "fix",
-    "fails",
-    "with",
-    "and",
-    "or",
-    "not",
-    "measured",
-    "modeled",
-    "pass",
-    "fail",
-    "true",
-    "false",
-];
+use crate::ops::is_keyword;
 
 /// Builds the text of one `.traj` file.
 #[derive(Debug, Clone)]
@@ -319,7 +283,7 @@ pub fn id_slug(name: &str) -> String {
     if !slug.starts_with(|c: char| c.is_ascii_alphabetic()) {
         slug.insert_str(0, "run-");
     }
-    if slug.is_empty() || KEYWORDS.contains(&slug.as_str()) {
+    if slug.is_empty() || is_keyword(&slug) {
         slug = format!("run-{slug}");
     }
     slug
@@ -369,7 +333,7 @@ fn is_word(s: &str) -> bool {
     s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-        && !KEYWORDS.contains(&s)
+        && !is_keyword(s)
 }
 
 /// A parameter value.
