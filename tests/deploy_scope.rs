@@ -36,12 +36,14 @@ fn gemma_3_is_refused_naming_each_unsupported_feature() {
     let stop = outcome.report.stop.as_ref().expect("stop");
     assert_eq!(
         (stop.phase, stop.metric.as_str(), stop.value),
-        (0, "blockers", 3.0)
+        (0, "blockers", 5.0)
     );
     for feature in [
         "gemma3 normalisation",
         "gemma3 embedding scale",
         "gemma3 attention scale and local RoPE",
+        "a GELU MLP on the NPU",
+        "sliding-window attention on the NPU (window 512",
     ] {
         assert!(
             stop.reason.contains(feature),

@@ -74,13 +74,14 @@ fn execute(args: &Args) -> Result<ExitCode, String> {
                 .collect::<Result<Vec<_>, _>>()?,
         )
     };
-    let out = args.out.clone().unwrap_or_else(|| {
-        let name = args
-            .model
-            .file_name()
-            .map_or_else(|| "model".into(), |n| n.to_string_lossy().into_owned());
-        PathBuf::from(format!("deploy-{name}"))
-    });
+    let model_name = args
+        .model
+        .file_name()
+        .map_or_else(|| "model".into(), |n| n.to_string_lossy().into_owned());
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("deploy-{model_name}")));
     let program =
         std::env::current_exe().map_err(|e| format!("cannot locate skillc itself: {e}"))?;
     let options = DeployOptions {
@@ -108,7 +109,7 @@ fn execute(args: &Args) -> Result<ExitCode, String> {
         let json = serde_json::to_string_pretty(&outcome.report).map_err(|e| e.to_string())?;
         println!("{json}");
     } else {
-        print_summary(&outcome.report, &out);
+        print_summary(&outcome.report, &model_name, &out);
     }
     Ok(if outcome.exit_code == 0 {
         ExitCode::SUCCESS
@@ -145,9 +146,13 @@ fn parse_ids(text: &str) -> Result<Vec<u32>, String> {
         .collect()
 }
 
-fn print_summary(report: &exec::DeployReport, out: &Path) {
+/// `model_name`: the directory's, for a run refused before the model was read.
+fn print_summary(report: &exec::DeployReport, model_name: &str, out: &Path) {
     let mut stdout = std::io::stdout().lock();
-    let name = report.model.as_ref().map_or("model", |m| m.name.as_str());
+    let name = report
+        .model
+        .as_ref()
+        .map_or(model_name, |m| m.name.as_str());
     let _ = writeln!(stdout, "{name}: {}", report.verdict.label());
     for p in &report.phases {
         let status = match p.status {

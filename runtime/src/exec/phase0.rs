@@ -24,6 +24,7 @@ use crate::model::oracle::compare::{
 use crate::model::oracle::{LogitRows, Reference};
 use crate::model::scope::check_scope;
 use crate::model::{Model, WeightOrigin};
+use crate::xdna2::builder::unsupported_features;
 
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
     if let Some(end) = scope(run, rec)? {
@@ -125,11 +126,16 @@ fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, D
         }
     };
     let scope = check_scope(&arch);
-    if !scope.executable() {
+    let npu = unsupported_features(&arch);
+    if !scope.executable() || !npu.is_empty() {
         let reasons: Vec<String> = scope
             .blockers
             .iter()
             .map(|b| format!("{} ({})", b.feature, b.reason))
+            .chain(
+                npu.iter()
+                    .map(|f| format!("{} on the NPU ({})", f.name, f.reason)),
+            )
             .collect();
         let reason = format!(
             "{} is outside the runtime's scope: {}",
@@ -139,13 +145,7 @@ fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, D
         rec.steps.push(step(StepOutcome::Failed {
             why: reason.clone(),
         }));
-        return Ok(Some(refuse(
-            run,
-            rec,
-            scope.blockers.len(),
-            reason,
-            &action,
-        )));
+        return Ok(Some(refuse(run, rec, reasons.len(), reason, &action)));
     }
     rec.steps.push(step(StepOutcome::AsRecorded));
     let gate = GateCheck::new(

@@ -63,6 +63,37 @@ pub enum PlanError {
     Unsupported { model: String, what: String },
 }
 
+/// A feature of a model the plans cannot express, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsupportedFeature {
+    pub name: &'static str,
+    pub reason: String,
+}
+
+/// Every feature of `arch` the plan builder cannot express (it refuses a model on
+/// the first; phase 0 names them all).
+pub fn unsupported_features(arch: &Architecture) -> Vec<UnsupportedFeature> {
+    let mut found = Vec::new();
+    if arch.activation != Activation::Silu {
+        found.push(UnsupportedFeature {
+            name: "a GELU MLP",
+            reason: "the gated MLP uses GELU (tanh approximation); the NPU kernels fuse SiLU only (silu_mul, gemv_swiglu)".into(),
+        });
+    }
+    if let Some(sw) = &arch.sliding_window {
+        found.push(UnsupportedFeature {
+            name: "sliding-window attention",
+            reason: format!(
+                "window {} on {} of {} layers; flash attention has no window mask and the plans attend over every cached position",
+                sw.window,
+                sw.layers.len(),
+                arch.num_layers
+            ),
+        });
+    }
+    found
+}
+
 /// Rebuilds `plan` for `arch` with one more optimization on.
 pub fn apply(
     plan: &Plan,
@@ -95,11 +126,8 @@ pub fn plan_for(
         model: model.to_string(),
         what: what.to_string(),
     };
-    if arch.activation != Activation::Silu {
-        return Err(unsupported("a GELU MLP"));
-    }
-    if arch.sliding_window.is_some() {
-        return Err(unsupported("sliding-window attention"));
+    if let Some(feature) = unsupported_features(arch).first() {
+        return Err(unsupported(feature.name));
     }
     if phase == Phase::Decode && !options.gemv_decode {
         return Err(unsupported("decode with CPU projections"));

@@ -149,7 +149,14 @@ fn print_table(rows: &[Row], published: &Published, bundle: &Path) {
     let fmt =
         |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
     let ratio = |modeled: Option<f64>, published: Option<f64>| match (modeled, published) {
-        (Some(m), Some(p)) if p > 0.0 => format!("{:+.0}%", (m / p - 1.0) * 100.0),
+        (Some(m), Some(p)) if p > 0.0 => {
+            let percent = ((m / p - 1.0) * 100.0).round();
+            if percent == 0.0 {
+                "0%".to_string()
+            } else {
+                format!("{percent:+.0}%")
+            }
+        }
         _ => "-".to_string(),
     };
     for row in rows {
