@@ -109,7 +109,7 @@ fn execute(args: &Args) -> Result<ExitCode, String> {
         let json = serde_json::to_string_pretty(&outcome.report).map_err(|e| e.to_string())?;
         println!("{json}");
     } else {
-        print_summary(&outcome.report, &model_name, &out);
+        print_summary(&outcome.report, &out);
     }
     Ok(if outcome.exit_code == 0 {
         ExitCode::SUCCESS
@@ -146,13 +146,12 @@ fn parse_ids(text: &str) -> Result<Vec<u32>, String> {
         .collect()
 }
 
-/// `model_name`: the directory's, for a run refused before the model was read.
-fn print_summary(report: &exec::DeployReport, model_name: &str, out: &Path) {
+fn print_summary(report: &exec::DeployReport, out: &Path) {
     let mut stdout = std::io::stdout().lock();
     let name = report
         .model
         .as_ref()
-        .map_or(model_name, |m| m.name.as_str());
+        .map_or(report.model_dir.as_str(), |m| m.name.as_str());
     let _ = writeln!(stdout, "{name}: {}", report.verdict.label());
     for p in &report.phases {
         let status = match p.status {

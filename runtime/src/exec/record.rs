@@ -241,6 +241,9 @@ pub struct DeployReport {
     pub bundle: String,
     /// The trajectories the bundle was built from.
     pub bundle_sources: Vec<String>,
+    /// The model directory's name (known even when the config cannot be read).
+    #[serde(default)]
+    pub model_dir: String,
     pub model: Option<ModelInfo>,
     pub seed: u64,
     pub faults: Vec<Fault>,

@@ -9,7 +9,10 @@ use super::record::{
 
 pub fn render(r: &DeployReport) -> String {
     let mut out = String::new();
-    let name = r.model.as_ref().map_or("model", |m| m.name.as_str());
+    let name = r
+        .model
+        .as_ref()
+        .map_or(r.model_dir.as_str(), |m| m.name.as_str());
     let _ = writeln!(out, "# Deployment report: {name}\n");
     let _ = writeln!(out, "Verdict: **{}**\n", r.verdict.label());
     let _ = writeln!(

@@ -84,6 +84,7 @@ impl<'a> Run<'a> {
                 .iter()
                 .map(|s| format!("{} ({})", s.trajectory, s.model))
                 .collect(),
+            model_dir: name.clone(),
             model: None,
             seed: options.seed,
             faults: options.faults.clone(),
