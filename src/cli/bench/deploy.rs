@@ -10,7 +10,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Instant;
 
 use skillc_runtime::exec::record::{DeployReport, PhaseStatus};
@@ -18,7 +17,6 @@ use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Silent};
 use skillc_runtime::xdna2::calibration::{DataSet, Subject};
 
 use crate::cli::deploy::load_bundle;
-use crate::cli::EXIT_USAGE;
 
 /// The nine models of the published work, smallest first.
 pub const MODELS: [&str; 9] = [
@@ -60,17 +58,7 @@ struct Row {
     report: DeployReport,
 }
 
-pub fn run(args: Args) -> ExitCode {
-    match bench(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::from(EXIT_USAGE)
-        }
-    }
-}
-
-fn bench(args: &Args) -> Result<(), String> {
+pub fn bench(args: &Args) -> Result<(), String> {
     let bundle = load_bundle(&args.bundle)?;
     let program =
         std::env::current_exe().map_err(|e| format!("cannot locate skillc itself: {e}"))?;

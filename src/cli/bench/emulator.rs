@@ -7,7 +7,6 @@
 //! Run with `cargo run --release -- bench emulator`.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Instant;
 
 use skillc_runtime::model::config::load_config;
@@ -20,8 +19,6 @@ use skillc_runtime::xdna2::device::Device;
 use skillc_runtime::xdna2::exec::Session;
 use skillc_runtime::xdna2::fit::{committed_params, FittedFile};
 use skillc_runtime::xdna2::plan::{Phase, PlanOptions};
-
-use crate::cli::EXIT_USAGE;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -38,16 +35,6 @@ pub struct Args {
 /// Context the decode plan is built for (positions its RoPE table covers).
 const CONTEXT: usize = 128;
 
-pub fn run(args: Args) -> ExitCode {
-    match bench(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::from(EXIT_USAGE)
-        }
-    }
-}
-
 struct Step {
     emulator_s: f64,
     reference_s: f64,
@@ -55,7 +42,7 @@ struct Step {
     same_argmax: bool,
 }
 
-fn bench(args: &Args) -> Result<(), String> {
+pub fn bench(args: &Args) -> Result<(), String> {
     let arch = load_config(&args.config).map_err(|e| format!("{}: {e}", args.config.display()))?;
     let steps = args.steps.clamp(1, CONTEXT);
     let device = Device::npu2();

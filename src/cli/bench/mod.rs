@@ -29,8 +29,20 @@ pub fn run(cmd: BenchCommand) -> ExitCode {
     match cmd {
         BenchCommand::Parse(args) => parse::run(args),
         BenchCommand::Build(args) => build::run(args),
-        BenchCommand::Oracle(args) => oracle::run(args),
-        BenchCommand::Emulator(args) => emulator::run(args),
-        BenchCommand::Deploy(args) => deploy::run(args),
+        BenchCommand::Oracle(args) => exit_code(oracle::measure(&args)),
+        BenchCommand::Emulator(args) => exit_code(emulator::bench(&args)),
+        BenchCommand::Deploy(args) => exit_code(deploy::bench(&args)),
+    }
+}
+
+/// A bench that could not run (a missing model, an unreadable bundle) is a usage
+/// problem: its message on stderr, exit 2.
+fn exit_code(result: Result<(), String>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(crate::cli::EXIT_USAGE)
+        }
     }
 }

@@ -8,7 +8,6 @@
 
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
@@ -18,8 +17,6 @@ use skillc_runtime::model::memory::human_bytes;
 use skillc_runtime::model::oracle::{linear, LogitRows, Reference};
 use skillc_runtime::model::tensor::BfTensor;
 use skillc_runtime::model::Model;
-
-use crate::cli::EXIT_USAGE;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -44,17 +41,7 @@ const TARGET_FRACTION: f64 = 0.5;
 /// Prompt length before the timed decode steps.
 const DECODE_PROMPT: usize = 8;
 
-pub fn run(args: Args) -> ExitCode {
-    match measure(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::from(EXIT_USAGE)
-        }
-    }
-}
-
-fn measure(args: &Args) -> Result<(), String> {
+pub fn measure(args: &Args) -> Result<(), String> {
     let arch = load_config(&args.config).map_err(|e| format!("{}: {e}", args.config.display()))?;
     let load_at_start = load_average();
     let generation = Instant::now();
