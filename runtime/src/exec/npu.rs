@@ -32,6 +32,7 @@ use crate::model::arch::{Architecture, RopeScaling};
 use crate::model::oracle::blocks;
 use crate::model::Model;
 use crate::xdna2::device::Device;
+use crate::xdna2::host::{add_bias, decode_attention, transpose};
 use crate::xdna2::kernels::{
     self, BOperand, EltwiseSpec, FlashAttentionSpec, GemmSpec, GemmTile, Herd, NormSpec, QkvLayout,
     RopeSpec,
@@ -532,7 +533,9 @@ impl<'m> Pass<'_, 'm> {
             } => {
                 let qv = self.get(q)?.clone();
                 let (keys, values) = &self.model.kv[self.layer];
-                let y = decode_attention(&qv, keys, values, *heads, *kv_heads, *head_dim);
+                let positions = keys.len() / (*kv_heads * *head_dim).max(1);
+                let y =
+                    decode_attention(&qv, keys, values, positions, (*heads, *kv_heads, *head_dim));
                 self.put(out, y);
             }
             HostOp::Transpose {
@@ -778,90 +781,4 @@ fn unpad_positions(
             out
         }
     }
-}
-
-/// `[rows, heads, hd]` ↔ `[heads, rows, hd]`.
-fn transpose(x: &[u16], rows: usize, heads: usize, hd: usize, to: QkvLayout) -> Vec<u16> {
-    let mut out = vec![0u16; x.len()];
-    for r in 0..rows {
-        for h in 0..heads {
-            let (seq, head) = ((r * heads + h) * hd, (h * rows + r) * hd);
-            let (src, dst) = match to {
-                QkvLayout::HeadFirst => (seq, head),
-                QkvLayout::SeqFirst => (head, seq),
-            };
-            out[dst..dst + hd].copy_from_slice(&x[src..src + hd]);
-        }
-    }
-    out
-}
-
-/// `x += RoPE(b)` per row (position `base + r`) when a table is given, else `x += b`;
-/// the rotation uses the bf16 table like the RoPE kernel, the sum is rounded to bf16.
-fn add_bias(
-    x: &mut [u16],
-    bias: &[u16],
-    heads: usize,
-    hd: usize,
-    lut: Option<&[u16]>,
-    base: usize,
-) {
-    let width = heads * hd;
-    let half = hd / 2;
-    let b: Vec<f32> = bf16::to_f32_vec(bias);
-    for (r, row) in x.chunks_mut(width.max(1)).enumerate() {
-        let mut rotated = b.clone();
-        if let Some(table) = lut {
-            let t = &table[(base + r) * hd..][..hd];
-            for head in rotated.chunks_mut(hd) {
-                for i in 0..half {
-                    let (c, s) = (bf16::to_f32(t[i]), bf16::to_f32(t[half + i]));
-                    let (p, q) = (head[i], head[half + i]);
-                    head[i] = bf16::round(p * c - q * s);
-                    head[half + i] = bf16::round(q * c + p * s);
-                }
-            }
-        }
-        for (v, add) in row.iter_mut().zip(&rotated) {
-            *v = bf16::from_f32(bf16::to_f32(*v) + add);
-        }
-    }
-}
-
-/// One query per head over the host KV cache, f32 math on bf16 values.
-fn decode_attention(
-    q: &[u16],
-    keys: &[u16],
-    values: &[u16],
-    heads: usize,
-    kv_heads: usize,
-    hd: usize,
-) -> Vec<u16> {
-    let kv_width = kv_heads * hd;
-    let positions = keys.len() / kv_width.max(1);
-    let group = heads / kv_heads.max(1);
-    let scale = 1.0 / (hd as f32).sqrt();
-    let mut out = vec![0u16; heads * hd];
-    for (h, o) in out.chunks_mut(hd).enumerate() {
-        let qh = bf16::to_f32_vec(&q[h * hd..(h + 1) * hd]);
-        let kvo = (h / group.max(1)) * hd;
-        let mut scores: Vec<f32> = (0..positions)
-            .map(|p| {
-                let k = &keys[p * kv_width + kvo..][..hd];
-                crate::bf16::dot_bf16_f32(k, &qh) * scale
-            })
-            .collect();
-        blocks::softmax_in_place(&mut scores);
-        let mut acc = vec![0.0f32; hd];
-        for (p, &w) in scores.iter().enumerate() {
-            let v = &values[p * kv_width + kvo..][..hd];
-            for (a, &x) in acc.iter_mut().zip(v) {
-                *a += w * bf16::to_f32(x);
-            }
-        }
-        for (slot, a) in o.iter_mut().zip(acc) {
-            *slot = bf16::from_f32(a);
-        }
-    }
-    out
 }

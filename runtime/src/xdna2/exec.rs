@@ -13,9 +13,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::device::Device;
+use super::host::{add_bias, decode_attention, transpose};
 use super::kernels::{
     eltwise_add, embedding, flash_attention, gemm_into, gemv, gemv_swiglu, lm_head_partition,
-    qk_rms_norm, rms_norm, rope, rope_lut, silu_mul, softmax, BOperand, KernelError, QkvLayout,
+    qk_rms_norm, rms_norm, rope, rope_lut, silu_mul, softmax, BOperand, KernelError,
 };
 use super::plan::{Buffer, HostOp, Launch, Phase, Plan, Step, Transform, WeightSource};
 use crate::bf16;
@@ -476,7 +477,7 @@ impl<'s, 'w> Run<'s, 'w> {
                 add_bias(
                     data,
                     &bias,
-                    *heads * *head_dim,
+                    *heads,
                     *head_dim,
                     lut.as_ref().map(|l| l.bits()),
                     base,
@@ -664,93 +665,4 @@ fn pad_heads(
         }
         Some((out, new_cols))
     }
-}
-
-/// `[rows, heads, d]` ↔ `[heads, rows, d]`.
-fn transpose(x: &[u16], rows: usize, heads: usize, d: usize, to: QkvLayout) -> Vec<u16> {
-    let mut out = vec![0u16; x.len()];
-    for r in 0..rows {
-        for h in 0..heads {
-            let seq = (r * heads + h) * d;
-            let head = (h * rows + r) * d;
-            let (dst, src) = match to {
-                QkvLayout::HeadFirst => (head, seq),
-                QkvLayout::SeqFirst => (seq, head),
-            };
-            out[dst..dst + d].copy_from_slice(&x[src..src + d]);
-        }
-    }
-    out
-}
-
-/// Adds a bias to every row; with a RoPE table the bias is rotated to each
-/// row's position first (RoPE(x + b) = RoPE(x) + RoPE(b)).
-fn add_bias(
-    x: &mut [u16],
-    bias: &[u16],
-    width: usize,
-    head_dim: usize,
-    lut: Option<&[u16]>,
-    base: usize,
-) {
-    let half = head_dim / 2;
-    for (r, row) in x.chunks_mut(width).enumerate() {
-        for (h, head) in row.chunks_mut(head_dim).enumerate() {
-            let b = &bias[h * head_dim..(h + 1) * head_dim];
-            for i in 0..head_dim {
-                let value = match lut {
-                    Some(lut) => {
-                        let table = &lut[(base + r) * head_dim..][..head_dim];
-                        let (c, s) = (
-                            bf16::to_f32(table[i % half]),
-                            bf16::to_f32(table[half + i % half]),
-                        );
-                        let (b0, b1) =
-                            (bf16::to_f32(b[i % half]), bf16::to_f32(b[half + i % half]));
-                        if i < half {
-                            b0 * c - b1 * s
-                        } else {
-                            b1 * c + b0 * s
-                        }
-                    }
-                    None => bf16::to_f32(b[i]),
-                };
-                head[i] = bf16::from_f32(bf16::to_f32(head[i]) + value);
-            }
-        }
-    }
-}
-
-/// One query per head over the cached positions, in f32 (host numpy-like).
-fn decode_attention(
-    q: &[u16],
-    keys: &[u16],
-    values: &[u16],
-    positions: usize,
-    dims: (usize, usize, usize),
-) -> Vec<u16> {
-    let (heads, kv_heads, d) = dims;
-    let kv_dim = kv_heads * d;
-    let group = heads / kv_heads.max(1);
-    let scale = 1.0 / (d as f32).sqrt();
-    let mut out = vec![0u16; heads * d];
-    let mut scores = vec![0.0f32; positions];
-    for h in 0..heads {
-        let qh = bf16::to_f32_vec(&q[h * d..(h + 1) * d]);
-        let offset = (h / group.max(1)) * d;
-        for (p, s) in scores.iter_mut().enumerate() {
-            *s = bf16::dot_bf16_f32(&keys[p * kv_dim + offset..][..d], &qh) * scale;
-        }
-        blocks::softmax_in_place(&mut scores);
-        let mut acc = vec![0.0f32; d];
-        for (p, &w) in scores.iter().enumerate() {
-            for (a, &v) in acc.iter_mut().zip(&values[p * kv_dim + offset..][..d]) {
-                *a += w * bf16::to_f32(v);
-            }
-        }
-        for (o, a) in out[h * d..(h + 1) * d].iter_mut().zip(acc) {
-            *o = bf16::from_f32(a);
-        }
-    }
-    out
 }

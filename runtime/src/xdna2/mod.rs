@@ -16,6 +16,7 @@ pub mod cost;
 pub mod device;
 pub mod exec;
 pub mod fit;
+pub mod host;
 pub mod kernels;
 pub mod numerics;
 pub mod plan;
