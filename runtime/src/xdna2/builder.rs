@@ -684,21 +684,22 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// A layer's o_proj, gate, up and down projections and its post-attention norm.
+    fn o_ffn_weights(&mut self) -> (String, String, String, String, String) {
+        let d = self.dims;
+        let wo = self.projection("wo", "self_attn.o_proj", d.hidden, d.q_dim());
+        let wg = self.projection("wg", "mlp.gate_proj", d.ffn, d.hidden);
+        let wu = self.projection("wu", "mlp.up_proj", d.ffn, d.hidden);
+        let wd = self.projection("wd", "mlp.down_proj", d.hidden, d.ffn);
+        let class = self.weight_class();
+        let ln2 = self.layer_vector("ln2", "post_attention_layernorm.weight", d.hidden, class);
+        (wo, wg, wu, wd, ln2)
+    }
+
     fn o_ffn_prefill(&mut self, attn: &str) -> Group {
         let d = self.dims;
         let s = self.seq;
-        let (wo, wg, wu, wd) = (
-            self.projection("wo", "self_attn.o_proj", d.hidden, d.q_dim()),
-            self.projection("wg", "mlp.gate_proj", d.ffn, d.hidden),
-            self.projection("wu", "mlp.up_proj", d.ffn, d.hidden),
-            self.projection("wd", "mlp.down_proj", d.hidden, d.ffn),
-        );
-        let ln2 = self.layer_vector(
-            "ln2",
-            "post_attention_layernorm.weight",
-            d.hidden,
-            self.weight_class(),
-        );
+        let (wo, wg, wu, wd, ln2) = self.o_ffn_weights();
         let [o, h1, hn, down] = ["o", "h1", "hn", "down"].map(|n| self.act(n, s * d.hidden));
         let [gate, up, act] = ["gate", "up", "act"].map(|n| self.act(n, s * d.ffn));
         let launches = vec![
@@ -951,18 +952,7 @@ impl<'a> Builder<'a> {
 
     fn o_ffn_decode(&mut self, attn: &str) {
         let d = self.dims;
-        let (wo, wg, wu, wd) = (
-            self.projection("wo", "self_attn.o_proj", d.hidden, d.q_dim()),
-            self.projection("wg", "mlp.gate_proj", d.ffn, d.hidden),
-            self.projection("wu", "mlp.up_proj", d.ffn, d.hidden),
-            self.projection("wd", "mlp.down_proj", d.hidden, d.ffn),
-        );
-        let ln2 = self.layer_vector(
-            "ln2",
-            "post_attention_layernorm.weight",
-            d.hidden,
-            self.weight_class(),
-        );
+        let (wo, wg, wu, wd, ln2) = self.o_ffn_weights();
         let [o, h1, hn, down] = ["o", "h1", "hn", "down"].map(|n| self.act(n, d.hidden));
         let [gate, up, act] = ["gate", "up", "act"].map(|n| self.act(n, d.ffn));
         if self.options.cascade_ffn && self.cascade_legal() {
