@@ -128,58 +128,21 @@ fn pad_heads<'m>(
     kv_heads: usize,
     head_dim: usize,
 ) -> Result<WeightData<'m>, String> {
-    let kv = kv_heads.max(1);
-    if heads % kv != 0 || padded_heads % kv != 0 || padded_heads < heads {
-        return Err(format!(
-            "cannot pad {heads} heads to {padded_heads} in {kv_heads} KV groups"
-        ));
-    }
-    let (group, padded_group) = (heads / kv, padded_heads / kv);
-    // Index of each real head in the padded order.
-    let target = |h: usize| (h / group) * padded_group + h % group;
-    let (rows, cols) = (data.rows, data.cols);
-    match axis {
-        0 => {
-            if rows != heads * head_dim {
-                return Err(format!("{rows} rows are not {heads} heads of {head_dim}"));
-            }
-            let mut bits = vec![0u16; padded_heads * head_dim * cols];
-            for h in 0..heads {
-                let src = &data.bits[h * head_dim * cols..(h + 1) * head_dim * cols];
-                let t = target(h);
-                bits[t * head_dim * cols..(t + 1) * head_dim * cols].copy_from_slice(src);
-            }
-            Ok(WeightData {
-                bits: Cow::Owned(bits),
-                rows: padded_heads * head_dim,
-                cols,
-            })
-        }
-        1 => {
-            if cols != heads * head_dim {
-                return Err(format!(
-                    "{cols} columns are not {heads} heads of {head_dim}"
-                ));
-            }
-            let new_cols = padded_heads * head_dim;
-            let mut bits = vec![0u16; rows * new_cols];
-            for r in 0..rows {
-                let src = &data.bits[r * cols..(r + 1) * cols];
-                let dst = &mut bits[r * new_cols..(r + 1) * new_cols];
-                for h in 0..heads {
-                    let t = target(h);
-                    dst[t * head_dim..(t + 1) * head_dim]
-                        .copy_from_slice(&src[h * head_dim..(h + 1) * head_dim]);
-                }
-            }
-            Ok(WeightData {
-                bits: Cow::Owned(bits),
-                rows,
-                cols: new_cols,
-            })
-        }
-        other => Err(format!("no axis {other} to pad heads along")),
-    }
+    let (bits, rows, cols) = crate::xdna2::plan::pad_heads(
+        &data.bits,
+        data.rows,
+        data.cols,
+        axis,
+        heads,
+        padded_heads,
+        kv_heads,
+        head_dim,
+    )?;
+    Ok(WeightData {
+        bits: Cow::Owned(bits),
+        rows,
+        cols,
+    })
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use super::kernels::{
     eltwise_add, embedding, flash_attention, gemm_into, gemv, gemv_swiglu, lm_head_partition,
     qk_rms_norm, rms_norm, rope, rope_lut, silu_mul, softmax, BOperand, KernelError,
 };
-use super::plan::{Buffer, HostOp, Launch, Phase, Plan, Step, Transform, WeightSource};
+use super::plan::{pad_heads, Buffer, HostOp, Launch, Phase, Plan, Step, Transform, WeightSource};
 use crate::bf16;
 use crate::model::arch::Architecture;
 use crate::model::oracle::blocks;
@@ -598,8 +598,10 @@ fn materialize<'w>(
                 kv_heads,
                 head_dim,
             } => {
-                let (padded, new_cols) = pad_heads(
-                    data.bits(),
+                let bits = data.bits();
+                let (padded, _, new_cols) = pad_heads(
+                    bits,
+                    bits.len() / cols.max(1),
                     cols,
                     axis,
                     heads,
@@ -607,11 +609,9 @@ fn materialize<'w>(
                     kv_heads,
                     head_dim,
                 )
-                .ok_or_else(|| ExecError::Transform {
+                .map_err(|message| ExecError::Transform {
                     buffer: buffer.to_string(),
-                    message: format!(
-                        "cannot pad {heads} heads to {padded_heads} over {kv_heads} KV heads"
-                    ),
+                    message,
                 })?;
                 data = WeightData::Owned(Arc::new(padded));
                 cols = new_cols;
@@ -619,50 +619,4 @@ fn materialize<'w>(
         }
     }
     Ok(data)
-}
-
-/// Inserts zero phantom heads after the real heads of each KV group, along
-/// rows (axis 0: a projection's outputs or a bias) or columns (axis 1: o_proj's
-/// inputs). Returns the data and its column count.
-fn pad_heads(
-    data: &[u16],
-    cols: usize,
-    axis: usize,
-    heads: usize,
-    padded: usize,
-    kv_heads: usize,
-    head_dim: usize,
-) -> Option<(Vec<u16>, usize)> {
-    if kv_heads == 0 || heads % kv_heads != 0 || padded % kv_heads != 0 || padded < heads {
-        return None;
-    }
-    let (group, new_group) = (heads / kv_heads, padded / kv_heads);
-    let source_head = |h: usize| {
-        let (g, j) = (h / new_group, h % new_group);
-        (j < group).then_some(g * group + j)
-    };
-    if axis == 0 {
-        let mut out = vec![0u16; padded * head_dim * cols];
-        for h in 0..padded {
-            if let Some(s) = source_head(h) {
-                let (dst, src) = (h * head_dim * cols, s * head_dim * cols);
-                out[dst..dst + head_dim * cols].copy_from_slice(&data[src..src + head_dim * cols]);
-            }
-        }
-        Some((out, cols))
-    } else {
-        let rows = data.len() / cols;
-        let new_cols = padded * head_dim;
-        let mut out = vec![0u16; rows * new_cols];
-        for r in 0..rows {
-            for h in 0..padded {
-                if let Some(s) = source_head(h) {
-                    let dst = r * new_cols + h * head_dim;
-                    let src = r * cols + s * head_dim;
-                    out[dst..dst + head_dim].copy_from_slice(&data[src..src + head_dim]);
-                }
-            }
-        }
-        Some((out, new_cols))
-    }
 }

@@ -143,6 +143,66 @@ pub enum Transform {
     },
 }
 
+/// [`Transform::PadHeads`] on a `rows × cols` tensor (a vector is one column):
+/// zero phantom heads after the real heads of each KV group, along rows (axis 0: a
+/// projection's outputs or a bias) or columns (axis 1: o_proj's inputs). Returns
+/// the padded data with its rows and columns.
+#[allow(clippy::too_many_arguments)]
+pub fn pad_heads(
+    bits: &[u16],
+    rows: usize,
+    cols: usize,
+    axis: usize,
+    heads: usize,
+    padded_heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+) -> Result<(Vec<u16>, usize, usize), String> {
+    let kv = kv_heads.max(1);
+    if heads % kv != 0 || padded_heads % kv != 0 || padded_heads < heads {
+        return Err(format!(
+            "cannot pad {heads} heads to {padded_heads} in {kv_heads} KV groups"
+        ));
+    }
+    let (group, padded_group) = (heads / kv, padded_heads / kv);
+    // Index of each real head in the padded order.
+    let target = |h: usize| (h / group) * padded_group + h % group;
+    match axis {
+        0 => {
+            if rows != heads * head_dim {
+                return Err(format!("{rows} rows are not {heads} heads of {head_dim}"));
+            }
+            let block = head_dim * cols;
+            let mut out = vec![0u16; padded_heads * block];
+            for h in 0..heads {
+                let t = target(h);
+                out[t * block..(t + 1) * block].copy_from_slice(&bits[h * block..(h + 1) * block]);
+            }
+            Ok((out, padded_heads * head_dim, cols))
+        }
+        1 => {
+            if cols != heads * head_dim {
+                return Err(format!(
+                    "{cols} columns are not {heads} heads of {head_dim}"
+                ));
+            }
+            let new_cols = padded_heads * head_dim;
+            let mut out = vec![0u16; rows * new_cols];
+            for r in 0..rows {
+                let src = &bits[r * cols..(r + 1) * cols];
+                let dst = &mut out[r * new_cols..(r + 1) * new_cols];
+                for h in 0..heads {
+                    let t = target(h);
+                    dst[t * head_dim..(t + 1) * head_dim]
+                        .copy_from_slice(&src[h * head_dim..(h + 1) * head_dim]);
+                }
+            }
+            Ok((out, rows, new_cols))
+        }
+        other => Err(format!("no axis {other} to pad heads along")),
+    }
+}
+
 /// Where a weight buffer's contents come from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "source", rename_all = "snake_case")]
