@@ -10,7 +10,7 @@ use super::design::{fingerprint, modeled};
 use super::gate::{GateCheck, ThresholdSource};
 use super::perf::{roofline, trace};
 use super::production::{ModelRef, ProductionPlan, WeightsRef, PLAN_SCHEMA};
-use super::record::{Performance, PhaseRecord, StepOrigin, StepOutcome, StepRecord};
+use super::record::{Performance, PhaseRecord, StepOutcome};
 use super::run::{write, write_report, PhaseEnd, Run};
 use super::topk::{GATE_K, GATE_N_TOKENS};
 use super::trajectory::ActionLinks;
@@ -60,7 +60,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     let action = run
         .traj
         .action("write-artifacts", &BTreeMap::new(), &ActionLinks::default());
-    mark(run, rec, "write-artifacts");
+    run.record_bundle_steps(rec, 6, "write-artifacts", StepOutcome::AsRecorded);
     let plan_path = out.join(files::PLAN);
     let text = serde_json::to_string_pretty(&production)
         .map_err(|e| DeployError::io(&plan_path, e))?
@@ -150,7 +150,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     let a = run
         .traj
         .action("record-lessons", &BTreeMap::new(), &ActionLinks::default());
-    mark(run, rec, "record-lessons");
+    run.record_bundle_steps(rec, 6, "record-lessons", StepOutcome::AsRecorded);
     run.traj.verdict(
         &if lessons.is_empty() {
             "no bundle lesson was needed on this model".to_string()
@@ -175,19 +175,4 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         )));
     }
     Ok(PhaseEnd::Passed)
-}
-
-fn mark(run: &Run<'_>, rec: &mut PhaseRecord, op: &str) {
-    for step in run.bundle_steps(6, op) {
-        rec.steps.push(StepRecord {
-            op: op.into(),
-            params: step.params.clone(),
-            origin: StepOrigin::Bundle {
-                step: step.id.clone(),
-                provenance: step.provenance.clone(),
-            },
-            outcome: StepOutcome::AsRecorded,
-            recorded: None,
-        });
-    }
 }

@@ -110,16 +110,7 @@ pub(crate) fn run(
         if let Some(next) = next {
             current = next;
         }
-        rec.steps.push(StepRecord {
-            op: step.op.clone(),
-            params: step.params.clone(),
-            origin: StepOrigin::Bundle {
-                step: step.id.clone(),
-                provenance: step.provenance.clone(),
-            },
-            outcome,
-            recorded: None,
-        });
+        rec.steps.push(StepRecord::from_bundle(step, outcome));
     }
     if phase == 5 {
         current = revisit_prefill(run, rec, current)?;

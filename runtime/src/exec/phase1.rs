@@ -47,7 +47,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         &BTreeMap::new(),
         &ActionLinks::default(),
     );
-    record_bundle_step(run, rec, 1, "enumerate-kernels", StepOutcome::AsRecorded);
+    run.record_bundle_steps(rec, 1, "enumerate-kernels", StepOutcome::AsRecorded);
     let summary: Vec<String> = sites.keys().cloned().collect();
     run.traj.verdict(
         &format!(
@@ -71,7 +71,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         }
     }
     let registered = run.registry.rows.len();
-    record_bundle_step(run, rec, 1, "register-kernel", StepOutcome::AsRecorded);
+    run.record_bundle_steps(rec, 1, "register-kernel", StepOutcome::AsRecorded);
     let a = run.traj.action(
         "register-kernel",
         &BTreeMap::from([("kernel".to_string(), Value::Text("gemm".into()))]),
@@ -110,29 +110,6 @@ fn pad_ffn(run: &mut Run<'_>, rec: &mut PhaseRecord) {
         outcome: StepOutcome::AsRecorded,
         recorded: None,
     });
-}
-
-/// Records the bundle's step of `op` (if any) with `outcome`; several steps of one
-/// operation are all recorded.
-fn record_bundle_step(
-    run: &Run<'_>,
-    rec: &mut PhaseRecord,
-    phase: u8,
-    op: &str,
-    outcome: StepOutcome,
-) {
-    for step in run.bundle_steps(phase, op) {
-        rec.steps.push(StepRecord {
-            op: op.to_string(),
-            params: step.params.clone(),
-            origin: StepOrigin::Bundle {
-                step: step.id.clone(),
-                provenance: step.provenance.clone(),
-            },
-            outcome: outcome.clone(),
-            recorded: None,
-        });
-    }
 }
 
 fn plant_rope_fault(run: &mut Run<'_>, rec: &mut PhaseRecord) {
@@ -295,14 +272,8 @@ fn choose_gemm_tilings(
             },
         };
         rec.steps.push(StepRecord {
-            op: "select-tiling".into(),
             params: r.params.clone(),
-            origin: StepOrigin::Bundle {
-                step: r.step.id.clone(),
-                provenance: r.step.provenance.clone(),
-            },
-            outcome,
-            recorded: None,
+            ..StepRecord::from_bundle(r.step, outcome)
         });
     }
 }

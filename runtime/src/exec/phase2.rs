@@ -216,16 +216,7 @@ fn prerequisites(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<(), DeployE
                     why: format!("this model does not need `{op}`"),
                 }
             };
-            rec.steps.push(StepRecord {
-                op: op.into(),
-                params: step.params.clone(),
-                origin: StepOrigin::Bundle {
-                    step: step.id.clone(),
-                    provenance: step.provenance.clone(),
-                },
-                outcome,
-                recorded: None,
-            });
+            rec.steps.push(StepRecord::from_bundle(step, outcome));
         }
     }
     Ok(())

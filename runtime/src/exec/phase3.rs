@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use super::design::{self, fingerprint, modeled};
 use super::gate::{GateCheck, ThresholdSource};
 use super::phase2::ensure_reference_prefill;
-use super::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
+use super::record::{PhaseRecord, StepOutcome};
 use super::remedy::Failure;
 use super::run::{Attempt, Change, PhaseEnd, Run};
 use super::topk::{GATE_K, GATE_N_TOKENS};
@@ -22,7 +22,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     ensure_reference_prefill(run)?;
     run.traj
         .action("build-model", &BTreeMap::new(), &ActionLinks::default());
-    mark_bundle_steps(run, rec, "build-model");
+    run.record_bundle_steps(rec, 3, "build-model", StepOutcome::AsRecorded);
     let params = BTreeMap::from([
         ("tokens".to_string(), Value::Int(GATE_N_TOKENS as i64)),
         ("top_k".to_string(), Value::Int(GATE_K as i64)),
@@ -30,7 +30,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     let action = run
         .traj
         .action("verify-model", &params, &ActionLinks::default());
-    mark_bundle_steps(run, rec, "verify-model");
+    run.record_bundle_steps(rec, 3, "verify-model", StepOutcome::AsRecorded);
     run.progress.step(&format!(
         "verify-model: greedy {GATE_N_TOKENS} tokens x {} prompts on the NPU",
         run.report.prompts.len()
@@ -151,23 +151,8 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         times.calls_per_layer_decode
     ));
     run.baseline_times = Some(times);
-    mark_bundle_steps(run, rec, "diagnose-layers");
+    run.record_bundle_steps(rec, 3, "diagnose-layers", StepOutcome::AsRecorded);
     Ok(PhaseEnd::Passed)
-}
-
-fn mark_bundle_steps(run: &Run<'_>, rec: &mut PhaseRecord, op: &str) {
-    for step in run.bundle_steps(3, op) {
-        rec.steps.push(StepRecord {
-            op: op.into(),
-            params: step.params.clone(),
-            origin: StepOrigin::Bundle {
-                step: step.id.clone(),
-                provenance: step.provenance.clone(),
-            },
-            outcome: StepOutcome::AsRecorded,
-            recorded: None,
-        });
-    }
 }
 
 /// NPU-side verification of `plans` against the cached reference runs.

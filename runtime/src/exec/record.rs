@@ -93,6 +93,22 @@ pub struct StepRecord {
     pub recorded: Option<BTreeMap<String, Value>>,
 }
 
+impl StepRecord {
+    /// A bundle step as this run executed it (or not), with the recorded parameters.
+    pub fn from_bundle(step: &crate::bundle::Step, outcome: StepOutcome) -> StepRecord {
+        StepRecord {
+            op: step.op.clone(),
+            params: step.params.clone(),
+            origin: StepOrigin::Bundle {
+                step: step.id.clone(),
+                provenance: step.provenance.clone(),
+            },
+            outcome,
+            recorded: None,
+        }
+    }
+}
+
 /// One lesson tried on one failure.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RemedyAttempt {

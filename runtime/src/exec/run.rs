@@ -11,7 +11,8 @@ use super::gate::GateCheck;
 use super::progress::Progress;
 use super::record::{ContextDecode, ModeledTimes};
 use super::record::{
-    DeployReport, PhaseRecord, PhaseStatus, RemedyAttempt, Stop, Verdict, REPORT_SCHEMA,
+    DeployReport, PhaseRecord, PhaseStatus, RemedyAttempt, StepOutcome, StepRecord, Stop, Verdict,
+    REPORT_SCHEMA,
 };
 use super::registry::Registry;
 use super::remedy::{apply_remedy, candidates, Failure};
@@ -136,6 +137,20 @@ impl<'a> Run<'a> {
             .get(phase as usize)
             .map(|p| p.steps.iter().filter(|s| s.op == op).collect())
             .unwrap_or_default()
+    }
+
+    /// Records every bundle step of `op` in `phase` with `outcome`.
+    pub fn record_bundle_steps(
+        &self,
+        rec: &mut PhaseRecord,
+        phase: u8,
+        op: &str,
+        outcome: StepOutcome,
+    ) {
+        for step in self.bundle_steps(phase, op) {
+            rec.steps
+                .push(StepRecord::from_bundle(step, outcome.clone()));
+        }
     }
 
     /// The parameters the bundle recorded for `op` in any phase (a fix's base).

@@ -28,16 +28,7 @@ pub fn account(phase: &Phase, rec: &mut PhaseRecord, shapes: &ModelShapes) {
         }
         let repeat = !seen_ops.insert(step.op.as_str());
         let outcome = outcome(phase.index, step, shapes, repeat);
-        rec.steps.push(StepRecord {
-            op: step.op.clone(),
-            params: step.params.clone(),
-            origin: StepOrigin::Bundle {
-                step: step.id.clone(),
-                provenance: step.provenance.clone(),
-            },
-            outcome,
-            recorded: None,
-        });
+        rec.steps.push(StepRecord::from_bundle(step, outcome));
     }
 }
 
