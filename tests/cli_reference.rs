@@ -33,6 +33,24 @@ fn fixture_passes_through_the_newer_config_layout() {
     assert!(out.contains("\nPASS: worst ratio"), "{out}");
 }
 
+/// Gemma 3 (sandwich and (1 + w) norms, scaled embeddings, q/k norm, local and
+/// global RoPE, a window of 8 under a 20-token prompt) in both config layouts.
+#[test]
+fn gemma3_passes_in_both_config_layouts() {
+    let dir = format!("{FIXTURES}/gemma3-tiny");
+    for config in ["config.json", "config.transformers5.json"] {
+        let config = format!("{dir}/{config}");
+        let (code, out, err) = skillc(&["reference", "--model", &dir, "--config", &config]);
+        assert_eq!(code, 0, "{out}{err}");
+        assert!(
+            out.contains("greedy tokens                             16 16/16 equal"),
+            "{out}"
+        );
+        assert!(out.contains("\nPASS: worst ratio"), "{out}");
+        assert!(out.contains("sliding-window attention (window 8) on 5 of 6 layers"));
+    }
+}
+
 #[test]
 fn a_tolerance_below_float_noise_fails() {
     let dir = format!("{FIXTURES}/smollm2-tiny");
