@@ -298,6 +298,13 @@ pub const OPERATIONS: &[OpSpec] = &[
         params: &[req("kernel", KERNEL, "kernel name"), opt("shape", ParamKind::IntList, "shape")],
         doc: "record a validated kernel configuration in the kernel registry",
     },
+    OpSpec {
+        name: "pad-dims",
+        phases: &[1],
+        params: &[],
+        doc: "zero-pad every model dimension no legal tiling divides (hidden, FFN, head_dim, \
+              KV groups) to the nearest size one accepts, searched over the device constraints",
+    },
     // Phase 2: one decoder block.
     OpSpec {
         name: "build-block",

@@ -228,7 +228,11 @@ impl<'m> NpuModel<'m> {
                 run.step(step)?;
             }
             if record {
-                outputs.push(bf16::to_f32_vec(run.get("x")?));
+                outputs.push(real_columns(
+                    run.get("x")?,
+                    plan,
+                    run.model.arch.hidden_size,
+                ));
             }
         }
         if last < plan.num_layers {
@@ -299,7 +303,7 @@ impl<'m> Pass<'_, 'm> {
             return Ok(WeightRef::Shared(self.model.lut.clone()));
         }
         let copies = matches!(source, Some(WeightSource::Tensor { transforms, .. })
-            if transforms.iter().any(|t| matches!(t, Transform::PadHeads { .. })));
+            if transforms.iter().any(|t| matches!(t, Transform::PadHeads { .. } | Transform::ZeroPad { .. })));
         let key = (
             format!("{:?}/{name}", self.plan.phase),
             if buffer.per_layer { self.layer } else { 0 },
@@ -530,12 +534,13 @@ impl<'m> Pass<'_, 'm> {
                 heads,
                 kv_heads,
                 head_dim,
+                scale_dim,
             } => {
                 let qv = self.get(q)?.clone();
                 let (keys, values) = &self.model.kv[self.layer];
                 let positions = keys.len() / (*kv_heads * *head_dim).max(1);
-                let y =
-                    decode_attention(&qv, keys, values, positions, (*heads, *kv_heads, *head_dim));
+                let shape = (*heads, *kv_heads, *head_dim, scale_dim.unwrap_or(*head_dim));
+                let y = decode_attention(&qv, keys, values, positions, shape);
                 self.put(out, y);
             }
             HostOp::Transpose {
@@ -556,6 +561,7 @@ impl<'m> Pass<'_, 'm> {
                 heads,
                 head_dim,
                 lut,
+                rotary_dim,
                 ..
             } => {
                 if !self.model.path.qkv_bias {
@@ -565,7 +571,8 @@ impl<'m> Pass<'_, 'm> {
                 let b = self.weight(bias)?;
                 let mut xv = self.get(x)?.clone();
                 let table = lut.as_ref().map(|_| &self.model.lut[..]);
-                add_bias(&mut xv, &b, *heads, *head_dim, table, self.base);
+                let shape = (*heads, *head_dim, rotary_dim.unwrap_or(*head_dim));
+                add_bias(&mut xv, &b, shape, table, self.base);
                 self.put(x, xv);
             }
             HostOp::Add { a, b, out, .. } => {
@@ -584,6 +591,7 @@ impl<'m> Pass<'_, 'm> {
                 cols,
                 eps,
                 last_row,
+                real_cols,
             } => {
                 let xv = self.get(x)?;
                 let row: Vec<f32> = if *last_row {
@@ -592,9 +600,10 @@ impl<'m> Pass<'_, 'm> {
                     bf16::to_f32_vec(xv)
                 };
                 let w = self.weight(weight)?;
+                let real = real_cols.unwrap_or(*cols).min(*cols);
                 let mut y = vec![0.0f32; row.len()];
                 for (o, r) in y.chunks_mut(*cols).zip(row.chunks(*cols)) {
-                    blocks::rms_norm(r, &w, *eps as f32, o);
+                    blocks::rms_norm(&r[..real], &w[..real], *eps as f32, &mut o[..real]);
                 }
                 self.put(out, bf16::from_f32_vec(&y));
             }
@@ -638,6 +647,22 @@ impl<'m> Pass<'_, 'm> {
         logits.truncate(vocab);
         Ok(logits)
     }
+}
+
+/// The real columns of a residual-stream buffer: the first `hidden` of each row
+/// of a plan that pads hidden (padding appends zeros, see `xdna2::padding`).
+fn real_columns(x: &[u16], plan: &Plan, hidden: usize) -> Vec<f32> {
+    let width = plan.padding.map_or(hidden, |p| p.hidden.padded);
+    if width == hidden {
+        return bf16::to_f32_vec(x);
+    }
+    x.chunks(width.max(1))
+        .flat_map(|row| {
+            row[..hidden.min(row.len())]
+                .iter()
+                .map(|&b| bf16::to_f32(b))
+        })
+        .collect()
 }
 
 /// Columns per GEMM call when the interpreter splits N (a whole number of the
@@ -725,6 +750,7 @@ fn attention_rows(
     );
     small.layout = spec.layout;
     small.tile.heads_per_unroll = spec.tile.heads_per_unroll;
+    small.scale_dim = spec.scale_dim;
     let hd = spec.head_dim;
     let pad = |x: &[u16], heads: usize| pad_positions(x, rows, len, heads, hd, spec.layout);
     let (qp, kp, vp) = (

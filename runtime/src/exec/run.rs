@@ -87,6 +87,7 @@ impl<'a> Run<'a> {
                 .collect(),
             model_dir: name.clone(),
             model: None,
+            padding: None,
             seed: options.seed,
             faults: options.faults.clone(),
             prompts: Vec::new(),

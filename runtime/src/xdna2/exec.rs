@@ -18,7 +18,9 @@ use super::kernels::{
     eltwise_add, embedding, flash_attention, gemm_into, gemv, gemv_swiglu, lm_head_partition,
     qk_rms_norm, rms_norm, rope, rope_lut, silu_mul, softmax, BOperand, KernelError,
 };
-use super::plan::{pad_heads, Buffer, HostOp, Launch, Phase, Plan, Step, Transform, WeightSource};
+use super::plan::{
+    pad_heads, zero_pad, Buffer, HostOp, Launch, Phase, Plan, Step, Transform, WeightSource,
+};
 use crate::bf16;
 use crate::model::arch::Architecture;
 use crate::model::oracle::blocks;
@@ -439,6 +441,7 @@ impl<'s, 'w> Run<'s, 'w> {
                 heads,
                 kv_heads,
                 head_dim,
+                scale_dim,
             } => {
                 let q = self.read(q, layer)?;
                 let positions = self.base + 1;
@@ -447,7 +450,7 @@ impl<'s, 'w> Run<'s, 'w> {
                     &self.session.keys[layer],
                     &self.session.values[layer],
                     positions,
-                    (*heads, *kv_heads, *head_dim),
+                    (*heads, *kv_heads, *head_dim, scale_dim.unwrap_or(*head_dim)),
                 );
                 self.put(out, result);
             }
@@ -468,6 +471,7 @@ impl<'s, 'w> Run<'s, 'w> {
                 heads,
                 head_dim,
                 lut,
+                rotary_dim,
                 ..
             } => {
                 let bias = self.read(bias, layer)?;
@@ -477,8 +481,7 @@ impl<'s, 'w> Run<'s, 'w> {
                 add_bias(
                     data,
                     &bias,
-                    *heads,
-                    *head_dim,
+                    (*heads, *head_dim, rotary_dim.unwrap_or(*head_dim)),
                     lut.as_ref().map(|l| l.bits()),
                     base,
                 );
@@ -499,13 +502,15 @@ impl<'s, 'w> Run<'s, 'w> {
                 cols,
                 eps,
                 last_row,
+                real_cols,
             } => {
                 let x = self.read(x, layer)?;
                 let weight = self.read(weight, layer)?;
                 let row = if *last_row { self.rows - 1 } else { 0 };
-                let input = bf16::to_f32_vec(&x[row * cols..(row + 1) * cols]);
+                let real = real_cols.unwrap_or(*cols).min(*cols);
+                let input = bf16::to_f32_vec(&x[row * cols..row * cols + real]);
                 let mut normed = vec![0.0f32; *cols];
-                blocks::rms_norm(&input, &weight, *eps as f32, &mut normed);
+                blocks::rms_norm(&input, &weight[..real], *eps as f32, &mut normed[..real]);
                 self.put(out, bf16::from_f32_vec(&normed));
             }
             HostOp::SiluMul { gate, up, out, .. } => {
@@ -613,6 +618,22 @@ fn materialize<'w>(
                     buffer: buffer.to_string(),
                     message,
                 })?;
+                data = WeightData::Owned(Arc::new(padded));
+                cols = new_cols;
+            }
+            Transform::ZeroPad {
+                ref rows,
+                cols: ref col_levels,
+            } => {
+                let bits = data.bits();
+                let shape = (bits.len() / cols.max(1), cols);
+                let (padded, _, new_cols) =
+                    zero_pad(bits, shape, rows, col_levels).map_err(|message| {
+                        ExecError::Transform {
+                            buffer: buffer.to_string(),
+                            message,
+                        }
+                    })?;
                 data = WeightData::Owned(Arc::new(padded));
                 cols = new_cols;
             }
