@@ -44,6 +44,8 @@ pub enum BuildError {
     Load(#[from] crate::syntax::LoadError),
     #[error("cannot name the bundle after `{0}`; pass --name")]
     NoName(PathBuf),
+    #[error("bundle name {name:?} {why}; --name takes a name, not a path (e.g. --name llama1b)")]
+    BadName { name: String, why: &'static str },
     #[error(transparent)]
     Emit(#[from] emit::EmitError),
 }
@@ -57,6 +59,38 @@ fn dir_name(dir: &Path) -> Option<String> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
     })
+}
+
+/// Longest bundle name accepted (several trajectory names joined with `+` fit).
+const NAME_MAX_CHARS: usize = 128;
+
+/// A bundle name is one directory name under `generated-skills/`: it must not
+/// climb out of it, point elsewhere, hide itself or carry control characters.
+pub fn check_name(name: &str) -> Result<(), BuildError> {
+    let why = if name.is_empty() {
+        Some("is empty")
+    } else if name.contains(['/', '\\']) {
+        Some("holds a path separator")
+    } else if name.starts_with('.') {
+        Some("starts with `.`")
+    } else if name.contains(':') {
+        Some("holds `:`")
+    } else if name.chars().any(char::is_control) {
+        Some("holds a control character")
+    } else if name.trim() != name {
+        Some("starts or ends with white space")
+    } else if name.chars().count() > NAME_MAX_CHARS {
+        Some("is longer than 128 characters")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(BuildError::BadName {
+            name: name.chars().take(NAME_MAX_CHARS).collect(),
+            why,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Distills and renders loaded trajectories (no I/O).
@@ -85,6 +119,7 @@ pub fn build_loaded(loaded: &Loaded, name: Option<&str>) -> Result<Built, BuildE
             sorted.join("+")
         }
     };
+    check_name(&name)?;
     let distilled = distill::distill(&name, &inputs);
     let rendered = emit::render(&distilled.ir)?;
     Ok(Built {
