@@ -27,7 +27,7 @@ fn read_bundle(path: &Path) -> Result<Bundle, String> {
         path.to_path_buf()
     };
     let shown = crate::syntax::display_path(&file);
-    let text = std::fs::read_to_string(&file).map_err(|e| format!("{shown}: {e}"))?;
+    let text = skillc_runtime::input::read_to_string(&file).map_err(|e| e.to_string())?;
     serde_json::from_str(&text).map_err(|e| format!("{shown}: not a bundle: {e}"))
 }
 

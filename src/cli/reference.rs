@@ -68,7 +68,7 @@ fn execute(args: &Args) -> Result<ExitCode, Failure> {
     print_summary(&args.model, &model);
 
     let reference_path = args.model.join(REFERENCE_FILE);
-    let reference = if reference_path.is_file() {
+    let reference = if reference_path.exists() {
         Some(
             ReferenceTensors::read(&reference_path)
                 .map_err(|e| (EXIT_FAILED, format!("error: {e}")))?,

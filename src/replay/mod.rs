@@ -361,7 +361,7 @@ impl Walk<'_> {
 
     fn compare_reference(&mut self, p: Params<'_>) -> ActionResult {
         let path = self.options.model_dir.join(REFERENCE_FILE);
-        if !path.is_file() {
+        if !path.exists() {
             return ActionResult::NotRun(format!(
                 "the model directory has no {REFERENCE_FILE} to compare with"
             ));
