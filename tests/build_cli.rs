@@ -81,10 +81,13 @@ fn a_rebuild_replaces_the_bundle_and_removes_stale_files() {
     let out = root.join("example");
     let args = ["build", "trajectories/example", "--out", path(&out)];
     assert!(skillc(&args, None).status.success());
-    fs::create_dir_all(out.join("debug-gone")).expect("mkdir");
-    fs::write(out.join("debug-gone/SKILL.md"), "old\n").expect("write");
-    assert!(skillc(&args, None).status.success());
-    assert!(!out.join("debug-gone").exists());
+    assert!(out.join("opt-gemv-decode/SKILL.md").exists());
+    // A smaller trajectory into the same folder: the skills only the first build
+    // wrote go (files skillc did not write would be refused: tests/hardening.rs).
+    let smaller = ["build", "tests/data/valid/minimal", "--out", path(&out)];
+    let rebuilt = skillc(&smaller, None);
+    assert!(rebuilt.status.success(), "{}", text(&rebuilt.stderr));
+    assert!(!out.join("opt-gemv-decode").exists());
     let siblings: Vec<_> = fs::read_dir(&root).expect("read").collect();
     assert_eq!(siblings.len(), 1, "no staging directory left behind");
     fs::remove_dir_all(&root).ok();

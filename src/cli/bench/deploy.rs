@@ -13,10 +13,12 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use skillc_runtime::exec::record::{DeployReport, PhaseStatus};
-use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Silent};
+use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch};
 use skillc_runtime::xdna2::calibration::{DataSet, Subject};
 
-use crate::cli::deploy::load_bundle;
+use crate::cli::bundle_file;
+use crate::cli::progress::Display;
+use crate::outdir::{Claim, Kind};
 
 /// The nine models of the published work, smallest first.
 pub const MODELS: [&str; 9] = [
@@ -59,7 +61,10 @@ struct Row {
 }
 
 pub fn bench(args: &Args) -> Result<(), String> {
-    let bundle = load_bundle(&args.bundle)?;
+    let loaded = bundle_file::load(&args.bundle)?;
+    let bundle_notes = loaded.report_notes(false)?;
+    let bundle = loaded.bundle;
+    let mut progress = Display::new(false);
     let program =
         std::env::current_exe().map_err(|e| format!("cannot locate skillc itself: {e}"))?;
     let published = published_figures();
@@ -70,22 +75,29 @@ pub fn bench(args: &Args) -> Result<(), String> {
         .collect();
     let mut rows = Vec::new();
     for model in models {
-        eprintln!("deploying {model} …");
+        progress.line(&format!("deploying {model}"));
+        // The bench's own folders under target/: replaced whatever is in them.
+        let claim = Claim::new(&args.out.join(model), Kind::Deploy, true, &mut |m| {
+            progress.note(m)
+        })
+        .map_err(|e| e.to_string())?;
         let options = DeployOptions {
             model_dir: args.models.join(model),
-            out_dir: args.out.join(model),
+            out_dir: claim.staging().to_path_buf(),
             seed: args.seed,
             prompts: None,
             faults: Vec::new(),
             started: exec::clock::now(),
             evaluator: EvaluatorLaunch::Process(program.clone()),
             registry: None,
+            bundle_notes: bundle_notes.clone(),
         };
         let load = load_average();
         let cpu_before = cpu_seconds();
         let started = Instant::now();
         let outcome =
-            exec::deploy(&bundle, &options, &mut Silent).map_err(|e| format!("{model}: {e}"))?;
+            exec::deploy(&bundle, &options, &mut progress).map_err(|e| format!("{model}: {e}"))?;
+        claim.commit().map_err(|e| e.to_string())?;
         let wall_s = started.elapsed().as_secs_f64();
         let cpu_s = cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
         let parameters = outcome.report.model.as_ref().map_or(0, |m| m.parameters);
