@@ -3,6 +3,7 @@
 //! skills added, removed or changed, each with its trajectory provenance.
 //!
 //! Exit codes: 0 no semantic difference, 1 differences, 2 unreadable input.
+//! `--json` prints the same changes as one JSON document.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -18,6 +19,10 @@ pub struct Args {
     pub old: PathBuf,
     /// The bundle after.
     pub new: PathBuf,
+    /// Print the changes as JSON (`sections`, each with `title` and `changes`:
+    /// `sign`, `text`, `provenance`) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn read_bundle(path: &Path) -> Result<Bundle, String> {
@@ -40,7 +45,14 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let diff = semantic_diff::diff(&old, &new);
-    print!("{}", diff.render());
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&diff).unwrap_or_default()
+        );
+    } else {
+        print!("{}", diff.render());
+    }
     if diff.is_empty() {
         ExitCode::SUCCESS
     } else {

@@ -175,7 +175,10 @@ mod tests {
     #[test]
     fn names_stay_plain_unless_markdown_would_read_them() {
         assert_eq!(inline_name("llama1b+qwen-0.5b"), "llama1b+qwen-0.5b");
-        assert_eq!(inline_name("a\n```\n<b>x</b>"), "````a\u{23CE}```\u{23CE}<b>x</b>````");
+        assert_eq!(
+            inline_name("a\n```\n<b>x</b>"),
+            "````a\u{23CE}```\u{23CE}<b>x</b>````"
+        );
         assert_eq!(inline_name("_emphasis_"), "`_emphasis_`");
         assert_eq!(inline_name(""), "*(empty)*");
     }

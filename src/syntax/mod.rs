@@ -124,7 +124,10 @@ fn check_link(path: &Path) -> Result<(), LoadError> {
     } else if is_link_loop(&e) {
         "which leads back to itself (a loop of symbolic links)".to_string()
     } else {
-        format!("which cannot be followed: {}", skillc_runtime::input::describe(&e))
+        format!(
+            "which cannot be followed: {}",
+            skillc_runtime::input::describe(&e)
+        )
     };
     Err(LoadError::BadLink {
         path: display_path(path),
@@ -133,12 +136,12 @@ fn check_link(path: &Path) -> Result<(), LoadError> {
     })
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 fn is_link_loop(e: &std::io::Error) -> bool {
     e.raw_os_error() == Some(libc::ELOOP)
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(unix))]
 fn is_link_loop(_e: &std::io::Error) -> bool {
     false
 }

@@ -105,7 +105,12 @@ fn tightest(read: &dyn Fn(&str) -> Option<String>) -> Option<Available> {
     ];
     candidates
         .into_iter()
-        .filter_map(|(limit, bytes)| Some(Available { bytes: bytes?, limit }))
+        .filter_map(|(limit, bytes)| {
+            Some(Available {
+                bytes: bytes?,
+                limit,
+            })
+        })
         .min_by_key(|a| a.bytes)
 }
 
@@ -137,7 +142,8 @@ fn cgroup_headroom(read: &dyn Fn(&str) -> Option<String>) -> Option<u64> {
     let mut best: Option<u64> = None;
     for line in membership.lines() {
         let mut fields = line.splitn(3, ':');
-        let (Some(_), Some(controllers), Some(path)) = (fields.next(), fields.next(), fields.next())
+        let (Some(_), Some(controllers), Some(path)) =
+            (fields.next(), fields.next(), fields.next())
         else {
             continue;
         };
@@ -176,7 +182,9 @@ fn cgroup_headroom(read: &dyn Fn(&str) -> Option<String>) -> Option<u64> {
 /// address space already mapped (`VmSize` in `/proc/self/status`).
 fn address_space_headroom(read: &dyn Fn(&str) -> Option<String>) -> Option<u64> {
     let limits = read("/proc/self/limits")?;
-    let line = limits.lines().find(|l| l.starts_with("Max address space"))?;
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max address space"))?;
     let soft: u64 = line
         .trim_start_matches("Max address space")
         .split_whitespace()
@@ -251,9 +259,18 @@ mod tests {
         assert_eq!(cgroup_headroom(&v2), Some(3 << 30));
         let v1 = fake(&[
             ("/proc/self/cgroup", "5:cpu:/\n4:memory:/docker/abc\n"),
-            ("/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "2147483648\n"),
-            ("/sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes", "1073741824\n"),
-            ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n"),
+            (
+                "/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes",
+                "2147483648\n",
+            ),
+            (
+                "/sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes",
+                "1073741824\n",
+            ),
+            (
+                "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                "9223372036854771712\n",
+            ),
             ("/sys/fs/cgroup/memory/memory.usage_in_bytes", "5\n"),
         ]);
         assert_eq!(cgroup_headroom(&v1), Some(1 << 30));
