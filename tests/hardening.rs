@@ -645,3 +645,156 @@ fn row03_row04_concurrent_runs_never_mix_or_lose_output() {
         assert_eq!(listed, present.iter().collect::<Vec<_>>(), "round {round}");
     }
 }
+
+// The first hour of a new user (the second half).
+
+/// `build --check` from another directory resolved `generated-skills/` against the
+/// current directory and called the missing bundle "stale"; now a trajectory under
+/// `trajectories/` is checked against its repository's bundle, and a bundle that
+/// is not there is named as missing.
+#[test]
+fn first_hour_build_check_runs_from_any_directory() {
+    let root = scratch("check-elsewhere");
+    let reference = repo("trajectories/llama1b").to_string_lossy().into_owned();
+    let output = skillc_in(&root, &["build", &reference, "--check"]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{text}{}", stderr(&output));
+    assert!(
+        text.contains("generated-skills/llama1b is up to date"),
+        "{text}"
+    );
+    let minimal = repo("tests/data/valid/minimal")
+        .to_string_lossy()
+        .into_owned();
+    let output = skillc_in(&root, &["build", &minimal, "--check"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("there is no bundle at generated-skills/minimal to check"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(tree(&root), Vec::<String>::new(), "--check wrote nothing");
+}
+
+/// `graph … | head` ended in "Broken pipe" and exit 2; now it ends quietly, exit 0.
+#[test]
+fn first_hour_a_closed_pipe_ends_quietly() {
+    use std::io::Read;
+    let mut child = Command::new(skillc_bin())
+        .args(["graph", "trajectories/llama1b", "--format", "json"])
+        .current_dir(repo(""))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("skillc starts");
+    let mut head = [0u8; 64];
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_exact(&mut head)
+        .expect("the graph starts");
+    // The reader goes away after 64 bytes, like `head -c 64`; the graph is far
+    // larger than a pipe's buffer, so skillc is still writing.
+    let output = child.wait_with_output().expect("wait");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stderr(&output), "");
+}
+
+/// A wrong path read "entity not found"; now plain words, no OS error numbers.
+#[test]
+fn first_hour_io_errors_read_as_sentences() {
+    let root = scratch("plain-errors");
+    for args in [
+        vec!["check", "no-such-dir"],
+        vec!["build", "no-such-dir"],
+        vec!["reference", "--model", "no-such-model"],
+        vec!["diff", "no-such-bundle", "other"],
+    ] {
+        let output = skillc_in(&root, &args);
+        let message = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {message}");
+        assert!(
+            message.contains("no such file or directory"),
+            "{args:?}: {message}"
+        );
+        assert!(
+            !message.contains("entity not found") && !message.contains("os error"),
+            "{args:?}: {message}"
+        );
+    }
+}
+
+/// `deploy` given a trajectory folder now says to build it first.
+#[test]
+fn first_hour_deploy_of_a_trajectory_says_build_first() {
+    let root = scratch("deploy-trajectory");
+    let trajectory = repo("trajectories/llama1b").to_string_lossy().into_owned();
+    let model = fixture("qwen25-tiny").to_string_lossy().into_owned();
+    let output = skillc_in(&root, &["deploy", &trajectory, "--model", &model]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("a trajectory directory, not a skill bundle; run `skillc build"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// Deploy printed nothing for minutes when stderr was not a terminal; now it
+/// prints a stamped line per phase there, and nothing with `--quiet`.
+#[test]
+fn first_hour_progress_reaches_a_pipe_unless_quiet() {
+    let root = scratch("progress");
+    let model = failing_model(&root);
+    let piped = deploy_into(&root, &bundle_dir(), &model, &root.join("a"), &[]);
+    assert!(
+        stderr(&piped).contains("] phase 0: ") && stderr(&piped).contains("] phase 0 FAILED in"),
+        "{}",
+        stderr(&piped)
+    );
+    let quiet = deploy_into(&root, &bundle_dir(), &model, &root.join("b"), &["--quiet"]);
+    assert_eq!(quiet.status.code(), Some(1));
+    assert_eq!(stderr(&quiet), "");
+}
+
+/// `diff`, `build`, `reference`, `calibrate` and `bench` had no `--json`; now
+/// every command that prints a result prints it as one JSON document on request.
+#[test]
+fn first_hour_every_result_has_json() {
+    let root = scratch("json");
+    let bundle = bundle_dir();
+    let minimal = repo("tests/data/valid/minimal")
+        .to_string_lossy()
+        .into_owned();
+    let model = fixture("qwen25-tiny").to_string_lossy().into_owned();
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["build", &minimal, "--out", "built", "--json"],
+        vec!["build", &minimal, "--out", "built", "--check", "--json"],
+        vec!["diff", &bundle, "built", "--json"],
+        vec!["reference", "--model", &model, "--json"],
+        vec!["calibrate", "--json"],
+        vec![
+            "bench",
+            "parse",
+            "--sizes",
+            "1000,2000",
+            "--runs",
+            "1",
+            "--json",
+        ],
+    ];
+    for args in commands {
+        let output = skillc_in(&root, &args);
+        assert!(
+            matches!(output.status.code(), Some(0 | 1)),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        let parsed: Result<serde_json::Value, _> = serde_json::from_slice(&output.stdout);
+        assert!(
+            parsed.as_ref().is_ok_and(|v| v.is_object()),
+            "{args:?}: stdout is not one JSON document: {}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+    }
+}

@@ -280,7 +280,10 @@ fn check_only(out: &Path, rendered: &Rendered, mut report: Report) -> ExitCode {
     }
     let differences = match check::compare(out, rendered) {
         Err(error) => {
-            eprintln!("error: cannot read {shown}: {}", skillc_runtime::input::describe(&error));
+            eprintln!(
+                "error: cannot read {shown}: {}",
+                skillc_runtime::input::describe(&error)
+            );
             return ExitCode::from(EXIT_USAGE);
         }
         Ok(differences) => differences,

@@ -1,6 +1,11 @@
 //! `skillc deploy BUNDLE --model DIR`: runs a skill bundle on a model with the
 //! runtime's executor, phase by phase on the emulated XDNA 2 backend, and writes the
 //! plan, the reports, the trace, the kernel registry and the run's trajectory.
+//!
+//! The bundle is read through [`bundle_file`] (hashes checked, texts capped); the
+//! output folder is claimed through [`crate::outdir`], so the run writes into a
+//! fresh sibling that replaces the folder whole at the end, and a second deploy
+//! into the same folder waits.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -23,7 +28,8 @@ pub struct Args {
     /// reference.safetensors) or a config alone (seeded random weights).
     #[arg(long)]
     pub model: PathBuf,
-    /// Output directory [default: deploy-<model directory name>].
+    /// Output directory [default: deploy-<model directory name>, in the current
+    /// directory].
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Seed of random weights and of the drawn verification prompts.
