@@ -5,7 +5,7 @@
 mod deploy_support;
 
 use deploy_support::{deploy, llama1b, repo, scratch, skillc};
-use skillc_runtime::exec::record::{PhaseStatus, Verdict};
+use skillc_runtime::exec::artifacts::record::{PhaseStatus, Verdict};
 
 #[test]
 fn a_mixture_of_experts_is_refused_at_phase_0_with_the_reason() {
