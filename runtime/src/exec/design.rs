@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::artifacts::record::ModeledTimes;
 use super::npu::{NpuPath, RopeTable};
-use super::record::ModeledTimes;
 use crate::bundle::Value;
 use crate::model::arch::Architecture;
 use crate::xdna2::builder::{plan_for, Optimization};

@@ -239,7 +239,7 @@ pub fn action_vars(op: &str, action: &BTreeMap<String, Value>) -> BTreeMap<Strin
 mod tests {
     use super::*;
     use crate::bundle::{BinaryOp, Comparison, Symptom};
-    use crate::exec::gate::ThresholdSource;
+    use crate::exec::checks::gate::ThresholdSource;
 
     fn gemm_action(tile_n: i64) -> BTreeMap<String, Value> {
         BTreeMap::from([

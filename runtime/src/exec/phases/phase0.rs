@@ -7,15 +7,15 @@
 
 use std::collections::BTreeMap;
 
-use super::gate::{non_finite, GateCheck, ThresholdSource};
 use super::prompts::{check_prompts, default_prompts};
-use super::record::{ModelInfo, PhaseRecord, StepOrigin, StepOutcome, Stop};
-use super::run::{PhaseEnd, Run};
-use super::topk::{GATE_K, GATE_N_TOKENS};
-use super::trajectory::ActionLinks;
-use super::verify::{generate, ReferenceDecoder};
-use super::DeployError;
 use crate::bundle::{Comparison, Value};
+use crate::exec::artifacts::record::{ModelInfo, PhaseRecord, StepOrigin, StepOutcome, Stop};
+use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::gate::{non_finite, GateCheck, ThresholdSource};
+use crate::exec::checks::topk::{GATE_K, GATE_N_TOKENS};
+use crate::exec::checks::verify::{generate, ReferenceDecoder};
+use crate::exec::run::{PhaseEnd, Run};
+use crate::exec::DeployError;
 use crate::model::config::{load_config, ConfigError};
 use crate::model::oracle::blocks::argmax;
 use crate::model::oracle::compare::{
@@ -104,7 +104,7 @@ fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, D
     let action = run
         .traj
         .action("check-scope", &BTreeMap::new(), &ActionLinks::default());
-    let step = |outcome| super::record::StepRecord {
+    let step = |outcome| crate::exec::artifacts::record::StepRecord {
         op: "check-scope".into(),
         params: BTreeMap::new(),
         origin: origin.clone(),
@@ -161,9 +161,9 @@ fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, D
         Some(&action),
     );
     run.gate(rec, gate);
-    let config_sha256 = super::artifacts::sha256_file(&path)?;
+    let config_sha256 = crate::exec::artifacts::sha256_file(&path)?;
     run.report.model = Some(ModelInfo {
-        name: super::run::model_name(&run.options.model_dir),
+        name: crate::exec::run::model_name(&run.options.model_dir),
         class_name: arch.class_name.clone(),
         parameters: arch.parameter_count(),
         layers: arch.num_layers,
@@ -212,7 +212,7 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
         Ok(model) => model,
         Err(e) => {
             let reason = format!("the weights cannot be loaded: {e}");
-            rec.steps.push(super::record::StepRecord {
+            rec.steps.push(crate::exec::artifacts::record::StepRecord {
                 op: "load-weights".into(),
                 params,
                 origin,
@@ -252,7 +252,7 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
         },
         _ => StepOutcome::AsRecorded,
     };
-    rec.steps.push(super::record::StepRecord {
+    rec.steps.push(crate::exec::artifacts::record::StepRecord {
         op: "load-weights".into(),
         params,
         origin,
@@ -307,7 +307,7 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
     let action = run
         .traj
         .action("build-reference", &BTreeMap::new(), &ActionLinks::default());
-    rec.steps.push(super::record::StepRecord {
+    rec.steps.push(crate::exec::artifacts::record::StepRecord {
         op: "build-reference".into(),
         params: BTreeMap::new(),
         origin,
@@ -425,7 +425,7 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
         });
     let (Some(fixture), Some(model)) = (run.fixture.as_ref(), run.model.as_ref()) else {
         if recorded.is_some() {
-            rec.steps.push(super::record::StepRecord {
+            rec.steps.push(crate::exec::artifacts::record::StepRecord {
                 op: "compare-reference".into(),
                 params: recorded.clone().unwrap_or_default(),
                 origin,
@@ -459,7 +459,7 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
     let action = run
         .traj
         .action("compare-reference", &params, &ActionLinks::default());
-    rec.steps.push(super::record::StepRecord {
+    rec.steps.push(crate::exec::artifacts::record::StepRecord {
         op: "compare-reference".into(),
         params,
         origin,
