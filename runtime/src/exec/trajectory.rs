@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 use super::gate::GateCheck;
 use crate::bundle::{BinaryOp, Expr, Lesson, Remedy, Symptom, Value};
 use crate::ops::is_keyword;
+use crate::ops::OpKind;
 
 /// Builds the text of one `.traj` file.
 #[derive(Debug, Clone)]
@@ -72,7 +73,7 @@ impl TrajectoryWriter {
 
     pub fn action(
         &mut self,
-        op: &str,
+        op: OpKind,
         params: &BTreeMap<String, Value>,
         links: &ActionLinks<'_>,
     ) -> String {
