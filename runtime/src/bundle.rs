@@ -242,6 +242,13 @@ pub struct SkillSet {
     /// Skill directory name, `opt-…` or `debug-…`.
     pub name: String,
     pub kind: LessonKind,
+    /// What the skill does, as its `skill` declaration says; empty for a skill the
+    /// compiler grouped by operation. Absent in bundles written before the field existed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub title: String,
+    /// The literal messages and symptoms that call for the skill, as declared.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<String>,
     pub description: String,
     pub trigger: String,
     pub hypotheses: Vec<Hypothesis>,
@@ -436,7 +443,8 @@ mod tests {
 
     #[test]
     fn operations_are_read_once_and_unknown_ones_refused() {
-        let step = r#"{"id":"p1-s1","op":"select-tiling","params":{},"guarded_by":[],"provenance":[]}"#;
+        let step =
+            r#"{"id":"p1-s1","op":"select-tiling","params":{},"guarded_by":[],"provenance":[]}"#;
         let read: Step = serde_json::from_str(step).unwrap();
         assert_eq!(read.op, OpKind::SelectTiling);
         assert_eq!(serde_json::to_string(&read).unwrap(), step);

@@ -6,6 +6,8 @@
 pub const KEYWORDS: &[&str] = &[
     "trajectory",
     "session",
+    "skill",
+    "trigger",
     "phase",
     "model",
     "target",
@@ -26,6 +28,7 @@ pub const KEYWORDS: &[&str] = &[
     "symptom",
     "cause",
     "fix",
+    "in",
     "fails",
     "with",
     "and",
