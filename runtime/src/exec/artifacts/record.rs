@@ -97,7 +97,7 @@ impl StepRecord {
     /// A bundle step as this run executed it (or not), with the recorded parameters.
     pub fn from_bundle(step: &crate::bundle::Step, outcome: StepOutcome) -> StepRecord {
         StepRecord {
-            op: step.op.clone(),
+            op: step.op.to_string(),
             params: step.params.clone(),
             origin: StepOrigin::Bundle {
                 step: step.id.clone(),
