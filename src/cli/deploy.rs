@@ -11,8 +11,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use skillc_runtime::exec::record::PhaseStatus;
-use skillc_runtime::exec::{self, clock, DeployOptions, EvaluatorLaunch, Fault};
+use skillc_runtime::exec::artifacts::clock;
+use skillc_runtime::exec::artifacts::record::PhaseStatus;
+use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Fault};
 
 use super::bundle_file;
 use super::progress::Display;
@@ -172,9 +173,9 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
             stop.phase,
             stop.gate,
             stop.metric,
-            exec::gate::format_value(stop.value),
+            exec::checks::gate::format_value(stop.value),
             stop.comparison,
-            exec::gate::format_value(stop.threshold),
+            exec::checks::gate::format_value(stop.threshold),
             stop.reason
         );
         for t in &stop.tried {
