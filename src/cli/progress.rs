@@ -6,8 +6,8 @@
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
-use skillc_runtime::exec::checks::gate::GateCheck;
 use skillc_runtime::exec::artifacts::record::PhaseStatus;
+use skillc_runtime::exec::checks::gate::GateCheck;
 use skillc_runtime::exec::Progress;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
