@@ -10,7 +10,7 @@
 mod deploy_support;
 
 use deploy_support::{deploy, llama1b, scratch};
-use skillc_runtime::exec::record::PhaseStatus;
+use skillc_runtime::exec::artifacts::record::PhaseStatus;
 use skillc_runtime::rng::SplitMix64;
 
 const CASES_IN_CI: u64 = 3;

@@ -8,7 +8,7 @@
 //! win an argmax.
 
 use skillc_runtime::exec::npu::{NpuModel, NpuPath};
-use skillc_runtime::exec::verify::Decoder;
+use skillc_runtime::exec::checks::verify::Decoder;
 use skillc_runtime::model::config::parse_config;
 use skillc_runtime::model::oracle::blocks::argmax;
 use skillc_runtime::model::Model;
