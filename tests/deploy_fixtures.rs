@@ -153,3 +153,23 @@ fn non_aligned_heads_deploy_with_phantom_heads() {
         "the plan pads to 16 heads"
     );
 }
+
+/// The placement gate can fail: without the trajectory's `pad-dims` lesson the
+/// bundle has nothing to do about hidden 144, and phase 1 stops on that gate
+/// instead of padding.
+#[test]
+fn without_the_padding_lesson_an_odd_model_stops_in_phase_1() {
+    let mut bundle = llama1b().clone();
+    let lesson = "p1.lesson.pad-dims";
+    assert!(bundle.lessons.remove(lesson).is_some(), "{lesson} in llama1b");
+    let out = scratch("odd-without-padding");
+    let outcome = deploy(&bundle, &fixture("llama32-odd"), &out, &[]);
+    let r = &outcome.report;
+    assert_ne!(outcome.exit_code, 0);
+    let stop = r.stop.as_ref().expect("the run stops");
+    assert_eq!(
+        (stop.phase, stop.gate.as_str()),
+        (1, "placement of the model's dimensions")
+    );
+    assert!(r.padding.is_none(), "nothing padded: {:?}", r.padding);
+}

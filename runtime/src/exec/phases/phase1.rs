@@ -22,11 +22,12 @@ use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::weights::TensorIndex;
 use crate::exec::DeployError;
 use crate::model::arch::RopeScaling;
-use crate::xdna2::builder::unpadded_shape;
 use crate::ops::OpKind;
+use crate::xdna2::builder::unpadded_shape;
 use crate::xdna2::cost::time_standalone;
-use crate::xdna2::kernels::{self, GemmSpec, GemmTile, Herd};
-use crate::xdna2::plan::Launch;
+use crate::xdna2::device::Device;
+use crate::xdna2::kernels::{self, GemmSpec, GemmTile, GemvSpec, Herd};
+use crate::xdna2::plan::{HostOp, Launch, Step as PlanStep};
 use crate::xdna2::{padding, tiling};
 
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
@@ -118,6 +119,7 @@ fn placement_gate(run: &Run<'_>, plans: &Plans) -> (GateCheck, Option<Launch>) {
             refused.push((key, launch, why));
         }
     }
+    refused.extend(cpu_projections(device, plans));
     let mut conditions = BTreeMap::new();
     let first = refused.first().map(|(_, l, _)| l.clone());
     if let Some((_, launch, _)) = refused.first() {
@@ -152,6 +154,33 @@ fn placement_gate(run: &Run<'_>, plans: &Plans) -> (GateCheck, Option<Launch>) {
         },
     );
     (gate, first)
+}
+
+/// The decode projections the builder moved to the CPU because no GEMV
+/// tiling places them (a K that is not a multiple of the GEMV's granularity):
+/// refused sites too, though the plan still runs. The LM head's matvec in the
+/// epilogue is a design choice (`last-token-lm-head` and `partition-lm-head`
+/// move it), not a refusal.
+fn cpu_projections(device: &Device, plans: &Plans) -> Vec<(String, Launch, String)> {
+    let mut out: BTreeMap<String, (Launch, String)> = BTreeMap::new();
+    for step in &plans.decode.layer {
+        let PlanStep::Host(HostOp::Matvec { w, x, out: y, m, k }) = step else {
+            continue;
+        };
+        let launch = Launch::Gemv {
+            w: w.clone(),
+            x: x.clone(),
+            out: y.clone(),
+            residual: None,
+            spec: GemvSpec::select(device, *m, *k, Herd::ROW),
+        };
+        let Some(why) = launch.check(device).first().map(|v| v.to_string()) else {
+            continue;
+        };
+        out.entry(format!("{} (on the CPU)", site_key(&launch)))
+            .or_insert((launch, why));
+    }
+    out.into_iter().map(|(k, (l, w))| (k, l, w)).collect()
 }
 
 /// Phase 1 starts with every kernel site placeable: a model dimension no
