@@ -8,13 +8,15 @@ use std::process::ExitCode;
 
 use skillc_runtime::model::checkpoint::WeightsError;
 use skillc_runtime::model::config::{load_config, ConfigError};
+use skillc_runtime::model::gguf::GgufError;
+use skillc_runtime::model::memory::human_bytes;
 use skillc_runtime::model::oracle::compare::{
-    check_reference, ReferenceCheck, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
+    check_all, ReferenceCheck, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
 };
 use skillc_runtime::model::oracle::{blocks, LogitRows, Reference};
 use skillc_runtime::model::scope::check_scope;
 use skillc_runtime::model::tokenizer::TextTokenizer;
-use skillc_runtime::model::{Model, ModelError, WeightOrigin};
+use skillc_runtime::model::{gguf_source, Model, ModelError, WeightOrigin};
 
 use crate::cli::{EXIT_FAILED, EXIT_USAGE};
 
@@ -59,15 +61,10 @@ pub fn run(args: Args) -> ExitCode {
 type Failure = (u8, String);
 
 fn execute(args: &Args) -> Result<ExitCode, Failure> {
-    let config_path = args
-        .config
-        .clone()
-        .unwrap_or_else(|| args.model.join("config.json"));
-    let arch = load_config(&config_path).map_err(|e| config_failure(&config_path, &e))?;
-    let model = Model::load_with_arch(arch, &args.model, args.seed).map_err(model_failure)?;
+    let model = load_model(args)?;
     print_summary(&args.model, &model);
 
-    let reference_path = args.model.join(REFERENCE_FILE);
+    let reference_path = reference_dir(&args.model).join(REFERENCE_FILE);
     let reference = if reference_path.is_file() {
         Some(
             ReferenceTensors::read(&reference_path)
@@ -83,14 +80,51 @@ fn execute(args: &Args) -> Result<ExitCode, Failure> {
     let Some(reference) = reference else {
         return Ok(ExitCode::SUCCESS);
     };
-    let check = check_reference(&model, &reference, args.tolerance)
+    let checks = check_all(&model, &reference, args.tolerance)
         .map_err(|e| (EXIT_FAILED, format!("error: {e}")))?;
-    print_check(&check);
-    Ok(if check.passed() {
+    for check in &checks {
+        print_check(check);
+    }
+    Ok(if checks.iter().all(ReferenceCheck::passed) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_FAILED)
     })
+}
+
+/// The model `--model` names: a GGUF file (or a directory holding one and no
+/// config.json), else a Hugging Face directory read with `--config` or its
+/// config.json.
+fn load_model(args: &Args) -> Result<Model, Failure> {
+    if args.config.is_none() {
+        let gguf = gguf_source(&args.model).map_err(|e| (gguf_exit(&e), format!("error: {e}")))?;
+        if let Some(file) = gguf {
+            return Model::from_gguf(&file).map_err(model_failure);
+        }
+    }
+    let config_path = args
+        .config
+        .clone()
+        .unwrap_or_else(|| args.model.join("config.json"));
+    let arch = load_config(&config_path).map_err(|e| config_failure(&config_path, &e))?;
+    Model::load_with_arch(arch, &args.model, args.seed).map_err(model_failure)
+}
+
+/// A file that cannot be opened is a usage error; a malformed one a failure.
+fn gguf_exit(err: &GgufError) -> u8 {
+    match err {
+        GgufError::Io { .. } => EXIT_USAGE,
+        _ => EXIT_FAILED,
+    }
+}
+
+/// The directory the model's companion files (tokenizer, reference) sit in.
+fn reference_dir(model: &Path) -> PathBuf {
+    if model.is_file() {
+        model.parent().map(Path::to_path_buf).unwrap_or_default()
+    } else {
+        model.to_path_buf()
+    }
 }
 
 /// The prompt: ids given, else text through the tokenizer, else the reference
@@ -119,7 +153,10 @@ fn prompt_ids(
     }
     match reference {
         Some(reference) => reference
-            .token_ids("input_ids")
+            .token_ids(&ReferenceTensors::key(
+                &reference.prompts().into_iter().next().unwrap_or_default(),
+                "input_ids",
+            ))
             .map_err(|e| (EXIT_FAILED, format!("error: {e}"))),
         None => Err((
             EXIT_USAGE,
@@ -133,6 +170,14 @@ fn print_summary(dir: &Path, model: &Model) {
     let origin = match &model.origin {
         WeightOrigin::Checkpoint { files } => files.join(", "),
         WeightOrigin::Random { seed } => format!("random bf16 weights, seed {seed}"),
+        WeightOrigin::Gguf { file, formats } => {
+            let counts: Vec<String> = formats.iter().map(|(f, n)| format!("{n} {f}")).collect();
+            format!(
+                "{file} ({}; {} as stored)",
+                counts.join(", "),
+                human_bytes(model.weights.stored_bytes())
+            )
+        }
     };
     println!(
         "model {}: {} — {} layers, hidden {}, {} heads / {} kv × {}, ffn {}, vocab {}, {} parameters",
@@ -189,8 +234,13 @@ fn run_greedy(
 }
 
 fn print_check(check: &ReferenceCheck) {
+    let name = if check.name.is_empty() {
+        String::new()
+    } else {
+        format!("`{}` ", check.name)
+    };
     println!(
-        "\nreference check against {REFERENCE_FILE} (prompt of {} tokens, tolerance max|Δ| ≤ {:e} · max|ref|)",
+        "\nreference check against {REFERENCE_FILE} ({name}prompt of {} tokens, tolerance max|Δ| ≤ {:e} · max|ref|)",
         check.prompt.len(),
         check.tolerance
     );

@@ -196,7 +196,7 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
     let result = Model::load_with_arch(arch, &run.options.model_dir, Some(seed));
     let (source, params) = match &result {
         Ok(m) => match &m.origin {
-            WeightOrigin::Checkpoint { .. } => (
+            WeightOrigin::Checkpoint { .. } | WeightOrigin::Gguf { .. } => (
                 "checkpoint",
                 BTreeMap::from([("source".to_string(), Value::Text("checkpoint".into()))]),
             ),
@@ -276,11 +276,21 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
     if let Some(info) = &mut run.report.model {
         info.weights = match model.origin {
             WeightOrigin::Checkpoint { .. } => "checkpoint".into(),
+            WeightOrigin::Gguf {
+                ref file,
+                ref formats,
+            } => gguf_summary(file, formats),
             WeightOrigin::Random { seed } => format!("random (seed {seed})"),
         };
     }
     run.model = Some(model);
     Ok(None)
+}
+
+/// `model.gguf (GGUF: 210 Q4_1, 61 F32, 1 Q8_0)`.
+fn gguf_summary(file: &str, formats: &BTreeMap<String, usize>) -> String {
+    let counts: Vec<String> = formats.iter().map(|(f, n)| format!("{n} {f}")).collect();
+    format!("{file} (GGUF: {})", counts.join(", "))
 }
 
 fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, DeployError> {

@@ -19,14 +19,17 @@
 pub mod arch;
 pub mod checkpoint;
 pub mod config;
+pub mod gguf;
 pub mod memory;
 pub mod oracle;
+pub mod quant;
 pub mod random;
 pub mod scope;
 pub mod tensor;
 pub mod tokenizer;
 pub mod weights;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use thiserror::Error;
@@ -34,6 +37,7 @@ use thiserror::Error;
 use arch::Architecture;
 use checkpoint::{Checkpoint, WeightsError};
 use config::ConfigError;
+use gguf::{GgufError, GgufFile};
 use memory::{available_memory, human_bytes, MemoryEstimate};
 use weights::Weights;
 
@@ -44,6 +48,8 @@ pub enum ModelError {
     Config(#[from] ConfigError),
     #[error("weights: {0}")]
     Weights(#[from] WeightsError),
+    #[error("{0}")]
+    Gguf(#[from] GgufError),
     #[error("out of scope: {0}")]
     OutOfScope(String),
     #[error("no *.safetensors weights in the model directory; give a seed to use random weights")]
@@ -74,6 +80,11 @@ pub enum WeightOrigin {
     Random {
         seed: u64,
     },
+    /// A GGUF file (its name), with the count of tensors per stored format.
+    Gguf {
+        file: String,
+        formats: BTreeMap<String, usize>,
+    },
 }
 
 /// An architecture with its weights, ready for the reference.
@@ -91,6 +102,37 @@ impl Model {
     pub fn load(dir: &Path, seed: Option<u64>) -> Result<Self, ModelError> {
         let arch = config::load_config(&dir.join("config.json"))?;
         Self::load_with_arch(arch, dir, seed)
+    }
+
+    /// A model source: a `.gguf` file, a directory holding one (and no
+    /// config.json), or a Hugging Face directory (see [`Model::load`]).
+    pub fn open(path: &Path, seed: Option<u64>) -> Result<Self, ModelError> {
+        match gguf_source(path)? {
+            Some(file) => Self::from_gguf(&file),
+            None => Self::load(path, seed),
+        }
+    }
+
+    /// The architecture from the file's metadata and its tensors, mapped.
+    pub fn from_gguf(file: &GgufFile) -> Result<Self, ModelError> {
+        let arch = gguf::config::architecture(file)?;
+        check_executable(&arch)?;
+        check_fits(default_estimate(&arch), available_memory())?;
+        let weights = gguf::weights::weights(&arch, file)?;
+        let mut formats = BTreeMap::new();
+        for tensor in weights.tensors() {
+            *formats
+                .entry(tensor.format().name().to_string())
+                .or_insert(0) += 1;
+        }
+        Ok(Self {
+            arch,
+            weights,
+            origin: WeightOrigin::Gguf {
+                file: file.name.clone(),
+                formats,
+            },
+        })
     }
 
     /// Like [`Model::load`] with an architecture parsed elsewhere (e.g. from
@@ -131,6 +173,16 @@ impl Model {
             origin: WeightOrigin::Random { seed },
         })
     }
+}
+
+/// The GGUF file `path` stands for, opened: `path` itself when it is a file,
+/// or the one `*.gguf` of a directory without a config.json. `Ok(None)` for
+/// a Hugging Face directory.
+pub fn gguf_source(path: &Path) -> Result<Option<GgufFile>, GgufError> {
+    if path.is_dir() && path.join("config.json").is_file() {
+        return Ok(None);
+    }
+    gguf::weights::open(path)
 }
 
 /// What running the reference on `arch` takes at the default context.

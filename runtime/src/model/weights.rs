@@ -61,6 +61,11 @@ impl Weights {
         self.tensors().iter().map(|t| 2 * t.len() as u64).sum()
     }
 
+    /// Bytes of the weights as stored (packed GGUF blocks at their size).
+    pub fn stored_bytes(&self) -> u64 {
+        self.tensors().iter().map(|t| t.stored_bytes()).sum()
+    }
+
     /// Reads every tensor of `arch` from `checkpoint`, checking names, shapes,
     /// dtypes and that no value is NaN or infinite.
     pub fn from_checkpoint(

@@ -15,12 +15,13 @@ pub fn rms_norm(x: &[f32], weight: &[u16], eps: f32, out: &mut [f32]) {
     }
 }
 
-/// RMSNorm in place, for each `weight.len()`-wide row of `x`.
-pub fn rms_norm_rows_in_place(x: &mut [f32], weight: &[u16], eps: f32) {
+/// RMSNorm in place, for each `weight.len()`-wide row of `x`; the weight is
+/// in f32 (a tensor's exact values: widened bf16, or a GGUF file's F32).
+pub fn rms_norm_rows_in_place(x: &mut [f32], weight: &[f32], eps: f32) {
     for row in x.chunks_exact_mut(weight.len()) {
         let inv = inverse_rms(row, eps);
         for (v, &w) in row.iter_mut().zip(weight) {
-            *v = bf16::to_f32(w) * (*v * inv);
+            *v = w * (*v * inv);
         }
     }
 }

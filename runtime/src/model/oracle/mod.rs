@@ -1,6 +1,7 @@
 //! The CPU f32 reference: the oracle every numerical gate compares against.
 //!
-//! Weights stay bf16 (as loaded), every activation, the KV cache, norms, RoPE
+//! Weights stay as loaded (bf16, or a GGUF file's packed blocks, read at their
+//! exact dequantized values), every activation, the KV cache, norms, RoPE
 //! and softmax are f32, following transformers' eager float32 path:
 //! embedding → per layer [RMSNorm → q/k/v (+bias) → q/k RMSNorm → RoPE → GQA
 //! causal attention over the KV cache → o_proj → residual → RMSNorm → gated MLP
@@ -238,7 +239,7 @@ impl<'m> Reference<'m> {
         let start = self.cache.len;
         let mut x = Matrix::zeros(t, h);
         for (row, &id) in x.data.chunks_exact_mut(h).zip(ids) {
-            crate::bf16::slice_to_f32(self.weights.embed_tokens.row(id as usize), row);
+            self.weights.embed_tokens.row_values(id as usize, row);
         }
         let embeddings = if record {
             x.clone()
@@ -258,7 +259,7 @@ impl<'m> Reference<'m> {
         }
         self.cache.len += t;
         let eps = self.arch.rms_norm_eps as f32;
-        blocks::rms_norm_rows_in_place(&mut x.data, self.weights.final_norm.bits(), eps);
+        blocks::rms_norm_rows_in_place(&mut x.data, &self.weights.final_norm.values(), eps);
         let logits = self.logits(&x, rows);
         Ok(PrefillOutput {
             embeddings,
@@ -293,7 +294,7 @@ impl<'m> Reference<'m> {
         let (t, d) = (x.rows, arch.head_dim);
         let eps = arch.rms_norm_eps as f32;
         let mut normed = x.clone();
-        blocks::rms_norm_rows_in_place(&mut normed.data, layer.input_norm.bits(), eps);
+        blocks::rms_norm_rows_in_place(&mut normed.data, &layer.input_norm.values(), eps);
         let project = |w: &super::tensor::BfTensor, bias: Option<&super::tensor::BfTensor>| {
             let mut y = vec![0.0f32; t * w.rows()];
             linear::matmul(&normed.data, t, w, &mut y);
@@ -306,8 +307,8 @@ impl<'m> Reference<'m> {
         let mut k = project(&layer.k_proj, layer.k_bias.as_ref());
         let v = project(&layer.v_proj, layer.v_bias.as_ref());
         if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
-            blocks::rms_norm_rows_in_place(&mut q, qn.bits(), eps);
-            blocks::rms_norm_rows_in_place(&mut k, kn.bits(), eps);
+            blocks::rms_norm_rows_in_place(&mut q, &qn.values(), eps);
+            blocks::rms_norm_rows_in_place(&mut k, &kn.values(), eps);
         }
         for (qs, (cos, sin)) in q.chunks_exact_mut(arch.q_dim()).zip(angles) {
             qs.chunks_exact_mut(d)
@@ -342,7 +343,7 @@ impl<'m> Reference<'m> {
         let f = self.arch.intermediate_size;
         let mut normed = x.clone();
         let eps = self.arch.rms_norm_eps as f32;
-        blocks::rms_norm_rows_in_place(&mut normed.data, layer.post_attention_norm.bits(), eps);
+        blocks::rms_norm_rows_in_place(&mut normed.data, &layer.post_attention_norm.values(), eps);
         let mut gate = vec![0.0f32; t * f];
         let mut up = vec![0.0f32; t * f];
         linear::matmul(&normed.data, t, &layer.gate_proj, &mut gate);
