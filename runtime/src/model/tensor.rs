@@ -316,6 +316,17 @@ impl BfTensor {
         }
     }
 
+    /// This tensor in bf16 storage: a packed tensor's values rounded once
+    /// (a copy), any other tensor shared.
+    pub fn to_bf16(&self) -> BfTensor {
+        match &self.storage {
+            Storage::Packed { .. } => {
+                Self::owned(self.name.clone(), self.shape.clone(), self.bits().to_vec())
+            }
+            _ => self.clone(),
+        }
+    }
+
     /// The stored rows when the tensor is packed (a GGUF tensor), else `None`.
     pub fn packed_rows(&self) -> Option<&PackedRows> {
         match &self.storage {

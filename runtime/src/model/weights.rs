@@ -61,6 +61,23 @@ impl Weights {
         self.tensors().iter().map(|t| 2 * t.len() as u64).sum()
     }
 
+    /// The same weights with every tensor in bf16: packed (GGUF) tensors
+    /// rounded once from their exact values, bf16 tensors shared. This is
+    /// what the bf16 NPU path and the bf16 oracle run on.
+    pub fn rounded_to_bf16(&self) -> Weights {
+        self.map(&|t| t.to_bf16())
+    }
+
+    /// Applies `f` to every tensor.
+    pub fn map(&self, f: &dyn Fn(&BfTensor) -> BfTensor) -> Weights {
+        Weights {
+            embed_tokens: f(&self.embed_tokens),
+            layers: self.layers.iter().map(|l| l.map(f)).collect(),
+            final_norm: f(&self.final_norm),
+            lm_head: self.lm_head.as_ref().map(f),
+        }
+    }
+
     /// Bytes of the weights as stored (packed GGUF blocks at their size).
     pub fn stored_bytes(&self) -> u64 {
         self.tensors().iter().map(|t| t.stored_bytes()).sum()
@@ -89,6 +106,26 @@ impl Weights {
 }
 
 impl LayerWeights {
+    /// Applies `f` to every tensor.
+    pub fn map(&self, f: &dyn Fn(&BfTensor) -> BfTensor) -> LayerWeights {
+        LayerWeights {
+            input_norm: f(&self.input_norm),
+            q_proj: f(&self.q_proj),
+            k_proj: f(&self.k_proj),
+            v_proj: f(&self.v_proj),
+            o_proj: f(&self.o_proj),
+            q_bias: self.q_bias.as_ref().map(f),
+            k_bias: self.k_bias.as_ref().map(f),
+            v_bias: self.v_bias.as_ref().map(f),
+            q_norm: self.q_norm.as_ref().map(f),
+            k_norm: self.k_norm.as_ref().map(f),
+            post_attention_norm: f(&self.post_attention_norm),
+            gate_proj: f(&self.gate_proj),
+            up_proj: f(&self.up_proj),
+            down_proj: f(&self.down_proj),
+        }
+    }
+
     pub fn tensors(&self) -> Vec<&BfTensor> {
         let mut all = vec![&self.input_norm];
         all.extend(self.q_norm.iter().chain(&self.k_norm));
