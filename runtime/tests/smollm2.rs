@@ -8,9 +8,11 @@
 
 use std::path::PathBuf;
 
+use skillc_runtime::model::chat::ChatTemplate;
 use skillc_runtime::model::oracle::compare::{
     check_all, check_prompt, ReferenceTensors, DEFAULT_TOLERANCE,
 };
+use skillc_runtime::model::tokenizer::TextTokenizer;
 use skillc_runtime::model::Model;
 
 fn model_dir() -> PathBuf {
@@ -55,4 +57,42 @@ fn the_oracle_on_the_gguf_weights_matches_transformers() {
         "bf16-rounded weights must fail the 1e-4 bound: worst {:e}",
         check.worst_ratio()
     );
+}
+
+/// Text: the chat template renders the reference's chat prompt, and the
+/// tokenizer built from the GGUF vocabulary encodes both prompts as
+/// tokenizer.json (and transformers) do and decodes the greedy answer.
+#[test]
+fn text_through_the_gguf_vocabulary_and_chat_template() {
+    let dir = model_dir();
+    let file = skillc_runtime::model::gguf_source(&dir).unwrap().unwrap();
+    let facts: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("reference.json")).unwrap())
+            .unwrap();
+    let prompt = |name: &str, key: &str| facts["prompts"][name][key].clone();
+    let chat = ChatTemplate::from_gguf(&file).unwrap();
+    let rendered = chat.render_user("What is the capital of France?").unwrap();
+    assert_eq!(rendered, prompt("chat", "text").as_str().unwrap());
+
+    let from_gguf = TextTokenizer::from_gguf(&file).unwrap();
+    let from_json = TextTokenizer::load(&dir).unwrap();
+    for name in ["plain", "chat"] {
+        let text = prompt(name, "text");
+        let ids: Vec<u32> = serde_json::from_value(prompt(name, "input_ids")).unwrap();
+        for tokenizer in [&from_gguf, &from_json] {
+            assert_eq!(
+                tokenizer.encode(text.as_str().unwrap(), true).unwrap(),
+                ids,
+                "{name}"
+            );
+        }
+    }
+    let greedy: Vec<u32> = serde_json::from_value(prompt("chat", "greedy_tokens")).unwrap();
+    let answer = &greedy[..greedy.iter().position(|&t| t == 2).unwrap()];
+    for tokenizer in [&from_gguf, &from_json] {
+        assert_eq!(
+            tokenizer.decode(answer).unwrap(),
+            "The capital of France is Paris."
+        );
+    }
 }

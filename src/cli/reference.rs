@@ -8,35 +8,44 @@ use std::process::ExitCode;
 
 use skillc_runtime::model::checkpoint::WeightsError;
 use skillc_runtime::model::config::{load_config, ConfigError};
-use skillc_runtime::model::gguf::GgufError;
+use skillc_runtime::model::gguf::{GgufError, GgufFile};
 use skillc_runtime::model::memory::human_bytes;
 use skillc_runtime::model::oracle::compare::{
     check_all, ReferenceCheck, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
 };
-use skillc_runtime::model::oracle::{blocks, LogitRows, Reference};
+use skillc_runtime::model::oracle::{blocks, Reference, ReferenceError};
+use skillc_runtime::model::prompt::{EncodedPrompt, ModelText, PromptInput};
 use skillc_runtime::model::scope::check_scope;
-use skillc_runtime::model::tokenizer::TextTokenizer;
-use skillc_runtime::model::{gguf_source, Model, ModelError, WeightOrigin};
+use skillc_runtime::model::{companion_dir, gguf_source, Model, ModelError, WeightOrigin};
 
 use crate::cli::{EXIT_FAILED, EXIT_USAGE};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Model directory: config.json, *.safetensors (or none, with --seed),
-    /// optionally tokenizer.json and reference.safetensors.
+    /// The model: a GGUF file, a directory holding one, or a Hugging Face
+    /// directory (config.json, *.safetensors or none with --seed); tokenizer.json
+    /// and reference.safetensors are read from beside it.
     #[arg(long)]
     pub model: PathBuf,
     /// Config file to use instead of MODEL/config.json (e.g. config.transformers5.json).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Prompt token ids, comma-separated.
-    #[arg(long, value_delimiter = ',', conflicts_with = "prompt")]
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["prompt", "chat"])]
     pub prompt_ids: Option<Vec<u32>>,
-    /// Prompt text (needs tokenizer.json and a build with the `tokenizer` feature).
-    #[arg(long)]
+    /// Prompt text, tokenized as it stands.
+    #[arg(long, conflicts_with = "chat")]
     pub prompt: Option<String>,
-    #[arg(long, default_value_t = 16)]
+    /// A user message, put through the model's chat template (with the
+    /// assistant's generation prompt).
+    #[arg(long)]
+    pub chat: Option<String>,
+    /// Tokens to generate at most.
+    #[arg(long, default_value_t = 32)]
     pub max_new_tokens: usize,
+    /// Keep generating past the end-of-sequence token.
+    #[arg(long)]
+    pub ignore_eos: bool,
     /// Seed for random weights when the directory holds none.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -61,10 +70,11 @@ pub fn run(args: Args) -> ExitCode {
 type Failure = (u8, String);
 
 fn execute(args: &Args) -> Result<ExitCode, Failure> {
-    let model = load_model(args)?;
+    let (model, gguf) = load_model(args)?;
     print_summary(&args.model, &model);
+    let text = ModelText::for_model(&args.model, gguf.as_ref());
 
-    let reference_path = reference_dir(&args.model).join(REFERENCE_FILE);
+    let reference_path = companion_dir(&args.model).join(REFERENCE_FILE);
     let reference = if reference_path.is_file() {
         Some(
             ReferenceTensors::read(&reference_path)
@@ -73,9 +83,8 @@ fn execute(args: &Args) -> Result<ExitCode, Failure> {
     } else {
         None
     };
-    let tokenizer = TextTokenizer::load(&args.model).ok();
-    let prompt = prompt_ids(args, reference.as_ref(), tokenizer.as_ref())?;
-    run_greedy(args, &model, &prompt, tokenizer.as_ref())?;
+    let prompt = prompt(args, reference.as_ref(), &text)?;
+    run_greedy(args, &model, &prompt, &text)?;
 
     let Some(reference) = reference else {
         return Ok(ExitCode::SUCCESS);
@@ -95,11 +104,12 @@ fn execute(args: &Args) -> Result<ExitCode, Failure> {
 /// The model `--model` names: a GGUF file (or a directory holding one and no
 /// config.json), else a Hugging Face directory read with `--config` or its
 /// config.json.
-fn load_model(args: &Args) -> Result<Model, Failure> {
+fn load_model(args: &Args) -> Result<(Model, Option<GgufFile>), Failure> {
     if args.config.is_none() {
         let gguf = gguf_source(&args.model).map_err(|e| (gguf_exit(&e), format!("error: {e}")))?;
         if let Some(file) = gguf {
-            return Model::from_gguf(&file).map_err(model_failure);
+            let model = Model::from_gguf(&file).map_err(model_failure)?;
+            return Ok((model, Some(file)));
         }
     }
     let config_path = args
@@ -107,7 +117,8 @@ fn load_model(args: &Args) -> Result<Model, Failure> {
         .clone()
         .unwrap_or_else(|| args.model.join("config.json"));
     let arch = load_config(&config_path).map_err(|e| config_failure(&config_path, &e))?;
-    Model::load_with_arch(arch, &args.model, args.seed).map_err(model_failure)
+    let model = Model::load_with_arch(arch, &args.model, args.seed).map_err(model_failure)?;
+    Ok((model, None))
 }
 
 /// A file that cannot be opened is a usage error; a malformed one a failure.
@@ -118,51 +129,35 @@ fn gguf_exit(err: &GgufError) -> u8 {
     }
 }
 
-/// The directory the model's companion files (tokenizer, reference) sit in.
-fn reference_dir(model: &Path) -> PathBuf {
-    if model.is_file() {
-        model.parent().map(Path::to_path_buf).unwrap_or_default()
-    } else {
-        model.to_path_buf()
-    }
-}
-
-/// The prompt: ids given, else text through the tokenizer, else the reference
-/// file's prompt.
-fn prompt_ids(
+/// The prompt: ids given, else text (plain or chat) through the model's
+/// tokenizer, else the reference file's first prompt.
+fn prompt(
     args: &Args,
     reference: Option<&ReferenceTensors>,
-    tokenizer: Option<&TextTokenizer>,
-) -> Result<Vec<u32>, Failure> {
-    if let Some(ids) = &args.prompt_ids {
-        return Ok(ids.clone());
-    }
-    if let Some(text) = &args.prompt {
-        let loaded;
-        let tokenizer = match tokenizer {
-            Some(t) => t,
-            None => {
-                loaded = TextTokenizer::load(&args.model)
-                    .map_err(|e| (EXIT_USAGE, format!("error: {e}")))?;
-                &loaded
+    text: &ModelText,
+) -> Result<EncodedPrompt, Failure> {
+    let input = match (&args.prompt_ids, &args.prompt, &args.chat) {
+        (Some(ids), _, _) => PromptInput::Ids(ids.clone()),
+        (_, Some(t), _) => PromptInput::Text(t.clone()),
+        (_, _, Some(message)) => PromptInput::Chat(message.clone()),
+        _ => match reference {
+            Some(reference) => {
+                let first = reference.prompts().into_iter().next().unwrap_or_default();
+                let ids = reference
+                    .token_ids(&ReferenceTensors::key(&first, "input_ids"))
+                    .map_err(|e| (EXIT_FAILED, format!("error: {e}")))?;
+                PromptInput::Ids(ids)
             }
-        };
-        return tokenizer
-            .encode(text, true)
-            .map_err(|e| (EXIT_USAGE, format!("error: {e}")));
-    }
-    match reference {
-        Some(reference) => reference
-            .token_ids(&ReferenceTensors::key(
-                &reference.prompts().into_iter().next().unwrap_or_default(),
-                "input_ids",
-            ))
-            .map_err(|e| (EXIT_FAILED, format!("error: {e}"))),
-        None => Err((
-            EXIT_USAGE,
-            "error: no prompt: give --prompt-ids (or --prompt with a tokenizer)".into(),
-        )),
-    }
+            None => {
+                return Err((
+                    EXIT_USAGE,
+                    "error: no prompt: give --prompt TEXT, --chat TEXT or --prompt-ids".into(),
+                ))
+            }
+        },
+    };
+    text.encode(&input)
+        .map_err(|e| (EXIT_USAGE, format!("error: {e}")))
 }
 
 fn print_summary(dir: &Path, model: &Model) {
@@ -201,34 +196,47 @@ fn print_summary(dir: &Path, model: &Model) {
 fn run_greedy(
     args: &Args,
     model: &Model,
-    prompt: &[u32],
-    tokenizer: Option<&TextTokenizer>,
+    prompt: &EncodedPrompt,
+    text: &ModelText,
 ) -> Result<(), Failure> {
-    let failure =
-        |e: skillc_runtime::model::oracle::ReferenceError| (EXIT_FAILED, format!("error: {e}"));
+    let failure = |e: ReferenceError| (EXIT_FAILED, format!("error: {e}"));
     let mut reference = Reference::new(model).map_err(failure)?;
-    println!("prompt ({} tokens): {}", prompt.len(), join(prompt));
-    let prefill = reference
-        .prefill(prompt, LogitRows::Last)
+    println!(
+        "prompt ({} tokens, as {}): {}",
+        prompt.ids.len(),
+        prompt.kind,
+        join(&prompt.ids)
+    );
+    if let Some(t) = &prompt.text {
+        println!("prompt text: {t:?}");
+    }
+    let stop: Vec<u32> = if args.ignore_eos {
+        Vec::new()
+    } else {
+        model
+            .arch
+            .eos_token_ids
+            .iter()
+            .map(|&id| id as u32)
+            .collect()
+    };
+    let generation = reference
+        .generate(&prompt.ids, args.max_new_tokens, &stop)
         .map_err(failure)?;
-    let logits = prefill.logits.last_row();
-    let top: Vec<String> = blocks::top_k(logits, args.top_k)
+    let top: Vec<String> = blocks::top_k(&generation.first_logits, args.top_k)
         .iter()
         .map(|(id, logit)| format!("{id} ({logit:.3})"))
         .collect();
     println!("top-{} after the prompt: {}", args.top_k, top.join(", "));
-    let mut tokens = Vec::with_capacity(args.max_new_tokens);
-    if args.max_new_tokens > 0 {
-        tokens.push(blocks::argmax(logits) as u32);
-    }
-    while tokens.len() < args.max_new_tokens {
-        let last = tokens[tokens.len() - 1];
-        let next = reference.decode_step(last).map_err(failure)?;
-        tokens.push(blocks::argmax(&next) as u32);
-    }
-    println!("greedy ({} tokens): {}", tokens.len(), join(&tokens));
-    if let Some(text) = tokenizer.and_then(|t| t.decode(&tokens).ok()) {
-        println!("text: {text:?}");
+    let tokens = &generation.tokens;
+    let end = if generation.stopped {
+        ", stopped at end-of-sequence"
+    } else {
+        ""
+    };
+    println!("greedy ({} tokens{end}): {}", tokens.len(), join(tokens));
+    if let Some(output) = text.decode(tokens) {
+        println!("output:\n{output}");
     }
     Ok(())
 }

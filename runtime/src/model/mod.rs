@@ -17,11 +17,13 @@
 //! `Model::random(arch, seed)` needs no directory.
 
 pub mod arch;
+pub mod chat;
 pub mod checkpoint;
 pub mod config;
 pub mod gguf;
 pub mod memory;
 pub mod oracle;
+pub mod prompt;
 pub mod quant;
 pub mod random;
 pub mod scope;
@@ -183,6 +185,16 @@ pub fn gguf_source(path: &Path) -> Result<Option<GgufFile>, GgufError> {
         return Ok(None);
     }
     gguf::weights::open(path)
+}
+
+/// The directory a model's companion files (tokenizer, chat template,
+/// transformers reference) sit in: `path` itself, or a file's directory.
+pub fn companion_dir(path: &Path) -> std::path::PathBuf {
+    if path.is_file() {
+        path.parent().map(Path::to_path_buf).unwrap_or_default()
+    } else {
+        path.to_path_buf()
+    }
 }
 
 /// What running the reference on `arch` takes at the default context.

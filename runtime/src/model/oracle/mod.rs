@@ -105,6 +105,16 @@ pub struct PrefillOutput {
     pub logits: Matrix,
 }
 
+/// What [`Reference::generate`] produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generation {
+    pub tokens: Vec<u32>,
+    /// True when the last token is a stop token (EOS).
+    pub stopped: bool,
+    /// The logits after the prompt (the first token's).
+    pub first_logits: Vec<f32>,
+}
+
 /// Keys and values of every layer, `[positions, kv_dim]` each, f32.
 #[derive(Debug, Clone)]
 struct KvCache {
@@ -205,6 +215,39 @@ impl<'m> Reference<'m> {
             }
             logits = self.decode_step(next)?;
         }
+    }
+
+    /// Greedy continuation of `prompt` that stops after a token of `stop`
+    /// (which is kept, last) or after `max_new` tokens. Also returns the
+    /// logits after the prompt.
+    pub fn generate(
+        &mut self,
+        prompt: &[u32],
+        max_new: usize,
+        stop: &[u32],
+    ) -> Result<Generation, ReferenceError> {
+        let first = self.prefill(prompt, LogitRows::Last)?.logits.data;
+        let mut tokens = Vec::with_capacity(max_new);
+        let mut logits = first.clone();
+        while tokens.len() < max_new {
+            let next = blocks::argmax(&logits) as u32;
+            tokens.push(next);
+            if stop.contains(&next) {
+                return Ok(Generation {
+                    tokens,
+                    stopped: true,
+                    first_logits: first,
+                });
+            }
+            if tokens.len() < max_new {
+                logits = self.decode_step(next)?;
+            }
+        }
+        Ok(Generation {
+            tokens,
+            stopped: false,
+            first_logits: first,
+        })
     }
 
     fn check_tokens(&self, ids: &[u32]) -> Result<(), ReferenceError> {
