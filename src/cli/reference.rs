@@ -105,6 +105,12 @@ fn execute(args: &Args) -> Result<ExitCode, Failure> {
 /// config.json), else a Hugging Face directory read with `--config` or its
 /// config.json.
 fn load_model(args: &Args) -> Result<(Model, Option<GgufFile>), Failure> {
+    if !args.model.exists() {
+        return Err((
+            EXIT_USAGE,
+            format!("error: {}: no such file or directory", args.model.display()),
+        ));
+    }
     if args.config.is_none() {
         let gguf = gguf_source(&args.model).map_err(|e| (gguf_exit(&e), format!("error: {e}")))?;
         if let Some(file) = gguf {
