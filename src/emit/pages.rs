@@ -637,7 +637,7 @@ mod tests {
         (0..n)
             .map(|i| StepIr {
                 id: format!("p1-a{i}"),
-                op: "register-kernel".to_string(),
+                op: skillc_runtime::ops::OpKind::RegisterKernel,
                 params: BTreeMap::from([("kernel".to_string(), Value::Text("gemm".into()))]),
                 guarded_by: if i % 3 == 0 {
                     vec!["l1".into()]

@@ -2,10 +2,10 @@
 
 use std::fmt::Write as _;
 
-use super::gate::format_value;
 use super::record::{
     DeployReport, ModeledTimes, Performance, PhaseStatus, StepOrigin, StepOutcome,
 };
+use crate::exec::checks::gate::format_value;
 
 pub fn render(r: &DeployReport) -> String {
     let mut out = String::new();

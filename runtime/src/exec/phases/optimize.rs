@@ -13,39 +13,42 @@
 
 use std::collections::BTreeMap;
 
-use super::design::{self, fingerprint, modeled, Design, Plans};
-use super::gate::{GateCheck, ThresholdSource};
 use super::phase1::{check_site, kernel_gate};
 use super::phase3::{run_verification, verify_gates};
-use super::record::{ModeledTimes, PhaseRecord, StepOrigin, StepOutcome, StepRecord};
-use super::registry::RegistryRow;
-use super::run::{PhaseEnd, Run};
-use super::trajectory::ActionLinks;
-use super::DeployError;
 use crate::bundle::{Comparison, Step, Value};
+use crate::exec::artifacts::record::{
+    ModeledTimes, PhaseRecord, StepOrigin, StepOutcome, StepRecord,
+};
+use crate::exec::artifacts::registry::RegistryRow;
+use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::gate::{GateCheck, ThresholdSource};
+use crate::exec::design::{self, fingerprint, modeled, Design, Plans};
+use crate::exec::run::{PhaseEnd, Run};
+use crate::exec::DeployError;
+use crate::ops::OpKind;
 
 /// Operations that change the plan (as opposed to profiling).
-const TECHNIQUES: &[&str] = &[
-    "merge-launches",
-    "split-launches",
-    "reuse-static-weights",
-    "mark-intermediates",
-    "align-layout",
-    "last-token-lm-head",
-    "tune-tiling",
-    "gemv-decode",
-    "cpu-decode-attention",
-    "pretranspose-weights",
-    "partition-lm-head",
-    "cascade-ffn",
-    "omit-pingpong",
+const TECHNIQUES: &[OpKind] = &[
+    OpKind::MergeLaunches,
+    OpKind::SplitLaunches,
+    OpKind::ReuseStaticWeights,
+    OpKind::MarkIntermediates,
+    OpKind::AlignLayout,
+    OpKind::LastTokenLmHead,
+    OpKind::TuneTiling,
+    OpKind::GemvDecode,
+    OpKind::CpuDecodeAttention,
+    OpKind::PretransposeWeights,
+    OpKind::PartitionLmHead,
+    OpKind::CascadeFfn,
+    OpKind::OmitPingpong,
 ];
 
 struct Target {
     phase: u8,
     metric: &'static str,
     unit: &'static str,
-    profile_op: &'static str,
+    profile_op: OpKind,
     /// A prefill technique re-tried after phase 5: decode must not slow down either.
     revisit: bool,
 }
@@ -56,7 +59,7 @@ fn target(phase: u8) -> Target {
             phase,
             metric: "ttft_s",
             unit: "s",
-            profile_op: "profile-prefill",
+            profile_op: OpKind::ProfilePrefill,
             revisit: false,
         }
     } else {
@@ -64,7 +67,7 @@ fn target(phase: u8) -> Target {
             phase,
             metric: "ms_per_token",
             unit: "ms",
-            profile_op: "profile-decode",
+            profile_op: OpKind::ProfileDecode,
             revisit: false,
         }
     }
@@ -96,7 +99,7 @@ pub(crate) fn run(
         .map(|p| {
             p.steps
                 .iter()
-                .filter(|s| TECHNIQUES.contains(&s.op.as_str()))
+                .filter(|s| TECHNIQUES.contains(&s.op))
                 .collect()
         })
         .unwrap_or_default();
@@ -104,7 +107,7 @@ pub(crate) fn run(
         run.progress.step(&format!(
             "{} {}",
             step.op,
-            super::trajectory::value(&Value::Text(step.id.clone()))
+            crate::exec::artifacts::trajectory::value(&Value::Text(step.id.clone()))
         ));
         let (outcome, next) = try_technique(run, rec, &t, step, &current)?;
         if let Some(next) = next {
@@ -129,7 +132,7 @@ pub(crate) fn run(
             ThresholdSource::Rederived {
                 why: format!(
                     "the bundle's gate is relative to the previous phase (recorded {}); here the baseline is this model's phase-3 plan",
-                    g.recorded.map_or("-".to_string(), super::gate::format_value)
+                    g.recorded.map_or("-".to_string(), crate::exec::checks::gate::format_value)
                 ),
                 provenance: g.provenance.clone(),
             },
@@ -159,8 +162,8 @@ pub(crate) fn run(
     rec.notes.push(format!(
         "{}: {} -> {} {} (modeled at seq {}; {})",
         t.metric,
-        super::gate::format_value(baseline),
-        super::gate::format_value(final_value),
+        crate::exec::checks::gate::format_value(baseline),
+        crate::exec::checks::gate::format_value(final_value),
         t.unit,
         design::SEQ_LEN,
         run.calibration_note()
@@ -168,9 +171,9 @@ pub(crate) fn run(
     if passed {
         Ok(PhaseEnd::Passed)
     } else {
-        let failure = super::remedy::Failure {
+        let failure = crate::exec::checks::remedy::Failure {
             phase,
-            op: t.profile_op.into(),
+            op: t.profile_op,
             params: BTreeMap::new(),
             gate,
         };
@@ -241,7 +244,7 @@ fn revisit_prefill(
             amend_phase4_step(run, &step.id, why);
         }
         rec.steps.push(StepRecord {
-            op: step.op.clone(),
+            op: step.op.to_string(),
             params: step.params.clone(),
             origin: StepOrigin::Derived {
                 why: format!(
@@ -325,7 +328,7 @@ fn try_technique(
     };
     let mut d = current.0.clone();
     let site = tune_site(&current.1, step);
-    if let Err(why) = design::apply_change(&mut d, &arch, &step.op, &step.params, site.as_ref()) {
+    if let Err(why) = design::apply_change(&mut d, &arch, step.op, &step.params, site.as_ref()) {
         return Ok((StepOutcome::NotApplicable { why }, None));
     }
     if d == current.0 {
@@ -338,7 +341,7 @@ fn try_technique(
     }
     let action = run
         .traj
-        .action(&step.op, &step.params, &ActionLinks::default());
+        .action(step.op, &step.params, &ActionLinks::default());
     let revert = |run: &mut Run<'_>, why: String| {
         run.traj.decision(&format!("reverted: {why}"), &[&action]);
         Ok((StepOutcome::Reverted { why }, None))
@@ -382,8 +385,8 @@ fn try_technique(
             run,
             format!(
                 "modeled decode would slow down ({} -> {} ms)",
-                super::gate::format_value(current.2.ms_per_token),
-                super::gate::format_value(times.ms_per_token)
+                crate::exec::checks::gate::format_value(current.2.ms_per_token),
+                crate::exec::checks::gate::format_value(times.ms_per_token)
             ),
         );
     }
@@ -393,8 +396,8 @@ fn try_technique(
             format!(
                 "modeled {} did not drop ({} -> {} {})",
                 t.metric,
-                super::gate::format_value(before),
-                super::gate::format_value(after),
+                crate::exec::checks::gate::format_value(before),
+                crate::exec::checks::gate::format_value(after),
                 t.unit
             ),
         );
@@ -452,7 +455,7 @@ fn try_technique(
         }
         format!(
             "numerics changed: new kernel configurations validated, greedy {} tokens re-verified on {} prompts",
-            super::topk::GATE_N_TOKENS,
+            crate::exec::checks::topk::GATE_N_TOKENS,
             run.report.prompts.len()
         )
     };
@@ -463,8 +466,8 @@ fn try_technique(
     let why = format!(
         "modeled {} {} -> {} {}",
         t.metric,
-        super::gate::format_value(before),
-        super::gate::format_value(after),
+        crate::exec::checks::gate::format_value(before),
+        crate::exec::checks::gate::format_value(after),
         t.unit
     );
     Ok((StepOutcome::Kept { why }, Some((d, plans, times))))
@@ -482,8 +485,8 @@ fn short_check(
     old: (&Plans, &Design),
     new: (&Plans, &Design),
 ) -> Result<bool, DeployError> {
-    use super::npu::NpuModel;
-    use super::verify::Decoder;
+    use crate::exec::checks::verify::Decoder;
+    use crate::exec::npu::NpuModel;
     let (Some(model), Some(prompt)) = (run.model.as_ref(), run.report.prompts.first()) else {
         return Err(DeployError::Usage("no model or prompt".into()));
     };
@@ -529,7 +532,7 @@ fn short_check(
 
 /// The GEMM site a `tune-tiling` step names (kernel and shape), if it exists here.
 fn tune_site(plans: &Plans, step: &Step) -> Option<crate::xdna2::plan::Launch> {
-    if step.op != "tune-tiling" {
+    if step.op != OpKind::TuneTiling {
         return None;
     }
     let shape = match step.params.get("shape") {

@@ -6,17 +6,18 @@
 
 use std::collections::BTreeMap;
 
-use super::design::{fingerprint, modeled};
-use super::gate::{GateCheck, ThresholdSource};
-use super::perf::{roofline, trace};
-use super::production::{ModelRef, ProductionPlan, WeightsRef, PLAN_SCHEMA};
-use super::record::{Performance, PhaseRecord, StepOutcome};
-use super::run::{write, write_report, PhaseEnd, Run};
-use super::topk::{GATE_K, GATE_N_TOKENS};
-use super::trajectory::ActionLinks;
-use super::{files, DeployError};
 use crate::bundle::{Comparison, Value};
+use crate::exec::artifacts::perf::{roofline, trace};
+use crate::exec::artifacts::production::{ModelRef, ProductionPlan, WeightsRef, PLAN_SCHEMA};
+use crate::exec::artifacts::record::{Performance, PhaseRecord, StepOutcome};
+use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::gate::{GateCheck, ThresholdSource};
+use crate::exec::checks::topk::{GATE_K, GATE_N_TOKENS};
+use crate::exec::design::{fingerprint, modeled};
+use crate::exec::run::{write, write_report, PhaseEnd, Run};
+use crate::exec::{files, DeployError};
 use crate::model::WeightOrigin;
+use crate::ops::OpKind;
 
 /// Bytes of the GGUF file `name`: the model path itself, or inside it.
 fn gguf_size(model: &std::path::Path, name: &str) -> u64 {
@@ -70,10 +71,12 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         plans: plans.clone(),
     };
     let out = run.options.out_dir.clone();
-    let action = run
-        .traj
-        .action("write-artifacts", &BTreeMap::new(), &ActionLinks::default());
-    run.record_bundle_steps(rec, 6, "write-artifacts", StepOutcome::AsRecorded);
+    let action = run.traj.action(
+        OpKind::WriteArtifacts,
+        &BTreeMap::new(),
+        &ActionLinks::default(),
+    );
+    run.record_bundle_steps(rec, 6, OpKind::WriteArtifacts, StepOutcome::AsRecorded);
     let plan_path = out.join(files::PLAN);
     let text = serde_json::to_string_pretty(&production)
         .map_err(|e| DeployError::io(&plan_path, e))?
@@ -103,7 +106,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     let round_trip = reloaded
         .as_ref()
         .is_some_and(|p| p == &production && fingerprint(&p.plans, &p.design.path) == fp);
-    let unvalidated = super::design::sites(&plans)
+    let unvalidated = crate::exec::design::sites(&plans)
         .iter()
         .filter(|(key, (_, launch))| !run.registry.validated(key, launch))
         .count();
@@ -114,7 +117,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     let gates = vec![
         GateCheck::new(
             "plan.json reloads to the verified fingerprint",
-            "write-artifacts",
+            OpKind::WriteArtifacts,
             "errors",
             f64::from(u8::from(!round_trip)),
             Comparison::Eq,
@@ -124,7 +127,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         ),
         GateCheck::new(
             "production numerics verified",
-            "write-artifacts",
+            OpKind::WriteArtifacts,
             "unverified",
             f64::from(u8::from(!verified)),
             Comparison::Eq,
@@ -134,7 +137,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         ),
         GateCheck::new(
             "production kernels in the registry",
-            "write-artifacts",
+            OpKind::WriteArtifacts,
             "unvalidated_kernels",
             unvalidated as f64,
             Comparison::Eq,
@@ -160,10 +163,12 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         .filter(|a| a.fixed)
         .map(|a| format!("{} ({})", a.lesson, a.title))
         .collect();
-    let a = run
-        .traj
-        .action("record-lessons", &BTreeMap::new(), &ActionLinks::default());
-    run.record_bundle_steps(rec, 6, "record-lessons", StepOutcome::AsRecorded);
+    let a = run.traj.action(
+        OpKind::RecordLessons,
+        &BTreeMap::new(),
+        &ActionLinks::default(),
+    );
+    run.record_bundle_steps(rec, 6, OpKind::RecordLessons, StepOutcome::AsRecorded);
     run.traj.verdict(
         &if lessons.is_empty() {
             "no bundle lesson was needed on this model".to_string()
@@ -175,9 +180,9 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     );
     write_report(run)?;
     if let Some(gate) = failed {
-        let failure = super::remedy::Failure {
+        let failure = crate::exec::checks::remedy::Failure {
             phase: 6,
-            op: "write-artifacts".into(),
+            op: OpKind::WriteArtifacts,
             params: BTreeMap::new(),
             gate,
         };

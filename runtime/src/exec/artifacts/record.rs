@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::fault::Fault;
-use super::gate::GateCheck;
-use super::topk::TopKCheck;
 use crate::bundle::{Provenance, Value};
+use crate::exec::checks::gate::GateCheck;
+use crate::exec::checks::topk::TopKCheck;
+use crate::exec::fault::Fault;
 
 pub const REPORT_SCHEMA: &str = "skillc.deploy-report/1";
 
@@ -97,7 +97,7 @@ impl StepRecord {
     /// A bundle step as this run executed it (or not), with the recorded parameters.
     pub fn from_bundle(step: &crate::bundle::Step, outcome: StepOutcome) -> StepRecord {
         StepRecord {
-            op: step.op.clone(),
+            op: step.op.to_string(),
             params: step.params.clone(),
             origin: StepOrigin::Bundle {
                 step: step.id.clone(),
@@ -267,7 +267,7 @@ pub struct DeployReport {
     pub phases: Vec<PhaseRecord>,
     pub verification: Vec<PromptVerdict>,
     /// Per-layer cosines of the first prompt (phase 3 diagnosis, not a gate).
-    pub diagnosis: Vec<super::verify::LayerDiagnosis>,
+    pub diagnosis: Vec<crate::exec::checks::verify::LayerDiagnosis>,
     /// Numerics fingerprints that passed verification, with how each was verified.
     pub verified: BTreeMap<String, String>,
     pub performance: Option<Performance>,
