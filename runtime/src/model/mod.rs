@@ -27,6 +27,7 @@ pub mod prompt;
 pub mod quant;
 pub mod random;
 pub mod scope;
+pub mod source;
 pub mod tensor;
 pub mod tokenizer;
 pub mod weights;

@@ -152,6 +152,7 @@ impl WeightFormat {
     /// (`block_sums` holds `Σx` per block of `x`, see [`block_sums`]); the
     /// float formats widen and multiply. Lanes and order are fixed, so the
     /// result is the same on every machine.
+    #[inline(always)]
     pub fn dot(self, bytes: &[u8], x: &[f32], block_sums: &[f32]) -> f32 {
         match self {
             WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q4_1 => {

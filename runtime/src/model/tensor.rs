@@ -130,7 +130,7 @@ impl PackedRows {
     }
 
     /// The stored bytes of logical row `i`.
-    #[inline]
+    #[inline(always)]
     pub fn row(&self, i: usize) -> &[u8] {
         let stored = self.order.as_ref().map_or(i, |o| o[i] as usize);
         let n = self.stored_bytes() / self.rows.max(1);

@@ -136,15 +136,41 @@ pub fn gemv(w: &BfTensor, x: &[f32], y: &mut [f32]) {
 /// `y[o] = Σ_i w[o, i] · x[i]` over the stored blocks of a packed matrix.
 pub fn packed_gemv(w: &PackedRows, x: &[f32], y: &mut [f32]) {
     let sums = quant::block_sums(x);
-    let format = w.format();
     y.par_chunks_mut(GEMV_ROWS_PER_TASK)
         .enumerate()
         .for_each(|(task, ys)| {
             let first = task * GEMV_ROWS_PER_TASK;
-            for (r, out) in ys.iter_mut().enumerate() {
-                *out = format.dot(w.row(first + r), x, &sums);
-            }
+            packed_rows(w, first, x, &sums, ys);
         });
+}
+
+/// Dot products of rows `first..first + ys.len()` of a packed matrix.
+fn packed_rows(w: &PackedRows, first: usize, x: &[f32], sums: &[f32], ys: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is present, checked just above.
+            unsafe { packed_rows_avx2(w, first, x, sums, ys) };
+            return;
+        }
+    }
+    packed_rows_portable(w, first, x, sums, ys);
+}
+
+/// The same code with AVX2 enabled (wider vectors; no FMA contraction, so
+/// the results equal the portable path's bit for bit).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn packed_rows_avx2(w: &PackedRows, first: usize, x: &[f32], sums: &[f32], ys: &mut [f32]) {
+    packed_rows_portable(w, first, x, sums, ys);
+}
+
+#[inline(always)]
+fn packed_rows_portable(w: &PackedRows, first: usize, x: &[f32], sums: &[f32], ys: &mut [f32]) {
+    let format = w.format();
+    for (r, out) in ys.iter_mut().enumerate() {
+        *out = format.dot(w.row(first + r), x, sums);
+    }
 }
 
 /// Adds a bias (its exact values) to every row of `y` (`[t, n]`).
