@@ -72,7 +72,7 @@ impl ModelText {
             PromptInput::Ids(ids) => {
                 return Ok(EncodedPrompt {
                     ids: ids.clone(),
-                    text: self.decode_all(ids),
+                    text: self.decode_with_special(ids),
                     kind: "ids",
                 })
             }
@@ -94,7 +94,7 @@ impl ModelText {
     }
 
     /// Text of ids with special tokens kept (how a prompt reads).
-    fn decode_all(&self, ids: &[u32]) -> Option<String> {
+    pub fn decode_with_special(&self, ids: &[u32]) -> Option<String> {
         self.tokenizer()
             .and_then(|t| t.decode_with_special(ids).ok())
     }
