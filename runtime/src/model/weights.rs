@@ -107,7 +107,13 @@ impl Weights {
         let weights = build(arch, &mut |spec: &TensorSpec| {
             checkpoint.tensor(&spec.name, &spec.shape)
         })?;
-        for tensor in weights.tensors() {
+        weights.check_finite()?;
+        Ok(weights)
+    }
+
+    /// Refuses the first NaN or infinite value of any tensor.
+    pub fn check_finite(&self) -> Result<(), WeightsError> {
+        for tensor in self.tensors() {
             if let Some((index, value)) = tensor.first_non_finite() {
                 return Err(WeightsError::NonFinite {
                     name: tensor.name().to_string(),
@@ -116,7 +122,7 @@ impl Weights {
                 });
             }
         }
-        Ok(weights)
+        Ok(())
     }
 }
 

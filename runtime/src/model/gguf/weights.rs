@@ -51,15 +51,7 @@ pub fn gguf_name(hf: &str) -> Option<String> {
 /// same non-finite check as a safetensors checkpoint.
 pub fn weights(arch: &Architecture, file: &GgufFile) -> Result<Weights, WeightsError> {
     let weights = build(arch, &mut |spec: &TensorSpec| tensor(arch, file, spec))?;
-    for tensor in weights.tensors() {
-        if let Some((index, value)) = tensor.first_non_finite() {
-            return Err(WeightsError::NonFinite {
-                name: tensor.name().to_string(),
-                index,
-                value,
-            });
-        }
-    }
+    weights.check_finite()?;
     Ok(weights)
 }
 
