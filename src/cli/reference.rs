@@ -55,6 +55,10 @@ pub struct Args {
     /// Show the k most likely next tokens after the prompt.
     #[arg(long, default_value_t = 5)]
     pub top_k: usize,
+    /// Print the result (model, prompt, top-k, greedy tokens and text and, with a
+    /// reference file, every tensor's error and the verdict) as one JSON document.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -71,11 +75,14 @@ type Failure = (u8, String);
 
 fn execute(args: &Args) -> Result<ExitCode, Failure> {
     let (model, gguf) = load_model(args)?;
-    print_summary(&args.model, &model);
+    if !args.json {
+        print_summary(&args.model, &model);
+    }
     let text = ModelText::for_model(&args.model, gguf.as_ref());
 
     let reference_path = companion_dir(&args.model).join(REFERENCE_FILE);
-    let reference = if reference_path.is_file() {
+    // `exists`: a reference that is not a regular file is refused, not skipped.
+    let reference = if reference_path.exists() {
         Some(
             ReferenceTensors::read(&reference_path)
                 .map_err(|e| (EXIT_FAILED, format!("error: {e}")))?,
@@ -84,21 +91,78 @@ fn execute(args: &Args) -> Result<ExitCode, Failure> {
         None
     };
     let prompt = prompt(args, reference.as_ref(), &text)?;
-    run_greedy(args, &model, &prompt, &text)?;
-
-    let Some(reference) = reference else {
-        return Ok(ExitCode::SUCCESS);
+    let greedy = run_greedy(args, &model, &prompt, &text)?;
+    let checks = match &reference {
+        Some(reference) => check_all(&model, reference, args.tolerance)
+            .map_err(|e| (EXIT_FAILED, format!("error: {e}")))?,
+        None => Vec::new(),
     };
-    let checks = check_all(&model, &reference, args.tolerance)
-        .map_err(|e| (EXIT_FAILED, format!("error: {e}")))?;
-    for check in &checks {
-        print_check(check);
+    if args.json {
+        print_json(&args.model, &model, &greedy, &checks);
+    } else {
+        print_greedy(args.top_k, &greedy);
+        for check in &checks {
+            print_check(check);
+        }
     }
     Ok(if checks.iter().all(ReferenceCheck::passed) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_FAILED)
     })
+}
+
+/// The reference's greedy run on the prompt.
+#[derive(Debug, serde::Serialize)]
+struct Greedy {
+    prompt: Vec<u32>,
+    /// How the prompt was given: ids, text or chat.
+    prompt_kind: String,
+    prompt_text: Option<String>,
+    /// The most likely next tokens after the prompt, with their logits.
+    top_k: Vec<(usize, f32)>,
+    tokens: Vec<u32>,
+    stopped_at_eos: bool,
+    text: Option<String>,
+}
+
+fn print_json(dir: &Path, model: &Model, greedy: &Greedy, checks: &[ReferenceCheck]) {
+    let arch = &model.arch;
+    let weights = match &model.origin {
+        WeightOrigin::Checkpoint { files } => serde_json::json!({ "files": files }),
+        WeightOrigin::Random { seed } => serde_json::json!({ "random_seed": seed }),
+        WeightOrigin::Gguf { file, formats } => {
+            serde_json::json!({ "gguf": file, "formats": formats })
+        }
+    };
+    let checks: Vec<serde_json::Value> = checks
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "passed": c.passed(),
+                "worst_ratio": c.worst_ratio(),
+                "detail": c,
+            })
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "model": {
+            "path": dir.display().to_string(),
+            "class_name": arch.class_name,
+            "layers": arch.num_layers,
+            "hidden_size": arch.hidden_size,
+            "heads": arch.num_heads,
+            "kv_heads": arch.num_kv_heads,
+            "head_dim": arch.head_dim,
+            "intermediate_size": arch.intermediate_size,
+            "vocab_size": arch.vocab_size,
+            "parameters": arch.parameter_count(),
+            "weights": weights,
+        },
+        "greedy": greedy,
+        "checks": checks,
+    });
+    println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
 }
 
 /// The model `--model` names: a GGUF file (or a directory holding one and no
@@ -204,18 +268,9 @@ fn run_greedy(
     model: &Model,
     prompt: &EncodedPrompt,
     text: &ModelText,
-) -> Result<(), Failure> {
+) -> Result<Greedy, Failure> {
     let failure = |e: ReferenceError| (EXIT_FAILED, format!("error: {e}"));
     let mut reference = Reference::new(model).map_err(failure)?;
-    println!(
-        "prompt ({} tokens, as {}): {}",
-        prompt.ids.len(),
-        prompt.kind,
-        join(&prompt.ids)
-    );
-    if let Some(t) = &prompt.text {
-        println!("prompt text: {t:?}");
-    }
     let stop: Vec<u32> = if args.ignore_eos {
         Vec::new()
     } else {
@@ -229,22 +284,46 @@ fn run_greedy(
     let generation = reference
         .generate(&prompt.ids, args.max_new_tokens, &stop)
         .map_err(failure)?;
-    let top: Vec<String> = blocks::top_k(&generation.first_logits, args.top_k)
+    Ok(Greedy {
+        prompt: prompt.ids.clone(),
+        prompt_kind: prompt.kind.to_string(),
+        prompt_text: prompt.text.clone(),
+        top_k: blocks::top_k(&generation.first_logits, args.top_k),
+        text: text.decode(&generation.tokens),
+        stopped_at_eos: generation.stopped,
+        tokens: generation.tokens,
+    })
+}
+
+fn print_greedy(k: usize, greedy: &Greedy) {
+    println!(
+        "prompt ({} tokens, as {}): {}",
+        greedy.prompt.len(),
+        greedy.prompt_kind,
+        join(&greedy.prompt)
+    );
+    if let Some(t) = &greedy.prompt_text {
+        println!("prompt text: {t:?}");
+    }
+    let top: Vec<String> = greedy
+        .top_k
         .iter()
         .map(|(id, logit)| format!("{id} ({logit:.3})"))
         .collect();
-    println!("top-{} after the prompt: {}", args.top_k, top.join(", "));
-    let tokens = &generation.tokens;
-    let end = if generation.stopped {
+    println!("top-{k} after the prompt: {}", top.join(", "));
+    let end = if greedy.stopped_at_eos {
         ", stopped at end-of-sequence"
     } else {
         ""
     };
-    println!("greedy ({} tokens{end}): {}", tokens.len(), join(tokens));
-    if let Some(output) = text.decode(tokens) {
+    println!(
+        "greedy ({} tokens{end}): {}",
+        greedy.tokens.len(),
+        join(&greedy.tokens)
+    );
+    if let Some(output) = &greedy.text {
         println!("output:\n{output}");
     }
-    Ok(())
 }
 
 fn print_check(check: &ReferenceCheck) {

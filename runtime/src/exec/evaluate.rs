@@ -78,7 +78,9 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
         .map_err(|e| DeployError::Usage(format!("the model cannot be read: {e}")))?;
     let config = source.identity();
     let config_hash = sha256_file(&config)?;
-    let identity = config.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let identity = config
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     push(
         "the model is the one the plan names",
         config_hash == plan.model.config_sha256,

@@ -99,7 +99,8 @@ fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, D
     let path = source
         .as_ref()
         .map_or_else(|_| run.options.model_dir.clone(), ModelSource::identity);
-    if source.is_ok() && !path.is_file() {
+    // `exists`: a config that is not a regular file is refused by the reader, not reported missing.
+    if source.is_ok() && !path.exists() {
         return Err(DeployError::Usage(format!(
             "{}: no config.json and no GGUF file (a model is a .gguf file, or a directory holding \
              config.json and, optionally, *.safetensors)",
@@ -119,7 +120,10 @@ fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, D
         outcome,
         recorded: recorded.clone().filter(|r| !r.is_empty()),
     };
-    let arch = match source.map_err(ModelError::from).and_then(|s| s.architecture()) {
+    let arch = match source
+        .map_err(ModelError::from)
+        .and_then(|s| s.architecture())
+    {
         Ok(arch) => arch,
         Err(ModelError::Config(ConfigError::Io { message, .. })) => {
             return Err(DeployError::io(&path, message))
@@ -313,7 +317,8 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
         return Ok(None);
     };
     let fixture_path = crate::model::companion_dir(&run.options.model_dir).join(REFERENCE_FILE);
-    if fixture_path.is_file() {
+    // `exists`: a reference that is not a regular file is refused, not skipped.
+    if fixture_path.exists() {
         match ReferenceTensors::read(&fixture_path) {
             Ok(t) => run.fixture = Some(t),
             Err(e) => return Err(DeployError::io(&fixture_path, e)),
