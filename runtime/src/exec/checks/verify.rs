@@ -173,6 +173,7 @@ pub fn verify_npu(
             prompt: i + 1,
             tokens: steps.len(),
             check: top_k_set_check(reference, &steps),
+            npu_tokens: steps.iter().map(|s| s.token).collect(),
         });
     }
     Ok(NpuVerification {
