@@ -161,7 +161,10 @@ fn non_aligned_heads_deploy_with_phantom_heads() {
 fn without_the_padding_lesson_an_odd_model_stops_in_phase_1() {
     let mut bundle = llama1b().clone();
     let lesson = "p1.lesson.pad-dims";
-    assert!(bundle.lessons.remove(lesson).is_some(), "{lesson} in llama1b");
+    assert!(
+        bundle.lessons.remove(lesson).is_some(),
+        "{lesson} in llama1b"
+    );
     let out = scratch("odd-without-padding");
     let outcome = deploy(&bundle, &fixture("llama32-odd"), &out, &[]);
     let r = &outcome.report;

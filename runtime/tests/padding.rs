@@ -7,8 +7,8 @@
 //! `NpuModel`). Padded vocabulary rows never reach the logits, so they never
 //! win an argmax.
 
-use skillc_runtime::exec::npu::{NpuModel, NpuPath};
 use skillc_runtime::exec::checks::verify::Decoder;
+use skillc_runtime::exec::npu::{NpuModel, NpuPath};
 use skillc_runtime::model::config::parse_config;
 use skillc_runtime::model::oracle::blocks::argmax;
 use skillc_runtime::model::Model;

@@ -118,8 +118,8 @@ impl OpKind {
             ValidateKernel | ValidateBlock | VerifyModel | CompareReference | ProfilePrefill
             | ProfileDecode | DiagnoseLayers | Evaluate => true,
             CheckScope | LoadWeights | BuildReference | RopeConvention | RopeScaling
-            | EnumerateKernels | SelectTiling | RegisterKernel | PadDims | BuildBlock | PadHeads
-            | BiasAfterRope | QkNorm | BuildModel | MergeLaunches | SplitLaunches
+            | EnumerateKernels | SelectTiling | RegisterKernel | PadDims | BuildBlock
+            | PadHeads | BiasAfterRope | QkNorm | BuildModel | MergeLaunches | SplitLaunches
             | ReuseStaticWeights | MarkIntermediates | AlignLayout | LastTokenLmHead
             | TuneTiling | GemvDecode | CpuDecodeAttention | PretransposeWeights
             | PartitionLmHead | CascadeFfn | OmitPingpong | WriteArtifacts | RecordLessons

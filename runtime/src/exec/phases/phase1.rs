@@ -192,7 +192,14 @@ fn place_dimensions(
 ) -> Result<Option<PhaseEnd>, DeployError> {
     let plans = match run.plans() {
         Ok(p) => p,
-        Err(reason) => return Ok(Some(run.fail_step(rec, 1, OpKind::EnumerateKernels, &reason))),
+        Err(reason) => {
+            return Ok(Some(run.fail_step(
+                rec,
+                1,
+                OpKind::EnumerateKernels,
+                &reason,
+            )))
+        }
     };
     let (gate, site) = placement_gate(run, &plans);
     let Some(site) = site else {
@@ -223,8 +230,13 @@ fn place_dimensions(
             Err(e) => Attempt::Inapplicable(e),
         }
     };
-    let Some(fixed) = run.try_lessons(rec, &failed, &obs, (OpKind::SelectTiling, &params), &mut attempt)
-    else {
+    let Some(fixed) = run.try_lessons(
+        rec,
+        &failed,
+        &obs,
+        (OpKind::SelectTiling, &params),
+        &mut attempt,
+    ) else {
         let stop = run.stop(
             rec,
             &failed,
