@@ -137,10 +137,11 @@ pub fn run(args: Args) -> ExitCode {
         return ExitCode::from(EXIT_USAGE);
     }
     println!(
-        "wrote {}: {} files, {} skills ({})",
+        "wrote {}: {} files, {} skills; {} ({})",
         crate::syntax::display_path(&out),
         built.rendered.files.len(),
         built.rendered.skill_dirs().len(),
+        crate::distill::placement::account(&built.distilled.ir).summary(),
         render::summary(&diagnostics)
     );
     ExitCode::SUCCESS
