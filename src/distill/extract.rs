@@ -280,7 +280,7 @@ fn phase(
             name: spec.name.to_string(),
             title: spec.title.to_string(),
             sessions: path::session_titles(cx.g, spec.index),
-            steps: order.iter().map(|&a| step(cx, a, places)).collect(),
+            steps: order.iter().filter_map(|&a| step(cx, a, places)).collect(),
             exit_gates: checks::gates(cx, p),
             lessons: Vec::new(),
             targets: checks::targets(cx, p, model),
@@ -292,19 +292,17 @@ fn phase(
     }
 }
 
-/// A step; `guarded_by` is filled once every lesson of every trajectory is known.
-fn step(cx: &Cx, index: NodeIndex, places: &Places) -> StepIr {
+/// A step (ordered steps are actions); `guarded_by` is filled once every lesson of
+/// every trajectory is known.
+fn step(cx: &Cx, index: NodeIndex, places: &Places) -> Option<StepIr> {
     let g = cx.g;
     let node = g.node(index);
-    let (op, params) = action(node).map_or_else(
-        || (String::new(), BTreeMap::new()),
-        |data| (data.op.clone(), values::params(&data.params)),
-    );
+    let data = action(node)?;
     let id = cx.step_id(index);
-    StepIr {
+    Some(StepIr {
         entry: cx.qualify(&node.id),
-        op,
-        params,
+        op: data.op,
+        params: values::params(&data.params),
         guarded_by: Vec::new(),
         applies: g
             .targets(index, EdgeKind::By)
@@ -315,7 +313,7 @@ fn step(cx: &Cx, index: NodeIndex, places: &Places) -> StepIr {
         skill: g.skill_of(index).map(|s| s.name.clone()),
         id,
         provenance: vec![cx.provenance(node)],
-    }
+    })
 }
 
 /// The dead end an abandoned action leaves, kept in the skill it joined, else the
@@ -339,7 +337,7 @@ fn dead_end(
         reasons: places.at(NotePlace::DeadEnd(id.clone())),
         id,
         phase: node.phase,
-        op: data.op.clone(),
+        op: data.op,
         params: values::params(&data.params),
         outcome: cx.outcome(outcome),
         symptom: checks::dead_end_symptom(cx, index, data),

@@ -16,6 +16,8 @@ use skillc_runtime::bundle::{
     Baseline, Comparison, LessonKind, Provenance, Remedy, Symptom, Value,
 };
 
+use skillc_runtime::ops::OpKind;
+
 use crate::syntax::{CmpOp, Expr, Span};
 
 /// A whole bundle: eight phases, the lessons they refer to, the cross-phase
@@ -149,7 +151,7 @@ pub struct StepIr {
     pub id: String,
     /// The trajectory entry it came from (qualified like the id).
     pub entry: String,
-    pub op: String,
+    pub op: OpKind,
     pub params: BTreeMap<String, Value>,
     /// Ids of lessons whose fixes change this step, sorted.
     pub guarded_by: Vec<String>,
@@ -187,7 +189,7 @@ pub struct GateIr {
     pub unit: String,
     pub baseline: Baseline,
     /// The operation whose result the gate reads.
-    pub op: Option<String>,
+    pub op: Option<OpKind>,
     pub conditions: BTreeMap<String, Value>,
     /// The value the trajectory recorded when the gate passed.
     pub recorded: Option<f64>,
@@ -231,7 +233,7 @@ pub struct PredicateIr {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SymptomIr {
     pub text: String,
-    pub op: Option<String>,
+    pub op: Option<OpKind>,
     pub params: BTreeMap<String, Value>,
     pub predicates: Vec<PredicateIr>,
 }
@@ -291,7 +293,7 @@ pub struct DeadEndIr {
     /// The abandoned action's entry id (qualified like step ids).
     pub id: String,
     pub phase: u8,
-    pub op: String,
+    pub op: OpKind,
     pub params: BTreeMap<String, Value>,
     pub outcome: DeadEndOutcome,
     /// The first failed check as a machine-matchable symptom (the comparison that

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::graph::NodeIndex;
 use skillc_runtime::bundle::{Comparison, Expr, LessonKind, Provenance, Remedy, Symptom, Value};
-use skillc_runtime::ops::{self, Better};
+use skillc_runtime::ops::{self, Better, OpKind};
 
 use super::checks;
 use super::ir::{DeadEndIr, DeadEndOutcome, LessonIr, LessonOrigin, PredicateIr, SymptomIr};
@@ -107,7 +107,7 @@ pub fn recorded(
         skill: g
             .skill_of(index)
             .map(|s| s.name.clone())
-            .unwrap_or_else(|| skills::lesson_skill(kind, &machine, &fix.op)),
+            .unwrap_or_else(|| skills::lesson_skill(kind, &machine, fix.op)),
         machine,
         cause,
         cause_condition,
@@ -167,7 +167,7 @@ fn machine_symptom(s: Option<&syntax::Symptom>, conditions: &BTreeMap<String, Va
     Symptom {
         op: s
             .and_then(|s| s.failing_op.as_ref())
-            .map(|n| n.text.clone()),
+            .and_then(|n| n.text.parse().ok()),
         params: conditions.clone(),
         metric: first.map(|(p, _)| p.metric.text.clone()),
         comparison: first.map(|(_, c)| c),
@@ -241,10 +241,10 @@ pub fn from_dead_end(
     let replacement = g.find(by)?;
     let replacement_data = action(g.node(replacement))?;
     let fix = Remedy {
-        op: replacement_data.op.clone(),
+        op: replacement_data.op,
         set: changed_params(
-            &replacement_data.op,
-            &dead_end.op,
+            replacement_data.op,
+            dead_end.op,
             &dead_end.params,
             &values::params(&replacement_data.params),
         ),
@@ -263,7 +263,7 @@ pub fn from_dead_end(
         origin: LessonOrigin::DeadEnd(dead_end.id.clone()),
         title: String::new(),
         symptom: machine_only(&symptom),
-        skill: skills::lesson_skill(kind, &symptom, &fix.op),
+        skill: skills::lesson_skill(kind, &symptom, fix.op),
         machine: symptom,
         cause: reasons.join("\n\n"),
         cause_condition: None,
@@ -290,12 +290,12 @@ pub fn from_dead_end(
 /// The parameters of `new` that differ from `old`, as literal assignments; list
 /// parameters with named slots change slot by slot.
 fn changed_params(
-    new_op: &str,
-    old_op: &str,
+    new_op: OpKind,
+    old_op: OpKind,
     old: &BTreeMap<String, Value>,
     new: &BTreeMap<String, Value>,
 ) -> BTreeMap<String, Expr> {
-    let spec = ops::operation(new_op);
+    let spec = Some(new_op.spec());
     let mut set = BTreeMap::new();
     for (key, value) in new {
         let before = (new_op == old_op).then(|| old.get(key)).flatten();

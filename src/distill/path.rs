@@ -29,21 +29,6 @@ pub enum Fate {
     None,
 }
 
-/// Operations that measure or check rather than change the deployment.
-pub fn is_check(op: &str) -> bool {
-    matches!(
-        op,
-        "validate-kernel"
-            | "validate-block"
-            | "verify-model"
-            | "compare-reference"
-            | "profile-prefill"
-            | "profile-decode"
-            | "diagnose-layers"
-            | "evaluate"
-    )
-}
-
 /// Per-trajectory context: the graph, what became of each node, nodes bucketed by
 /// phase, and how entry ids and files are shown.
 pub struct Cx<'a> {
@@ -234,10 +219,10 @@ fn fate(g: &Graph, index: NodeIndex) -> Fate {
         .iter()
         .find(|f| g.node(**f).effective)
         .or(fixers.first());
-    let op = action(node).map(|a| a.op.as_str());
+    let op = action(node).map(|a| a.op);
     match fixer {
-        Some(_) if op.is_some_and(is_check) => Fate::Dropped,
-        Some(by) if action(g.node(*by)).map(|a| a.op.as_str()) == op => {
+        Some(_) if op.is_some_and(|o| o.measures()) => Fate::Dropped,
+        Some(by) if action(g.node(*by)).map(|a| a.op) == op => {
             Fate::Dead(DeadEndOutcome::Superseded {
                 by: g.node(*by).id.clone(),
             })

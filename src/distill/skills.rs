@@ -16,11 +16,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use skillc_runtime::bundle::{LessonKind, Symptom, Value};
-use skillc_runtime::ops::{self, Dimension};
+use skillc_runtime::ops::{self, Dimension, OpKind};
 
 use super::catalog::{DEBUG_PREFIX, OPT_PREFIX};
 use super::ir::{HypothesisIr, NotePlace, SkillIr, SkillSetIr};
-use super::path::is_check;
 use super::values;
 use crate::graph::skills::skill_name;
 
@@ -35,8 +34,8 @@ pub fn is_performance_metric(metric: &str) -> bool {
 }
 
 /// Operations of phases 4–5 that change the deployment plan (not checks, not notes).
-fn changes_the_plan(op: &str) -> bool {
-    !is_check(op) && op != "note-host"
+fn changes_the_plan(op: OpKind) -> bool {
+    !op.measures() && op != OpKind::NoteHost
 }
 
 fn kernel_suffix(params: &BTreeMap<String, Value>) -> String {
@@ -47,7 +46,7 @@ fn kernel_suffix(params: &BTreeMap<String, Value>) -> String {
 }
 
 /// The skill directory a lesson that joined no declared skill belongs to.
-pub fn lesson_skill(kind: LessonKind, symptom: &Symptom, fix_op: &str) -> String {
+pub fn lesson_skill(kind: LessonKind, symptom: &Symptom, fix_op: OpKind) -> String {
     match kind {
         LessonKind::Optimization => skill_name(&format!("{OPT_PREFIX}{fix_op}")),
         LessonKind::Debugging => {
@@ -62,7 +61,7 @@ pub fn lesson_skill(kind: LessonKind, symptom: &Symptom, fix_op: &str) -> String
 }
 
 /// Skill directory of the optimization technique an operation applies.
-fn technique_skill(op: &str) -> String {
+fn technique_skill(op: OpKind) -> String {
     skill_name(&format!("{OPT_PREFIX}{op}"))
 }
 
@@ -116,9 +115,9 @@ pub fn skill_sets(ir: &SkillIr) -> Vec<SkillSetIr> {
                 Some(skill) => skill.clone(),
                 None if ir.declared.is_empty()
                     && matches!(phase.index, 4 | 5)
-                    && changes_the_plan(&step.op) =>
+                    && changes_the_plan(step.op) =>
                 {
-                    technique_skill(&step.op)
+                    technique_skill(step.op)
                 }
                 None => continue,
             };

@@ -84,7 +84,7 @@ fn phase(ir: &SkillIr, p: &PhaseIr) -> Phase {
             .iter()
             .map(|s| Step {
                 id: s.id.clone(),
-                op: s.op.clone(),
+                op: s.op,
                 params: s.params.clone(),
                 guarded_by: s.guarded_by.clone(),
                 provenance: s.provenance.clone(),
@@ -98,7 +98,7 @@ fn phase(ir: &SkillIr, p: &PhaseIr) -> Phase {
             .iter()
             .map(|d| DeadEnd {
                 id: d.id.clone(),
-                op: d.op.clone(),
+                op: d.op,
                 params: d.params.clone(),
                 outcome: print::outcome(&d.outcome),
                 symptom: d.symptom.clone(),
@@ -124,7 +124,7 @@ fn gate(g: &GateIr) -> Gate {
         threshold: g.threshold,
         unit: g.unit.clone(),
         baseline: g.baseline.clone(),
-        op: g.op.clone(),
+        op: g.op,
         conditions: g.conditions.clone(),
         recorded: g.recorded,
         provenance: g.provenance.clone(),

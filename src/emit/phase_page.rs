@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use skillc_runtime::bundle::Value;
+use skillc_runtime::ops::OpKind;
 
 use super::cite::{self, Cites};
 use super::entry_page::{metadata, part_of};
@@ -109,12 +110,12 @@ fn entry_gate(index: u8) -> String {
 }
 
 /// Steps grouped by operation, in the order each operation first appears.
-fn groups(steps: &[StepIr]) -> Vec<(&str, Vec<&StepIr>)> {
-    let mut groups: Vec<(&str, Vec<&StepIr>)> = Vec::new();
+fn groups(steps: &[StepIr]) -> Vec<(OpKind, Vec<&StepIr>)> {
+    let mut groups: Vec<(OpKind, Vec<&StepIr>)> = Vec::new();
     for step in steps {
         match groups.iter_mut().find(|(op, _)| *op == step.op) {
             Some((_, members)) => members.push(step),
-            None => groups.push((&step.op, vec![step])),
+            None => groups.push((step.op, vec![step])),
         }
     }
     groups
@@ -134,13 +135,13 @@ fn procedure(ir: &SkillIr, phase: &PhaseIr) -> String {
         .map_or_else(String::new, |s| code_span(&s.model));
     let mut out = Vec::new();
     for (i, (op, steps)) in groups(&phase.steps).into_iter().enumerate() {
-        let doc = skillc_runtime::ops::operation(op).map_or("", |spec| spec.doc);
+        let doc = op.spec().doc;
         let times = if steps.len() == 1 {
             String::new()
         } else {
             format!(" ({} times on {model})", steps.len())
         };
-        out.push(format!("{}. {}{times}: {doc}.", i + 1, code_span(op)));
+        out.push(format!("{}. {}{times}: {doc}.", i + 1, code_span(op.name())));
         let (fixed, varying) = split_params(&steps);
         if !fixed.is_empty() {
             out.push(format!(
@@ -305,7 +306,7 @@ pub fn dead_end(ir: &SkillIr, d: &DeadEndIr, page: &str, cites: &mut Cites) -> S
     let mut out = vec![format!(
         "- {}: {}",
         cites.entry(ir, &d.id),
-        literal(&print::call(&d.op, &d.params), 2)
+        literal(&print::call(d.op, &d.params), 2)
     )];
     out.push(format!("  - {}", print::outcome(&d.outcome)));
     for check in &d.failed {
@@ -346,7 +347,7 @@ fn dead_ends(ir: &SkillIr, phase: &PhaseIr, cites: &mut Cites) -> String {
             Some(skill) => out.push(format!(
                 "- {} ({}): see {}",
                 code_span(&d.id),
-                code_span(&print::call(&d.op, &d.params)),
+                code_span(&print::call(d.op, &d.params)),
                 cite::skill(skill)
             )),
             None => out.push(dead_end(ir, d, &phase.name, cites)),
@@ -424,7 +425,7 @@ fn worked_example(ir: &SkillIr, phase: &PhaseIr, cites: &mut Cites) -> String {
         out.push(format!(
             "{}. {}",
             i + 1,
-            literal(&print::call(&step.op, &step.params), column)
+            literal(&print::call(step.op, &step.params), column)
         ));
         out.push(format!(
             "{pad}- step {}, from {}",

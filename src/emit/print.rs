@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use skillc_runtime::bundle::{Baseline, LessonKind, Remedy, Symptom, Value};
+use skillc_runtime::ops::OpKind;
 
 use super::notation;
 use crate::distill::ir::{
@@ -14,7 +15,7 @@ use crate::distill::ir::{
 };
 
 /// `op key=value …`.
-pub fn call(op: &str, params: &BTreeMap<String, Value>) -> String {
+pub fn call(op: OpKind, params: &BTreeMap<String, Value>) -> String {
     notation::call(op, params)
 }
 
@@ -32,8 +33,8 @@ pub fn predicate(p: &PredicateIr) -> String {
 /// machine symptom when nothing else was written.
 pub fn symptom(s: &SymptomIr) -> String {
     let mut line = String::new();
-    if let Some(op) = &s.op {
-        line.push_str(op);
+    if let Some(op) = s.op {
+        line.push_str(op.name());
         if !s.params.is_empty() {
             line.push_str(&format!("({})", notation::params(Some(op), &s.params)));
         }
@@ -130,7 +131,7 @@ pub fn title(ir: &SkillIr, lesson: &LessonIr) -> String {
             };
             format!(
                 "tried `{}`; it failed ({}) and `{by}` replaced it",
-                call(&d.op, &d.params),
+                call(d.op, &d.params),
                 failed.join("; ")
             )
         }
@@ -201,8 +202,8 @@ pub fn hypothesis_check(lesson: &LessonIr) -> String {
 /// What a gate reads (`validate-kernel(kernel=gemm)`) and what it requires
 /// (`mismatches == 0`, or the comparison with the previous phase's figure).
 pub fn gate(g: &GateIr) -> (String, String) {
-    let subject = match &g.op {
-        Some(op) if g.conditions.is_empty() => op.clone(),
+    let subject = match g.op {
+        Some(op) if g.conditions.is_empty() => op.name().to_string(),
         Some(op) => format!("{op}({})", notation::params(Some(op), &g.conditions)),
         None if g.conditions.is_empty() => "any check".to_string(),
         None => notation::params(None, &g.conditions),
@@ -236,7 +237,7 @@ pub fn target(t: &TargetIr) -> String {
 }
 
 /// Parameters as `key=value` in the operation's declared order.
-pub fn params(op: Option<&str>, params: &BTreeMap<String, Value>) -> String {
+pub fn params(op: Option<OpKind>, params: &BTreeMap<String, Value>) -> String {
     notation::params(op, params)
 }
 

@@ -270,7 +270,7 @@ fn phase_changes(o: &Phase, n: &Phase) -> Vec<Change> {
         &new_steps,
         |key, s: &Step| {
             (
-                format!("step {key}: {}", notation::call(&s.op, &s.params)),
+                format!("step {key}: {}", notation::call(s.op, &s.params)),
                 s.provenance.clone(),
             )
         },
@@ -343,7 +343,7 @@ fn phase_changes(o: &Phase, n: &Phase) -> Vec<Change> {
             (
                 format!(
                     "dead end {key}: {} ({})",
-                    notation::call(&d.op, &d.params),
+                    notation::call(d.op, &d.params),
                     d.outcome
                 ),
                 d.provenance.clone(),
@@ -353,8 +353,8 @@ fn phase_changes(o: &Phase, n: &Phase) -> Vec<Change> {
             let mut parts = Vec::new();
             field(
                 "action",
-                &notation::call(&o.op, &o.params),
-                &notation::call(&n.op, &n.params),
+                &notation::call(o.op, &o.params),
+                &notation::call(n.op, &n.params),
                 &mut parts,
             );
             field("outcome", &o.outcome, &n.outcome, &mut parts);
@@ -384,7 +384,7 @@ fn list(items: &[String]) -> String {
 
 fn step_changes(key: &str, o: &Step, n: &Step) -> Option<Described> {
     let mut parts = Vec::new();
-    field("op", &o.op, &n.op, &mut parts);
+    field("op", o.op.name(), n.op.name(), &mut parts);
     let keys: BTreeSet<&String> = o.params.keys().chain(n.params.keys()).collect();
     let show = |v: Option<&Value>| v.map_or_else(|| "(unset)".to_string(), notation::value);
     for k in keys {
@@ -411,8 +411,8 @@ fn step_changes(key: &str, o: &Step, n: &Step) -> Option<Described> {
 }
 
 fn gate_key(g: &Gate) -> String {
-    let subject = match &g.op {
-        Some(op) if g.conditions.is_empty() => op.clone(),
+    let subject = match g.op {
+        Some(op) if g.conditions.is_empty() => op.to_string(),
         Some(op) => format!("{op}({})", notation::params(Some(op), &g.conditions)),
         None => notation::params(None, &g.conditions),
     };

@@ -300,7 +300,7 @@ fn applied(ir: &SkillIr, skill: &SkillSetIr, cites: &mut Cites) -> String {
             "- in {}, from {}: {}",
             cite::skill(&phase.name),
             cites.all(&step.provenance),
-            literal(&print::call(&step.op, &step.params), 2)
+            literal(&print::call(step.op, &step.params), 2)
         ));
         for note in step.notes.iter().filter_map(|n| ir.notes.get(n)) {
             out.push(format!("  - {}: {}", note.id, literal(&note.text, 4)));
