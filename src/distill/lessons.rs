@@ -183,7 +183,7 @@ fn machine_symptom(s: Option<&syntax::Symptom>, conditions: &BTreeMap<String, Va
 fn whole_symptom(s: Option<&syntax::Symptom>, machine: &Symptom) -> SymptomIr {
     SymptomIr {
         text: machine.text.clone(),
-        op: machine.op.clone(),
+        op: machine.op,
         params: machine.params.clone(),
         predicates: s
             .iter()
@@ -206,7 +206,7 @@ fn whole_symptom(s: Option<&syntax::Symptom>, machine: &Symptom) -> SymptomIr {
 fn machine_only(machine: &Symptom) -> SymptomIr {
     SymptomIr {
         text: machine.text.clone(),
-        op: machine.op.clone(),
+        op: machine.op,
         params: machine.params.clone(),
         predicates: machine
             .metric

@@ -14,7 +14,7 @@ use skillc_runtime::ops::OpKind;
 use super::cite::{self, Cites};
 use super::entry_page::{metadata, part_of};
 use super::frontmatter::FrontMatter;
-use super::markdown::{code_span, inline, literal};
+use super::markdown::{code_span, inline, inline_name, literal};
 use super::page::{assemble, Draft, Page, SkillDir, Templates};
 use super::print;
 use super::EmitError;
@@ -141,7 +141,11 @@ fn procedure(ir: &SkillIr, phase: &PhaseIr) -> String {
         } else {
             format!(" ({} times on {model})", steps.len())
         };
-        out.push(format!("{}. {}{times}: {doc}.", i + 1, code_span(op.name())));
+        out.push(format!(
+            "{}. {}{times}: {doc}.",
+            i + 1,
+            code_span(op.name())
+        ));
         let (fixed, varying) = split_params(&steps);
         if !fixed.is_empty() {
             out.push(format!(
@@ -391,7 +395,7 @@ fn worked_example(ir: &SkillIr, phase: &PhaseIr, cites: &mut Cites) -> String {
     let model = ir
         .sources
         .iter()
-        .map(|s| format!("{} (trajectory {})", s.model, s.trajectory))
+        .map(|s| format!("{} (trajectory {})", inline_name(&s.model), inline_name(&s.trajectory)))
         .collect::<Vec<_>>()
         .join(", ");
     let mut out = vec![

@@ -85,6 +85,7 @@ impl<'a> Run<'a> {
                 .iter()
                 .map(|s| format!("{} ({})", s.trajectory, s.model))
                 .collect(),
+            bundle_notes: options.bundle_notes.clone(),
             model_dir: name.clone(),
             model: None,
             seed: options.seed,

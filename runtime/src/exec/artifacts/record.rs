@@ -257,6 +257,10 @@ pub struct DeployReport {
     pub bundle: String,
     /// The trajectories the bundle was built from.
     pub bundle_sources: Vec<String>,
+    /// What was wrong with the bundle when this run started (see
+    /// `DeployOptions::bundle_notes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bundle_notes: Vec<String>,
     /// The model directory's name (known even when the config cannot be read).
     #[serde(default)]
     pub model_dir: String,

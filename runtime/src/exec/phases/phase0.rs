@@ -95,7 +95,7 @@ fn refuse(
 fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, DeployError> {
     run.progress.step(OpKind::CheckScope.name());
     let path = run.options.model_dir.join("config.json");
-    if !path.is_file() {
+    if !path.exists() {
         return Err(DeployError::Usage(format!(
             "{}: no config.json (a model directory holds config.json and, optionally, *.safetensors)",
             run.options.model_dir.display()
@@ -287,7 +287,8 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
         return Ok(None);
     };
     let fixture_path = run.options.model_dir.join(REFERENCE_FILE);
-    if fixture_path.is_file() {
+    // `exists`: a reference that is not a regular file is refused, not skipped.
+    if fixture_path.exists() {
         match ReferenceTensors::read(&fixture_path) {
             Ok(t) => run.fixture = Some(t),
             Err(e) => return Err(DeployError::io(&fixture_path, e)),
