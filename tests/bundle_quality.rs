@@ -234,8 +234,9 @@ fn descriptions_say_what_and_when_without_angle_brackets() {
 fn the_shipped_language_summary_example_checks_clean() {
     let summary = skillc::emit::language::summary();
     let example = summary
-        .split("```\n")
+        .split("```text\n")
         .nth(1)
+        .and_then(|rest| rest.split("```\n").next())
         .expect("the summary opens with an example");
     let sources = vec![skillc::syntax::SourceFile {
         path: "example.traj".into(),

@@ -233,9 +233,7 @@ impl Report {
         self.json["files"] = built.rendered.files.len().into();
         self.json["skills"] = built.rendered.skill_dirs().len().into();
         let placement = crate::distill::placement::account(&built.distilled.ir);
-        let count = |c: crate::distill::placement::Count| {
-            serde_json::json!({ "placed": c.placed, "recorded": c.recorded })
-        };
+        let count = |c: crate::distill::placement::Count| serde_json::json!({ "placed": c.placed, "recorded": c.recorded });
         self.json["placed"] = serde_json::json!({
             "notes": count(placement.notes),
             "lessons": count(placement.lessons),

@@ -161,7 +161,7 @@ mod tests {
     fn anchors_follow_github() {
         assert_eq!(
             anchor("llama1b/01-prefill-kernels.traj:121"),
-            "llama101-prefill-kernelstraj121"
+            "llama1b01-prefill-kernelstraj121"
         );
         assert_eq!(anchor("A b_c"), "a-b_c");
     }

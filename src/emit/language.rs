@@ -15,7 +15,7 @@ const CONSTRUCTS: &str = r#"A trajectory is a directory of `.traj` files read in
 line: the header, sessions, skill declarations and entries `<id> <kind> …` with ids that
 never change. Entries take their phase from the latest session above them.
 
-```
+```text
 trajectory "qwen05b" model "Qwen/Qwen2.5-0.5B" target npu2 baseline "llama1b bundle"
 
 skill debug-kernel-placement debug "Change a kernel configuration the device refuses to place"

@@ -14,7 +14,7 @@ use skillc_runtime::ops::OpKind;
 use super::cite::{self, Cites};
 use super::entry_page::{metadata, part_of};
 use super::frontmatter::FrontMatter;
-use super::markdown::{code_span, inline, inline_name, literal};
+use super::markdown::{code_span, inline_name, literal};
 use super::page::{assemble, Draft, Page, SkillDir, Templates};
 use super::print;
 use super::EmitError;
@@ -395,7 +395,13 @@ fn worked_example(ir: &SkillIr, phase: &PhaseIr, cites: &mut Cites) -> String {
     let model = ir
         .sources
         .iter()
-        .map(|s| format!("{} (trajectory {})", inline_name(&s.model), inline_name(&s.trajectory)))
+        .map(|s| {
+            format!(
+                "{} (trajectory {})",
+                inline_name(&s.model),
+                inline_name(&s.trajectory)
+            )
+        })
         .collect::<Vec<_>>()
         .join(", ");
     let mut out = vec![
@@ -403,7 +409,7 @@ fn worked_example(ir: &SkillIr, phase: &PhaseIr, cites: &mut Cites) -> String {
             "# Phase {}: {}, as recorded on {}",
             phase.index,
             phase.title,
-            inline(&model)
+            model
         ),
         String::new(),
         "The steps below are the recorded model's; the SKILL.md says how to derive them for another model.".to_string(),
