@@ -288,9 +288,12 @@ fn exit_gates(phase: &PhaseIr, cites: &mut Cites) -> String {
 }
 
 fn context(ir: &SkillIr, phase: &PhaseIr, cites: &mut Cites) -> String {
-    phase
-        .context
-        .iter()
+    context_notes(ir, &phase.context, cites)
+}
+
+/// The notes and decisions `ids` as a list, each citing its entry.
+pub fn context_notes(ir: &SkillIr, ids: &[String], cites: &mut Cites) -> String {
+    ids.iter()
         .filter_map(|id| ir.notes.get(id))
         .map(|n| {
             format!(

@@ -327,20 +327,7 @@ fn abandoned(ir: &SkillIr, skill: &SkillSetIr, cites: &mut Cites) -> String {
 }
 
 fn context(ir: &SkillIr, skill: &SkillSetIr, cites: &mut Cites) -> String {
-    skill
-        .context
-        .iter()
-        .filter_map(|id| ir.notes.get(id))
-        .map(|n| {
-            format!(
-                "- {} ({}): {}",
-                cites.entry(ir, &n.id),
-                if n.decision { "decision" } else { "note" },
-                literal(&n.text, 2)
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    phase_page::context_notes(ir, &skill.context, cites)
 }
 
 fn references(skill: &SkillSetIr) -> String {
