@@ -73,6 +73,7 @@ pub enum Code {
     DuplicateTrajectory,
     StepConflict,
     UnloweredFix,
+    DroppedItem,
 }
 
 impl Code {
@@ -127,6 +128,7 @@ impl Code {
         Code::DuplicateTrajectory,
         Code::StepConflict,
         Code::UnloweredFix,
+        Code::DroppedItem,
     ];
 
     /// The stable code: `E` for errors, `W` for warnings.
@@ -177,6 +179,7 @@ impl Code {
             Code::DuplicateTrajectory => "E0101",
             Code::StepConflict => "W0101",
             Code::UnloweredFix => "W0102",
+            Code::DroppedItem => "W0103",
         }
     }
 

@@ -202,6 +202,10 @@ pub struct Lesson {
     /// `fix` clauses). Absent in bundles written before the field existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub then: Vec<Remedy>,
+    /// The fix in words, as recorded (the file, flag or command to change). Absent in
+    /// bundles written before the field existed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub fix_text: String,
     /// Phases where the lesson applies.
     pub phases: Vec<u8>,
     /// The skill set it belongs to, e.g. `debug-gemm-silent-corruption`.

@@ -709,7 +709,8 @@ impl Checker {
                     data.cause.get_or_insert_with(|| cause.clone());
                 }
                 ClauseKind::Fix(fix) => {
-                    if let Some(remedy) = self.remedy(&fix.op, &fix.assignments, clause.span) {
+                    if let Some(mut remedy) = self.remedy(&fix.op, &fix.assignments, clause.span) {
+                        remedy.text = fix.text.as_ref().map(|t| t.text.clone());
                         data.remedies.push(remedy);
                     }
                 }
@@ -788,6 +789,7 @@ impl Checker {
             });
         }
         Some(Remedy {
+            text: None,
             op: spec.kind,
             changes,
             span,

@@ -645,13 +645,21 @@ impl Builder<'_> {
                 ClauseKind::Cause(cause)
             }
             Rule::fix_clause => {
-                let mut parts = inner(pair);
+                let mut parts = inner(pair).peekable();
+                let text = match parts.peek().map(|p| p.as_rule()) {
+                    Some(Rule::string | Rule::triple_string) => parts.next().map(|p| self.text(p)),
+                    _ => None,
+                };
                 let op = parts.next().map(|p| self.name(&p)).unwrap_or(Name {
                     text: String::new(),
                     span,
                 });
                 let assignments = parts.map(|p| self.assignment(p)).collect();
-                ClauseKind::Fix(Fix { op, assignments })
+                ClauseKind::Fix(Fix {
+                    text,
+                    op,
+                    assignments,
+                })
             }
             Rule::in_clause => match inner(pair).next() {
                 Some(name) => ClauseKind::In(self.name(&name)),
