@@ -6,6 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+use serde::Serialize;
+
 use skillc_runtime::bundle::{
     Baseline, Bundle, DeadEnd, Gate, Lesson, Phase, Provenance, SkillSet, Step, Target, Value,
 };
@@ -13,7 +15,8 @@ use skillc_runtime::bundle::{
 use super::notation;
 
 /// `+` added, `-` removed, `~` changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Sign {
     Added,
     Removed,
@@ -30,7 +33,7 @@ impl Sign {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Change {
     pub sign: Sign,
     pub text: String,
@@ -38,13 +41,13 @@ pub struct Change {
 }
 
 /// Changes grouped under a heading (`phase 1 (phase-1-kernel-validation)`, `lessons`, …).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Section {
     pub title: String,
     pub changes: Vec<Change>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct SemanticDiff {
     pub sections: Vec<Section>,
 }

@@ -159,6 +159,16 @@ pub struct KernelRun {
 
 /// Replays `graph` (one resolved trajectory without errors).
 pub fn replay(graph: &Graph, options: &Options) -> Result<Report, EmulatorError> {
+    replay_with_progress(graph, options, &mut |_, _, _| {})
+}
+
+/// [`replay`], telling `progress` before each entry: its position, the number of
+/// entries and its id.
+pub fn replay_with_progress(
+    graph: &Graph,
+    options: &Options,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Report, EmulatorError> {
     let emu = Emulator::new(&options.model_dir)?;
     let mut walk = Walk {
         graph,
@@ -171,7 +181,9 @@ pub fn replay(graph: &Graph, options: &Options) -> Result<Report, EmulatorError>
         rows: Vec::new(),
         counts: Counts::default(),
     };
-    for (index, node) in graph.nodes() {
+    let total = graph.inner.node_count();
+    for (done, (index, node)) in graph.nodes().enumerate() {
+        progress(done, total, &node.id);
         walk.visit(index, node);
     }
     Ok(Report {
@@ -339,7 +351,7 @@ impl Walk<'_> {
 
     fn compare_reference(&mut self, tol: Option<f64>) -> ActionResult {
         let path = self.options.model_dir.join(REFERENCE_FILE);
-        if !path.is_file() {
+        if !path.exists() {
             return ActionResult::NotRun(format!(
                 "the model directory has no {REFERENCE_FILE} to compare with"
             ));

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use skillc_runtime::bundle::Bundle;
-use skillc_runtime::exec::record::{DeployReport, StepOutcome};
+use skillc_runtime::exec::artifacts::record::{DeployReport, StepOutcome};
 use skillc_runtime::exec::{self, DeployOptions, DeployOutcome, EvaluatorLaunch, Fault, Silent};
 
 pub fn repo(relative: &str) -> PathBuf {
@@ -81,6 +81,7 @@ pub fn deploy(bundle: &Bundle, model: &Path, out: &Path, faults: &[Fault]) -> De
         started: "2026-11-30T00:00Z".to_string(),
         evaluator: EvaluatorLaunch::Process(PathBuf::from(env!("CARGO_BIN_EXE_skillc"))),
         registry: None,
+        bundle_notes: Vec::new(),
     };
     exec::deploy(bundle, &options, &mut Silent).expect("the run gets far enough to report")
 }

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::artifacts::record::ModeledTimes;
 use super::npu::NpuPath;
-use super::record::ModeledTimes;
 use crate::bundle::Value;
 use crate::model::arch::Architecture;
 use crate::ops::{effect, BufferKey, Effect, KernelChoice, KernelSettings, Op, OpKind, PlanChange};

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::verify::Decoder;
+use super::checks::verify::Decoder;
 use super::weights::{resolve, TensorIndex};
 use crate::bf16;
 use crate::model::arch::{Architecture, RopeScaling};

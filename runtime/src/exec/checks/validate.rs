@@ -15,8 +15,8 @@
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::weights::{resolve, TensorIndex, WeightData};
 use crate::bf16;
+use crate::exec::weights::{resolve, TensorIndex, WeightData};
 use crate::model::arch::Architecture;
 use crate::model::oracle::{blocks, linear};
 use crate::model::tensor::BfTensor;

@@ -4,10 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::design::Plans;
-use super::npu::{Counters, NpuModel, NpuPath};
-use super::record::PromptVerdict;
 use super::topk::{top_k_set_check, GreedyStep, GATE_K, GATE_N_TOKENS};
+use crate::exec::artifacts::record::PromptVerdict;
+use crate::exec::design::Plans;
+use crate::exec::npu::{Counters, NpuModel, NpuPath};
 use crate::model::oracle::{LogitRows, PrefillOutput, Reference};
 use crate::model::Model;
 use crate::xdna2::device::Device;

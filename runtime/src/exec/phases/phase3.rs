@@ -6,17 +6,17 @@
 
 use std::collections::BTreeMap;
 
-use super::design::{self, fingerprint, modeled};
-use super::gate::{GateCheck, ThresholdSource};
 use super::phase2::ensure_reference_prefill;
-use super::record::{PhaseRecord, StepOutcome};
-use super::remedy::Failure;
-use super::run::{Attempt, Change, PhaseEnd, Run};
-use super::topk::{GATE_K, GATE_N_TOKENS};
-use super::trajectory::ActionLinks;
-use super::verify::{verify_npu, NpuVerification};
-use super::DeployError;
 use crate::bundle::{Comparison, Value};
+use crate::exec::artifacts::record::{PhaseRecord, StepOutcome};
+use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::gate::{GateCheck, ThresholdSource};
+use crate::exec::checks::remedy::Failure;
+use crate::exec::checks::topk::{GATE_K, GATE_N_TOKENS};
+use crate::exec::checks::verify::{verify_npu, NpuVerification};
+use crate::exec::design::{self, fingerprint, modeled};
+use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
+use crate::exec::DeployError;
 use crate::ops::OpKind;
 
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
@@ -175,7 +175,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
 pub(crate) fn run_verification(
     run: &Run<'_>,
     plans: &design::Plans,
-    path: super::npu::NpuPath,
+    path: crate::exec::npu::NpuPath,
     diagnose: bool,
 ) -> Result<NpuVerification, DeployError> {
     let Some(model) = run.model.as_ref() else {
@@ -265,7 +265,7 @@ fn diagnosis_notes(run: &mut Run<'_>, rec: &mut PhaseRecord) {
             None => format!("prompt {}: {} tokens identical", p.prompt, p.check.agreed),
             Some(d) => format!(
                 "prompt {}: first divergence at step {} (reference token {} is {} on the NPU, NPU token {} is {} on the reference)",
-                p.prompt, d.step, d.reference_token, super::topk::rank_words(d.reference_rank_on_npu), d.npu_token, super::topk::rank_words(d.npu_rank_on_reference)
+                p.prompt, d.step, d.reference_token, crate::exec::checks::topk::rank_words(d.reference_rank_on_npu), d.npu_token, crate::exec::checks::topk::rank_words(d.npu_rank_on_reference)
             ),
         };
         rec.notes.push(text);

@@ -8,19 +8,19 @@
 
 use std::collections::BTreeMap;
 
-use super::design::{self, site_key, tiling_of, tiling_params, Plans, Tiling};
-use super::fault::Fault;
-use super::gate::{GateCheck, ThresholdSource};
-use super::npu::{has_scaling, table_frequencies, RopeTable};
-use super::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
-use super::registry::RegistryRow;
-use super::remedy::Failure;
-use super::run::{Attempt, Change, PhaseEnd, Run};
-use super::trajectory::ActionLinks;
-use super::validate::{validate, CheckOutcome, KernelCheck, ValidationContext};
-use super::weights::TensorIndex;
-use super::DeployError;
 use crate::bundle::{Comparison, Step, Value};
+use crate::exec::artifacts::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
+use crate::exec::artifacts::registry::RegistryRow;
+use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::gate::{GateCheck, ThresholdSource};
+use crate::exec::checks::remedy::Failure;
+use crate::exec::checks::validate::{validate, CheckOutcome, KernelCheck, ValidationContext};
+use crate::exec::design::{self, site_key, tiling_of, tiling_params, Plans, Tiling};
+use crate::exec::fault::Fault;
+use crate::exec::npu::{has_scaling, table_frequencies, RopeTable};
+use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
+use crate::exec::weights::TensorIndex;
+use crate::exec::DeployError;
 use crate::model::arch::RopeScaling;
 use crate::ops::{KernelSettings, Op, OpKind};
 use crate::xdna2::cost::time_standalone;
@@ -555,7 +555,7 @@ fn validate_site(
                 &ActionLinks::default(),
             );
         }
-        let tol = super::validate::tolerance_of(&launch);
+        let tol = crate::exec::checks::validate::tolerance_of(&launch);
         let vparams = BTreeMap::from([
             (
                 "kernel".to_string(),

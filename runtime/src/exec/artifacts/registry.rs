@@ -9,8 +9,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::validate::{CheckOutcome, KernelCheck};
-use super::DeployError;
+use crate::exec::checks::validate::{CheckOutcome, KernelCheck};
+use crate::exec::DeployError;
 use crate::xdna2::plan::Launch;
 
 pub const REGISTRY_SCHEMA: &str = "skillc.kernel-registry/1";

@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::fault::Fault;
-use super::gate::GateCheck;
-use super::topk::TopKCheck;
 use crate::bundle::{Provenance, Value};
+use crate::exec::checks::gate::GateCheck;
+use crate::exec::checks::topk::TopKCheck;
+use crate::exec::fault::Fault;
 
 pub const REPORT_SCHEMA: &str = "skillc.deploy-report/1";
 
@@ -257,6 +257,10 @@ pub struct DeployReport {
     pub bundle: String,
     /// The trajectories the bundle was built from.
     pub bundle_sources: Vec<String>,
+    /// What was wrong with the bundle when this run started (see
+    /// `DeployOptions::bundle_notes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bundle_notes: Vec<String>,
     /// The model directory's name (known even when the config cannot be read).
     #[serde(default)]
     pub model_dir: String,
@@ -267,7 +271,7 @@ pub struct DeployReport {
     pub phases: Vec<PhaseRecord>,
     pub verification: Vec<PromptVerdict>,
     /// Per-layer cosines of the first prompt (phase 3 diagnosis, not a gate).
-    pub diagnosis: Vec<super::verify::LayerDiagnosis>,
+    pub diagnosis: Vec<crate::exec::checks::verify::LayerDiagnosis>,
     /// Numerics fingerprints that passed verification, with how each was verified.
     pub verified: BTreeMap<String, String>,
     pub performance: Option<Performance>,

@@ -4,13 +4,13 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use super::evaluate::Evaluation;
-use super::gate::{GateCheck, ThresholdSource};
-use super::record::{EvaluationSummary, PhaseRecord, Verdict};
-use super::run::{PhaseEnd, Run};
-use super::trajectory::ActionLinks;
-use super::{files, DeployError, EvaluatorLaunch};
 use crate::bundle::{Comparison, Value};
+use crate::exec::artifacts::record::{EvaluationSummary, PhaseRecord, Verdict};
+use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::gate::{GateCheck, ThresholdSource};
+use crate::exec::evaluate::Evaluation;
+use crate::exec::run::{PhaseEnd, Run};
+use crate::exec::{files, DeployError, EvaluatorLaunch};
 use crate::ops::OpKind;
 
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
@@ -116,7 +116,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             Ok(PhaseEnd::Passed)
         }
         Some(gate) => {
-            let failure = super::remedy::Failure {
+            let failure = crate::exec::checks::remedy::Failure {
                 phase: 7,
                 op: OpKind::Evaluate,
                 params,

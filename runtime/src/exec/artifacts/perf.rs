@@ -5,8 +5,8 @@
 
 use serde_json::Value as Json;
 
-use super::design::Plans;
 use super::record::RooflineRow;
+use crate::exec::design::Plans;
 use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
 use crate::xdna2::roofline::{roofline as kernel_roofline, Bound};

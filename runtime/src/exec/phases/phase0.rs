@@ -7,15 +7,15 @@
 
 use std::collections::BTreeMap;
 
-use super::gate::{non_finite, GateCheck, ThresholdSource};
 use super::prompts::{check_prompts, default_prompts};
-use super::record::{ModelInfo, PhaseRecord, StepOrigin, StepOutcome, Stop};
-use super::run::{PhaseEnd, Run};
-use super::topk::{GATE_K, GATE_N_TOKENS};
-use super::trajectory::ActionLinks;
-use super::verify::{generate, ReferenceDecoder};
-use super::DeployError;
 use crate::bundle::{Comparison, Value};
+use crate::exec::artifacts::record::{ModelInfo, PhaseRecord, StepOrigin, StepOutcome, Stop};
+use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::gate::{non_finite, GateCheck, ThresholdSource};
+use crate::exec::checks::topk::{GATE_K, GATE_N_TOKENS};
+use crate::exec::checks::verify::{generate, ReferenceDecoder};
+use crate::exec::run::{PhaseEnd, Run};
+use crate::exec::DeployError;
 use crate::model::config::{load_config, ConfigError};
 use crate::model::oracle::blocks::argmax;
 use crate::model::oracle::compare::{
@@ -95,7 +95,7 @@ fn refuse(
 fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, DeployError> {
     run.progress.step(OpKind::CheckScope.name());
     let path = run.options.model_dir.join("config.json");
-    if !path.is_file() {
+    if !path.exists() {
         return Err(DeployError::Usage(format!(
             "{}: no config.json (a model directory holds config.json and, optionally, *.safetensors)",
             run.options.model_dir.display()
@@ -107,7 +107,7 @@ fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, D
         &BTreeMap::new(),
         &ActionLinks::default(),
     );
-    let step = |outcome| super::record::StepRecord {
+    let step = |outcome| crate::exec::artifacts::record::StepRecord {
         op: OpKind::CheckScope.to_string(),
         params: BTreeMap::new(),
         origin: origin.clone(),
@@ -164,9 +164,9 @@ fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, D
         Some(&action),
     );
     run.gate(rec, gate);
-    let config_sha256 = super::artifacts::sha256_file(&path)?;
+    let config_sha256 = crate::exec::artifacts::sha256_file(&path)?;
     run.report.model = Some(ModelInfo {
-        name: super::run::model_name(&run.options.model_dir),
+        name: crate::exec::run::model_name(&run.options.model_dir),
         class_name: arch.class_name.clone(),
         parameters: arch.parameter_count(),
         layers: arch.num_layers,
@@ -215,7 +215,7 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
         Ok(model) => model,
         Err(e) => {
             let reason = format!("the weights cannot be loaded: {e}");
-            rec.steps.push(super::record::StepRecord {
+            rec.steps.push(crate::exec::artifacts::record::StepRecord {
                 op: OpKind::LoadWeights.to_string(),
                 params,
                 origin,
@@ -255,7 +255,7 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
         },
         _ => StepOutcome::AsRecorded,
     };
-    rec.steps.push(super::record::StepRecord {
+    rec.steps.push(crate::exec::artifacts::record::StepRecord {
         op: OpKind::LoadWeights.to_string(),
         params,
         origin,
@@ -287,7 +287,8 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
         return Ok(None);
     };
     let fixture_path = run.options.model_dir.join(REFERENCE_FILE);
-    if fixture_path.is_file() {
+    // `exists`: a reference that is not a regular file is refused, not skipped.
+    if fixture_path.exists() {
         match ReferenceTensors::read(&fixture_path) {
             Ok(t) => run.fixture = Some(t),
             Err(e) => return Err(DeployError::io(&fixture_path, e)),
@@ -312,7 +313,7 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
         &BTreeMap::new(),
         &ActionLinks::default(),
     );
-    rec.steps.push(super::record::StepRecord {
+    rec.steps.push(crate::exec::artifacts::record::StepRecord {
         op: OpKind::BuildReference.to_string(),
         params: BTreeMap::new(),
         origin,
@@ -430,7 +431,7 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
         });
     let (Some(fixture), Some(model)) = (run.fixture.as_ref(), run.model.as_ref()) else {
         if recorded.is_some() {
-            rec.steps.push(super::record::StepRecord {
+            rec.steps.push(crate::exec::artifacts::record::StepRecord {
                 op: OpKind::CompareReference.to_string(),
                 params: recorded.clone().unwrap_or_default(),
                 origin,
@@ -464,7 +465,7 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
     let action = run
         .traj
         .action(OpKind::CompareReference, &params, &ActionLinks::default());
-    rec.steps.push(super::record::StepRecord {
+    rec.steps.push(crate::exec::artifacts::record::StepRecord {
         op: OpKind::CompareReference.to_string(),
         params,
         origin,

@@ -6,16 +6,16 @@
 
 use std::collections::BTreeMap;
 
-use super::design::{fingerprint, modeled};
-use super::gate::{GateCheck, ThresholdSource};
-use super::perf::{roofline, trace};
-use super::production::{ModelRef, ProductionPlan, WeightsRef, PLAN_SCHEMA};
-use super::record::{Performance, PhaseRecord, StepOutcome};
-use super::run::{write, write_report, PhaseEnd, Run};
-use super::topk::{GATE_K, GATE_N_TOKENS};
-use super::trajectory::ActionLinks;
-use super::{files, DeployError};
 use crate::bundle::{Comparison, Value};
+use crate::exec::artifacts::perf::{roofline, trace};
+use crate::exec::artifacts::production::{ModelRef, ProductionPlan, WeightsRef, PLAN_SCHEMA};
+use crate::exec::artifacts::record::{Performance, PhaseRecord, StepOutcome};
+use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::gate::{GateCheck, ThresholdSource};
+use crate::exec::checks::topk::{GATE_K, GATE_N_TOKENS};
+use crate::exec::design::{fingerprint, modeled};
+use crate::exec::run::{write, write_report, PhaseEnd, Run};
+use crate::exec::{files, DeployError};
 use crate::model::WeightOrigin;
 use crate::ops::OpKind;
 
@@ -93,7 +93,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     let round_trip = reloaded
         .as_ref()
         .is_some_and(|p| p == &production && fingerprint(&p.plans, &p.design.path) == fp);
-    let unvalidated = super::design::sites(&plans)
+    let unvalidated = crate::exec::design::sites(&plans)
         .iter()
         .filter(|(key, (_, launch))| !run.registry.validated(key, launch))
         .count();
@@ -167,7 +167,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     );
     write_report(run)?;
     if let Some(gate) = failed {
-        let failure = super::remedy::Failure {
+        let failure = crate::exec::checks::remedy::Failure {
             phase: 6,
             op: OpKind::WriteArtifacts,
             params: BTreeMap::new(),

@@ -236,7 +236,7 @@ pub fn action_vars(op: OpKind, action: &BTreeMap<String, Value>) -> BTreeMap<Str
 mod tests {
     use super::*;
     use crate::bundle::{BinaryOp, Comparison, Symptom};
-    use crate::exec::gate::ThresholdSource;
+    use crate::exec::checks::gate::ThresholdSource;
 
     fn gemm_action(tile_n: i64) -> BTreeMap<String, Value> {
         BTreeMap::from([

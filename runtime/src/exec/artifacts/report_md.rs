@@ -2,10 +2,10 @@
 
 use std::fmt::Write as _;
 
-use super::gate::format_value;
 use super::record::{
     DeployReport, ModeledTimes, Performance, PhaseStatus, StepOrigin, StepOutcome,
 };
+use crate::exec::checks::gate::format_value;
 
 pub fn render(r: &DeployReport) -> String {
     let mut out = String::new();
@@ -21,6 +21,9 @@ pub fn render(r: &DeployReport) -> String {
         r.bundle,
         r.bundle_sources.join(", ")
     );
+    for note in &r.bundle_notes {
+        let _ = writeln!(out, "**Bundle warning:** {note}\n");
+    }
     if let Some(stop) = &r.stop {
         let _ = writeln!(
             out,

@@ -6,19 +6,19 @@
 
 use std::collections::BTreeMap;
 
-use super::design::{self, Design};
-use super::fault::Fault;
-use super::gate::{
+use crate::bundle::{Comparison, Value};
+use crate::exec::artifacts::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
+use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::gate::{
     cosine, min_or_nan, non_finite, position_cosine_floor, row_cosines, GateCheck, ThresholdSource,
     BLOCK_COSINE_MIN,
 };
-use super::npu::NpuModel;
-use super::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
-use super::remedy::Failure;
-use super::run::{Attempt, Change, PhaseEnd, Run};
-use super::trajectory::ActionLinks;
-use super::DeployError;
-use crate::bundle::{Comparison, Value};
+use crate::exec::checks::remedy::Failure;
+use crate::exec::design::{self, Design};
+use crate::exec::fault::Fault;
+use crate::exec::npu::NpuModel;
+use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
+use crate::exec::DeployError;
 use crate::model::oracle::{LogitRows, Reference};
 use crate::ops::OpKind;
 use crate::xdna2::plan::{Transform, WeightSource};
@@ -121,7 +121,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             }
         }
     }
-    let stop = super::record::Stop {
+    let stop = crate::exec::artifacts::record::Stop {
         phase: 2,
         gate: "block".into(),
         metric: "rounds".into(),

@@ -6,8 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
 use crate::bundle::{Phase, Step, Value};
+use crate::exec::artifacts::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
 use crate::ops::OpKind;
 
 /// Kernel × shape keys of this model (`gemm [2048, 2048, 512]`), from phase 1.

@@ -13,16 +13,18 @@
 
 use std::collections::BTreeMap;
 
-use super::design::{self, fingerprint, modeled, Design, Plans};
-use super::gate::{GateCheck, ThresholdSource};
 use super::phase1::{check_site, kernel_gate};
 use super::phase3::{run_verification, verify_gates};
-use super::record::{ModeledTimes, PhaseRecord, StepOrigin, StepOutcome, StepRecord};
-use super::registry::RegistryRow;
-use super::run::{PhaseEnd, Run};
-use super::trajectory::ActionLinks;
-use super::DeployError;
 use crate::bundle::{Comparison, Step, Value};
+use crate::exec::artifacts::record::{
+    ModeledTimes, PhaseRecord, StepOrigin, StepOutcome, StepRecord,
+};
+use crate::exec::artifacts::registry::RegistryRow;
+use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::gate::{GateCheck, ThresholdSource};
+use crate::exec::design::{self, fingerprint, modeled, Design, Plans};
+use crate::exec::run::{PhaseEnd, Run};
+use crate::exec::DeployError;
 use crate::ops::{Op, OpKind};
 
 /// Operations that change the plan (as opposed to profiling).
@@ -105,7 +107,7 @@ pub(crate) fn run(
         run.progress.step(&format!(
             "{} {}",
             step.op,
-            super::trajectory::value(&Value::Text(step.id.clone()))
+            crate::exec::artifacts::trajectory::value(&Value::Text(step.id.clone()))
         ));
         let (outcome, next) = try_technique(run, rec, &t, step, &current)?;
         if let Some(next) = next {
@@ -130,7 +132,7 @@ pub(crate) fn run(
             ThresholdSource::Rederived {
                 why: format!(
                     "the bundle's gate is relative to the previous phase (recorded {}); here the baseline is this model's phase-3 plan",
-                    g.recorded.map_or("-".to_string(), super::gate::format_value)
+                    g.recorded.map_or("-".to_string(), crate::exec::checks::gate::format_value)
                 ),
                 provenance: g.provenance.clone(),
             },
@@ -160,8 +162,8 @@ pub(crate) fn run(
     rec.notes.push(format!(
         "{}: {} -> {} {} (modeled at seq {}; {})",
         t.metric,
-        super::gate::format_value(baseline),
-        super::gate::format_value(final_value),
+        crate::exec::checks::gate::format_value(baseline),
+        crate::exec::checks::gate::format_value(final_value),
         t.unit,
         design::SEQ_LEN,
         run.calibration_note()
@@ -169,7 +171,7 @@ pub(crate) fn run(
     if passed {
         Ok(PhaseEnd::Passed)
     } else {
-        let failure = super::remedy::Failure {
+        let failure = crate::exec::checks::remedy::Failure {
             phase,
             op: t.profile_op,
             params: BTreeMap::new(),
@@ -386,8 +388,8 @@ fn try_technique(
             run,
             format!(
                 "modeled decode would slow down ({} -> {} ms)",
-                super::gate::format_value(current.2.ms_per_token),
-                super::gate::format_value(times.ms_per_token)
+                crate::exec::checks::gate::format_value(current.2.ms_per_token),
+                crate::exec::checks::gate::format_value(times.ms_per_token)
             ),
         );
     }
@@ -397,8 +399,8 @@ fn try_technique(
             format!(
                 "modeled {} did not drop ({} -> {} {})",
                 t.metric,
-                super::gate::format_value(before),
-                super::gate::format_value(after),
+                crate::exec::checks::gate::format_value(before),
+                crate::exec::checks::gate::format_value(after),
                 t.unit
             ),
         );
@@ -456,7 +458,7 @@ fn try_technique(
         }
         format!(
             "numerics changed: new kernel configurations validated, greedy {} tokens re-verified on {} prompts",
-            super::topk::GATE_N_TOKENS,
+            crate::exec::checks::topk::GATE_N_TOKENS,
             run.report.prompts.len()
         )
     };
@@ -467,8 +469,8 @@ fn try_technique(
     let why = format!(
         "modeled {} {} -> {} {}",
         t.metric,
-        super::gate::format_value(before),
-        super::gate::format_value(after),
+        crate::exec::checks::gate::format_value(before),
+        crate::exec::checks::gate::format_value(after),
         t.unit
     );
     Ok((StepOutcome::Kept { why }, Some((d, plans, times))))
@@ -486,8 +488,8 @@ fn short_check(
     old: (&Plans, &Design),
     new: (&Plans, &Design),
 ) -> Result<bool, DeployError> {
-    use super::npu::NpuModel;
-    use super::verify::Decoder;
+    use crate::exec::checks::verify::Decoder;
+    use crate::exec::npu::NpuModel;
     let (Some(model), Some(prompt)) = (run.model.as_ref(), run.report.prompts.first()) else {
         return Err(DeployError::Usage("no model or prompt".into()));
     };

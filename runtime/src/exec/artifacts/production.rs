@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::design::{Design, Plans};
 use super::record::ModeledTimes;
+use crate::exec::design::{Design, Plans};
 
 pub const PLAN_SCHEMA: &str = "skillc.production-plan/1";
 

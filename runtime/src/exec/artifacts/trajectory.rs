@@ -12,8 +12,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use super::gate::GateCheck;
 use crate::bundle::{BinaryOp, Expr, Lesson, LessonKind, Remedy, SkillSet, Symptom, Value};
+use crate::exec::checks::gate::GateCheck;
 use crate::ops::is_keyword;
 use crate::ops::OpKind;
 
