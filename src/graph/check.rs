@@ -381,11 +381,11 @@ impl Checker {
                     self.push(wrong("a float"));
                 }
                 self.no_unit(spec, q);
-                self.in_bounds(spec, q, value.span);
+                self.in_bounds(spec, q);
             }
             (ValueKind::Number(q), ParamKind::Float) => {
                 self.no_unit(spec, q);
-                self.in_bounds(spec, q, value.span);
+                self.in_bounds(spec, q);
             }
             (ValueKind::Bool(_), ParamKind::Bool)
             | (ValueKind::Str(_), ParamKind::Str)
@@ -400,7 +400,7 @@ impl Checker {
                     match &item.kind {
                         ValueKind::Number(q) if matches!(q.number, Number::Int(_)) => {
                             self.no_unit(spec, q);
-                            self.in_bounds(spec, q, item.span);
+                            self.in_bounds(spec, q);
                         }
                         other => self.push(Diagnostic::new(
                             Code::WrongValueKind,
@@ -427,7 +427,7 @@ impl Checker {
 
     /// A literal outside its parameter's range (`shape=[0,…]`, `rtol=-1`): the
     /// table's bound, the one replay and deploy enforce too.
-    fn in_bounds(&mut self, spec: &ParamSpec, quantity: &Quantity, span: Span) {
+    fn in_bounds(&mut self, spec: &ParamSpec, quantity: &Quantity) {
         let value = quantity.number.as_f64();
         if !spec.bound.admits(value) {
             let slot = if spec.kind == ParamKind::IntList {
@@ -438,7 +438,7 @@ impl Checker {
             self.push(
                 Diagnostic::new(
                     Code::ParameterOutOfRange,
-                    span,
+                    quantity.span,
                     format!(
                         "`{}` = {}: {}",
                         spec.name,
@@ -915,7 +915,7 @@ impl Checker {
                     ));
                 }
                 self.no_unit(param, q);
-                self.in_bounds(param, q, value.span);
+                self.in_bounds(param, q);
             }
             ExprKind::Str(_) | ExprKind::Bool(_) | ExprKind::List(_) | ExprKind::Word(_) => self
                 .push(Diagnostic::new(

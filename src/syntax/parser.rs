@@ -513,10 +513,20 @@ impl Builder<'_> {
     }
 
     fn quantity(&mut self, pair: Pair<'_, Rule>) -> Quantity {
-        let span = self.spans.span(&pair);
+        let mut span = self.spans.span(&pair);
         let mut parts = inner(pair);
-        let number = parts.next().map_or(Number::Int(0), |p| self.number(&p));
+        let number = parts.next().map(|p| (self.number(&p), self.spans.span(&p)));
         let unit = parts.next().map(|p| self.name(&p));
+        let number = match (number, &unit) {
+            // Without a unit the quantity ends with its number, not with the
+            // blank the grammar skipped looking for one.
+            (Some((number, number_span)), None) => {
+                span = number_span;
+                number
+            }
+            (Some((number, _)), Some(_)) => number,
+            (None, _) => Number::Int(0),
+        };
         Quantity { number, unit, span }
     }
 
