@@ -532,7 +532,11 @@ mod tests {
             step.id.clone()
         };
         let parts = set(OpKind::PartitionLmHead, "parts", Value::Int(0));
-        let tile = set(OpKind::SelectTiling, "tile", Value::IntList(vec![0, 0, 0, 0]));
+        let tile = set(
+            OpKind::SelectTiling,
+            "tile",
+            Value::IntList(vec![0, 0, 0, 0]),
+        );
         let rtol = set(OpKind::ValidateKernel, "rtol", Value::Float(-1.0));
         let lesson = edited.lessons.values_mut().next().expect("a lesson");
         lesson.fix = Remedy {

@@ -567,7 +567,10 @@ impl Builder<'_> {
             Diagnostic::new(
                 Code::NumberUnderflow,
                 self.spans.span(pair),
-                format!("number `{}` underflows: it reads as {became}", pair.as_str()),
+                format!(
+                    "number `{}` underflows: it reads as {became}",
+                    pair.as_str()
+                ),
             )
             .with_hint("the smallest normal float is 2.2e-308; write 0 if zero is meant"),
         );
