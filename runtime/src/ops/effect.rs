@@ -315,7 +315,7 @@ mod tests {
     /// A value of `spec`'s kind inside its bound.
     fn sample(spec: &ParamSpec) -> Value {
         match spec.kind {
-            ParamKind::Int => Value::Int(2),
+            ParamKind::Int => Value::Int(1),
             ParamKind::Float => Value::Float(0.5),
             ParamKind::Bool => Value::Bool(true),
             ParamKind::Str => Value::Text("a note".into()),
