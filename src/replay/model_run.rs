@@ -29,7 +29,9 @@ use skillc_runtime::xdna2::exec::Session;
 use skillc_runtime::xdna2::numerics::cosine;
 use skillc_runtime::xdna2::plan::{Phase, Plan, PlanOptions};
 
-use super::state::{RopePairing, State};
+use skillc_runtime::ops::{BufferKey, RopeConvention};
+
+use super::state::State;
 
 /// Rows of the prefill plans the model-level runs execute.
 pub const PROMPT_ROWS: usize = 256;
@@ -80,7 +82,7 @@ impl Runner {
         let key = format!(
             "{run:?}/{prompts}/{:?}/{}/{}/{}",
             state.rope,
-            state.shared_weight_buffers,
+            state.weight_buffers,
             numerics_key(&state.options(Phase::Prefill)),
             numerics_key(&state.options(Phase::Decode)),
         );
@@ -296,13 +298,13 @@ fn layer_outputs(
 /// The weights the NPU side runs with in `state`.
 fn npu_weights(arch: &Architecture, weights: &Weights, state: &State) -> Weights {
     let mut w = weights.clone();
-    if state.rope == RopePairing::Interleaved {
+    if state.rope == RopeConvention::Interleaved {
         for layer in &mut w.layers {
             layer.q_proj = pair_rows(&layer.q_proj, arch.head_dim);
             layer.k_proj = pair_rows(&layer.k_proj, arch.head_dim);
         }
     }
-    if state.shared_weight_buffers {
+    if state.weight_buffers == BufferKey::Shared {
         let last = w.layers.len().saturating_sub(1);
         if let Some(source) = w.layers.last().cloned() {
             for (i, layer) in w.layers.iter_mut().enumerate().take(last) {

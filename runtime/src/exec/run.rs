@@ -462,6 +462,10 @@ fn check_bundle(bundle: &Bundle) -> Result<(), DeployError> {
             "expected phases 0 to 7 in order, found {indices:?}"
         )));
     }
+    let problems = bundle.parameter_problems();
+    if !problems.is_empty() {
+        return Err(DeployError::Bundle(problems.join("; ")));
+    }
     Ok(())
 }
 

@@ -25,7 +25,7 @@ use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::design::{self, fingerprint, modeled, Design, Plans};
 use crate::exec::run::{PhaseEnd, Run};
 use crate::exec::DeployError;
-use crate::ops::OpKind;
+use crate::ops::{Op, OpKind};
 
 /// Operations that change the plan (as opposed to profiling).
 const TECHNIQUES: &[OpKind] = &[
@@ -328,7 +328,10 @@ fn try_technique(
     };
     let mut d = current.0.clone();
     let site = tune_site(&current.1, step);
-    if let Err(why) = design::apply_change(&mut d, &arch, step.op, &step.params, site.as_ref()) {
+    let applied = Op::read(step.op, &step.params)
+        .map_err(|e| e.to_string())
+        .and_then(|op| design::apply_change(&mut d, &arch, &run.device, &op, site.as_ref()));
+    if let Err(why) = applied {
         return Ok((StepOutcome::NotApplicable { why }, None));
     }
     if d == current.0 {

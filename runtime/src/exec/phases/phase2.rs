@@ -82,7 +82,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
                 return Attempt::Inapplicable("no model".into());
             };
             let mut d = run.design.clone();
-            if let Err(e) = design::apply_changes(&mut d, &arch, changes, None) {
+            if let Err(e) = design::apply_changes(&mut d, &arch, &run.device, changes, None) {
                 return Attempt::Inapplicable(e);
             }
             if d == run.design {
@@ -108,7 +108,13 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
                 let Some(arch) = run.arch.clone() else {
                     break;
                 };
-                let _ = design::apply_changes(&mut run.design, &arch, &fixed.changes, None);
+                let _ = design::apply_changes(
+                    &mut run.design,
+                    &arch,
+                    &run.device,
+                    &fixed.changes,
+                    None,
+                );
             }
             None => {
                 let stop = run.stop(rec, &failure, "no lesson of the bundle fixed the block");

@@ -71,7 +71,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
                 return Attempt::Inapplicable("no model".into());
             };
             let mut d = run.design.clone();
-            if let Err(e) = design::apply_changes(&mut d, &arch, changes, None) {
+            if let Err(e) = design::apply_changes(&mut d, &arch, &run.device, changes, None) {
                 return Attempt::Inapplicable(e);
             }
             let plans = match d.plans(&name, &arch, &run.device) {
@@ -98,7 +98,13 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         ) {
             Some(fixed) => {
                 if let Some(arch) = run.arch.clone() {
-                    let _ = design::apply_changes(&mut run.design, &arch, &fixed.changes, None);
+                    let _ = design::apply_changes(
+                        &mut run.design,
+                        &arch,
+                        &run.device,
+                        &fixed.changes,
+                        None,
+                    );
                 }
             }
             None => {
