@@ -501,8 +501,11 @@ mod tests {
 
     /// Replay once set 4 rows for a `cascade-ffn` without `rows` and the executor
     /// kept its current value; an unknown operation was a no-op in replay and an
-    /// error here. Now `rows` is required wherever `cascade-ffn` is read, and an
-    /// unknown operation cannot be read at all.
+    /// error here. Now `rows` is required wherever `cascade-ffn` is read
+    /// (`Op::read`, which replay calls too), and an unknown operation name is
+    /// refused where names are read: `skillc check` (E0006,
+    /// tests/data/invalid/unknown-operation.traj) and bundle.json
+    /// (`bundle::tests::operations_are_read_once_and_unknown_ones_refused`).
     #[test]
     fn cascade_ffn_needs_its_rows_and_unknown_operations_do_not_read() {
         let arch = fixture("llama32-tiny");

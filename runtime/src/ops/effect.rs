@@ -398,6 +398,54 @@ mod tests {
             if kind.measures() {
                 assert_eq!(effect, Effect::Measures, "{kind} measures");
             }
+            assert_changes_what_it_says(kind, &effect);
+        }
+    }
+
+    /// A plan or path change alters options with every technique off (a struct
+    /// literal, so a new option must be placed here); the exceptions are the two
+    /// that restate what every plan already does.
+    fn assert_changes_what_it_says(kind: OpKind, effect: &Effect) {
+        match effect {
+            Effect::Plan { change, .. } => {
+                let before = PlanOptions {
+                    merge_launches: false,
+                    static_weights: false,
+                    mark_intermediates: false,
+                    shared_intermediates: false,
+                    last_token_lm_head: false,
+                    npu_lm_head: false,
+                    lm_head_parts: 1,
+                    gemv_decode: false,
+                    cpu_decode_attention: false,
+                    cascade_ffn: false,
+                    cascade_rows: 1,
+                    layout: QkvLayout::HeadFirst,
+                    omit_pingpong: false,
+                    pad_heads: false,
+                    precision: Precision::Bf16,
+                };
+                let mut after = before.clone();
+                change.apply(&mut after);
+                let restates = matches!(
+                    change,
+                    PlanChange::PretransposeWeights | PlanChange::SplitLaunches { .. }
+                );
+                assert_eq!(after == before, restates, "{kind}: {change:?}");
+            }
+            Effect::Path(change) => {
+                let before = NpuPath {
+                    qkv_bias: false,
+                    qk_norm: false,
+                    rope: RopeTable::Unscaled,
+                };
+                let mut after = before;
+                change.apply(&mut after);
+                let restates = *change == PathChange::RopeTable(RopeTable::Unscaled);
+                assert_eq!(after == before, restates, "{kind}: {change:?}");
+            }
+            Effect::Kernel(settings) => assert_ne!(settings.herd, None, "{kind} sets its herd"),
+            Effect::Measures | Effect::Records | Effect::RopePairing(_) => {}
         }
     }
 }
