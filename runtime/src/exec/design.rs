@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::npu::{NpuPath, RopeTable};
 use super::record::ModeledTimes;
 use crate::bundle::Value;
 use crate::model::arch::Architecture;
 use crate::xdna2::builder::{plan_for, Optimization};
 use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
+use crate::xdna2::interpreter::{NpuPath, RopeTable};
 use crate::xdna2::kernels::{GemmSpec, GemmTile, GemvTile, Herd, Precision, QkvLayout};
 use crate::xdna2::plan::{Launch, Phase, Plan, PlanOptions, Step, Transform, WeightSource};
 

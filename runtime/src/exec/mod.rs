@@ -13,8 +13,9 @@
 //! Module map: `run` drives the phases over the shared state; `phase0`, `phase1`,
 //! `phase2`, `phase3`, `optimize` (4 and 5), `finalize` (6) and `phase7` hold the
 //! phases and `steps` accounts for the bundle steps they leave; [`design`] turns the
-//! executor's decisions into the builder's plans, [`npu`] runs them over the model's
-//! weights, [`validate`] is phase 1's kernel harness and [`registry`] its file;
+//! executor's decisions into the builder's plans, which the backend's plan
+//! interpreter (`xdna2::interpreter`) runs over the model's weights; [`validate`]
+//! is phase 1's kernel harness and [`registry`] its file;
 //! [`gate`], [`topk`], [`verify`] and [`remedy`] are the checking machinery;
 //! [`record`], [`report_md`], [`trajectory`], [`perf`] and [`production`] write what
 //! happened; [`evaluate`] is phase 7's fresh-process evaluator.
@@ -32,11 +33,9 @@ pub mod topk;
 pub mod trajectory;
 pub mod validate;
 pub mod verify;
-pub mod weights;
 
 pub mod design;
 pub mod evaluate;
-pub mod npu;
 pub mod perf;
 pub mod production;
 pub mod registry;

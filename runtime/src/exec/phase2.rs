@@ -12,7 +12,6 @@ use super::gate::{
     cosine, min_or_nan, non_finite, position_cosine_floor, row_cosines, GateCheck, ThresholdSource,
     BLOCK_COSINE_MIN,
 };
-use super::npu::NpuModel;
 use super::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
 use super::remedy::Failure;
 use super::run::{Attempt, Change, PhaseEnd, Run};
@@ -20,6 +19,7 @@ use super::trajectory::ActionLinks;
 use super::DeployError;
 use crate::bundle::{Comparison, Value};
 use crate::model::oracle::{LogitRows, Reference};
+use crate::xdna2::interpreter::Interpreter;
 use crate::xdna2::plan::{Transform, WeightSource};
 
 /// Gate rounds: a fix may expose the next failing gate.
@@ -320,15 +320,11 @@ fn block_gates(
         return Err("phase 2 needs the model and the reference prefill".into());
     };
     let plans = design.plans(&name, arch, &run.device)?;
-    let mut npu = NpuModel::new(
-        &run.device,
-        model,
-        &plans.prefill,
-        &plans.decode,
-        design.path,
-    );
+    let mut npu = Interpreter::new(&run.device, &model.arch, &model.weights, design.path);
     let prompt = run.report.prompts.first().cloned().unwrap_or_default();
-    let outputs = npu.prefill_layers(&prompt, 1)?;
+    let outputs = npu
+        .prefill_layers(&plans.prefill, &prompt, 1)
+        .map_err(|e| e.to_string())?;
     let ours = outputs.first().ok_or("the NPU block produced no output")?;
     let theirs = &reference.layer_outputs[0].data;
     let conditions = BTreeMap::from([

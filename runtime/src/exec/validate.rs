@@ -15,7 +15,6 @@
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::weights::{resolve, TensorIndex, WeightData};
 use crate::bf16;
 use crate::model::arch::Architecture;
 use crate::model::oracle::{blocks, linear};
@@ -23,6 +22,7 @@ use crate::model::tensor::BfTensor;
 use crate::rng::SplitMix64;
 use crate::xdna2::constraints::ConstraintViolation;
 use crate::xdna2::device::Device;
+use crate::xdna2::interpreter::weights::{resolve, TensorIndex, WeightData};
 use crate::xdna2::kernels::{
     self, BOperand, EltwiseSpec, FlashAttentionSpec, GemmSpec, Kernel, NormSpec, Precision,
     QkvLayout, RopeSpec,
@@ -180,7 +180,7 @@ fn draws(seed: u64, stream: &str, n: usize, scale: f32) -> Vec<u16> {
 }
 
 fn weight<'m>(ctx: &ValidationContext<'_, 'm>, name: &str) -> Result<WeightData<'m>, String> {
-    resolve(ctx.plan, name, 0, ctx.index)
+    resolve(ctx.plan, name, 0, ctx.index).map_err(|e| e.to_string())
 }
 
 /// A weight with at least `rows` rows: the implicit zero rows of a padded or
