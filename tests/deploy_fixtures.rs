@@ -6,7 +6,7 @@
 mod deploy_support;
 
 use deploy_support::{check, deploy, fixture, llama1b, scratch, summary};
-use skillc_runtime::exec::record::{PhaseStatus, Verdict};
+use skillc_runtime::exec::artifacts::record::{PhaseStatus, Verdict};
 
 const FIXTURES: [&str; 4] = ["llama32-tiny", "qwen25-tiny", "qwen3-tiny", "smollm2-tiny"];
 
@@ -87,7 +87,7 @@ fn a_second_run_writes_the_same_artifacts() {
 /// q_proj and its bias, columns of o_proj — and the run still matches the reference.
 #[test]
 fn non_aligned_heads_deploy_with_phantom_heads() {
-    use skillc_runtime::exec::record::StepOrigin;
+    use skillc_runtime::exec::artifacts::record::StepOrigin;
     let out = scratch("padded-heads");
     let outcome = deploy(
         llama1b(),

@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use skillc_runtime::bundle::Bundle;
-use skillc_runtime::exec::gate::GateCheck;
-use skillc_runtime::exec::record::PhaseStatus;
-use skillc_runtime::exec::{self, clock, DeployOptions, EvaluatorLaunch, Fault, Progress, Silent};
+use skillc_runtime::exec::artifacts::clock;
+use skillc_runtime::exec::artifacts::record::PhaseStatus;
+use skillc_runtime::exec::checks::gate::GateCheck;
+use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Fault, Progress, Silent};
 
 use super::{EXIT_FAILED, EXIT_USAGE};
 
@@ -172,9 +173,9 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
             stop.phase,
             stop.gate,
             stop.metric,
-            exec::gate::format_value(stop.value),
+            exec::checks::gate::format_value(stop.value),
             stop.comparison,
-            exec::gate::format_value(stop.threshold),
+            exec::checks::gate::format_value(stop.threshold),
             stop.reason
         );
         for t in &stop.tried {

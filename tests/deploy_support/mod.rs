@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use skillc_runtime::bundle::Bundle;
-use skillc_runtime::exec::record::{DeployReport, StepOutcome};
+use skillc_runtime::exec::artifacts::record::{DeployReport, StepOutcome};
 use skillc_runtime::exec::{self, DeployOptions, DeployOutcome, EvaluatorLaunch, Fault, Silent};
 
 pub fn repo(relative: &str) -> PathBuf {

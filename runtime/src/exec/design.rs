@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::record::ModeledTimes;
+use super::artifacts::record::ModeledTimes;
 use crate::bundle::Value;
 use crate::model::arch::Architecture;
 use crate::xdna2::builder::{plan_for, Optimization};

@@ -19,13 +19,13 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::artifacts::production::{ProductionPlan, WeightsRef, PLAN_SCHEMA};
+use super::artifacts::record::{DeployReport, PhaseStatus, PromptVerdict};
+use super::artifacts::registry::Registry;
 use super::artifacts::sha256_file;
+use super::checks::topk::{GATE_K, GATE_N_TOKENS};
+use super::checks::verify::{reference_runs, verify_npu};
 use super::design::{self, fingerprint, Plans};
-use super::production::{ProductionPlan, WeightsRef, PLAN_SCHEMA};
-use super::record::{DeployReport, PhaseStatus, PromptVerdict};
-use super::registry::Registry;
-use super::topk::{GATE_K, GATE_N_TOKENS};
-use super::verify::{reference_runs, verify_npu};
 use super::{files, DeployError};
 use crate::model::config::load_config;
 use crate::model::Model;
@@ -324,8 +324,8 @@ fn warnings(report: &DeployReport, fresh: &[PromptVerdict]) -> Vec<String> {
                     "prompt {} diverges early, at step {} (reference token {} on the NPU, NPU token {} on the reference)",
                     p.prompt,
                     d.step,
-                    super::topk::rank_words(d.reference_rank_on_npu),
-                    super::topk::rank_words(d.npu_rank_on_reference)
+                    super::checks::topk::rank_words(d.reference_rank_on_npu),
+                    super::checks::topk::rank_words(d.npu_rank_on_reference)
                 ));
             }
         }

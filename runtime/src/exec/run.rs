@@ -6,22 +6,21 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use super::design::{Design, Plans};
-use super::gate::GateCheck;
-use super::progress::Progress;
-use super::record::{ContextDecode, ModeledTimes};
-use super::record::{
+use super::artifacts::record::{ContextDecode, ModeledTimes};
+use super::artifacts::record::{
     DeployReport, PhaseRecord, PhaseStatus, RemedyAttempt, StepOutcome, StepRecord, Stop, Verdict,
     REPORT_SCHEMA,
 };
-use super::registry::Registry;
-use super::remedy::{apply_remedy, candidates, Failure};
-use super::topk::GreedyStep;
-use super::trajectory::{self, ActionLinks, TrajectoryWriter};
-use super::{
-    files, finalize, optimize, phase0, phase1, phase2, phase3, phase7, report_md, steps,
-    DeployError, DeployOptions, DeployOutcome,
-};
+use super::artifacts::registry::Registry;
+use super::artifacts::report_md;
+use super::artifacts::trajectory::{self, ActionLinks, TrajectoryWriter};
+use super::checks::gate::GateCheck;
+use super::checks::remedy::{apply_remedy, candidates, Failure};
+use super::checks::topk::GreedyStep;
+use super::design::{Design, Plans};
+use super::phases::{finalize, optimize, phase0, phase1, phase2, phase3, phase7, steps};
+use super::progress::Progress;
+use super::{files, DeployError, DeployOptions, DeployOutcome};
 use crate::bundle::{Bundle, Step, Value, SCHEMA_VERSION};
 use crate::model::arch::Architecture;
 use crate::model::oracle::compare::ReferenceTensors;
@@ -202,13 +201,13 @@ impl<'a> Run<'a> {
         op: &str,
         reason: &str,
     ) -> PhaseEnd {
-        rec.steps.push(super::record::StepRecord {
+        rec.steps.push(super::artifacts::record::StepRecord {
             op: op.to_string(),
             params: BTreeMap::new(),
-            origin: super::record::StepOrigin::Derived {
+            origin: super::artifacts::record::StepOrigin::Derived {
                 why: format!("phase {phase} always runs `{op}`"),
             },
-            outcome: super::record::StepOutcome::Failed {
+            outcome: super::artifacts::record::StepOutcome::Failed {
                 why: reason.to_string(),
             },
             recorded: None,
@@ -316,7 +315,8 @@ impl<'a> Run<'a> {
                 }
             };
             record.params = changes.first().map(|(_, p)| p.clone());
-            let lesson_id = self.traj.lesson(lesson, &[failing_obs]);
+            let skill = self.bundle.skills.iter().find(|s| s.name == lesson.skill);
+            let lesson_id = self.traj.lesson(lesson, skill, &[failing_obs]);
             let action_ids: Vec<String> = changes
                 .iter()
                 .map(|(op, params)| {
@@ -385,7 +385,7 @@ impl<'a> Run<'a> {
         &self,
         remedies: &[&crate::bundle::Remedy],
         action: (&str, &BTreeMap<String, Value>),
-    ) -> Result<Vec<Change>, super::remedy::RemedyError> {
+    ) -> Result<Vec<Change>, super::checks::remedy::RemedyError> {
         remedies
             .iter()
             .map(|r| {

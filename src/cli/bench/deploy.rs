@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use skillc_runtime::exec::record::{DeployReport, PhaseStatus};
+use skillc_runtime::exec::artifacts::record::{DeployReport, PhaseStatus};
 use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Silent};
 use skillc_runtime::xdna2::calibration::{DataSet, Subject};
 
@@ -77,7 +77,7 @@ pub fn bench(args: &Args) -> Result<(), String> {
             seed: args.seed,
             prompts: None,
             faults: Vec::new(),
-            started: exec::clock::now(),
+            started: exec::artifacts::clock::now(),
             evaluator: EvaluatorLaunch::Process(program.clone()),
             registry: None,
         };

@@ -1,0 +1,257 @@
+//! Phase 3, the full model: every layer and the LM head on the NPU path, verified by
+//! the binding gate — greedy decode of `GATE_N_TOKENS` tokens per prompt on both
+//! sides and the top-k set check at the first divergence — with the per-layer
+//! cosine table kept as diagnosis only, and the unoptimized plan's modeled figures
+//! as the baseline phases 4 and 5 must beat.
+
+use std::collections::BTreeMap;
+
+use super::phase2::ensure_reference_prefill;
+use crate::bundle::{Comparison, Value};
+use crate::exec::artifacts::record::{PhaseRecord, StepOutcome};
+use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::gate::{GateCheck, ThresholdSource};
+use crate::exec::checks::remedy::Failure;
+use crate::exec::checks::topk::{GATE_K, GATE_N_TOKENS};
+use crate::exec::checks::verify::{verify_npu, NpuVerification};
+use crate::exec::design::{self, fingerprint, modeled};
+use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
+use crate::exec::DeployError;
+
+pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
+    ensure_reference_prefill(run)?;
+    run.traj
+        .action("build-model", &BTreeMap::new(), &ActionLinks::default());
+    run.record_bundle_steps(rec, 3, "build-model", StepOutcome::AsRecorded);
+    let params = BTreeMap::from([
+        ("tokens".to_string(), Value::Int(GATE_N_TOKENS as i64)),
+        ("top_k".to_string(), Value::Int(GATE_K as i64)),
+    ]);
+    let action = run
+        .traj
+        .action("verify-model", &params, &ActionLinks::default());
+    run.record_bundle_steps(rec, 3, "verify-model", StepOutcome::AsRecorded);
+    run.progress.step(&format!(
+        "verify-model: greedy {GATE_N_TOKENS} tokens x {} prompts on the NPU",
+        run.report.prompts.len()
+    ));
+    let plans = run.plans().map_err(DeployError::Usage)?;
+    let verification = run_verification(run, &plans, run.design.path, true)?;
+    let gates = verify_gates(run, &verification);
+    let refs: Vec<&GateCheck> = gates.iter().collect();
+    let obs = run.traj.observe(
+        Some("greedy decode, top-k set check at the first divergence"),
+        &refs,
+        Some(&action),
+    );
+    run.report.verification = verification.prompts.clone();
+    run.report.diagnosis = verification.diagnosis.clone();
+    diagnosis_notes(run, rec);
+    let mut failed = None;
+    for g in gates {
+        if !run.gate(rec, g.clone()) && failed.is_none() {
+            failed = Some(g);
+        }
+    }
+    if let Some(gate) = failed {
+        let failure = Failure {
+            phase: 3,
+            op: "verify-model".into(),
+            params: params.clone(),
+            gate: gate.clone(),
+        };
+        let metric = gate.metric.clone();
+        let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
+            let (Some(arch), Some(name)) = (run.arch.clone(), run.model_name()) else {
+                return Attempt::Inapplicable("no model".into());
+            };
+            let mut d = run.design.clone();
+            if let Err(e) = design::apply_changes(&mut d, &arch, changes, None) {
+                return Attempt::Inapplicable(e);
+            }
+            let plans = match d.plans(&name, &arch, &run.device) {
+                Ok(p) => p,
+                Err(e) => return Attempt::Inapplicable(e),
+            };
+            match run_verification(run, &plans, d.path, false) {
+                Ok(v) => match verify_gates(run, &v)
+                    .into_iter()
+                    .find(|g| g.metric == metric)
+                {
+                    Some(g) => Attempt::Checked(g),
+                    None => Attempt::Inapplicable("the gate disappeared".into()),
+                },
+                Err(e) => Attempt::Inapplicable(e.to_string()),
+            }
+        };
+        match run.try_lessons(rec, &failure, &obs, ("verify-model", &params), &mut attempt) {
+            Some(fixed) => {
+                if let Some(arch) = run.arch.clone() {
+                    let _ = design::apply_changes(&mut run.design, &arch, &fixed.changes, None);
+                }
+            }
+            None => {
+                let stop = run.stop(
+                    rec,
+                    &failure,
+                    "the NPU path does not reproduce the reference's greedy decode",
+                );
+                return Ok(PhaseEnd::Failed(stop));
+            }
+        }
+    }
+    let plans = run.plans().map_err(DeployError::Usage)?;
+    let fp = fingerprint(&plans, &run.design.path);
+    run.verified.insert(
+        fp,
+        format!(
+            "phase 3: greedy {GATE_N_TOKENS} tokens on {} prompts, top-{GATE_K} set check",
+            run.report.prompts.len()
+        ),
+    );
+    let times = modeled(&plans, &run.device, &run.params);
+    let profile = BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]);
+    let a = run
+        .traj
+        .action("profile-prefill", &profile, &ActionLinks::default());
+    let ttft = GateCheck::new(
+        "baseline TTFT",
+        "profile-prefill",
+        "ttft_s",
+        times.ttft_s,
+        Comparison::Gt,
+        0.0,
+        BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
+        ThresholdSource::Runtime {
+            rule: "recorded as the baseline phase 4 must beat".into(),
+        },
+    )
+    .modeled();
+    let mpt = GateCheck::new(
+        "baseline decode",
+        "profile-decode",
+        "ms_per_token",
+        times.ms_per_token,
+        Comparison::Gt,
+        0.0,
+        BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
+        ThresholdSource::Runtime {
+            rule: "recorded as the baseline phase 5 must beat".into(),
+        },
+    )
+    .modeled();
+    run.traj.observe(None, &[&ttft, &mpt], Some(&a));
+    rec.notes.push(format!(
+        "baseline plan, modeled at seq {}: TTFT {:.3} s, {:.1} ms/token ({:.2} tok/s), {} / {} NPU calls per layer",
+        times.seq_len,
+        times.ttft_s,
+        times.ms_per_token,
+        times.tok_s,
+        times.calls_per_layer_prefill,
+        times.calls_per_layer_decode
+    ));
+    run.baseline_times = Some(times);
+    run.record_bundle_steps(rec, 3, "diagnose-layers", StepOutcome::AsRecorded);
+    Ok(PhaseEnd::Passed)
+}
+
+/// NPU-side verification of `plans` against the cached reference runs.
+pub(crate) fn run_verification(
+    run: &Run<'_>,
+    plans: &design::Plans,
+    path: crate::xdna2::interpreter::NpuPath,
+    diagnose: bool,
+) -> Result<NpuVerification, DeployError> {
+    let Some(model) = run.model.as_ref() else {
+        return Err(DeployError::Usage("no model loaded".into()));
+    };
+    verify_npu(
+        &run.device,
+        model,
+        plans,
+        path,
+        &run.report.prompts,
+        &run.reference_runs,
+        if diagnose {
+            run.reference_prefill.as_ref()
+        } else {
+            None
+        },
+    )
+    .map_err(DeployError::Usage)
+}
+
+/// top_k_agree over every prompt and NaN in the NPU logits.
+pub(crate) fn verify_gates(run: &Run<'_>, v: &NpuVerification) -> Vec<GateCheck> {
+    let prompts = run.report.prompts.len();
+    let conditions = BTreeMap::from([
+        ("tokens".to_string(), Value::Int(GATE_N_TOKENS as i64)),
+        ("top_k".to_string(), Value::Int(GATE_K as i64)),
+        ("prompts".to_string(), Value::Int(prompts as i64)),
+    ]);
+    let recorded = run
+        .bundle
+        .phases
+        .get(3)
+        .and_then(|p| p.exit_gates.iter().find(|g| g.metric == "top_k_agree"));
+    let source = match recorded {
+        Some(g) if g.threshold as usize == prompts => ThresholdSource::Bundle {
+            provenance: g.provenance.clone(),
+        },
+        Some(g) => ThresholdSource::Rederived {
+            why: format!(
+                "recorded as {} of {} prompts; every one of this run's {prompts} prompts must pass",
+                g.threshold, g.threshold
+            ),
+            provenance: g.provenance.clone(),
+        },
+        None => ThresholdSource::Runtime {
+            rule: "reference system make verify: every prompt passes the top-5 set check".into(),
+        },
+    };
+    vec![
+        GateCheck::new(
+            "verify: top-k set check",
+            "verify-model",
+            "top_k_agree",
+            v.passed_prompts() as f64,
+            Comparison::Ge,
+            prompts as f64,
+            conditions.clone(),
+            source,
+        ),
+        GateCheck::new(
+            "verify: NaN in NPU logits",
+            "verify-model",
+            "nan_count",
+            v.non_finite as f64,
+            Comparison::Eq,
+            0.0,
+            conditions,
+            ThresholdSource::Runtime {
+                rule: "no NaN or infinite logit".into(),
+            },
+        ),
+    ]
+}
+
+fn diagnosis_notes(run: &mut Run<'_>, rec: &mut PhaseRecord) {
+    let table = &run.report.diagnosis;
+    if let (Some(first), Some(last)) = (table.first(), table.last()) {
+        let low = table.iter().filter(|d| d.cosine < 0.85).count();
+        rec.notes.push(format!(
+            "diagnosis (not a gate): per-layer cosine {:.4} at layer 0 to {:.4} at layer {}; {low} layers below 0.85",
+            first.cosine, last.cosine, last.layer
+        ));
+    }
+    for p in &run.report.verification {
+        let text = match &p.check.divergence {
+            None => format!("prompt {}: {} tokens identical", p.prompt, p.check.agreed),
+            Some(d) => format!(
+                "prompt {}: first divergence at step {} (reference token {} is {} on the NPU, NPU token {} is {} on the reference)",
+                p.prompt, d.step, d.reference_token, crate::exec::checks::topk::rank_words(d.reference_rank_on_npu), d.npu_token, crate::exec::checks::topk::rank_words(d.npu_rank_on_reference)
+            ),
+        };
+        rec.notes.push(text);
+    }
+}
