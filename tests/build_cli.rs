@@ -81,10 +81,24 @@ fn a_rebuild_replaces_the_bundle_and_removes_stale_files() {
     let out = root.join("example");
     let args = ["build", "trajectories/example", "--out", path(&out)];
     assert!(skillc(&args, None).status.success());
-    fs::create_dir_all(out.join("debug-gone")).expect("mkdir");
-    fs::write(out.join("debug-gone/SKILL.md"), "old\n").expect("write");
-    assert!(skillc(&args, None).status.success());
-    assert!(!out.join("debug-gone").exists());
+    let skills = |dir: &Path| -> Vec<String> {
+        fs::read_dir(dir)
+            .expect("read")
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().join("SKILL.md").is_file())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let before = skills(&out);
+    // A smaller trajectory into the same folder: the skills only the first build
+    // wrote go (files skillc did not write would be refused: tests/hardening.rs).
+    let smaller = ["build", "tests/data/valid/minimal", "--out", path(&out)];
+    let rebuilt = skillc(&smaller, None);
+    assert!(rebuilt.status.success(), "{}", text(&rebuilt.stderr));
+    let after = skills(&out);
+    let gone: Vec<&String> = before.iter().filter(|s| !after.contains(s)).collect();
+    assert!(!gone.is_empty(), "{before:?} -> {after:?}");
+    assert!(after.len() < before.len());
     let siblings: Vec<_> = fs::read_dir(&root).expect("read").collect();
     assert_eq!(siblings.len(), 1, "no staging directory left behind");
     fs::remove_dir_all(&root).ok();

@@ -27,7 +27,7 @@ fn every_fixture_deploys_with_phase_0_gated_against_transformers() {
         );
         let transformers: Vec<_> = r
             .gates()
-            .filter(|(p, g)| *p == 0 && g.op == "compare-reference")
+            .filter(|(p, g)| *p == 0 && g.op.name() == "compare-reference")
             .collect();
         assert_eq!(transformers.len(), 2, "{name}: error and token gates");
         assert!(transformers.iter().all(|(_, g)| g.passed), "{name}");

@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::ops::OpKind;
+
 /// Bumped on any incompatible change; the executor refuses other versions.
 pub const SCHEMA_VERSION: &str = "skillc.bundle/1";
 
@@ -74,7 +76,7 @@ pub struct Phase {
 pub struct DeadEnd {
     /// Stable within the bundle, like step ids.
     pub id: String,
-    pub op: String,
+    pub op: OpKind,
     pub params: BTreeMap<String, Value>,
     /// `reverted by <entry>`, `superseded by <entry>` or `failed`.
     pub outcome: String,
@@ -96,8 +98,7 @@ pub struct DeadEnd {
 pub struct Step {
     /// Stable within the bundle, e.g. `p1-s03`.
     pub id: String,
-    /// An operation of `ops::OPERATIONS`.
-    pub op: String,
+    pub op: OpKind,
     pub params: BTreeMap<String, Value>,
     /// Lessons whose fixes change this step.
     pub guarded_by: Vec<String>,
@@ -160,7 +161,7 @@ pub struct Gate {
     pub unit: String,
     pub baseline: Baseline,
     /// The operation whose result the gate reads, e.g. `validate-kernel`.
-    pub op: Option<String>,
+    pub op: Option<OpKind>,
     /// Conditions the value was observed under (shape, seq_len, kernel, …).
     pub conditions: BTreeMap<String, Value>,
     /// The value the trajectory recorded when the gate passed.
@@ -216,7 +217,7 @@ pub struct Lesson {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Symptom {
     /// Operation whose gate failed, e.g. `validate-kernel`.
-    pub op: Option<String>,
+    pub op: Option<OpKind>,
     /// Parameters that must match (e.g. `kernel = gemm`).
     pub params: BTreeMap<String, Value>,
     pub metric: Option<String>,
@@ -229,7 +230,7 @@ pub struct Symptom {
 /// An executable fix: run `op` with these parameter changes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Remedy {
-    pub op: String,
+    pub op: OpKind,
     /// Parameter or list component (`tile_n`) → new value.
     pub set: BTreeMap<String, Expr>,
 }
@@ -438,5 +439,21 @@ mod tests {
         assert_eq!(serde_json::to_string(&v).unwrap(), "[8,4]");
         let back: Value = serde_json::from_str("2048").unwrap();
         assert_eq!(back, Value::Int(2048));
+    }
+
+    #[test]
+    fn operations_are_read_once_and_unknown_ones_refused() {
+        let step =
+            r#"{"id":"p1-s1","op":"select-tiling","params":{},"guarded_by":[],"provenance":[]}"#;
+        let read: Step = serde_json::from_str(step).unwrap();
+        assert_eq!(read.op, OpKind::SelectTiling);
+        assert_eq!(serde_json::to_string(&read).unwrap(), step);
+        let unknown = step.replace("select-tiling", "launch-rockets");
+        let err = serde_json::from_str::<Step>(&unknown).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`launch-rockets` is not an operation of the runtime"),
+            "{err}"
+        );
     }
 }

@@ -44,6 +44,10 @@ pub struct Args {
     /// Print the modeled roofline of the model's prefill and decode.
     #[arg(long)]
     pub roofline: bool,
+    /// Print the calibration report (every point, the summaries, the published
+    /// ratios) as one JSON document instead of the tables.
+    #[arg(long, conflicts_with_all = ["trace", "roofline"])]
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -53,6 +57,7 @@ pub fn run(args: Args) -> ExitCode {
         model: args.model,
         trace: args.trace,
         roofline: args.roofline,
+        json: args.json,
     };
     match calibrate(&data, &models, args.fit, &show) {
         Ok(code) => code,
@@ -68,6 +73,7 @@ struct Show {
     model: String,
     trace: Option<PathBuf>,
     roofline: bool,
+    json: bool,
 }
 
 fn calibrate(data: &Path, models: &Path, refit: bool, show: &Show) -> Result<ExitCode, String> {
@@ -76,10 +82,18 @@ fn calibrate(data: &Path, models: &Path, refit: bool, show: &Show) -> Result<Exi
     let device = Device::from_json(&device_text).map_err(|e| e.to_string())?;
     let arch = load_model(models, REFERENCE_MODEL).map_err(|e| e.to_string())?;
     let fitted_path = data.join("fitted.json");
+    // With --json, stdout holds the document alone.
+    let say = |line: String| {
+        if show.json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    };
     if refit {
         let (dataset, _) = DataSet::load(data).map_err(|e| e.to_string())?;
         for path in write_plan_files(&dataset, data, &arch, &device).map_err(|e| e.to_string())? {
-            println!("wrote runtime/data/xdna2/{path}");
+            say(format!("wrote runtime/data/xdna2/{path}"));
         }
     }
     let prepared = Prepared::load(&device, data, models).map_err(|e| e.to_string())?;
@@ -89,10 +103,10 @@ fn calibrate(data: &Path, models: &Path, refit: bool, show: &Show) -> Result<Exi
         let file = fitted_file(&prepared, &outcome, &report);
         std::fs::write(&fitted_path, file.to_json())
             .map_err(|e| format!("{}: {e}", fitted_path.display()))?;
-        println!(
+        say(format!(
             "fit: {} evaluations, objective {:.4}; wrote runtime/data/xdna2/fitted.json",
             outcome.evaluations, outcome.objective
-        );
+        ));
         outcome.params
     } else {
         let stale =
@@ -114,8 +128,14 @@ fn calibrate(data: &Path, models: &Path, refit: bool, show: &Show) -> Result<Exi
         file.params().map_err(|e| e.to_string())?
     };
     let report = prepared.report(&device, &params);
-    print_report(&prepared, &report);
-    print_ratios(data, &device, &params)?;
+    if show.json {
+        let ratios = ratio_checks(data, &device, &params).map_err(|e| e.to_string())?;
+        let doc = serde_json::json!({ "report": report, "ratios": ratios });
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+    } else {
+        print_report(&prepared, &report);
+        print_ratios(data, &device, &params)?;
+    }
     let note = FittedFile {
         fit: report.fit.clone(),
         held_out: report.held_out.clone(),

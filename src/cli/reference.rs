@@ -44,6 +44,10 @@ pub struct Args {
     /// Show the k most likely next tokens after the prompt.
     #[arg(long, default_value_t = 5)]
     pub top_k: usize,
+    /// Print the result (model, prompt, top-k, greedy tokens and, with a
+    /// reference file, every tensor's error and the verdict) as one JSON document.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -65,10 +69,12 @@ fn execute(args: &Args) -> Result<ExitCode, Failure> {
         .unwrap_or_else(|| args.model.join("config.json"));
     let arch = load_config(&config_path).map_err(|e| config_failure(&config_path, &e))?;
     let model = Model::load_with_arch(arch, &args.model, args.seed).map_err(model_failure)?;
-    print_summary(&args.model, &model);
+    if !args.json {
+        print_summary(&args.model, &model);
+    }
 
     let reference_path = args.model.join(REFERENCE_FILE);
-    let reference = if reference_path.is_file() {
+    let reference = if reference_path.exists() {
         Some(
             ReferenceTensors::read(&reference_path)
                 .map_err(|e| (EXIT_FAILED, format!("error: {e}")))?,
@@ -78,19 +84,67 @@ fn execute(args: &Args) -> Result<ExitCode, Failure> {
     };
     let tokenizer = TextTokenizer::load(&args.model).ok();
     let prompt = prompt_ids(args, reference.as_ref(), tokenizer.as_ref())?;
-    run_greedy(args, &model, &prompt, tokenizer.as_ref())?;
-
-    let Some(reference) = reference else {
-        return Ok(ExitCode::SUCCESS);
+    let greedy = run_greedy(args, &model, &prompt, tokenizer.as_ref())?;
+    let check = match &reference {
+        Some(reference) => Some(
+            check_reference(&model, reference, args.tolerance)
+                .map_err(|e| (EXIT_FAILED, format!("error: {e}")))?,
+        ),
+        None => None,
     };
-    let check = check_reference(&model, &reference, args.tolerance)
-        .map_err(|e| (EXIT_FAILED, format!("error: {e}")))?;
-    print_check(&check);
-    Ok(if check.passed() {
+    if args.json {
+        print_json(&args.model, &model, &greedy, check.as_ref());
+    } else {
+        print_greedy(args.top_k, &greedy);
+        if let Some(check) = &check {
+            print_check(check);
+        }
+    }
+    Ok(if check.as_ref().is_none_or(ReferenceCheck::passed) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_FAILED)
     })
+}
+
+/// The reference's greedy run on the prompt.
+#[derive(Debug, serde::Serialize)]
+struct Greedy {
+    prompt: Vec<u32>,
+    /// The most likely next tokens after the prompt, with their logits.
+    top_k: Vec<(usize, f32)>,
+    tokens: Vec<u32>,
+    text: Option<String>,
+}
+
+fn print_json(dir: &Path, model: &Model, greedy: &Greedy, check: Option<&ReferenceCheck>) {
+    let arch = &model.arch;
+    let weights = match &model.origin {
+        WeightOrigin::Checkpoint { files } => serde_json::json!({ "files": files }),
+        WeightOrigin::Random { seed } => serde_json::json!({ "random_seed": seed }),
+    };
+    let doc = serde_json::json!({
+        "model": {
+            "dir": dir.display().to_string(),
+            "class_name": arch.class_name,
+            "layers": arch.num_layers,
+            "hidden_size": arch.hidden_size,
+            "heads": arch.num_heads,
+            "kv_heads": arch.num_kv_heads,
+            "head_dim": arch.head_dim,
+            "intermediate_size": arch.intermediate_size,
+            "vocab_size": arch.vocab_size,
+            "parameters": arch.parameter_count(),
+            "weights": weights,
+        },
+        "greedy": greedy,
+        "check": check.map(|c| serde_json::json!({
+            "passed": c.passed(),
+            "worst_ratio": c.worst_ratio(),
+            "detail": c,
+        })),
+    });
+    println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
 }
 
 /// The prompt: ids given, else text through the tokenizer, else the reference
@@ -158,20 +212,15 @@ fn run_greedy(
     model: &Model,
     prompt: &[u32],
     tokenizer: Option<&TextTokenizer>,
-) -> Result<(), Failure> {
+) -> Result<Greedy, Failure> {
     let failure =
         |e: skillc_runtime::model::oracle::ReferenceError| (EXIT_FAILED, format!("error: {e}"));
     let mut reference = Reference::new(model).map_err(failure)?;
-    println!("prompt ({} tokens): {}", prompt.len(), join(prompt));
     let prefill = reference
         .prefill(prompt, LogitRows::Last)
         .map_err(failure)?;
     let logits = prefill.logits.last_row();
-    let top: Vec<String> = blocks::top_k(logits, args.top_k)
-        .iter()
-        .map(|(id, logit)| format!("{id} ({logit:.3})"))
-        .collect();
-    println!("top-{} after the prompt: {}", args.top_k, top.join(", "));
+    let top_k = blocks::top_k(logits, args.top_k);
     let mut tokens = Vec::with_capacity(args.max_new_tokens);
     if args.max_new_tokens > 0 {
         tokens.push(blocks::argmax(logits) as u32);
@@ -181,11 +230,35 @@ fn run_greedy(
         let next = reference.decode_step(last).map_err(failure)?;
         tokens.push(blocks::argmax(&next) as u32);
     }
-    println!("greedy ({} tokens): {}", tokens.len(), join(&tokens));
-    if let Some(text) = tokenizer.and_then(|t| t.decode(&tokens).ok()) {
+    let text = tokenizer.and_then(|t| t.decode(&tokens).ok());
+    Ok(Greedy {
+        prompt: prompt.to_vec(),
+        top_k,
+        tokens,
+        text,
+    })
+}
+
+fn print_greedy(k: usize, greedy: &Greedy) {
+    println!(
+        "prompt ({} tokens): {}",
+        greedy.prompt.len(),
+        join(&greedy.prompt)
+    );
+    let top: Vec<String> = greedy
+        .top_k
+        .iter()
+        .map(|(id, logit)| format!("{id} ({logit:.3})"))
+        .collect();
+    println!("top-{k} after the prompt: {}", top.join(", "));
+    println!(
+        "greedy ({} tokens): {}",
+        greedy.tokens.len(),
+        join(&greedy.tokens)
+    );
+    if let Some(text) = &greedy.text {
         println!("text: {text:?}");
     }
-    Ok(())
 }
 
 fn print_check(check: &ReferenceCheck) {

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use petgraph::graph::NodeIndex;
 use skillc_runtime::bundle::{Baseline, Comparison, Symptom, Value};
+use skillc_runtime::ops::OpKind;
 
 use super::ir::{DeadEndOutcome, FigureSource, GateIr, TargetIr};
 use super::path::{action, observation, Cx, Fate};
@@ -36,10 +37,8 @@ fn conditions(
     conditions
 }
 
-fn op_of(cx: &Cx, measured: Option<NodeIndex>) -> Option<String> {
-    measured
-        .and_then(|a| action(cx.g.node(a)))
-        .map(|a| a.op.clone())
+fn op_of(cx: &Cx, measured: Option<NodeIndex>) -> Option<OpKind> {
+    measured.and_then(|a| action(cx.g.node(a))).map(|a| a.op)
 }
 
 fn figure_source(data: &ObservationData) -> FigureSource {
@@ -83,14 +82,9 @@ pub fn at_least_as_strict(a: (Comparison, f64), b: (Comparison, f64)) -> bool {
 
 /// The key gates are merged and compared under: operation, metric, kernel and
 /// direction. Shapes are left out so a gate carries over to a new model's shapes.
-pub fn gate_key(g: &GateIr) -> (Option<String>, String, Option<String>, i8) {
+pub fn gate_key(g: &GateIr) -> (Option<OpKind>, String, Option<String>, i8) {
     let kernel = g.conditions.get("kernel").map(notation::value);
-    (
-        g.op.clone(),
-        g.metric.clone(),
-        kernel,
-        direction(g.comparison),
-    )
+    (g.op, g.metric.clone(), kernel, direction(g.comparison))
 }
 
 /// Per key, the strictest check that passed on the effective path of the phase;
@@ -158,7 +152,7 @@ fn gate_from(
 /// Performance figures at the end of the phase: per metric, operation and
 /// conditions, the last value recorded on the effective path.
 pub fn targets(cx: &Cx, phase: usize, model: &str) -> Vec<TargetIr> {
-    let mut last: BTreeMap<(String, Option<String>, String), TargetIr> = BTreeMap::new();
+    let mut last: BTreeMap<(String, Option<OpKind>, String), TargetIr> = BTreeMap::new();
     for (node, data, measured) in path_observations(cx, phase) {
         for m in &data.measurements {
             let metric = &m.metric.text;
@@ -288,7 +282,7 @@ pub fn dead_end_symptom(cx: &Cx, index: NodeIndex, data: &ActionData) -> Option<
             let (op, limit, value) = violated(m)?;
             let (comparison, limit) = negate(op, limit, value);
             Some(Symptom {
-                op: Some(data.op.clone()),
+                op: Some(data.op),
                 params: kernel_only(&values::params(&data.params)),
                 metric: Some(m.metric.text.clone()),
                 comparison: Some(comparison),

@@ -4,7 +4,7 @@
 //! so nothing here depends on counters over the whole graph. Phases are extracted
 //! in parallel and collected in order.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use petgraph::graph::NodeIndex;
 use rayon::prelude::*;
@@ -192,7 +192,7 @@ fn phase(
             name: spec.name.to_string(),
             title: spec.title.to_string(),
             sessions: path::session_titles(cx.g, spec.index),
-            steps: order.iter().map(|&a| step(cx, a, texts)).collect(),
+            steps: order.iter().filter_map(|&a| step(cx, a, texts)).collect(),
             exit_gates: checks::gates(cx, p),
             lessons: Vec::new(),
             targets: checks::targets(cx, p, model),
@@ -203,22 +203,20 @@ fn phase(
     }
 }
 
-/// A step; `guarded_by` is filled once every lesson of every trajectory is known.
-fn step(cx: &Cx, index: NodeIndex, texts: &HashMap<NodeIndex, Vec<String>>) -> StepIr {
+/// A step (ordered steps are actions); `guarded_by` is filled once every lesson of
+/// every trajectory is known.
+fn step(cx: &Cx, index: NodeIndex, texts: &HashMap<NodeIndex, Vec<String>>) -> Option<StepIr> {
     let node = cx.g.node(index);
-    let (op, params) = action(node).map_or_else(
-        || (String::new(), BTreeMap::new()),
-        |data| (data.op.clone(), values::params(&data.params)),
-    );
-    StepIr {
+    let data = action(node)?;
+    Some(StepIr {
         id: cx.step_id(index),
-        op,
-        params,
+        op: data.op,
+        params: values::params(&data.params),
         guarded_by: Vec::new(),
         notes: texts.get(&index).cloned().unwrap_or_default(),
         skill: cx.g.skill_of(index).map(|s| s.name.clone()),
         provenance: vec![cx.provenance(node)],
-    }
+    })
 }
 
 /// The dead end an abandoned action leaves, kept in the skill of the lesson that
@@ -239,7 +237,7 @@ fn dead_end(
     let mut dead_end = DeadEndIr {
         id: cx.qualify(&node.id),
         phase: node.phase,
-        op: data.op.clone(),
+        op: data.op,
         params: values::params(&data.params),
         outcome: cx.outcome(outcome),
         symptom: checks::dead_end_symptom(cx, index, data),
@@ -261,7 +259,7 @@ fn dead_end(
         dead_end.explained_by = Some(lesson.id.clone());
         taught.push(lesson);
     } else {
-        dead_end.skill = skills::dead_end_skill(&dead_end.op, &dead_end.params);
+        dead_end.skill = skills::dead_end_skill(dead_end.op, &dead_end.params);
     }
     if let Some(skill) = declared {
         dead_end.skill = skill;

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use skillc_runtime::bundle::{
     Baseline, Comparison, LessonKind, Provenance, Remedy, Symptom, Value,
 };
+use skillc_runtime::ops::OpKind;
 
 /// A whole bundle: eight phases, the lessons they refer to and the cross-phase
 /// optimization and debugging skills.
@@ -84,7 +85,7 @@ pub struct PhaseIr {
 pub struct StepIr {
     /// `p<phase>-<entry id>`, qualified by trajectory when entry ids collide.
     pub id: String,
-    pub op: String,
+    pub op: OpKind,
     pub params: BTreeMap<String, Value>,
     /// Ids of lessons whose fixes change this step, sorted.
     pub guarded_by: Vec<String>,
@@ -120,7 +121,7 @@ pub struct GateIr {
     pub unit: String,
     pub baseline: Baseline,
     /// The operation whose result the gate reads.
-    pub op: Option<String>,
+    pub op: Option<OpKind>,
     pub conditions: BTreeMap<String, Value>,
     /// The value the trajectory recorded when the gate passed.
     pub recorded: Option<f64>,
@@ -183,7 +184,7 @@ pub struct DeadEndIr {
     /// The abandoned action's entry id (qualified like step ids).
     pub id: String,
     pub phase: u8,
-    pub op: String,
+    pub op: OpKind,
     pub params: BTreeMap<String, Value>,
     pub outcome: DeadEndOutcome,
     /// The first failed check as a machine-matchable symptom (the comparison that

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::graph::NodeIndex;
 use skillc_runtime::bundle::{Comparison, Expr, LessonKind, Provenance, Remedy, Symptom, Value};
-use skillc_runtime::ops::{self, Better};
+use skillc_runtime::ops::{self, Better, OpKind};
 
 use super::checks;
 use super::ir::{DeadEndIr, DeadEndOutcome, LessonIr, LessonOrigin};
@@ -114,7 +114,7 @@ pub fn recorded(
         skill: g
             .skill_of(index)
             .map(|s| s.name.clone())
-            .unwrap_or_else(|| skills::lesson_skill(kind, &symptom, &fix.op)),
+            .unwrap_or_else(|| skills::lesson_skill(kind, &symptom, fix.op)),
         symptom,
         cause,
         cause_condition,
@@ -157,7 +157,7 @@ fn symptom(s: Option<&syntax::Symptom>, conditions: &BTreeMap<String, Value>) ->
     Symptom {
         op: s
             .and_then(|s| s.failing_op.as_ref())
-            .map(|n| n.text.clone()),
+            .and_then(|n| n.text.parse().ok()),
         params: conditions.clone(),
         metric: first.map(|(p, _)| p.metric.text.clone()),
         comparison: first.map(|(_, c)| c),
@@ -175,8 +175,8 @@ fn symptom_line(s: Option<&syntax::Symptom>, machine: &Symptom) -> String {
         return notation::symptom(machine);
     };
     let mut line = String::new();
-    if let Some(op) = &machine.op {
-        line.push_str(op);
+    if let Some(op) = machine.op {
+        line.push_str(op.name());
         if !machine.params.is_empty() {
             line.push_str(&format!(
                 "({})",
@@ -223,10 +223,10 @@ pub fn from_dead_end(
     let replacement = g.find(by)?;
     let replacement_data = action(g.node(replacement))?;
     let fix = Remedy {
-        op: replacement_data.op.clone(),
+        op: replacement_data.op,
         set: changed_params(
-            &replacement_data.op,
-            &dead_end.op,
+            replacement_data.op,
+            dead_end.op,
             &dead_end.params,
             &values::params(&replacement_data.params),
         ),
@@ -245,12 +245,12 @@ pub fn from_dead_end(
         origin: LessonOrigin::DeadEnd,
         title: format!(
             "tried `{}`; it failed ({}) and `{}` replaced it",
-            notation::call(&dead_end.op, &dead_end.params),
+            notation::call(dead_end.op, &dead_end.params),
             dead_end.failed_checks.join("; "),
             cx.qualify(by)
         ),
         symptom_line: notation::symptom(&symptom),
-        skill: skills::lesson_skill(kind, &symptom, &fix.op),
+        skill: skills::lesson_skill(kind, &symptom, fix.op),
         cause: if dead_end.reasons.is_empty() {
             "not recorded: the trajectory shows only the failed check and the replacement"
                 .to_string()
@@ -275,12 +275,12 @@ pub fn from_dead_end(
 /// The parameters of `new` that differ from `old`, as literal assignments; list
 /// parameters with named slots change slot by slot.
 fn changed_params(
-    new_op: &str,
-    old_op: &str,
+    new_op: OpKind,
+    old_op: OpKind,
     old: &BTreeMap<String, Value>,
     new: &BTreeMap<String, Value>,
 ) -> BTreeMap<String, Expr> {
-    let spec = ops::operation(new_op);
+    let spec = Some(new_op.spec());
     let mut set = BTreeMap::new();
     for (key, value) in new {
         let before = (new_op == old_op).then(|| old.get(key)).flatten();

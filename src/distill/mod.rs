@@ -136,7 +136,7 @@ fn step_key(step: &StepIr) -> String {
         .filter(|(k, _)| IDENTITY_PARAMS.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    notation::call(&step.op, &identity)
+    notation::call(step.op, &identity)
 }
 
 /// Identity of a lesson across trajectories: kind, symptom pattern and fixes.

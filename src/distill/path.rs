@@ -29,21 +29,6 @@ pub enum Fate {
     None,
 }
 
-/// Operations that measure or check rather than change the deployment.
-pub fn is_check(op: &str) -> bool {
-    matches!(
-        op,
-        "validate-kernel"
-            | "validate-block"
-            | "verify-model"
-            | "compare-reference"
-            | "profile-prefill"
-            | "profile-decode"
-            | "diagnose-layers"
-            | "evaluate"
-    )
-}
-
 /// Per-trajectory context: the graph, what became of each node, nodes bucketed by
 /// phase, and how entry ids and files are shown.
 pub struct Cx<'a> {
@@ -231,7 +216,7 @@ fn fate(g: &Graph, index: NodeIndex) -> Fate {
         .iter()
         .find(|f| g.node(**f).effective)
         .or(fixers.first());
-    let checks = action(node).is_some_and(|a| is_check(&a.op));
+    let checks = action(node).is_some_and(|a| a.op.measures());
     match fixer {
         Some(_) if checks => Fate::Dropped,
         Some(by) => Fate::Dead(DeadEndOutcome::Superseded {
@@ -248,7 +233,7 @@ fn fate(g: &Graph, index: NodeIndex) -> Fate {
 /// culprit, is what the failed observation measured.
 fn supersede_changed_actions(g: &Graph, fates: &mut [Fate]) {
     for (fixer, node) in g.nodes() {
-        let Some(fixer_op) = action(node).map(|a| a.op.as_str()) else {
+        let Some(fixer_op) = action(node).map(|a| a.op) else {
             continue;
         };
         for lesson in g.targets(fixer, EdgeKind::By) {

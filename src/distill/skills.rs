@@ -12,11 +12,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use skillc_runtime::bundle::{LessonKind, Symptom, Value};
-use skillc_runtime::ops::{self, Dimension};
+use skillc_runtime::ops::{self, Dimension, OpKind};
 
 use super::catalog::{DEBUG_PREFIX, OPT_PREFIX};
 use super::ir::{HypothesisIr, SkillIr, SkillSetIr};
-use super::path::is_check;
 use crate::emit::frontmatter::skill_name;
 use crate::emit::notation;
 
@@ -31,8 +30,8 @@ pub fn is_performance_metric(metric: &str) -> bool {
 }
 
 /// Operations of phases 4–5 that change the deployment plan (not checks, not notes).
-fn changes_the_plan(op: &str) -> bool {
-    !is_check(op) && op != "note-host"
+fn changes_the_plan(op: OpKind) -> bool {
+    !op.measures() && op != OpKind::NoteHost
 }
 
 fn kernel_suffix(params: &BTreeMap<String, Value>) -> String {
@@ -43,7 +42,7 @@ fn kernel_suffix(params: &BTreeMap<String, Value>) -> String {
 }
 
 /// The skill directory a lesson belongs to.
-pub fn lesson_skill(kind: LessonKind, symptom: &Symptom, fix_op: &str) -> String {
+pub fn lesson_skill(kind: LessonKind, symptom: &Symptom, fix_op: OpKind) -> String {
     match kind {
         LessonKind::Optimization => skill_name(&format!("{OPT_PREFIX}{fix_op}")),
         LessonKind::Debugging => {
@@ -58,12 +57,12 @@ pub fn lesson_skill(kind: LessonKind, symptom: &Symptom, fix_op: &str) -> String
 }
 
 /// The debugging skill keeping a dead end that no lesson explains.
-pub fn dead_end_skill(op: &str, params: &BTreeMap<String, Value>) -> String {
+pub fn dead_end_skill(op: OpKind, params: &BTreeMap<String, Value>) -> String {
     skill_name(&format!("{DEBUG_PREFIX}{op}{}", kernel_suffix(params)))
 }
 
 /// Skill directory of the optimization technique an operation applies.
-fn technique_skill(op: &str) -> String {
+fn technique_skill(op: OpKind) -> String {
     skill_name(&format!("{OPT_PREFIX}{op}"))
 }
 
@@ -101,7 +100,7 @@ pub fn skill_sets(ir: &SkillIr) -> Vec<SkillSetIr> {
                 Some(symptom) => notation::symptom(symptom),
                 None => format!(
                     "{} fails",
-                    notation::call(&dead_end.op, &kernel_only(&dead_end.params))
+                    notation::call(dead_end.op, &kernel_only(&dead_end.params))
                 ),
             });
         }
@@ -112,9 +111,9 @@ pub fn skill_sets(ir: &SkillIr) -> Vec<SkillSetIr> {
                 Some(skill) => skill.clone(),
                 None if ir.declared.is_empty()
                     && matches!(phase.index, 4 | 5)
-                    && changes_the_plan(&step.op) =>
+                    && changes_the_plan(step.op) =>
                 {
-                    technique_skill(&step.op)
+                    technique_skill(step.op)
                 }
                 None => continue,
             };

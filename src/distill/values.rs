@@ -84,7 +84,7 @@ pub struct Unlowered {
 pub fn remedy(fix: &graph::Remedy) -> (Remedy, Vec<Unlowered>) {
     let mut set = BTreeMap::new();
     let mut problems = Vec::new();
-    let spec = ops::operation(&fix.op);
+    let spec = Some(fix.op.spec());
     for change in &fix.changes {
         let slots = spec
             .and_then(|op| op.param(&change.param))
@@ -116,13 +116,7 @@ pub fn remedy(fix: &graph::Remedy) -> (Remedy, Vec<Unlowered>) {
             },
         }
     }
-    (
-        Remedy {
-            op: fix.op.clone(),
-            set,
-        },
-        problems,
-    )
+    (Remedy { op: fix.op, set }, problems)
 }
 
 fn is_literal(e: &syntax::Expr) -> bool {

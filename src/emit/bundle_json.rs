@@ -88,7 +88,7 @@ fn phase(p: &PhaseIr) -> Phase {
             .iter()
             .map(|s| Step {
                 id: s.id.clone(),
-                op: s.op.clone(),
+                op: s.op,
                 params: s.params.clone(),
                 guarded_by: s.guarded_by.clone(),
                 provenance: s.provenance.clone(),
@@ -102,7 +102,7 @@ fn phase(p: &PhaseIr) -> Phase {
             .iter()
             .map(|d| DeadEnd {
                 id: d.id.clone(),
-                op: d.op.clone(),
+                op: d.op,
                 params: d.params.clone(),
                 outcome: match &d.outcome {
                     DeadEndOutcome::Reverted { by } => format!("reverted by {by}"),
@@ -127,7 +127,7 @@ fn gate(g: &GateIr) -> Gate {
         threshold: g.threshold,
         unit: g.unit.clone(),
         baseline: g.baseline.clone(),
-        op: g.op.clone(),
+        op: g.op,
         conditions: g.conditions.clone(),
         recorded: g.recorded,
         provenance: g.provenance.clone(),

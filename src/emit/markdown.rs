@@ -51,6 +51,24 @@ pub fn code_span(text: &str) -> String {
     }
 }
 
+/// A name inside a sentence: unchanged when it holds nothing a Markdown reader
+/// treats specially (letters, digits, `-`, `.`, `+`, `/`, `:` and inner spaces),
+/// otherwise a code span, so an ordinary name reads as prose and a hostile one
+/// cannot open a fence, a tag or a new line.
+pub fn inline_name(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text.trim() == text
+        && text.chars().count() <= INLINE_MAX_CHARS
+        && text
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '.' | '+' | '/' | ':' | ' '));
+    if plain {
+        text.to_string()
+    } else {
+        code_span(text)
+    }
+}
+
 /// A fenced code block (info string `text`) holding `text` verbatim.
 pub fn fenced_block(text: &str, indent: usize) -> String {
     let text = visible_controls(text);
@@ -152,6 +170,17 @@ mod tests {
         let block = literal("line 1\n```\nline 3", 2);
         assert_eq!(block, "\n  ````text\n  line 1\n  ```\n  line 3\n  ````");
         assert!(literal(&"x".repeat(200), 0).starts_with("\n```text\nxxx"));
+    }
+
+    #[test]
+    fn names_stay_plain_unless_markdown_would_read_them() {
+        assert_eq!(inline_name("llama1b+qwen-0.5b"), "llama1b+qwen-0.5b");
+        assert_eq!(
+            inline_name("a\n```\n<b>x</b>"),
+            "````a\u{23CE}```\u{23CE}<b>x</b>````"
+        );
+        assert_eq!(inline_name("_emphasis_"), "`_emphasis_`");
+        assert_eq!(inline_name(""), "*(empty)*");
     }
 
     #[test]

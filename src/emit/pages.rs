@@ -14,7 +14,7 @@ use skillc_runtime::bundle::{LessonKind, SCHEMA_VERSION};
 use skillc_runtime::ops;
 
 use super::frontmatter::FrontMatter;
-use super::markdown::{code_span, literal};
+use super::markdown::{code_span, inline_name, literal};
 use super::views::{self, Index, PageView, SectionView};
 use super::EmitError;
 use crate::distill::catalog::{self, ENTRY_SKILL};
@@ -215,8 +215,11 @@ fn metadata(ir: &SkillIr, kind: &str) -> BTreeMap<String, String> {
 }
 
 /// `llama1b` or `llama1b, qwen05b`: where the bundle was distilled from.
-fn source_names(ir: &SkillIr) -> String {
-    let names: Vec<&str> = ir.sources.iter().map(|s| s.trajectory.as_str()).collect();
+/// The trajectories' header names, each shown by `show`: as is in the front
+/// matter's description (which `frontmatter::description` makes safe), escaped
+/// with [`inline_name`] in a Markdown body.
+fn source_names(ir: &SkillIr, show: fn(&str) -> String) -> String {
+    let names: Vec<String> = ir.sources.iter().map(|s| show(&s.trajectory)).collect();
     if names.is_empty() {
         "no trajectory".to_string()
     } else {
@@ -237,7 +240,7 @@ pub fn phase_page(t: &Templates, ir: &SkillIr, phase: &PhaseIr) -> Result<SkillD
             phase.title,
             spec.purpose,
             phase.index.saturating_sub(1),
-            source_names(ir),
+            source_names(ir, str::to_string),
             phase.steps.len(),
             phase.exit_gates.len()
         ),
@@ -248,7 +251,7 @@ pub fn phase_page(t: &Templates, ir: &SkillIr, phase: &PhaseIr) -> Result<SkillD
         format!(
             "Part of {}, distilled from trajectory {}.",
             views::skill_link(ENTRY_SKILL),
-            source_names(ir)
+            source_names(ir, inline_name)
         ),
     ];
     if !phase.sessions.is_empty() {
@@ -380,7 +383,7 @@ pub fn entry_page(t: &Templates, ir: &SkillIr) -> Result<SkillDir, EmitError> {
              phase skills in order (CPU reference, kernels, one block, full model, prefill and \
              decode optimization, finalize, independent evaluation), each gated on numerical \
              correctness. Use when bringing up a new model on the NPU. Distilled from trajectory {}.",
-            source_names(ir)
+            source_names(ir, str::to_string)
         ),
         metadata: metadata(ir, "entry"),
     };
@@ -566,7 +569,7 @@ pub fn skill_page(
             intro: vec![format!(
                 "Part of {}, distilled from trajectory {}; {}, {}.",
                 views::skill_link(ENTRY_SKILL),
-                source_names(ir),
+                source_names(ir, inline_name),
                 count(skill.hypotheses.len(), "hypothesis", "hypotheses"),
                 count(
                     skill.evidence_count as usize,
@@ -637,7 +640,7 @@ mod tests {
         (0..n)
             .map(|i| StepIr {
                 id: format!("p1-a{i}"),
-                op: "register-kernel".to_string(),
+                op: skillc_runtime::ops::OpKind::RegisterKernel,
                 params: BTreeMap::from([("kernel".to_string(), Value::Text("gemm".into()))]),
                 guarded_by: if i % 3 == 0 {
                     vec!["l1".into()]

@@ -67,7 +67,7 @@ pub fn steps(steps: &[StepIr]) -> Vec<StepView> {
             StepView {
                 number,
                 indent: " ".repeat(column),
-                call: literal(&notation::call(&step.op, &step.params), column),
+                call: literal(&notation::call(step.op, &step.params), column),
                 id: code_span(&step.id),
                 provenance: provenance(&step.provenance),
                 guarded_by: ids(&step.guarded_by),
@@ -97,8 +97,8 @@ pub fn gates(gates: &[GateIr]) -> Vec<GateView> {
 }
 
 fn gate(g: &GateIr) -> GateView {
-    let subject = match &g.op {
-        Some(op) if g.conditions.is_empty() => code_span(op),
+    let subject = match g.op {
+        Some(op) if g.conditions.is_empty() => code_span(op.name()),
         Some(op) => code_span(&format!(
             "{op}({})",
             notation::params(Some(op), &g.conditions)
@@ -236,7 +236,7 @@ pub struct DeadEndView {
 pub fn dead_end(d: &DeadEndIr) -> DeadEndView {
     DeadEndView {
         id: code_span(&d.id),
-        call: literal(&notation::call(&d.op, &d.params), 2),
+        call: literal(&notation::call(d.op, &d.params), 2),
         outcome: match &d.outcome {
             DeadEndOutcome::Reverted { by } => format!("reverted by {}", code_span(by)),
             DeadEndOutcome::Superseded { by } => format!("superseded by {}", code_span(by)),
@@ -387,7 +387,7 @@ pub fn applied_steps(index: &Index, skill: &SkillSetIr) -> Vec<AppliedView> {
         .take(APPLIED_MAX)
         .filter_map(|id| index.steps.get(id.as_str()))
         .map(|(phase, step)| AppliedView {
-            call: literal(&notation::call(&step.op, &step.params), 2),
+            call: literal(&notation::call(step.op, &step.params), 2),
             id: code_span(&step.id),
             phase: skill_link(&phase.name),
             notes: step.notes.iter().map(|n| literal(n, 4)).collect(),

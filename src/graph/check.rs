@@ -70,10 +70,16 @@ pub(super) fn check_entry(entry: Entry, phase: u8) -> Checked {
         span,
     } = entry;
     let data = match body {
-        EntryBody::Action(head) => NodeData::Action(ActionData {
-            op: head.op.text,
-            params: head.params,
-        }),
+        EntryBody::Action(head) => match head.op.text.parse() {
+            Ok(op) => NodeData::Action(ActionData {
+                op,
+                params: head.params,
+            }),
+            Err(_) => NodeData::UnknownAction {
+                op: head.op.text,
+                params: head.params,
+            },
+        },
         EntryBody::Observe(head) => NodeData::Observation(ObservationData {
             provenance: head.provenance.unwrap_or(Provenance::Measured),
             label: head.label.map(|t| t.text),
@@ -270,8 +276,9 @@ impl Checker {
             if let Some(close) = super::suggest::closest(&op.text, names.iter().copied()) {
                 diagnostic = diagnostic.with_hint(format!("did you mean `{close}`?"));
             } else {
-                diagnostic =
-                    diagnostic.with_hint("operations are listed in OPERATIONS, runtime/src/ops.rs");
+                diagnostic = diagnostic.with_hint(
+                    "operations are listed in OPERATIONS, runtime/src/ops/operations.rs",
+                );
             }
             self.push(diagnostic);
         }
@@ -781,7 +788,7 @@ impl Checker {
             });
         }
         Some(Remedy {
-            op: spec.name.to_string(),
+            op: spec.kind,
             changes,
             span,
         })

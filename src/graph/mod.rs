@@ -36,6 +36,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
 use serde::Serialize;
+use skillc_runtime::ops::OpKind;
 
 use skillc_runtime::bundle::LessonKind;
 
@@ -174,13 +175,23 @@ pub enum NodeData {
     Action(ActionData),
     Observation(ObservationData),
     Lesson(Box<LessonData>),
-    Note { text: String },
-    Decision { text: String },
+    Note {
+        text: String,
+    },
+    Decision {
+        text: String,
+    },
+    /// An action whose operation is not in the vocabulary: an error, kept as a
+    /// node so that references to it resolve and report nothing more.
+    UnknownAction {
+        op: String,
+        params: Vec<Param>,
+    },
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ActionData {
-    pub op: String,
+    pub op: OpKind,
     pub params: Vec<Param>,
 }
 
@@ -227,7 +238,7 @@ pub struct LessonData {
 /// One `fix` clause, resolved against the vocabulary.
 #[derive(Debug, Clone, Serialize)]
 pub struct Remedy {
-    pub op: String,
+    pub op: OpKind,
     pub changes: Vec<Change>,
     #[serde(skip)]
     pub span: Span,

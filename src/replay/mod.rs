@@ -39,7 +39,7 @@ use skillc_runtime::model::oracle::compare::{
     check_reference, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
 };
 use skillc_runtime::model::Model;
-use skillc_runtime::ops;
+use skillc_runtime::ops::{self, OpKind};
 use skillc_runtime::xdna2::builder::unsupported_features;
 use skillc_runtime::xdna2::kernels::{Precision, QkvLayout};
 use skillc_runtime::xdna2::numerics::{self, Tolerance};
@@ -158,6 +158,16 @@ pub struct KernelRun {
 
 /// Replays `graph` (one resolved trajectory without errors).
 pub fn replay(graph: &Graph, options: &Options) -> Result<Report, EmulatorError> {
+    replay_with_progress(graph, options, &mut |_, _, _| {})
+}
+
+/// [`replay`], telling `progress` before each entry: its position, the number of
+/// entries and its id.
+pub fn replay_with_progress(
+    graph: &Graph,
+    options: &Options,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Report, EmulatorError> {
     let emu = Emulator::new(&options.model_dir)?;
     let mut walk = Walk {
         graph,
@@ -170,7 +180,9 @@ pub fn replay(graph: &Graph, options: &Options) -> Result<Report, EmulatorError>
         rows: Vec::new(),
         counts: Counts::default(),
     };
-    for (index, node) in graph.nodes() {
+    let total = graph.inner.node_count();
+    for (done, (index, node)) in graph.nodes().enumerate() {
+        progress(done, total, &node.id);
         walk.visit(index, node);
     }
     Ok(Report {
@@ -211,6 +223,8 @@ impl Walk<'_> {
             NodeData::Observation(obs) => self.observe(index, node, obs),
             NodeData::Lesson(lesson) => self.lesson(index, node, lesson),
             NodeData::Note { .. } | NodeData::Decision { .. } => self.counts.text += 1,
+            // Replay runs only on graphs without errors.
+            NodeData::UnknownAction { .. } => {}
         }
     }
 
@@ -218,23 +232,27 @@ impl Walk<'_> {
 
     fn apply(&mut self, node: &Node, action: &ActionData) -> ActionResult {
         let p = Params(&action.params);
-        match action.op.as_str() {
-            "check-scope" => {
+        match action.op {
+            OpKind::CheckScope => {
                 let blockers = unsupported_features(&self.emu.arch);
                 let reasons: Vec<&str> = blockers.iter().map(|b| b.name).collect();
                 ActionResult::Checked(blockers.is_empty(), reasons.join(", "))
             }
-            "select-tiling" => self.select(p),
-            "validate-kernel" => self.validate(p),
-            "rope-convention" => {
+            OpKind::SelectTiling => self.select(p),
+            OpKind::ValidateKernel => self.validate(p),
+            OpKind::RopeConvention => {
                 self.state.rope = match p.word("convention") {
                     Some("interleaved") => RopePairing::Interleaved,
                     _ => RopePairing::HalfSplit,
                 };
                 ActionResult::Done
             }
-            "load-weights" | "compare-reference" | "verify-model" | "validate-block"
-            | "diagnose-layers" | "evaluate" => self.model_level(&action.op, p),
+            OpKind::LoadWeights
+            | OpKind::CompareReference
+            | OpKind::VerifyModel
+            | OpKind::ValidateBlock
+            | OpKind::DiagnoseLayers
+            | OpKind::Evaluate => self.model_level(action.op, p),
             op => self
                 .transform(node.phase, op, p)
                 // Building, bookkeeping, host-only and profiling actions change
@@ -244,27 +262,27 @@ impl Walk<'_> {
     }
 
     /// A change of the deployment plan; `None` for an operation that is not one.
-    fn transform(&mut self, session_phase: u8, op: &str, p: Params<'_>) -> Option<ActionResult> {
+    fn transform(&mut self, session_phase: u8, op: OpKind, p: Params<'_>) -> Option<ActionResult> {
         Some(match op {
-            "merge-launches" => self.merge(p.word("group").unwrap_or_default()),
-            "split-launches" => {
+            OpKind::MergeLaunches => self.merge(p.word("group").unwrap_or_default()),
+            OpKind::SplitLaunches => {
                 for part in group_parts(p.word("group").unwrap_or_default()) {
                     self.state.merged.remove(part);
                 }
                 ActionResult::Done
             }
-            "reuse-static-weights" => {
+            OpKind::ReuseStaticWeights => {
                 self.state.shared_weight_buffers = p.word("key") == Some("shared");
                 self.state.options_of_session(session_phase).static_weights = true;
                 ActionResult::Done
             }
-            "mark-intermediates" => {
+            OpKind::MarkIntermediates => {
                 let o = self.state.options_of_session(session_phase);
                 o.mark_intermediates = true;
                 o.shared_intermediates = true;
                 ActionResult::Done
             }
-            "align-layout" => {
+            OpKind::AlignLayout => {
                 let layout = match p.word("layout") {
                     Some("head-first") => QkvLayout::HeadFirst,
                     _ => QkvLayout::SeqFirst,
@@ -275,11 +293,11 @@ impl Walk<'_> {
                     .for_each(|o| o.layout = layout);
                 self.check_plans(&[Phase::Prefill, Phase::Decode])
             }
-            "last-token-lm-head" => {
+            OpKind::LastTokenLmHead => {
                 self.state.prefill.last_token_lm_head = true;
                 self.check_plans(&[Phase::Prefill])
             }
-            "partition-lm-head" => {
+            OpKind::PartitionLmHead => {
                 let parts = p.count("parts").unwrap_or(1);
                 for o in self.state.both() {
                     o.lm_head_parts = parts;
@@ -287,20 +305,20 @@ impl Walk<'_> {
                 }
                 self.check_plans(&[Phase::Decode, Phase::Prefill])
             }
-            "cascade-ffn" => {
+            OpKind::CascadeFfn => {
                 self.state.decode.cascade_ffn = true;
                 self.state.decode.cascade_rows = p.count("rows").unwrap_or(4);
                 self.check_plans(&[Phase::Decode])
             }
-            "omit-pingpong" => {
+            OpKind::OmitPingpong => {
                 self.state.decode.omit_pingpong = true;
                 self.check_plans(&[Phase::Decode])
             }
-            "gemv-decode" => {
+            OpKind::GemvDecode => {
                 self.state.decode.gemv_decode = true;
                 self.check_plans(&[Phase::Decode])
             }
-            "cpu-decode-attention" => {
+            OpKind::CpuDecodeAttention => {
                 self.state.decode.cpu_decode_attention = true;
                 self.check_plans(&[Phase::Decode])
             }
@@ -310,19 +328,19 @@ impl Walk<'_> {
 
     /// Weight loading, the transformers comparison and the model-level gates:
     /// run at `--functional full` only.
-    fn model_level(&mut self, op: &str, p: Params<'_>) -> ActionResult {
+    fn model_level(&mut self, op: OpKind, p: Params<'_>) -> ActionResult {
         if self.options.functional != Functional::Full {
             return ActionResult::NotRun(format!(
                 "{op} is a model-level run; it runs at --functional full"
             ));
         }
         match op {
-            "load-weights" => self.load_weights(),
-            "compare-reference" => self.compare_reference(p),
-            "validate-block" => ActionResult::Model(model_run::Run::Block {
+            OpKind::LoadWeights => self.load_weights(),
+            OpKind::CompareReference => self.compare_reference(p),
+            OpKind::ValidateBlock => ActionResult::Model(model_run::Run::Block {
                 layer: p.count("layer").unwrap_or(0),
             }),
-            "diagnose-layers" => ActionResult::Model(model_run::Run::Diagnose),
+            OpKind::DiagnoseLayers => ActionResult::Model(model_run::Run::Diagnose),
             _ => ActionResult::Model(model_run::Run::Verify {
                 tokens: p.count("tokens").unwrap_or(32),
                 top_k: p.count("top_k").unwrap_or(5),
@@ -357,7 +375,7 @@ impl Walk<'_> {
 
     fn compare_reference(&mut self, p: Params<'_>) -> ActionResult {
         let path = self.options.model_dir.join(REFERENCE_FILE);
-        if !path.is_file() {
+        if !path.exists() {
             return ActionResult::NotRun(format!(
                 "the model directory has no {REFERENCE_FILE} to compare with"
             ));
@@ -543,7 +561,7 @@ impl Walk<'_> {
                 continue;
             };
             for remedy in lesson.remedies.iter().filter(|r| r.op == applied.op) {
-                let Some(failed) = self.failed_action(applying, &remedy.op) else {
+                let Some(failed) = self.failed_action(applying, remedy.op) else {
                     let j = Judgement {
                         outcome: Outcome::Disagree,
                         reason: "the fixed observation measures no action".into(),
@@ -594,7 +612,7 @@ impl Walk<'_> {
 
     /// The action whose failure `applying` fixes: among the `after` actions of
     /// the observation it fixes, the one running `op`, else the measured one.
-    fn failed_action(&self, applying: NodeIndex, op: &str) -> Option<&ActionData> {
+    fn failed_action(&self, applying: NodeIndex, op: OpKind) -> Option<&ActionData> {
         let fixed = self
             .graph
             .targets(applying, EdgeKind::Fixes)
@@ -756,13 +774,13 @@ impl Walk<'_> {
         state: &State,
     ) -> Replayed {
         let p = Params(&action.params);
-        match (action.op.as_str(), result) {
+        match (action.op, result) {
             (_, ActionResult::Problem(why)) => Replayed::Problem(why.clone()),
             (_, ActionResult::NotRun(why)) => Replayed::NotRun(why.clone()),
-            ("profile-prefill", _) => {
+            (OpKind::ProfilePrefill, _) => {
                 measure::profile_metric(metric, Phase::Prefill, p, conditions, state, &mut self.emu)
             }
-            ("profile-decode", _) => {
+            (OpKind::ProfileDecode, _) => {
                 measure::profile_metric(metric, Phase::Decode, p, conditions, state, &mut self.emu)
             }
             (_, ActionResult::Kernel(_)) => measure::kernel_metric(metric, result, &self.emu),

@@ -81,6 +81,7 @@ pub fn deploy(bundle: &Bundle, model: &Path, out: &Path, faults: &[Fault]) -> De
         started: "2026-11-30T00:00Z".to_string(),
         evaluator: EvaluatorLaunch::Process(PathBuf::from(env!("CARGO_BIN_EXE_skillc"))),
         registry: None,
+        bundle_notes: Vec::new(),
     };
     exec::deploy(bundle, &options, &mut Silent).expect("the run gets far enough to report")
 }

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::artifacts::record::ModeledTimes;
 use crate::bundle::Value;
 use crate::model::arch::Architecture;
+use crate::ops::OpKind;
 use crate::xdna2::builder::{plan_for, Optimization};
 use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
@@ -333,7 +334,7 @@ fn usize_of(v: i64) -> Result<usize, String> {
 pub fn apply_change(
     design: &mut Design,
     arch: &Architecture,
-    op: &str,
+    op: OpKind,
     params: &BTreeMap<String, Value>,
     site: Option<&Launch>,
 ) -> Result<(), String> {
@@ -342,7 +343,9 @@ pub fn apply_change(
         _ => None,
     };
     match op {
-        "select-tiling" | "tune-tiling" if matches!(site, Some(Launch::FlashAttention { .. })) => {
+        OpKind::SelectTiling | OpKind::TuneTiling
+            if matches!(site, Some(Launch::FlashAttention { .. })) =>
+        {
             match params.get("layout") {
                 Some(Value::Text(l)) if l == "head-first" => {
                     design.options.layout = QkvLayout::HeadFirst
@@ -353,7 +356,7 @@ pub fn apply_change(
                 _ => return Err("a flash-attention configuration fix must name a layout".into()),
             }
         }
-        "select-tiling" | "tune-tiling" => {
+        OpKind::SelectTiling | OpKind::TuneTiling => {
             let Some(launch @ Launch::Gemm { spec, .. }) = site else {
                 return Err("tiling fixes apply to a GEMM site; none failed here".into());
             };
@@ -367,48 +370,48 @@ pub fn apply_change(
                 },
             );
         }
-        "bias-after-rope" if arch.qkv_bias => design.path.qkv_bias = true,
-        "bias-after-rope" => return Err("the model has no q/k/v bias".into()),
-        "qk-norm" if arch.qk_norm => design.path.qk_norm = true,
-        "qk-norm" => return Err("the model has no Q/K norm".into()),
-        "rope-scaling" => {
+        OpKind::BiasAfterRope if arch.qkv_bias => design.path.qkv_bias = true,
+        OpKind::BiasAfterRope => return Err("the model has no q/k/v bias".into()),
+        OpKind::QkNorm if arch.qk_norm => design.path.qk_norm = true,
+        OpKind::QkNorm => return Err("the model has no Q/K norm".into()),
+        OpKind::RopeScaling => {
             design.path.rope = match params.get("scaling") {
                 Some(Value::Text(s)) if s == "none" => RopeTable::Unscaled,
                 _ => RopeTable::Scaled,
             }
         }
-        "pad-heads" => design.options.pad_heads = true,
-        "align-layout" => {
+        OpKind::PadHeads => design.options.pad_heads = true,
+        OpKind::AlignLayout => {
             design.options.layout = match params.get("layout") {
                 Some(Value::Text(l)) if l == "head-first" => QkvLayout::HeadFirst,
                 _ => QkvLayout::SeqFirst,
             }
         }
-        "merge-launches" => design.options.merge_launches = true,
-        "split-launches" => design.options.merge_launches = false,
-        "reuse-static-weights" => design.options.static_weights = true,
-        "mark-intermediates" => {
+        OpKind::MergeLaunches => design.options.merge_launches = true,
+        OpKind::SplitLaunches => design.options.merge_launches = false,
+        OpKind::ReuseStaticWeights => design.options.static_weights = true,
+        OpKind::MarkIntermediates => {
             design.options.mark_intermediates = true;
             design.options.shared_intermediates = true;
         }
-        "last-token-lm-head" => design.options.last_token_lm_head = true,
-        "partition-lm-head" => {
+        OpKind::LastTokenLmHead => design.options.last_token_lm_head = true,
+        OpKind::PartitionLmHead => {
             design.options.npu_lm_head = true;
             if let Some(parts) = int("parts") {
                 design.options.lm_head_parts = parts.max(1);
             }
         }
-        "cascade-ffn" => {
+        OpKind::CascadeFfn => {
             design.options.cascade_ffn = true;
             if let Some(rows) = int("rows") {
                 design.options.cascade_rows = rows.max(1);
             }
         }
-        "omit-pingpong" => design.options.omit_pingpong = true,
+        OpKind::OmitPingpong => design.options.omit_pingpong = true,
         // Already how the runtime's plans work: decode projections are NPU GEMVs,
         // decode attention runs on the host, prefill GEMM weights are
         // pre-transposed at setup.
-        "gemv-decode" | "cpu-decode-attention" | "pretranspose-weights" => {}
+        OpKind::GemvDecode | OpKind::CpuDecodeAttention | OpKind::PretransposeWeights => {}
         other => return Err(format!("`{other}` changes nothing the runtime models")),
     }
     Ok(())
@@ -418,26 +421,26 @@ pub fn apply_change(
 pub fn apply_changes(
     design: &mut Design,
     arch: &Architecture,
-    changes: &[(String, BTreeMap<String, Value>)],
+    changes: &[(OpKind, BTreeMap<String, Value>)],
     site: Option<&Launch>,
 ) -> Result<(), String> {
     for (op, params) in changes {
-        apply_change(design, arch, op, params, site)?;
+        apply_change(design, arch, *op, params, site)?;
     }
     Ok(())
 }
 
 /// The optimization a technique turns on, for reports.
-pub fn optimization_of(op: &str) -> Option<Optimization> {
+pub fn optimization_of(op: OpKind) -> Option<Optimization> {
     Some(match op {
-        "merge-launches" => Optimization::MergeLaunches,
-        "reuse-static-weights" => Optimization::ReuseStaticWeights,
-        "mark-intermediates" => Optimization::MarkIntermediates,
-        "last-token-lm-head" => Optimization::LastTokenLmHead,
-        "partition-lm-head" => Optimization::NpuLmHead,
-        "cascade-ffn" => Optimization::CascadeFfn,
-        "align-layout" => Optimization::AlignLayout,
-        "omit-pingpong" => Optimization::OmitPingpong,
+        OpKind::MergeLaunches => Optimization::MergeLaunches,
+        OpKind::ReuseStaticWeights => Optimization::ReuseStaticWeights,
+        OpKind::MarkIntermediates => Optimization::MarkIntermediates,
+        OpKind::LastTokenLmHead => Optimization::LastTokenLmHead,
+        OpKind::PartitionLmHead => Optimization::NpuLmHead,
+        OpKind::CascadeFfn => Optimization::CascadeFfn,
+        OpKind::AlignLayout => Optimization::AlignLayout,
+        OpKind::OmitPingpong => Optimization::OmitPingpong,
         _ => return None,
     })
 }
@@ -524,9 +527,9 @@ mod tests {
             fingerprint(&plans, &d.path)
         };
         for op in [
-            "merge-launches",
-            "reuse-static-weights",
-            "mark-intermediates",
+            OpKind::MergeLaunches,
+            OpKind::ReuseStaticWeights,
+            OpKind::MarkIntermediates,
         ] {
             let mut d = base.clone();
             apply_change(&mut d, &arch, op, &BTreeMap::new(), None).unwrap();
@@ -538,7 +541,7 @@ mod tests {
             assert_eq!(fp(&d), fp(&base), "{op}");
         }
         let mut d = base.clone();
-        apply_change(&mut d, &arch, "cascade-ffn", &BTreeMap::new(), None).unwrap();
+        apply_change(&mut d, &arch, OpKind::CascadeFfn, &BTreeMap::new(), None).unwrap();
         assert_ne!(fp(&d), fp(&base));
         let mut d = base.clone();
         d.path.qk_norm = false;

@@ -29,6 +29,7 @@ use super::design::{self, fingerprint, Plans};
 use super::{files, DeployError};
 use crate::model::config::load_config;
 use crate::model::Model;
+use crate::ops::OpKind;
 use crate::xdna2::device::Device;
 use crate::xdna2::plan::{Plan, Step};
 
@@ -280,7 +281,8 @@ fn gates_consistent(report: &DeployReport, prompts: usize) -> (bool, String) {
                 g.summary()
             ));
         }
-        if g.metric == "top_k_agree" && g.op == "verify-model" && g.threshold < prompts as f64 {
+        if g.metric == "top_k_agree" && g.op == OpKind::VerifyModel && g.threshold < prompts as f64
+        {
             problems.push(format!(
                 "phase {phase} `{}` accepts fewer than all {prompts} prompts",
                 g.name
@@ -307,7 +309,7 @@ fn warnings(report: &DeployReport, fresh: &[PromptVerdict]) -> Vec<String> {
     let mut w = Vec::new();
     let gated = report
         .gates()
-        .any(|(p, g)| p == 0 && g.op == "compare-reference");
+        .any(|(p, g)| p == 0 && g.op == OpKind::CompareReference);
     if !gated {
         w.push("phase 0 was not gated against transformers outputs (no reference.safetensors); the CPU reference is trusted from its own tests".into());
     }

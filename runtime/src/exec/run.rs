@@ -26,6 +26,7 @@ use crate::model::arch::Architecture;
 use crate::model::oracle::compare::ReferenceTensors;
 use crate::model::oracle::PrefillOutput;
 use crate::model::Model;
+use crate::ops::OpKind;
 use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
 use crate::xdna2::fit::committed_params;
@@ -84,6 +85,7 @@ impl<'a> Run<'a> {
                 .iter()
                 .map(|s| format!("{} ({})", s.trajectory, s.model))
                 .collect(),
+            bundle_notes: options.bundle_notes.clone(),
             model_dir: name.clone(),
             model: None,
             seed: options.seed,
@@ -129,7 +131,7 @@ impl<'a> Run<'a> {
     }
 
     /// Every bundle step of `phase` running `op`, in order.
-    pub fn bundle_steps(&self, phase: u8, op: &str) -> Vec<&'a Step> {
+    pub fn bundle_steps(&self, phase: u8, op: OpKind) -> Vec<&'a Step> {
         let bundle: &'a Bundle = self.bundle;
         bundle
             .phases
@@ -143,7 +145,7 @@ impl<'a> Run<'a> {
         &self,
         rec: &mut PhaseRecord,
         phase: u8,
-        op: &str,
+        op: OpKind,
         outcome: StepOutcome,
     ) {
         for step in self.bundle_steps(phase, op) {
@@ -153,7 +155,7 @@ impl<'a> Run<'a> {
     }
 
     /// The parameters the bundle recorded for `op` in any phase (a fix's base).
-    pub fn any_bundle_params(&self, op: &str) -> BTreeMap<String, Value> {
+    pub fn any_bundle_params(&self, op: OpKind) -> BTreeMap<String, Value> {
         self.bundle
             .phases
             .iter()
@@ -198,7 +200,7 @@ impl<'a> Run<'a> {
         &mut self,
         rec: &mut PhaseRecord,
         phase: u8,
-        op: &str,
+        op: OpKind,
         reason: &str,
     ) -> PhaseEnd {
         rec.steps.push(super::artifacts::record::StepRecord {
@@ -237,7 +239,7 @@ impl<'a> Run<'a> {
     }
 
     /// The first bundle step of `phase` running `op`.
-    pub fn bundle_step(&self, phase: u8, op: &str) -> Option<&'a Step> {
+    pub fn bundle_step(&self, phase: u8, op: OpKind) -> Option<&'a Step> {
         let bundle: &'a Bundle = self.bundle;
         bundle
             .phases
@@ -282,7 +284,7 @@ impl<'a> Run<'a> {
         rec: &mut PhaseRecord,
         failure: &Failure,
         failing_obs: &str,
-        action: (&str, &BTreeMap<String, Value>),
+        action: (OpKind, &BTreeMap<String, Value>),
         attempt: &mut dyn FnMut(&mut Run<'_>, &[Change]) -> Attempt,
     ) -> Option<Fixed> {
         let bundle = self.bundle;
@@ -321,7 +323,7 @@ impl<'a> Run<'a> {
                 .iter()
                 .map(|(op, params)| {
                     self.traj.action(
-                        op,
+                        *op,
                         params,
                         &ActionLinks {
                             fixes: vec![failing_obs],
@@ -384,20 +386,19 @@ impl<'a> Run<'a> {
     fn evaluate_remedies(
         &self,
         remedies: &[&crate::bundle::Remedy],
-        action: (&str, &BTreeMap<String, Value>),
-    ) -> Result<Vec<Change>, super::checks::remedy::RemedyError> {
+        action: (OpKind, &BTreeMap<String, Value>),
+    ) -> Result<Vec<Change>, crate::exec::checks::remedy::RemedyError> {
         remedies
             .iter()
             .map(|r| {
                 let base = if r.op == action.0 {
                     action.1.clone()
                 } else {
-                    let mut p = self.any_bundle_params(&r.op);
-                    let spec = crate::ops::operation(&r.op);
-                    p.retain(|k, _| spec.is_some_and(|o| o.param(k).is_some()));
+                    let mut p = self.any_bundle_params(r.op);
+                    p.retain(|k, _| r.op.spec().param(k).is_some());
                     p
                 };
-                apply_remedy(r, &base, &self.model_vars()).map(|p| (r.op.clone(), p))
+                apply_remedy(r, &base, &self.model_vars()).map(|p| (r.op, p))
             })
             .collect()
     }
@@ -430,7 +431,7 @@ pub(crate) enum Attempt {
 }
 
 /// One operation of a fix with its evaluated parameters.
-pub(crate) type Change = (String, BTreeMap<String, Value>);
+pub(crate) type Change = (OpKind, BTreeMap<String, Value>);
 
 /// A fix that made the gate pass.
 #[derive(Debug)]

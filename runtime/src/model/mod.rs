@@ -34,7 +34,7 @@ use thiserror::Error;
 use arch::Architecture;
 use checkpoint::{Checkpoint, WeightsError};
 use config::ConfigError;
-use memory::{available_memory, human_bytes, MemoryEstimate};
+use memory::{available_memory, human_bytes, Available, MemoryEstimate};
 use weights::Weights;
 
 /// Why a model could not be made.
@@ -48,17 +48,18 @@ pub enum ModelError {
     NoWeights,
     #[error(
         "the model would not fit in memory: it needs about {} ({} weights + {} KV cache for \
-         {} positions + {} activations) but {} is available",
+         {} positions + {} activations) but {} is {}",
         human_bytes(.estimate.total()),
         human_bytes(.estimate.weights),
         human_bytes(.estimate.kv_cache),
         .estimate.context,
         human_bytes(.estimate.activations),
-        human_bytes(*.available)
+        human_bytes(.available.bytes),
+        .available.limit.describe()
     )]
     TooLarge {
         estimate: MemoryEstimate,
-        available: u64,
+        available: Available,
     },
 }
 
@@ -135,9 +136,12 @@ fn default_estimate(arch: &Architecture) -> MemoryEstimate {
 }
 
 /// Refuses an estimate above the available memory (when that is known).
-pub fn check_fits(estimate: MemoryEstimate, available: Option<u64>) -> Result<(), ModelError> {
+pub fn check_fits(
+    estimate: MemoryEstimate,
+    available: Option<Available>,
+) -> Result<(), ModelError> {
     match available {
-        Some(available) if estimate.total() > available => Err(ModelError::TooLarge {
+        Some(available) if estimate.total() > available.bytes => Err(ModelError::TooLarge {
             estimate,
             available,
         }),

@@ -20,7 +20,8 @@ use skillc_runtime::model::Model;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Model config (file or directory); random weights are drawn for it.
+    /// Model config (file or directory; relative to the current directory); random
+    /// weights are drawn for it.
     #[arg(long, default_value = "../shared/models/llama-3.2-1b")]
     pub config: PathBuf,
     #[arg(long, default_value_t = 0)]
@@ -34,6 +35,9 @@ pub struct Args {
     /// Size of the buffer the bandwidth probe streams through, in MiB.
     #[arg(long, default_value_t = 1024)]
     pub stream_mib: usize,
+    /// The figures as JSON on stdout (the table goes to stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Decode at or above this fraction of the measured bandwidth meets the target.
@@ -44,14 +48,21 @@ const DECODE_PROMPT: usize = 8;
 pub fn measure(args: &Args) -> Result<(), String> {
     let arch = load_config(&args.config).map_err(|e| format!("{}: {e}", args.config.display()))?;
     let load_at_start = load_average();
+    let mut progress = crate::cli::progress::Display::new(false);
+    progress.line("drawing random weights");
     let generation = Instant::now();
     let model = Model::random(arch, args.seed).map_err(|e| e.to_string())?;
     let generation = generation.elapsed();
+    progress.line("measuring the stream read bandwidth");
     let probe = StreamProbe::new(args.stream_mib << 20);
     let warm_up: Vec<f64> = (0..5).map(|_| probe.pass()).collect();
+    progress.line(&format!("timing {} decode steps", args.decode_tokens));
     let decode = time_decode(&model, args.decode_tokens, &probe)?;
+    progress.line(&format!("timing a {}-token prefill", args.prefill_tokens));
     let prefill = time_prefill(&model, args.prefill_tokens)?;
+    progress.line("timing the GEMM kernels");
     let kernels = time_kernels(&model, args.prefill_tokens);
+    drop(progress);
     let timings = Timings {
         generation,
         warm_up,
@@ -59,8 +70,10 @@ pub fn measure(args: &Args) -> Result<(), String> {
         prefill,
         load_at_start,
     };
-    print_table(args, &model, &timings);
-    print_kernels(&model, args.prefill_tokens, &kernels);
+    let mut out = super::Output::new("oracle", args.json);
+    print_table(&mut out, args, &model, &timings);
+    print_kernels(&mut out, &model, args.prefill_tokens, &kernels);
+    out.finish();
     Ok(())
 }
 
@@ -259,7 +272,7 @@ fn process_cpu_seconds() -> Option<f64> {
     Some((ticks(11)? + ticks(12)?) / 100.0)
 }
 
-fn print_kernels(model: &Model, t: usize, kernels: &[KernelTiming]) {
+fn print_kernels(out: &mut super::Output, model: &Model, t: usize, kernels: &[KernelTiming]) {
     let w = &model.weights.layers[0].gate_proj;
     let flops = 2.0 * (t * w.rows() * w.cols()) as f64;
     for k in kernels {
@@ -267,13 +280,18 @@ fn print_kernels(model: &Model, t: usize, kernels: &[KernelTiming]) {
             .cpu_per_call
             .filter(|&c| c > 0.0)
             .map_or("n/a".to_string(), |c| format!("{:.1}", flops / c / 1e9));
-        println!(
+        out.line(&format!(
             "{:<38} {:.1} GFLOP/s best call, {per_cpu} GFLOP per CPU-second ({} x {:?})",
             format!("  kernel: {}", k.name),
             flops / k.best / 1e9,
             t,
             w.shape(),
-        );
+        ));
+        out.row(serde_json::json!({
+            "kernel": k.name,
+            "best_call_gflops": flops / k.best / 1e9,
+            "gflop_per_cpu_s": k.cpu_per_call.filter(|&c| c > 0.0).map(|c| flops / c / 1e9),
+        }));
     }
 }
 
@@ -287,7 +305,7 @@ struct Timings {
     load_at_start: Option<String>,
 }
 
-fn print_table(args: &Args, model: &Model, timings: &Timings) {
+fn print_table(out: &mut super::Output, args: &Args, model: &Model, timings: &Timings) {
     let arch = &model.arch;
     let decode = &timings.decode;
     let gb = |bytes: f64| bytes / 1e9;
@@ -302,72 +320,84 @@ fn print_table(args: &Args, model: &Model, timings: &Timings) {
     let paired = decode.median_paired_fraction();
     let flops = prefill_flops(arch, args.prefill_tokens);
     let prefill = timings.prefill.as_secs_f64();
-    println!(
+    out.set("config", args.config.display().to_string());
+    out.set("parameters", arch.parameter_count());
+    out.set("threads", rayon::current_num_threads());
+    out.set("load_at_start", timings.load_at_start.clone());
+    out.set("generation_s", timings.generation.as_secs_f64());
+    out.set("stream_bytes_per_s_median", median(&all_stream));
+    out.set("decode_step_s_median", median_step);
+    out.set("decode_bytes_per_token", decode.bytes_per_token);
+    out.set("decode_fraction_of_stream", paired);
+    out.set("prefill_tokens", args.prefill_tokens);
+    out.set("prefill_s", prefill);
+    out.set("prefill_gflops", flops / prefill / 1e9);
+    out.line(&format!(
         "oracle benchmark: {} ({} params, random bf16 weights, seed {}), {} threads, cpu: {}",
         args.config.display(),
         arch.parameter_count(),
         args.seed,
         rayon::current_num_threads(),
         cpu_features()
-    );
+    ));
     if let Some(load) = &timings.load_at_start {
-        println!(
+        out.line(&format!(
             "load average at start {load} (other processes on this machine compete for cores and memory)"
-        );
+        ));
     }
-    println!("{:<38} value", "metric");
-    println!(
+    out.line(&format!("{:<38} value", "metric"));
+    out.line(&format!(
         "{:<38} {:.2} s ({})",
         "random weight generation",
         timings.generation.as_secs_f64(),
         human_bytes(model.weights.bytes())
-    );
-    println!(
+    ));
+    out.line(&format!(
         "{:<38} {:.1} GB/s median, {:.1} GB/s best ({} passes over {} MiB)",
         "stream read bandwidth (measured)",
         gb(median(&all_stream)),
         gb(best_stream),
         all_stream.len(),
         args.stream_mib
-    );
-    println!(
+    ));
+    out.line(&format!(
         "{:<38} {:.2} tok/s (median of {} steps, {:.1} ms/token; best step {:.1} ms)",
         "decode",
         1.0 / median_step,
         decode.steps.len(),
         median_step * 1e3,
         decode.best_step() * 1e3
-    );
-    println!(
+    ));
+    out.line(&format!(
         "{:<38} {:.3} GB (weights + KV cache)",
         "bytes read per decode step",
         gb(decode.bytes_per_token)
-    );
-    println!(
+    ));
+    out.line(&format!(
         "{:<38} {:.1} GB/s median, {:.1} GB/s best step",
         "decode achieved bandwidth",
         gb(decode.bytes_per_token / median_step),
         gb(decode.bytes_per_token / decode.best_step())
-    );
-    println!(
+    ));
+    out.line(&format!(
         "{:<38} {:.0} % (median over steps of step / stream pass just before; target >= {:.0} %: {})",
         "decode / measured bandwidth",
         100.0 * paired,
         100.0 * TARGET_FRACTION,
         if paired >= TARGET_FRACTION { "met" } else { "NOT met" }
-    );
-    println!(
+    ));
+    out.line(&format!(
         "{:<38} {:.0} % (best step / best stream pass)",
         "",
         100.0 * decode.bytes_per_token / decode.best_step() / best_stream
-    );
-    println!(
+    ));
+    out.line(&format!(
         "{:<38} {:.2} s, {:.1} GFLOP/s ({:.1} GFLOP, last-row logits)",
         format!("prefill {} tokens", args.prefill_tokens),
         prefill,
         flops / prefill / 1e9,
         flops / 1e9
-    );
+    ));
 }
 
 /// The 1-minute load average, where the OS reports it.

@@ -97,7 +97,7 @@ impl StepRecord {
     /// A bundle step as this run executed it (or not), with the recorded parameters.
     pub fn from_bundle(step: &crate::bundle::Step, outcome: StepOutcome) -> StepRecord {
         StepRecord {
-            op: step.op.clone(),
+            op: step.op.to_string(),
             params: step.params.clone(),
             origin: StepOrigin::Bundle {
                 step: step.id.clone(),
@@ -257,6 +257,10 @@ pub struct DeployReport {
     pub bundle: String,
     /// The trajectories the bundle was built from.
     pub bundle_sources: Vec<String>,
+    /// What was wrong with the bundle when this run started (see
+    /// `DeployOptions::bundle_notes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bundle_notes: Vec<String>,
     /// The model directory's name (known even when the config cannot be read).
     #[serde(default)]
     pub model_dir: String,

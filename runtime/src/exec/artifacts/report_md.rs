@@ -21,6 +21,9 @@ pub fn render(r: &DeployReport) -> String {
         r.bundle,
         r.bundle_sources.join(", ")
     );
+    for note in &r.bundle_notes {
+        let _ = writeln!(out, "**Bundle warning:** {note}\n");
+    }
     if let Some(stop) = &r.stop {
         let _ = writeln!(
             out,

@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 use crate::bundle::{BinaryOp, Expr, Lesson, LessonKind, Remedy, SkillSet, Symptom, Value};
 use crate::exec::checks::gate::GateCheck;
 use crate::ops::is_keyword;
+use crate::ops::OpKind;
 
 /// Builds the text of one `.traj` file.
 #[derive(Debug, Clone)]
@@ -75,7 +76,7 @@ impl TrajectoryWriter {
 
     pub fn action(
         &mut self,
-        op: &str,
+        op: OpKind,
         params: &BTreeMap<String, Value>,
         links: &ActionLinks<'_>,
     ) -> String {

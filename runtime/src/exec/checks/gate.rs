@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::bundle::{Comparison, Provenance, Value};
+use crate::ops::OpKind;
 
 /// Where a gate's threshold comes from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,7 +30,7 @@ pub struct GateCheck {
     /// Short name, unique within its phase, e.g. `kernel gemm 16x128x384`.
     pub name: String,
     /// The operation whose result the gate reads (`validate-kernel`, …).
-    pub op: String,
+    pub op: OpKind,
     /// A metric of `ops::METRICS`.
     pub metric: String,
     pub value: f64,
@@ -50,7 +51,7 @@ impl GateCheck {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         name: impl Into<String>,
-        op: &str,
+        op: OpKind,
         metric: &str,
         value: f64,
         comparison: Comparison,
@@ -63,7 +64,7 @@ impl GateCheck {
             .unwrap_or("");
         Self {
             name: name.into(),
-            op: op.to_string(),
+            op,
             metric: metric.to_string(),
             value,
             comparison,
@@ -200,7 +201,7 @@ mod tests {
     fn nan_fails_every_gate() {
         let g = GateCheck::new(
             "x",
-            "validate-block",
+            OpKind::ValidateBlock,
             "cosine",
             f64::NAN,
             Comparison::Ge,

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::gate::GateCheck;
 use crate::bundle::{Bundle, Expr, Lesson, LessonKind, Remedy, Value};
-use crate::ops;
+use crate::ops::OpKind;
 
 /// Condition keys that record where a lesson was observed, not what it is about.
 const RECORDING_CONDITIONS: &[&str] = &[
@@ -29,7 +29,7 @@ pub struct Failure {
     pub gate: GateCheck,
     /// The failing action's operation (`select-tiling` for a placement refusal,
     /// `validate-kernel`, `validate-block`, `verify-model`, …).
-    pub op: String,
+    pub op: OpKind,
     /// Its parameters (kernel, shape, herd, tile, precision, …).
     pub params: BTreeMap<String, Value>,
 }
@@ -108,10 +108,8 @@ pub fn candidates<'b>(bundle: &'b Bundle, failure: &Failure) -> Vec<&'b Lesson> 
 /// Why a fix could not be evaluated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RemedyError {
-    #[error("`{0}` is not an operation of the runtime")]
-    UnknownOperation(String),
     #[error("`{op}` has no parameter or slot `{key}`")]
-    UnknownParameter { op: String, key: String },
+    UnknownParameter { op: OpKind, key: String },
     #[error("the action has no `{param}` to change slot `{key}` of")]
     MissingList { param: String, key: String },
     #[error("`{key}`: {message}")]
@@ -127,16 +125,15 @@ pub fn apply_remedy(
     action: &BTreeMap<String, Value>,
     model_vars: &BTreeMap<String, f64>,
 ) -> Result<BTreeMap<String, Value>, RemedyError> {
-    let spec = ops::operation(&remedy.op)
-        .ok_or_else(|| RemedyError::UnknownOperation(remedy.op.clone()))?;
+    let spec = remedy.op.spec();
     let mut vars = model_vars.clone();
-    vars.extend(action_vars(&remedy.op, action));
+    vars.extend(action_vars(remedy.op, action));
     let mut out = action.clone();
     for (key, expr) in &remedy.set {
         let (param, slot) =
             spec.resolve_param(key)
                 .ok_or_else(|| RemedyError::UnknownParameter {
-                    op: remedy.op.clone(),
+                    op: remedy.op,
                     key: key.clone(),
                 })?;
         let current = match slot {
@@ -207,8 +204,8 @@ fn number(v: &Value) -> Option<f64> {
 
 /// The action's parameters as remedy variables: scalars by name, list slots by
 /// their component names, and the shape's slots also as `M`, `K`, `N`.
-pub fn action_vars(op: &str, action: &BTreeMap<String, Value>) -> BTreeMap<String, f64> {
-    let spec = ops::operation(op);
+pub fn action_vars(op: OpKind, action: &BTreeMap<String, Value>) -> BTreeMap<String, f64> {
+    let spec = Some(op.spec());
     let mut vars = BTreeMap::new();
     for (key, value) in action {
         match value {
@@ -252,7 +249,7 @@ mod tests {
 
     fn divisor_fix() -> Remedy {
         Remedy {
-            op: "select-tiling".into(),
+            op: OpKind::SelectTiling,
             set: BTreeMap::from([(
                 "tile_n".into(),
                 Expr::Call {
@@ -288,7 +285,7 @@ mod tests {
             phase: 1,
             gate: GateCheck::new(
                 "k",
-                "validate-kernel",
+                OpKind::ValidateKernel,
                 metric,
                 value,
                 Comparison::Eq,
@@ -296,7 +293,7 @@ mod tests {
                 BTreeMap::from([("kernel".into(), Value::Text(kernel.into()))]),
                 ThresholdSource::Runtime { rule: "r".into() },
             ),
-            op: "validate-kernel".into(),
+            op: OpKind::ValidateKernel,
             params: gemm_action(128),
         }
     }
@@ -307,7 +304,7 @@ mod tests {
             kind: LessonKind::Debugging,
             title: "t".into(),
             symptom: Symptom {
-                op: Some("validate-kernel".into()),
+                op: Some(OpKind::ValidateKernel),
                 params,
                 metric: Some("mismatches".into()),
                 comparison: Some(Comparison::Gt),

@@ -17,6 +17,7 @@ use crate::exec::design::{fingerprint, modeled};
 use crate::exec::run::{write, write_report, PhaseEnd, Run};
 use crate::exec::{files, DeployError};
 use crate::model::WeightOrigin;
+use crate::ops::OpKind;
 
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
     let plans = run.plans().map_err(DeployError::Usage)?;
@@ -57,10 +58,12 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         plans: plans.clone(),
     };
     let out = run.options.out_dir.clone();
-    let action = run
-        .traj
-        .action("write-artifacts", &BTreeMap::new(), &ActionLinks::default());
-    run.record_bundle_steps(rec, 6, "write-artifacts", StepOutcome::AsRecorded);
+    let action = run.traj.action(
+        OpKind::WriteArtifacts,
+        &BTreeMap::new(),
+        &ActionLinks::default(),
+    );
+    run.record_bundle_steps(rec, 6, OpKind::WriteArtifacts, StepOutcome::AsRecorded);
     let plan_path = out.join(files::PLAN);
     let text = serde_json::to_string_pretty(&production)
         .map_err(|e| DeployError::io(&plan_path, e))?
@@ -101,7 +104,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     let gates = vec![
         GateCheck::new(
             "plan.json reloads to the verified fingerprint",
-            "write-artifacts",
+            OpKind::WriteArtifacts,
             "errors",
             f64::from(u8::from(!round_trip)),
             Comparison::Eq,
@@ -111,7 +114,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         ),
         GateCheck::new(
             "production numerics verified",
-            "write-artifacts",
+            OpKind::WriteArtifacts,
             "unverified",
             f64::from(u8::from(!verified)),
             Comparison::Eq,
@@ -121,7 +124,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         ),
         GateCheck::new(
             "production kernels in the registry",
-            "write-artifacts",
+            OpKind::WriteArtifacts,
             "unvalidated_kernels",
             unvalidated as f64,
             Comparison::Eq,
@@ -147,10 +150,12 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         .filter(|a| a.fixed)
         .map(|a| format!("{} ({})", a.lesson, a.title))
         .collect();
-    let a = run
-        .traj
-        .action("record-lessons", &BTreeMap::new(), &ActionLinks::default());
-    run.record_bundle_steps(rec, 6, "record-lessons", StepOutcome::AsRecorded);
+    let a = run.traj.action(
+        OpKind::RecordLessons,
+        &BTreeMap::new(),
+        &ActionLinks::default(),
+    );
+    run.record_bundle_steps(rec, 6, OpKind::RecordLessons, StepOutcome::AsRecorded);
     run.traj.verdict(
         &if lessons.is_empty() {
             "no bundle lesson was needed on this model".to_string()
@@ -164,7 +169,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     if let Some(gate) = failed {
         let failure = crate::exec::checks::remedy::Failure {
             phase: 6,
-            op: "write-artifacts".into(),
+            op: OpKind::WriteArtifacts,
             params: BTreeMap::new(),
             gate,
         };

@@ -25,29 +25,30 @@ use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::design::{self, fingerprint, modeled, Design, Plans};
 use crate::exec::run::{PhaseEnd, Run};
 use crate::exec::DeployError;
+use crate::ops::OpKind;
 
 /// Operations that change the plan (as opposed to profiling).
-const TECHNIQUES: &[&str] = &[
-    "merge-launches",
-    "split-launches",
-    "reuse-static-weights",
-    "mark-intermediates",
-    "align-layout",
-    "last-token-lm-head",
-    "tune-tiling",
-    "gemv-decode",
-    "cpu-decode-attention",
-    "pretranspose-weights",
-    "partition-lm-head",
-    "cascade-ffn",
-    "omit-pingpong",
+const TECHNIQUES: &[OpKind] = &[
+    OpKind::MergeLaunches,
+    OpKind::SplitLaunches,
+    OpKind::ReuseStaticWeights,
+    OpKind::MarkIntermediates,
+    OpKind::AlignLayout,
+    OpKind::LastTokenLmHead,
+    OpKind::TuneTiling,
+    OpKind::GemvDecode,
+    OpKind::CpuDecodeAttention,
+    OpKind::PretransposeWeights,
+    OpKind::PartitionLmHead,
+    OpKind::CascadeFfn,
+    OpKind::OmitPingpong,
 ];
 
 struct Target {
     phase: u8,
     metric: &'static str,
     unit: &'static str,
-    profile_op: &'static str,
+    profile_op: OpKind,
     /// A prefill technique re-tried after phase 5: decode must not slow down either.
     revisit: bool,
 }
@@ -58,7 +59,7 @@ fn target(phase: u8) -> Target {
             phase,
             metric: "ttft_s",
             unit: "s",
-            profile_op: "profile-prefill",
+            profile_op: OpKind::ProfilePrefill,
             revisit: false,
         }
     } else {
@@ -66,7 +67,7 @@ fn target(phase: u8) -> Target {
             phase,
             metric: "ms_per_token",
             unit: "ms",
-            profile_op: "profile-decode",
+            profile_op: OpKind::ProfileDecode,
             revisit: false,
         }
     }
@@ -98,7 +99,7 @@ pub(crate) fn run(
         .map(|p| {
             p.steps
                 .iter()
-                .filter(|s| TECHNIQUES.contains(&s.op.as_str()))
+                .filter(|s| TECHNIQUES.contains(&s.op))
                 .collect()
         })
         .unwrap_or_default();
@@ -172,7 +173,7 @@ pub(crate) fn run(
     } else {
         let failure = crate::exec::checks::remedy::Failure {
             phase,
-            op: t.profile_op.into(),
+            op: t.profile_op,
             params: BTreeMap::new(),
             gate,
         };
@@ -243,7 +244,7 @@ fn revisit_prefill(
             amend_phase4_step(run, &step.id, why);
         }
         rec.steps.push(StepRecord {
-            op: step.op.clone(),
+            op: step.op.to_string(),
             params: step.params.clone(),
             origin: StepOrigin::Derived {
                 why: format!(
@@ -327,7 +328,7 @@ fn try_technique(
     };
     let mut d = current.0.clone();
     let site = tune_site(&current.1, step);
-    if let Err(why) = design::apply_change(&mut d, &arch, &step.op, &step.params, site.as_ref()) {
+    if let Err(why) = design::apply_change(&mut d, &arch, step.op, &step.params, site.as_ref()) {
         return Ok((StepOutcome::NotApplicable { why }, None));
     }
     if d == current.0 {
@@ -340,7 +341,7 @@ fn try_technique(
     }
     let action = run
         .traj
-        .action(&step.op, &step.params, &ActionLinks::default());
+        .action(step.op, &step.params, &ActionLinks::default());
     let revert = |run: &mut Run<'_>, why: String| {
         run.traj.decision(&format!("reverted: {why}"), &[&action]);
         Ok((StepOutcome::Reverted { why }, None))
@@ -518,7 +519,7 @@ fn short_check(
 
 /// The GEMM site a `tune-tiling` step names (kernel and shape), if it exists here.
 fn tune_site(plans: &Plans, step: &Step) -> Option<crate::xdna2::plan::Launch> {
-    if step.op != "tune-tiling" {
+    if step.op != OpKind::TuneTiling {
         return None;
     }
     let shape = match step.params.get("shape") {

@@ -24,6 +24,7 @@ use crate::model::oracle::compare::{
 use crate::model::oracle::{LogitRows, Reference};
 use crate::model::scope::check_scope;
 use crate::model::{Model, WeightOrigin};
+use crate::ops::OpKind;
 use crate::xdna2::builder::unsupported_features;
 
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
@@ -39,7 +40,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     compare(run, rec)
 }
 
-fn origin(run: &Run<'_>, op: &str) -> (StepOrigin, Option<BTreeMap<String, Value>>) {
+fn origin(run: &Run<'_>, op: OpKind) -> (StepOrigin, Option<BTreeMap<String, Value>>) {
     match run.bundle_step(0, op) {
         Some(step) => (
             StepOrigin::Bundle {
@@ -66,7 +67,7 @@ fn refuse(
 ) -> PhaseEnd {
     let gate = GateCheck::new(
         "scope check",
-        "check-scope",
+        OpKind::CheckScope,
         "blockers",
         blockers as f64,
         Comparison::Eq,
@@ -92,20 +93,22 @@ fn refuse(
 }
 
 fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, DeployError> {
-    run.progress.step("check-scope");
+    run.progress.step(OpKind::CheckScope.name());
     let path = run.options.model_dir.join("config.json");
-    if !path.is_file() {
+    if !path.exists() {
         return Err(DeployError::Usage(format!(
             "{}: no config.json (a model directory holds config.json and, optionally, *.safetensors)",
             run.options.model_dir.display()
         )));
     }
-    let (origin, recorded) = origin(run, "check-scope");
-    let action = run
-        .traj
-        .action("check-scope", &BTreeMap::new(), &ActionLinks::default());
+    let (origin, recorded) = origin(run, OpKind::CheckScope);
+    let action = run.traj.action(
+        OpKind::CheckScope,
+        &BTreeMap::new(),
+        &ActionLinks::default(),
+    );
     let step = |outcome| crate::exec::artifacts::record::StepRecord {
-        op: "check-scope".into(),
+        op: OpKind::CheckScope.to_string(),
         params: BTreeMap::new(),
         origin: origin.clone(),
         outcome,
@@ -145,7 +148,7 @@ fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, D
     rec.steps.push(step(StepOutcome::AsRecorded));
     let gate = GateCheck::new(
         "scope check",
-        "check-scope",
+        OpKind::CheckScope,
         "blockers",
         0.0,
         Comparison::Eq,
@@ -182,11 +185,11 @@ fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, D
 }
 
 fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, DeployError> {
-    run.progress.step("load-weights");
+    run.progress.step(OpKind::LoadWeights.name());
     let Some(arch) = run.arch.clone() else {
         return Ok(None);
     };
-    let (origin, recorded) = origin(run, "load-weights");
+    let (origin, recorded) = origin(run, OpKind::LoadWeights);
     let seed = run.options.seed;
     let result = Model::load_with_arch(arch, &run.options.model_dir, Some(seed));
     let (source, params) = match &result {
@@ -207,13 +210,13 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
     };
     let action = run
         .traj
-        .action("load-weights", &params, &ActionLinks::default());
+        .action(OpKind::LoadWeights, &params, &ActionLinks::default());
     let model = match result {
         Ok(model) => model,
         Err(e) => {
             let reason = format!("the weights cannot be loaded: {e}");
             rec.steps.push(crate::exec::artifacts::record::StepRecord {
-                op: "load-weights".into(),
+                op: OpKind::LoadWeights.to_string(),
                 params,
                 origin,
                 outcome: StepOutcome::Failed {
@@ -224,7 +227,7 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
             run.traj.verdict(&reason, false, Some(&action));
             return Ok(Some(PhaseEnd::Failed(Stop {
                 phase: 0,
-                gate: "load-weights".into(),
+                gate: OpKind::LoadWeights.to_string(),
                 metric: "errors".into(),
                 value: 1.0,
                 comparison: "==".into(),
@@ -253,7 +256,7 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
         _ => StepOutcome::AsRecorded,
     };
     rec.steps.push(crate::exec::artifacts::record::StepRecord {
-        op: "load-weights".into(),
+        op: OpKind::LoadWeights.to_string(),
         params,
         origin,
         outcome,
@@ -279,12 +282,13 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
 }
 
 fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, DeployError> {
-    run.progress.step("build-reference");
+    run.progress.step(OpKind::BuildReference.name());
     let (Some(arch), true) = (run.arch.clone(), run.model.is_some()) else {
         return Ok(None);
     };
     let fixture_path = run.options.model_dir.join(REFERENCE_FILE);
-    if fixture_path.is_file() {
+    // `exists`: a reference that is not a regular file is refused, not skipped.
+    if fixture_path.exists() {
         match ReferenceTensors::read(&fixture_path) {
             Ok(t) => run.fixture = Some(t),
             Err(e) => return Err(DeployError::io(&fixture_path, e)),
@@ -303,12 +307,14 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
     };
     check_prompts(&prompts, arch.vocab_size).map_err(DeployError::Usage)?;
     run.report.prompts = prompts.clone();
-    let (origin, recorded) = origin(run, "build-reference");
-    let action = run
-        .traj
-        .action("build-reference", &BTreeMap::new(), &ActionLinks::default());
+    let (origin, recorded) = origin(run, OpKind::BuildReference);
+    let action = run.traj.action(
+        OpKind::BuildReference,
+        &BTreeMap::new(),
+        &ActionLinks::default(),
+    );
     rec.steps.push(crate::exec::artifacts::record::StepRecord {
-        op: "build-reference".into(),
+        op: OpKind::BuildReference.to_string(),
         params: BTreeMap::new(),
         origin,
         outcome: StepOutcome::AsRecorded,
@@ -339,7 +345,7 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
     };
     let nan = GateCheck::new(
         "reference sanity: no NaN",
-        "build-reference",
+        OpKind::BuildReference,
         "nan_count",
         non_finite as f64,
         Comparison::Eq,
@@ -349,7 +355,7 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
     );
     let top1 = GateCheck::new(
         "reference sanity: stable top-1",
-        "build-reference",
+        OpKind::BuildReference,
         "top_k_agree",
         f64::from(u8::from(stable.agree)),
         Comparison::Ge,
@@ -414,7 +420,7 @@ fn stable_top1(model: &Model, prompt: &[u32]) -> Result<Stability, String> {
 }
 
 fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
-    let (origin, recorded) = origin(run, "compare-reference");
+    let (origin, recorded) = origin(run, OpKind::CompareReference);
     let bundle_tol = recorded
         .as_ref()
         .and_then(|r| r.get("tol"))
@@ -426,7 +432,7 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
     let (Some(fixture), Some(model)) = (run.fixture.as_ref(), run.model.as_ref()) else {
         if recorded.is_some() {
             rec.steps.push(crate::exec::artifacts::record::StepRecord {
-                op: "compare-reference".into(),
+                op: OpKind::CompareReference.to_string(),
                 params: recorded.clone().unwrap_or_default(),
                 origin,
                 outcome: StepOutcome::NotApplicable {
@@ -458,9 +464,9 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
     };
     let action = run
         .traj
-        .action("compare-reference", &params, &ActionLinks::default());
+        .action(OpKind::CompareReference, &params, &ActionLinks::default());
     rec.steps.push(crate::exec::artifacts::record::StepRecord {
-        op: "compare-reference".into(),
+        op: OpKind::CompareReference.to_string(),
         params,
         origin,
         outcome,
@@ -477,7 +483,7 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
     };
     let error = GateCheck::new(
         "transformers match: worst tensor error",
-        "compare-reference",
+        OpKind::CompareReference,
         "max_rel",
         check.worst_ratio(),
         Comparison::Le,
@@ -494,7 +500,7 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
         + check.tokens.len().abs_diff(check.expected_tokens.len());
     let tokens = GateCheck::new(
         "transformers match: greedy tokens",
-        "compare-reference",
+        OpKind::CompareReference,
         "mismatches",
         mismatched as f64,
         Comparison::Eq,

@@ -20,6 +20,7 @@ use crate::exec::fault::Fault;
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::DeployError;
 use crate::model::arch::RopeScaling;
+use crate::ops::OpKind;
 use crate::xdna2::cost::time_standalone;
 use crate::xdna2::interpreter::weights::TensorIndex;
 use crate::xdna2::interpreter::{has_scaling, table_frequencies, RopeTable};
@@ -27,12 +28,12 @@ use crate::xdna2::kernels::{self, GemmSpec, GemmTile, Herd};
 use crate::xdna2::plan::Launch;
 
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
-    run.progress.step("enumerate-kernels");
+    run.progress.step(OpKind::EnumerateKernels.name());
     plant_rope_fault(run, rec);
     pad_ffn(run, rec);
     let plans = match run.plans() {
         Ok(p) => p,
-        Err(reason) => return Ok(run.fail_step(rec, 1, "enumerate-kernels", &reason)),
+        Err(reason) => return Ok(run.fail_step(rec, 1, OpKind::EnumerateKernels, &reason)),
     };
     let sites = design::sites(&plans);
     for (_, launch) in sites.values() {
@@ -43,11 +44,11 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             .insert(shape);
     }
     let action = run.traj.action(
-        "enumerate-kernels",
+        OpKind::EnumerateKernels,
         &BTreeMap::new(),
         &ActionLinks::default(),
     );
-    run.record_bundle_steps(rec, 1, "enumerate-kernels", StepOutcome::AsRecorded);
+    run.record_bundle_steps(rec, 1, OpKind::EnumerateKernels, StepOutcome::AsRecorded);
     let summary: Vec<String> = sites.keys().cloned().collect();
     run.traj.verdict(
         &format!(
@@ -62,7 +63,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     plant_tiling_faults(run, rec, &sites);
     let plans = match run.plans() {
         Ok(p) => p,
-        Err(reason) => return Ok(run.fail_step(rec, 1, "select-tiling", &reason)),
+        Err(reason) => return Ok(run.fail_step(rec, 1, OpKind::SelectTiling, &reason)),
     };
     for key in design::sites(&plans).into_keys() {
         run.progress.step(&format!("validate-kernel {key}"));
@@ -71,9 +72,9 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         }
     }
     let registered = run.registry.rows.len();
-    run.record_bundle_steps(rec, 1, "register-kernel", StepOutcome::AsRecorded);
+    run.record_bundle_steps(rec, 1, OpKind::RegisterKernel, StepOutcome::AsRecorded);
     let a = run.traj.action(
-        "register-kernel",
+        OpKind::RegisterKernel,
         &BTreeMap::from([("kernel".to_string(), Value::Text("gemm".into()))]),
         &ActionLinks::default(),
     );
@@ -143,7 +144,7 @@ struct Recorded<'b> {
 fn recorded_gemm_tilings<'b>(run: &Run<'b>) -> Vec<Recorded<'b>> {
     let mut out = Vec::new();
     for phase in [1u8, 4] {
-        for step in run.bundle_steps(phase, "select-tiling") {
+        for step in run.bundle_steps(phase, OpKind::SelectTiling) {
             let is_gemm = matches!(step.params.get("kernel"), Some(Value::Text(k)) if k == "gemm");
             let shape = match step.params.get("shape") {
                 Some(Value::IntList(s)) if s.len() == 3 && s.iter().all(|&v| v > 0) => {
@@ -240,7 +241,7 @@ fn choose_gemm_tilings(
                 );
                 run.tiling_sources.insert(key.clone(), note.clone());
                 rec.steps.push(StepRecord {
-                    op: "select-tiling".into(),
+                    op: OpKind::SelectTiling.to_string(),
                     params: tiling_params(&with_spec(launch, s)),
                     origin: StepOrigin::Derived {
                         why: format!("no recorded configuration places at {key}: {note}"),
@@ -426,15 +427,13 @@ fn plant_tiling_faults(
 
 /// The action a failing site's lessons fix: its `select-tiling` for GEMM, else the
 /// kernel and shape.
-fn site_action(launch: &Launch) -> (String, BTreeMap<String, Value>) {
+fn site_action(launch: &Launch) -> (OpKind, BTreeMap<String, Value>) {
     match launch {
-        Launch::Gemm { .. } | Launch::Gemv { .. } => {
-            ("select-tiling".into(), tiling_params(launch))
-        }
+        Launch::Gemm { .. } | Launch::Gemv { .. } => (OpKind::SelectTiling, tiling_params(launch)),
         _ => {
             let mut p = tiling_params(launch);
             p.retain(|k, _| k == "kernel" || k == "shape");
-            ("validate-kernel".into(), p)
+            (OpKind::ValidateKernel, p)
         }
     }
 }
@@ -491,7 +490,7 @@ pub(crate) fn kernel_gate(key: &str, launch: &Launch, check: &KernelCheck) -> Ga
             conditions.insert("atol".into(), Value::Float(check.atol));
             GateCheck::new(
                 format!("kernel {key}"),
-                "validate-kernel",
+                OpKind::ValidateKernel,
                 "mismatches",
                 *mismatches as f64,
                 Comparison::Eq,
@@ -514,7 +513,7 @@ pub(crate) fn kernel_gate(key: &str, launch: &Launch, check: &KernelCheck) -> Ga
             }
             GateCheck::new(
                 format!("placement {key}"),
-                "select-tiling",
+                OpKind::SelectTiling,
                 "violations",
                 violations.len() as f64,
                 Comparison::Eq,
@@ -558,7 +557,7 @@ fn validate_site(
         let (op, params) = site_action(&launch);
         if matches!(launch, Launch::Gemm { .. }) {
             run.traj.action(
-                "select-tiling",
+                OpKind::SelectTiling,
                 &tiling_params(&launch),
                 &ActionLinks::default(),
             );
@@ -583,7 +582,7 @@ fn validate_site(
         ]);
         let action = run
             .traj
-            .action("validate-kernel", &vparams, &ActionLinks::default());
+            .action(OpKind::ValidateKernel, &vparams, &ActionLinks::default());
         let check =
             check_site(run, &plans, &launch, run.design.path.rope).map_err(DeployError::Usage)?;
         let gate = kernel_gate(key, &launch, &check);
@@ -598,7 +597,7 @@ fn validate_site(
         let failed = Failure {
             phase: 1,
             gate: gate.clone(),
-            op: gate.op.clone(),
+            op: gate.op,
             params: params.clone(),
         };
         let site = launch.clone();
@@ -622,7 +621,7 @@ fn validate_site(
                 Err(e) => Attempt::Inapplicable(e),
             }
         };
-        match run.try_lessons(rec, &failed, &obs, (op.as_str(), &params), &mut attempt) {
+        match run.try_lessons(rec, &failed, &obs, (op, &params), &mut attempt) {
             Some(fixed) => {
                 if let Some(arch) = run.arch.clone() {
                     let _ =

@@ -19,6 +19,7 @@ use crate::exec::fault::Fault;
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::DeployError;
 use crate::model::oracle::{LogitRows, Reference};
+use crate::ops::OpKind;
 use crate::xdna2::interpreter::Interpreter;
 use crate::xdna2::plan::{Transform, WeightSource};
 
@@ -30,7 +31,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     prerequisites(run, rec)?;
     ensure_reference_prefill(run)?;
     let build = run.traj.action(
-        "build-block",
+        OpKind::BuildBlock,
         &BTreeMap::from([("layer".to_string(), Value::Int(0))]),
         &ActionLinks::default(),
     );
@@ -42,7 +43,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             ("position_min".to_string(), Value::Float(pos_min.0)),
         ]);
         let action = run.traj.action(
-            "validate-block",
+            OpKind::ValidateBlock,
             &vparams,
             &ActionLinks {
                 after: vec![&build],
@@ -69,7 +70,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         };
         let failure = Failure {
             phase: 2,
-            op: "validate-block".into(),
+            op: OpKind::ValidateBlock,
             params: BTreeMap::from([("layer".to_string(), Value::Int(0))]),
             gate: gate.clone(),
         };
@@ -99,7 +100,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             rec,
             &failure,
             &obs,
-            ("validate-block", &params),
+            (OpKind::ValidateBlock, &params),
             &mut attempt,
         ) {
             Some(fixed) => {
@@ -170,7 +171,7 @@ fn prerequisites(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<(), DeployE
     });
     let needs = [
         (
-            "pad-heads",
+            OpKind::PadHeads,
             padded,
             format!(
                 "heads x head_dim = {} is not a multiple of 1024: phantom heads inside each KV group",
@@ -179,13 +180,13 @@ fn prerequisites(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<(), DeployE
             BTreeMap::from([("multiple".to_string(), Value::Int(1024))]),
         ),
         (
-            "bias-after-rope",
+            OpKind::BiasAfterRope,
             arch.qkv_bias && run.design.path.qkv_bias,
             "the config has q/k/v bias: added on the host after RoPE, RoPE(q+b) = RoPE(q) + RoPE(b)".into(),
             BTreeMap::new(),
         ),
         (
-            "qk-norm",
+            OpKind::QkNorm,
             arch.qk_norm && run.design.path.qk_norm,
             "the config has per-head Q/K RMSNorm before RoPE".into(),
             BTreeMap::new(),
@@ -199,7 +200,7 @@ fn prerequisites(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<(), DeployE
         if steps.is_empty() {
             if needed {
                 rec.steps.push(StepRecord {
-                    op: op.into(),
+                    op: op.to_string(),
                     params,
                     origin: StepOrigin::Derived { why },
                     outcome: StepOutcome::AsRecorded,
@@ -337,7 +338,7 @@ fn block_gates(
     Ok(vec![
         GateCheck::new(
             "block cosine",
-            "validate-block",
+            OpKind::ValidateBlock,
             "cosine",
             whole,
             Comparison::Ge,
@@ -347,7 +348,7 @@ fn block_gates(
         ),
         GateCheck::new(
             "block per-position cosine",
-            "validate-block",
+            OpKind::ValidateBlock,
             "position_cosine_min",
             per_position,
             Comparison::Ge,
@@ -357,7 +358,7 @@ fn block_gates(
         ),
         GateCheck::new(
             "block NaN",
-            "validate-block",
+            OpKind::ValidateBlock,
             "nan_count",
             non_finite(ours) as f64,
             Comparison::Eq,

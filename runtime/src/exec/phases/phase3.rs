@@ -17,20 +17,24 @@ use crate::exec::checks::verify::{verify_npu, NpuVerification};
 use crate::exec::design::{self, fingerprint, modeled};
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::DeployError;
+use crate::ops::OpKind;
 
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
     ensure_reference_prefill(run)?;
-    run.traj
-        .action("build-model", &BTreeMap::new(), &ActionLinks::default());
-    run.record_bundle_steps(rec, 3, "build-model", StepOutcome::AsRecorded);
+    run.traj.action(
+        OpKind::BuildModel,
+        &BTreeMap::new(),
+        &ActionLinks::default(),
+    );
+    run.record_bundle_steps(rec, 3, OpKind::BuildModel, StepOutcome::AsRecorded);
     let params = BTreeMap::from([
         ("tokens".to_string(), Value::Int(GATE_N_TOKENS as i64)),
         ("top_k".to_string(), Value::Int(GATE_K as i64)),
     ]);
     let action = run
         .traj
-        .action("verify-model", &params, &ActionLinks::default());
-    run.record_bundle_steps(rec, 3, "verify-model", StepOutcome::AsRecorded);
+        .action(OpKind::VerifyModel, &params, &ActionLinks::default());
+    run.record_bundle_steps(rec, 3, OpKind::VerifyModel, StepOutcome::AsRecorded);
     run.progress.step(&format!(
         "verify-model: greedy {GATE_N_TOKENS} tokens x {} prompts on the NPU",
         run.report.prompts.len()
@@ -56,7 +60,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     if let Some(gate) = failed {
         let failure = Failure {
             phase: 3,
-            op: "verify-model".into(),
+            op: OpKind::VerifyModel,
             params: params.clone(),
             gate: gate.clone(),
         };
@@ -84,7 +88,13 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
                 Err(e) => Attempt::Inapplicable(e.to_string()),
             }
         };
-        match run.try_lessons(rec, &failure, &obs, ("verify-model", &params), &mut attempt) {
+        match run.try_lessons(
+            rec,
+            &failure,
+            &obs,
+            (OpKind::VerifyModel, &params),
+            &mut attempt,
+        ) {
             Some(fixed) => {
                 if let Some(arch) = run.arch.clone() {
                     let _ = design::apply_changes(&mut run.design, &arch, &fixed.changes, None);
@@ -113,10 +123,10 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     let profile = BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]);
     let a = run
         .traj
-        .action("profile-prefill", &profile, &ActionLinks::default());
+        .action(OpKind::ProfilePrefill, &profile, &ActionLinks::default());
     let ttft = GateCheck::new(
         "baseline TTFT",
-        "profile-prefill",
+        OpKind::ProfilePrefill,
         "ttft_s",
         times.ttft_s,
         Comparison::Gt,
@@ -129,7 +139,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     .modeled();
     let mpt = GateCheck::new(
         "baseline decode",
-        "profile-decode",
+        OpKind::ProfileDecode,
         "ms_per_token",
         times.ms_per_token,
         Comparison::Gt,
@@ -151,7 +161,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         times.calls_per_layer_decode
     ));
     run.baseline_times = Some(times);
-    run.record_bundle_steps(rec, 3, "diagnose-layers", StepOutcome::AsRecorded);
+    run.record_bundle_steps(rec, 3, OpKind::DiagnoseLayers, StepOutcome::AsRecorded);
     Ok(PhaseEnd::Passed)
 }
 
@@ -212,7 +222,7 @@ pub(crate) fn verify_gates(run: &Run<'_>, v: &NpuVerification) -> Vec<GateCheck>
     vec![
         GateCheck::new(
             "verify: top-k set check",
-            "verify-model",
+            OpKind::VerifyModel,
             "top_k_agree",
             v.passed_prompts() as f64,
             Comparison::Ge,
@@ -222,7 +232,7 @@ pub(crate) fn verify_gates(run: &Run<'_>, v: &NpuVerification) -> Vec<GateCheck>
         ),
         GateCheck::new(
             "verify: NaN in NPU logits",
-            "verify-model",
+            OpKind::VerifyModel,
             "nan_count",
             v.non_finite as f64,
             Comparison::Eq,

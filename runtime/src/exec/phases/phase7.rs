@@ -11,12 +11,13 @@ use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::evaluate::Evaluation;
 use crate::exec::run::{PhaseEnd, Run};
 use crate::exec::{files, DeployError, EvaluatorLaunch};
+use crate::ops::OpKind;
 
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
     let params = BTreeMap::from([("fresh_process".to_string(), Value::Bool(true))]);
     let action = run
         .traj
-        .action("evaluate", &params, &ActionLinks::default());
+        .action(OpKind::Evaluate, &params, &ActionLinks::default());
     run.progress.step("evaluate: fresh process");
     // The evaluator loads its own copy of the model: release ours first so two
     // full-size models never sit in memory together.
@@ -74,7 +75,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     let gates = vec![
         GateCheck::new(
             "evaluator exit code",
-            "evaluate",
+            OpKind::Evaluate,
             "exit_code",
             f64::from(code),
             Comparison::Eq,
@@ -84,7 +85,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         ),
         GateCheck::new(
             "evaluator: fresh top-k set check",
-            "evaluate",
+            OpKind::Evaluate,
             "top_k_agree",
             passed_prompts as f64,
             Comparison::Ge,
@@ -117,7 +118,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         Some(gate) => {
             let failure = crate::exec::checks::remedy::Failure {
                 phase: 7,
-                op: "evaluate".into(),
+                op: OpKind::Evaluate,
                 params,
                 gate,
             };

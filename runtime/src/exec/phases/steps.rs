@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::bundle::{Phase, Step, Value};
 use crate::exec::artifacts::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
+use crate::ops::OpKind;
 
 /// Kernel × shape keys of this model (`gemm [2048, 2048, 512]`), from phase 1.
 pub type ModelShapes = BTreeMap<String, BTreeSet<Vec<i64>>>;
@@ -21,12 +22,12 @@ pub fn account(phase: &Phase, rec: &mut PhaseRecord, shapes: &ModelShapes) {
             _ => None,
         })
         .collect();
-    let mut seen_ops: BTreeSet<&str> = BTreeSet::new();
+    let mut seen_ops: BTreeSet<OpKind> = BTreeSet::new();
     for step in &phase.steps {
         if recorded.contains(&step.id) {
             continue;
         }
-        let repeat = !seen_ops.insert(step.op.as_str());
+        let repeat = !seen_ops.insert(step.op);
         let outcome = outcome(phase.index, step, shapes, repeat);
         rec.steps.push(StepRecord::from_bundle(step, outcome));
     }
@@ -44,19 +45,19 @@ fn outcome(phase: u8, step: &Step, shapes: &ModelShapes, repeat: bool) -> StepOu
         why: why.to_string(),
     };
     let done = StepOutcome::AsRecorded;
-    match step.op.as_str() {
-        "verify-model" | "diagnose-layers" | "build-model" | "build-block" | "validate-block" => done,
-        "profile-prefill" | "profile-decode" => done,
-        "write-artifacts" | "record-lessons" | "enumerate-kernels" | "check-scope" => done,
-        "pretranspose-weights" => done,
-        "evaluate" if repeat => na("one fresh-process evaluation per run"),
-        "evaluate" => done,
-        "note-host" => na("a host-side change with no effect on the emulated NPU or its cost model"),
-        "rope-convention" => match text(step, "convention").as_deref() {
+    match step.op {
+        OpKind::VerifyModel | OpKind::DiagnoseLayers | OpKind::BuildModel | OpKind::BuildBlock | OpKind::ValidateBlock => done,
+        OpKind::ProfilePrefill | OpKind::ProfileDecode => done,
+        OpKind::WriteArtifacts | OpKind::RecordLessons | OpKind::EnumerateKernels | OpKind::CheckScope => done,
+        OpKind::PretransposeWeights => done,
+        OpKind::Evaluate if repeat => na("one fresh-process evaluation per run"),
+        OpKind::Evaluate => done,
+        OpKind::NoteHost => na("a host-side change with no effect on the emulated NPU or its cost model"),
+        OpKind::RopeConvention => match text(step, "convention").as_deref() {
             Some("half-split") => done,
             _ => na("the runtime's RoPE kernel pairs dimension i with i + head_dim/2 (half-split), as the checkpoints do"),
         },
-        "select-tiling" | "validate-kernel" | "register-kernel" | "tune-tiling" => {
+        OpKind::SelectTiling | OpKind::ValidateKernel | OpKind::RegisterKernel | OpKind::TuneTiling => {
             configuration(phase, step, shapes)
         }
         other => na(&format!("`{other}` is not executed by this runtime's phase {phase}")),

@@ -69,7 +69,7 @@ impl ReferenceTensors {
             file: file.clone(),
             message,
         };
-        let bytes = std::fs::read(path).map_err(|e| read_error(e.to_string()))?;
+        let bytes = crate::input::read(path).map_err(|e| read_error(e.problem.to_string()))?;
         let st = SafeTensors::deserialize(&bytes)
             .map_err(|e| read_error(format!("not a valid safetensors file ({e:?})")))?;
         let mut tensors = BTreeMap::new();
@@ -154,7 +154,8 @@ pub struct ErrorRow {
     pub elements: usize,
     pub max_abs_error: f32,
     pub max_abs_reference: f32,
-    /// `max_abs_error / max_abs_reference`.
+    /// `max_abs_error / max_abs_reference`; NaN when either side holds a NaN or
+    /// the lengths differ, so no bound can pass it.
     pub ratio: f64,
     pub pass: bool,
 }
@@ -175,7 +176,9 @@ impl ErrorRow {
             max_err = max_err.max((a - b).abs());
             max_ref = max_ref.max(b.abs());
         }
-        let ratio = if max_ref > 0.0 {
+        let ratio = if nan {
+            f64::NAN
+        } else if max_ref > 0.0 {
             max_err as f64 / max_ref as f64
         } else {
             max_err as f64
@@ -211,9 +214,16 @@ impl ReferenceCheck {
         self.tokens_match() && self.rows.iter().all(|r| r.pass)
     }
 
-    /// The largest error ratio over every tensor.
+    /// The largest error ratio over every tensor; NaN when any tensor's is (a
+    /// plain `f64::max` would drop it and let the gate pass).
     pub fn worst_ratio(&self) -> f64 {
-        self.rows.iter().map(|r| r.ratio).fold(0.0, f64::max)
+        self.rows.iter().map(|r| r.ratio).fold(0.0, |worst, r| {
+            if worst.is_nan() || r.is_nan() {
+                f64::NAN
+            } else {
+                worst.max(r)
+            }
+        })
     }
 }
 

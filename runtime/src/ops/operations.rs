@@ -1,59 +1,190 @@
-//! The operation and metric vocabulary shared by the trajectory language, the
-//! distiller and the runtime.
-//!
-//! This table is the single source of truth: the front end validates actions and
-//! lesson fixes against it, the distiller copies operation names from it into
-//! bundles, and the executor dispatches on it. Adding an operation here is the only
-//! way to make it exist anywhere.
+//! The operations of the runtime: one [`OpSpec`] per [`OpKind`] (name, phases,
+//! typed parameters with their docs). The table is the single source of truth for
+//! operation names: `OpKind`'s spelling, `FromStr` and serde all read it.
 
-use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
 
-/// Keywords of the trajectory language (grammar/README.md, "Keywords"): never an
-/// entry id. The parser reserves them and the executor's trajectory writer avoids
-/// them when it makes ids and bare words.
-pub const KEYWORDS: &[&str] = &[
-    "trajectory",
-    "session",
-    "skill",
-    "trigger",
-    "phase",
-    "model",
-    "target",
-    "baseline",
-    "action",
-    "observe",
-    "lesson",
-    "note",
-    "decision",
-    "when",
-    "after",
-    "about",
-    "evidence",
-    "fixes",
-    "by",
-    "supersedes",
-    "reverts",
-    "symptom",
-    "cause",
-    "fix",
-    "in",
-    "fails",
-    "with",
-    "and",
-    "or",
-    "not",
-    "measured",
-    "modeled",
-    "pass",
-    "fail",
-    "true",
-    "false",
-];
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// Whether `word` is a keyword of the trajectory language.
-pub fn is_keyword(word: &str) -> bool {
-    KEYWORDS.contains(&word)
+use super::words::{BufferKey, RopeConvention, RopeScaling, WeightOrigin};
+use crate::xdna2::kernels::{Epilogue, Kernel, Precision, QkvLayout};
+
+/// Every operation, in table order. Strings become an `OpKind` once, where text
+/// comes in (the parser's checks, bundle.json), and match arms over it are
+/// exhaustive: an operation added here fails to compile wherever its meaning is
+/// missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    CheckScope,
+    LoadWeights,
+    BuildReference,
+    CompareReference,
+    RopeConvention,
+    RopeScaling,
+    EnumerateKernels,
+    SelectTiling,
+    ValidateKernel,
+    RegisterKernel,
+    BuildBlock,
+    PadHeads,
+    BiasAfterRope,
+    QkNorm,
+    ValidateBlock,
+    BuildModel,
+    VerifyModel,
+    DiagnoseLayers,
+    MergeLaunches,
+    SplitLaunches,
+    ReuseStaticWeights,
+    MarkIntermediates,
+    AlignLayout,
+    LastTokenLmHead,
+    TuneTiling,
+    ProfilePrefill,
+    GemvDecode,
+    CpuDecodeAttention,
+    PretransposeWeights,
+    PartitionLmHead,
+    CascadeFfn,
+    OmitPingpong,
+    ProfileDecode,
+    WriteArtifacts,
+    RecordLessons,
+    Evaluate,
+    NoteHost,
 }
+
+impl OpKind {
+    /// Every operation, in table order.
+    pub const ALL: [OpKind; 37] = [
+        OpKind::CheckScope,
+        OpKind::LoadWeights,
+        OpKind::BuildReference,
+        OpKind::CompareReference,
+        OpKind::RopeConvention,
+        OpKind::RopeScaling,
+        OpKind::EnumerateKernels,
+        OpKind::SelectTiling,
+        OpKind::ValidateKernel,
+        OpKind::RegisterKernel,
+        OpKind::BuildBlock,
+        OpKind::PadHeads,
+        OpKind::BiasAfterRope,
+        OpKind::QkNorm,
+        OpKind::ValidateBlock,
+        OpKind::BuildModel,
+        OpKind::VerifyModel,
+        OpKind::DiagnoseLayers,
+        OpKind::MergeLaunches,
+        OpKind::SplitLaunches,
+        OpKind::ReuseStaticWeights,
+        OpKind::MarkIntermediates,
+        OpKind::AlignLayout,
+        OpKind::LastTokenLmHead,
+        OpKind::TuneTiling,
+        OpKind::ProfilePrefill,
+        OpKind::GemvDecode,
+        OpKind::CpuDecodeAttention,
+        OpKind::PretransposeWeights,
+        OpKind::PartitionLmHead,
+        OpKind::CascadeFfn,
+        OpKind::OmitPingpong,
+        OpKind::ProfileDecode,
+        OpKind::WriteArtifacts,
+        OpKind::RecordLessons,
+        OpKind::Evaluate,
+        OpKind::NoteHost,
+    ];
+
+    /// The operation's row of [`OPERATIONS`].
+    pub fn spec(self) -> &'static OpSpec {
+        &OPERATIONS[self as usize]
+    }
+
+    /// The language's name, e.g. `select-tiling`.
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// Whether the operation measures or checks (its observations are gates or
+    /// figures) rather than changes or builds the deployment. The distiller keeps
+    /// these out of steps when a fix re-checks them.
+    pub fn measures(self) -> bool {
+        use OpKind::*;
+        match self {
+            ValidateKernel | ValidateBlock | VerifyModel | CompareReference | ProfilePrefill
+            | ProfileDecode | DiagnoseLayers | Evaluate => true,
+            CheckScope | LoadWeights | BuildReference | RopeConvention | RopeScaling
+            | EnumerateKernels | SelectTiling | RegisterKernel | BuildBlock | PadHeads
+            | BiasAfterRope | QkNorm | BuildModel | MergeLaunches | SplitLaunches
+            | ReuseStaticWeights | MarkIntermediates | AlignLayout | LastTokenLmHead
+            | TuneTiling | GemvDecode | CpuDecodeAttention | PretransposeWeights
+            | PartitionLmHead | CascadeFfn | OmitPingpong | WriteArtifacts | RecordLessons
+            | NoteHost => false,
+        }
+    }
+}
+
+/// An operation name outside the table.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not an operation of the runtime")]
+pub struct UnknownOperation(pub String);
+
+impl FromStr for OpKind {
+    type Err = UnknownOperation;
+
+    fn from_str(name: &str) -> Result<Self, UnknownOperation> {
+        operation(name)
+            .map(|spec| spec.kind)
+            .ok_or_else(|| UnknownOperation(name.to_string()))
+    }
+}
+
+/// Ordered by name, like the strings operations were before they had a type, so
+/// whatever is sorted by operation keeps its order.
+impl Ord for OpKind {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+impl PartialOrd for OpKind {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Display for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for OpKind {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for OpKind {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+// The table is indexed by `OpKind`: row i must be operation i, and every
+// operation has its row. Checked at compile time.
+const _: () = {
+    assert!(OPERATIONS.len() == OpKind::ALL.len());
+    let mut i = 0;
+    while i < OPERATIONS.len() {
+        assert!(OPERATIONS[i].kind as usize == i);
+        assert!(OpKind::ALL[i] as usize == i);
+        i += 1;
+    }
+};
 
 /// The kind of value a parameter accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -87,6 +218,7 @@ pub struct ParamSpec {
 /// One operation of the runtime.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct OpSpec {
+    pub kind: OpKind,
     pub name: &'static str,
     /// Phases in which the operation may appear (0..=7).
     pub phases: &'static [u8],
@@ -156,29 +288,16 @@ const fn list(
 use ParamKind::{Bool, Float, Ident, Int, Str};
 
 /// Kernel names the emulator implements; `kernel=` parameters take one of these.
-pub const KERNELS: &[&str] = &[
-    "gemm",
-    "gemv",
-    "gemv_swiglu",
-    "rmsnorm",
-    "qk_rmsnorm",
-    "rope",
-    "silu_mul",
-    "eltwise_add",
-    "softmax",
-    "flash_attention",
-    "embedding",
-    "lm_head_gemv",
-];
+pub const KERNELS: &[&str] = Kernel::WORDS;
 
-const KERNEL: ParamKind = ParamKind::Enum(KERNELS);
-const PRECISION: ParamKind = ParamKind::Enum(&["bf16", "bfp16"]);
-const LAYOUT: ParamKind = ParamKind::Enum(&["seq-first", "head-first"]);
-const EPILOGUE: ParamKind = ParamKind::Enum(&["fused-cast", "drain", "f32"]);
-const BUFFER_KEY: ParamKind = ParamKind::Enum(&["per-layer", "shared"]);
-const ROPE_CONVENTION: ParamKind = ParamKind::Enum(&["half-split", "interleaved"]);
-const ROPE_SCALING: ParamKind = ParamKind::Enum(&["config", "none"]);
-const WEIGHT_SOURCE: ParamKind = ParamKind::Enum(&["checkpoint", "random"]);
+const KERNEL: ParamKind = ParamKind::Enum(Kernel::WORDS);
+const PRECISION: ParamKind = ParamKind::Enum(Precision::WORDS);
+const LAYOUT: ParamKind = ParamKind::Enum(QkvLayout::WORDS);
+const EPILOGUE: ParamKind = ParamKind::Enum(Epilogue::WORDS);
+const BUFFER_KEY: ParamKind = ParamKind::Enum(BufferKey::WORDS);
+const ROPE_CONVENTION: ParamKind = ParamKind::Enum(RopeConvention::WORDS);
+const ROPE_SCALING: ParamKind = ParamKind::Enum(RopeScaling::WORDS);
+const WEIGHT_SOURCE: ParamKind = ParamKind::Enum(WeightOrigin::WORDS);
 
 const SHAPE: ParamSpec = list(
     "shape",
@@ -203,12 +322,14 @@ const TILE: ParamSpec = list(
 pub const OPERATIONS: &[OpSpec] = &[
     // Phase 0: the CPU reference.
     OpSpec {
+        kind: OpKind::CheckScope,
         name: "check-scope",
         phases: &[0],
         params: &[],
         doc: "refuse architectures outside scope (MoE, MLA, encoder-decoder) with the reason",
     },
     OpSpec {
+        kind: OpKind::LoadWeights,
         name: "load-weights",
         phases: &[0],
         params: &[
@@ -218,12 +339,14 @@ pub const OPERATIONS: &[OpSpec] = &[
         doc: "load the model's weights (bf16 in memory)",
     },
     OpSpec {
+        kind: OpKind::BuildReference,
         name: "build-reference",
         phases: &[0],
         params: &[],
         doc: "build the CPU f32 reference forward pass",
     },
     OpSpec {
+        kind: OpKind::CompareReference,
         name: "compare-reference",
         phases: &[0],
         params: &[
@@ -233,6 +356,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         doc: "compare the CPU reference with an external reference",
     },
     OpSpec {
+        kind: OpKind::RopeConvention,
         name: "rope-convention",
         phases: &[0, 1, 2, 3],
         params: &[req(
@@ -243,6 +367,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         doc: "choose the RoPE pairing the checkpoint was trained with",
     },
     OpSpec {
+        kind: OpKind::RopeScaling,
         name: "rope-scaling",
         phases: &[1, 2],
         params: &[req(
@@ -254,12 +379,14 @@ pub const OPERATIONS: &[OpSpec] = &[
     },
     // Phase 1: kernels.
     OpSpec {
+        kind: OpKind::EnumerateKernels,
         name: "enumerate-kernels",
         phases: &[1],
         params: &[],
         doc: "derive every kernel x shape the model needs",
     },
     OpSpec {
+        kind: OpKind::SelectTiling,
         name: "select-tiling",
         phases: &[1, 4, 5],
         params: &[
@@ -282,6 +409,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         doc: "choose a tiling and herd for one kernel at one shape",
     },
     OpSpec {
+        kind: OpKind::ValidateKernel,
         name: "validate-kernel",
         phases: &[1],
         params: &[
@@ -293,6 +421,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         doc: "run one kernel on the emulator against the f32 reference, element-wise",
     },
     OpSpec {
+        kind: OpKind::RegisterKernel,
         name: "register-kernel",
         phases: &[1],
         params: &[req("kernel", KERNEL, "kernel name"), opt("shape", ParamKind::IntList, "shape")],
@@ -300,30 +429,35 @@ pub const OPERATIONS: &[OpSpec] = &[
     },
     // Phase 2: one decoder block.
     OpSpec {
+        kind: OpKind::BuildBlock,
         name: "build-block",
         phases: &[2],
         params: &[opt("layer", Int, "layer index")],
         doc: "wire one decoder block from validated kernels",
     },
     OpSpec {
+        kind: OpKind::PadHeads,
         name: "pad-heads",
         phases: &[2],
         params: &[req("multiple", Int, "pad dims to this multiple with phantom heads")],
         doc: "GQA-aware padding of non-aligned dimensions",
     },
     OpSpec {
+        kind: OpKind::BiasAfterRope,
         name: "bias-after-rope",
         phases: &[2],
         params: &[],
         doc: "add the QKV bias on the host after RoPE, using RoPE(q+b) = RoPE(q) + RoPE(b)",
     },
     OpSpec {
+        kind: OpKind::QkNorm,
         name: "qk-norm",
         phases: &[2],
         params: &[],
         doc: "apply per-head Q/K RMSNorm before RoPE (Qwen3)",
     },
     OpSpec {
+        kind: OpKind::ValidateBlock,
         name: "validate-block",
         phases: &[2],
         params: &[
@@ -335,12 +469,14 @@ pub const OPERATIONS: &[OpSpec] = &[
     },
     // Phase 3: whole model.
     OpSpec {
+        kind: OpKind::BuildModel,
         name: "build-model",
         phases: &[3],
         params: &[],
         doc: "chain every block and the LM head",
     },
     OpSpec {
+        kind: OpKind::VerifyModel,
         name: "verify-model",
         phases: &[3, 4, 5, 6, 7],
         params: &[
@@ -350,6 +486,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         doc: "greedy-decode on both sides; at the first divergence each token must be in the other's top-k",
     },
     OpSpec {
+        kind: OpKind::DiagnoseLayers,
         name: "diagnose-layers",
         phases: &[3],
         params: &[],
@@ -357,18 +494,21 @@ pub const OPERATIONS: &[OpSpec] = &[
     },
     // Phase 4: prefill optimization.
     OpSpec {
+        kind: OpKind::MergeLaunches,
         name: "merge-launches",
         phases: &[4, 5],
         params: &[req("group", Ident, "name of the merged call, e.g. rms_gemms_rope")],
         doc: "merge consecutive launches into one NPU call",
     },
     OpSpec {
+        kind: OpKind::SplitLaunches,
         name: "split-launches",
         phases: &[4, 5],
         params: &[req("group", Ident, "merged call to split back")],
         doc: "undo a merge (compile blow-up, mismatch)",
     },
     OpSpec {
+        kind: OpKind::ReuseStaticWeights,
         name: "reuse-static-weights",
         phases: &[4, 5],
         params: &[opt(
@@ -379,30 +519,35 @@ pub const OPERATIONS: &[OpSpec] = &[
         doc: "per-layer weight buffers written once at setup, skipped per call",
     },
     OpSpec {
+        kind: OpKind::MarkIntermediates,
         name: "mark-intermediates",
         phases: &[4, 5],
         params: &[],
         doc: "skip host writes of buffers the kernels overwrite",
     },
     OpSpec {
+        kind: OpKind::AlignLayout,
         name: "align-layout",
         phases: &[4],
         params: &[req("layout", LAYOUT, "activation layout")],
         doc: "keep activations in one layout so host transposes disappear",
     },
     OpSpec {
+        kind: OpKind::LastTokenLmHead,
         name: "last-token-lm-head",
         phases: &[4],
         params: &[],
         doc: "prefill LM head on the last real row only, reusing the decode GEMV",
     },
     OpSpec {
+        kind: OpKind::TuneTiling,
         name: "tune-tiling",
         phases: &[4, 5],
         params: &[req("kernel", KERNEL, "kernel name"), TILE, HERD],
         doc: "retune one kernel's tiling for speed",
     },
     OpSpec {
+        kind: OpKind::ProfilePrefill,
         name: "profile-prefill",
         phases: &[3, 4, 6],
         params: &[
@@ -414,6 +559,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     },
     // Phase 5: decode optimization.
     OpSpec {
+        kind: OpKind::GemvDecode,
         name: "gemv-decode",
         // Phase 3 wires the first decode (verify generates 32 tokens); phase 5 tunes it.
         phases: &[3, 5],
@@ -421,36 +567,42 @@ pub const OPERATIONS: &[OpSpec] = &[
         doc: "decode projections as NPU GEMVs",
     },
     OpSpec {
+        kind: OpKind::CpuDecodeAttention,
         name: "cpu-decode-attention",
         phases: &[5],
         params: &[],
         doc: "decode attention (one query) on the host",
     },
     OpSpec {
+        kind: OpKind::PretransposeWeights,
         name: "pretranspose-weights",
         phases: &[3, 5],
         params: &[],
         doc: "one-time host transpose of (out,in) weights for GEMV",
     },
     OpSpec {
+        kind: OpKind::PartitionLmHead,
         name: "partition-lm-head",
         phases: &[5],
         params: &[req("parts", Int, "number of LM-head partitions")],
         doc: "split the LM head GEMV so each partition fits L2 and the repeat limit",
     },
     OpSpec {
+        kind: OpKind::CascadeFfn,
         name: "cascade-ffn",
         phases: &[5],
         params: &[req("rows", Int, "core rows of the cascade")],
         doc: "fused O+FFN decode GEMV cascade",
     },
     OpSpec {
+        kind: OpKind::OmitPingpong,
         name: "omit-pingpong",
         phases: &[5],
         params: &[],
         doc: "drop ping-pong buffers module-wide to fit L1",
     },
     OpSpec {
+        kind: OpKind::ProfileDecode,
         name: "profile-decode",
         phases: &[3, 5, 6],
         params: &[
@@ -461,24 +613,28 @@ pub const OPERATIONS: &[OpSpec] = &[
     },
     // Phases 6 and 7.
     OpSpec {
+        kind: OpKind::WriteArtifacts,
         name: "write-artifacts",
         phases: &[6],
         params: &[],
         doc: "write the production plan, report and trajectory",
     },
     OpSpec {
+        kind: OpKind::RecordLessons,
         name: "record-lessons",
         phases: &[6],
         params: &[],
         doc: "append this run's lessons to the trajectory",
     },
     OpSpec {
+        kind: OpKind::Evaluate,
         name: "evaluate",
         phases: &[7],
         params: &[opt("fresh_process", Bool, "re-run verification in a fresh process")],
         doc: "independent evaluation of the written artifacts",
     },
     OpSpec {
+        kind: OpKind::NoteHost,
         name: "note-host",
         phases: &[0, 1, 2, 3, 4, 5, 6, 7],
         params: &[opt("text", Str, "what changed on the host")],
@@ -490,296 +646,10 @@ pub fn operation(name: &str) -> Option<&'static OpSpec> {
     OPERATIONS.iter().find(|op| op.name == name)
 }
 
-/// What a metric measures; units are checked against it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Dimension {
-    /// Unitless ratio or similarity.
-    Ratio,
-    Count,
-    Time,
-    TokenRate,
-    FlopRate,
-    ByteRate,
-}
-
-/// Which direction of a metric is better; gates compare in that direction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Better {
-    Higher,
-    Lower,
-}
-
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct MetricSpec {
-    pub name: &'static str,
-    pub dimension: Dimension,
-    pub better: Better,
-    /// The unit values are normalised to.
-    pub canonical_unit: &'static str,
-    pub doc: &'static str,
-}
-
-const fn metric(
-    name: &'static str,
-    dimension: Dimension,
-    better: Better,
-    canonical_unit: &'static str,
-    doc: &'static str,
-) -> MetricSpec {
-    MetricSpec {
-        name,
-        dimension,
-        better,
-        canonical_unit,
-        doc,
-    }
-}
-
-use Better::{Higher, Lower};
-use Dimension::{ByteRate, Count, FlopRate, Ratio, Time, TokenRate};
-
-pub const METRICS: &[MetricSpec] = &[
-    metric(
-        "cosine",
-        Ratio,
-        Higher,
-        "",
-        "whole-tensor cosine similarity",
-    ),
-    metric(
-        "position_cosine_min",
-        Ratio,
-        Higher,
-        "",
-        "minimum per-position cosine",
-    ),
-    metric("max_abs", Ratio, Lower, "", "maximum absolute error"),
-    metric("max_rel", Ratio, Lower, "", "maximum relative error"),
-    metric("mean_rel_l1", Ratio, Lower, "", "mean|out-ref| / mean|ref|"),
-    metric(
-        "mismatches",
-        Count,
-        Lower,
-        "",
-        "elements outside atol + rtol*|ref|",
-    ),
-    metric(
-        "top_k_agree",
-        Count,
-        Higher,
-        "",
-        "prompts whose top-k set check passed",
-    ),
-    metric("nan_count", Count, Lower, "", "NaN or infinite values"),
-    metric("ttft_s", Time, Lower, "s", "time to first token"),
-    metric("prefill_s", Time, Lower, "s", "prefill time"),
-    metric("ms_per_token", Time, Lower, "ms", "decode time per token"),
-    metric(
-        "tok_s",
-        TokenRate,
-        Higher,
-        "tok/s",
-        "decode tokens per second",
-    ),
-    metric("kernel_ms", Time, Lower, "ms", "kernel or call time"),
-    metric(
-        "gflops",
-        FlopRate,
-        Higher,
-        "GFLOP/s",
-        "achieved compute rate",
-    ),
-    metric("gbps", ByteRate, Higher, "GB/s", "achieved bandwidth"),
-    metric(
-        "calls_per_layer",
-        Count,
-        Lower,
-        "",
-        "NPU calls per decoder layer",
-    ),
-    metric("compile_s", Time, Lower, "s", "compile time"),
-];
-
-pub fn metric_spec(name: &str) -> Option<&'static MetricSpec> {
-    METRICS.iter().find(|m| m.name == name)
-}
-
-/// A unit the language accepts, with its dimension and the factor to the
-/// dimension's canonical unit.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct UnitSpec {
-    pub symbol: &'static str,
-    pub dimension: Dimension,
-    pub to_canonical: f64,
-}
-
-const fn unit(symbol: &'static str, dimension: Dimension, to_canonical: f64) -> UnitSpec {
-    UnitSpec {
-        symbol,
-        dimension,
-        to_canonical,
-    }
-}
-
-/// Canonical units: s for time except where a metric says ms (callers convert with
-/// [`convert`]), tok/s, GFLOP/s, GB/s.
-pub const UNITS: &[UnitSpec] = &[
-    unit("s", Time, 1.0),
-    unit("ms", Time, 1e-3),
-    unit("us", Time, 1e-6),
-    unit("ns", Time, 1e-9),
-    unit("min", Time, 60.0),
-    unit("tok/s", TokenRate, 1.0),
-    unit("GFLOP/s", FlopRate, 1.0),
-    unit("TFLOP/s", FlopRate, 1e3),
-    unit("MB/s", ByteRate, 1e-3),
-    unit("GB/s", ByteRate, 1.0),
-    unit("%", Ratio, 1e-2),
-    unit("x", Ratio, 1.0),
-];
-
-pub fn unit_spec(symbol: &str) -> Option<&'static UnitSpec> {
-    UNITS.iter().find(|u| u.symbol == symbol)
-}
-
-/// Converts `value` from unit `from` to unit `to`; `None` when the dimensions differ.
-pub fn convert(value: f64, from: &str, to: &str) -> Option<f64> {
-    let (f, t) = (unit_spec(from)?, unit_spec(to)?);
-    (f.dimension == t.dimension).then(|| value * f.to_canonical / t.to_canonical)
-}
-
-/// A function of the remedy expression language (lesson fixes and causes, e.g.
-/// `tile_n=divisor(N / herd_n)`). The set is closed: the front end rejects any other
-/// name, and [`eval_function`] defines what each computes.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct FunctionSpec {
-    pub name: &'static str,
-    pub arity: usize,
-    pub doc: &'static str,
-}
-
-const fn function(name: &'static str, arity: usize, doc: &'static str) -> FunctionSpec {
-    FunctionSpec { name, arity, doc }
-}
-
-pub const FUNCTIONS: &[FunctionSpec] = &[
-    function(
-        "divisor",
-        1,
-        "largest divisor of x not above the current value of the parameter being assigned",
-    ),
-    function("min", 2, "smaller of a and b"),
-    function("max", 2, "larger of a and b"),
-    function("ceil_div", 2, "a / b rounded up"),
-    function("round_up", 2, "smallest multiple of m not below a"),
-    function("round_down", 2, "largest multiple of m not above a"),
-    function("pow2_floor", 1, "largest power of two not above x"),
-    function("gcd", 2, "greatest common divisor of a and b"),
-];
-
-pub fn function_spec(name: &str) -> Option<&'static FunctionSpec> {
-    FUNCTIONS.iter().find(|f| f.name == name)
-}
-
-/// Evaluates a remedy function on integers. `current` is the value the assigned
-/// parameter had before the fix (only `divisor` reads it). `None` for an unknown
-/// function, a wrong argument count, or an undefined result (division by zero, no
-/// positive divisor).
-pub fn eval_function(name: &str, args: &[i64], current: Option<i64>) -> Option<i64> {
-    let spec = function_spec(name)?;
-    if args.len() != spec.arity {
-        return None;
-    }
-    match (name, args) {
-        ("divisor", [x]) => {
-            let limit = current.unwrap_or(*x).min(*x);
-            (1..=limit).rev().find(|d| x % d == 0)
-        }
-        ("min", [a, b]) => Some(*a.min(b)),
-        ("max", [a, b]) => Some(*a.max(b)),
-        ("ceil_div", [a, b]) if *b != 0 => {
-            Some(a.div_euclid(*b) + i64::from(a.rem_euclid(*b) != 0))
-        }
-        ("round_up", [a, m]) if *m > 0 => {
-            Some(a.div_euclid(*m) * m + if a.rem_euclid(*m) != 0 { *m } else { 0 })
-        }
-        ("round_down", [a, m]) if *m > 0 => Some(a.div_euclid(*m) * m),
-        ("pow2_floor", [x]) if *x > 0 => Some(1i64 << (63 - x.leading_zeros())),
-        ("gcd", [a, b]) => {
-            let (mut a, mut b) = (a.unsigned_abs(), b.unsigned_abs());
-            while b != 0 {
-                (a, b) = (b, a % b);
-            }
-            i64::try_from(a).ok()
-        }
-        _ => None,
-    }
-}
-
-/// A name a remedy expression may read besides the parameters of its operation.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct VariableSpec {
-    pub name: &'static str,
-    pub doc: &'static str,
-}
-
-const fn variable(name: &'static str, doc: &'static str) -> VariableSpec {
-    VariableSpec { name, doc }
-}
-
-/// Model and problem sizes available to remedy expressions. Parameters of the fix's
-/// operation and their list components (`tile_n`, `herd_n`, …) are available too,
-/// holding the values of the action being fixed.
-pub const VARIABLES: &[VariableSpec] = &[
-    variable("M", "first slot of the action's shape (rows)"),
-    variable("K", "second slot of the action's shape (reduction)"),
-    variable("N", "third slot of the action's shape (columns)"),
-    variable("seq_len", "sequence length"),
-    variable("hidden_size", "model width"),
-    variable("intermediate_size", "FFN width"),
-    variable("head_dim", "attention head size"),
-    variable("n_heads", "query heads"),
-    variable("n_kv_heads", "key/value heads"),
-    variable("vocab_size", "vocabulary size"),
-    variable("n_layers", "decoder layers"),
-];
-
-pub fn variable_spec(name: &str) -> Option<&'static VariableSpec> {
-    VARIABLES.iter().find(|v| v.name == name)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
-
-    #[test]
-    fn names_are_unique() {
-        let ops: BTreeSet<_> = OPERATIONS.iter().map(|o| o.name).collect();
-        assert_eq!(ops.len(), OPERATIONS.len());
-        let metrics: BTreeSet<_> = METRICS.iter().map(|m| m.name).collect();
-        assert_eq!(metrics.len(), METRICS.len());
-    }
-
-    #[test]
-    fn keywords_are_the_ones_the_language_reference_lists() {
-        let text = include_str!("../../grammar/README.md");
-        let section = text
-            .split("## Keywords")
-            .nth(1)
-            .expect("grammar/README.md has a Keywords section");
-        let listed: BTreeSet<&str> = section
-            .split('`')
-            .nth(1)
-            .expect("the section opens with the keyword list in backquotes")
-            .split_whitespace()
-            .collect();
-        let ours: BTreeSet<&str> = KEYWORDS.iter().copied().collect();
-        assert_eq!(ours, listed);
-        assert_eq!(ours.len(), KEYWORDS.len(), "no keyword twice");
-    }
 
     #[test]
     fn components_resolve_to_their_slot() {
@@ -790,33 +660,15 @@ mod tests {
     }
 
     #[test]
-    fn units_convert_within_a_dimension_only() {
-        assert_eq!(convert(1500.0, "ms", "s"), Some(1.5));
-        assert_eq!(convert(2.0, "TFLOP/s", "GFLOP/s"), Some(2000.0));
-        assert_eq!(convert(1.0, "ms", "GB/s"), None);
-    }
-
-    #[test]
-    fn remedy_functions_compute_what_they_document() {
-        assert_eq!(eval_function("divisor", &[224], Some(128)), Some(112));
-        assert_eq!(eval_function("divisor", &[7], Some(4)), Some(1));
-        assert_eq!(eval_function("ceil_div", &[128256, 16384], None), Some(8));
-        assert_eq!(eval_function("round_up", &[896, 1024], None), Some(1024));
-        assert_eq!(eval_function("round_down", &[896, 256], None), Some(768));
-        assert_eq!(eval_function("pow2_floor", &[896], None), Some(512));
-        assert_eq!(eval_function("gcd", &[896, 2048], None), Some(128));
-        assert_eq!(eval_function("ceil_div", &[1, 0], None), None);
-        assert_eq!(eval_function("min", &[1], None), None);
-        assert_eq!(eval_function("nope", &[1], None), None);
-    }
-
-    #[test]
-    fn metric_canonical_units_exist() {
-        for m in METRICS {
-            if !m.canonical_unit.is_empty() {
-                let u = unit_spec(m.canonical_unit).expect("canonical unit is known");
-                assert_eq!(u.dimension, m.dimension, "{}", m.name);
-            }
+    fn operation_names_are_unique_and_parse_to_their_kind() {
+        let names: BTreeSet<_> = OPERATIONS.iter().map(|o| o.name).collect();
+        assert_eq!(names.len(), OPERATIONS.len());
+        for kind in OpKind::ALL {
+            assert_eq!(kind.name().parse::<OpKind>(), Ok(kind));
+            let json = serde_json::to_string(&kind).expect("serialises");
+            assert_eq!(json, format!("\"{}\"", kind.name()));
+            assert_eq!(serde_json::from_str::<OpKind>(&json).ok(), Some(kind));
         }
+        assert!(serde_json::from_str::<OpKind>("\"launch-rockets\"").is_err());
     }
 }
