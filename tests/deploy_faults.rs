@@ -142,10 +142,10 @@ fn with_the_test_lessons_every_fault_is_repaired_by_its_lesson() {
 #[test]
 fn the_unscaled_rope_table_is_invisible_to_a_short_prompt() {
     use skillc_runtime::exec::design::Design;
-    use skillc_runtime::exec::npu::{NpuModel, RopeTable};
     use skillc_runtime::model::oracle::{LogitRows, Reference};
     use skillc_runtime::model::Model;
     use skillc_runtime::xdna2::device::Device;
+    use skillc_runtime::xdna2::interpreter::{Interpreter, RopeTable};
     use skillc_runtime::xdna2::numerics::cosine;
 
     let model = Model::load(&fixture("llama32-tiny"), None).unwrap();
@@ -159,8 +159,8 @@ fn the_unscaled_rope_table_is_invisible_to_a_short_prompt() {
         let mut design = Design::baseline();
         design.path.rope = rope;
         let plans = design.plans("llama32-tiny", &model.arch, &device).unwrap();
-        let mut npu = NpuModel::new(&device, &model, &plans.prefill, &plans.decode, design.path);
-        let out = npu.prefill_layers(&prompt, 1).unwrap();
+        let mut npu = Interpreter::new(&device, &model.arch, &model.weights, design.path);
+        let out = npu.prefill_layers(&plans.prefill, &prompt, 1).unwrap();
         cosine(&out[0], &reference.layer_outputs[0].data)
     };
     let (scaled, unscaled) = (block(RopeTable::Scaled), block(RopeTable::Unscaled));

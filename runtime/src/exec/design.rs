@@ -9,13 +9,13 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::artifacts::record::ModeledTimes;
-use super::npu::NpuPath;
 use crate::bundle::Value;
 use crate::model::arch::Architecture;
 use crate::ops::{effect, BufferKey, Effect, KernelChoice, KernelSettings, Op, OpKind, PlanChange};
 use crate::xdna2::builder::plan_for;
 use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
+use crate::xdna2::interpreter::NpuPath;
 use crate::xdna2::kernels::{GemmSpec, GemmTile, GemvTile, Herd, Precision, QkvLayout};
 use crate::xdna2::plan::{Launch, Phase, Plan, PlanOptions, Step, Transform, WeightSource};
 

@@ -17,9 +17,9 @@
 
 use super::typed::{KernelChoice, Op};
 use super::words::{BufferKey, RopeConvention, RopeScaling};
-use crate::exec::npu::{NpuPath, RopeTable};
 use crate::model::arch::Architecture;
 use crate::xdna2::device::Device;
+use crate::xdna2::interpreter::{NpuPath, RopeTable};
 use crate::xdna2::kernels::{Epilogue, Herd, Kernel, LmHeadSpec, Precision, QkvLayout};
 use crate::xdna2::plan::PlanOptions;
 

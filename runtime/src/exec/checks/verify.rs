@@ -7,10 +7,10 @@ use serde::{Deserialize, Serialize};
 use super::topk::{top_k_set_check, GreedyStep, GATE_K, GATE_N_TOKENS};
 use crate::exec::artifacts::record::PromptVerdict;
 use crate::exec::design::Plans;
-use crate::exec::npu::{Counters, NpuModel, NpuPath};
 use crate::model::oracle::{LogitRows, PrefillOutput, Reference};
 use crate::model::Model;
 use crate::xdna2::device::Device;
+use crate::xdna2::interpreter::{Counters, Interpreter, NpuPath};
 
 /// Something that produces next-token logits.
 pub trait Decoder {
@@ -83,9 +83,38 @@ impl Decoder for ReferenceDecoder<'_> {
     }
 }
 
+/// The emulated NPU running a deployment's prefill and decode plans.
+pub struct NpuDecoder<'m> {
+    pub npu: Interpreter<'m>,
+    plans: &'m Plans,
+}
+
+impl<'m> NpuDecoder<'m> {
+    pub fn new(device: &'m Device, model: &'m Model, plans: &'m Plans, path: NpuPath) -> Self {
+        Self {
+            npu: Interpreter::new(device, &model.arch, &model.weights, path),
+            plans,
+        }
+    }
+}
+
+impl Decoder for NpuDecoder<'_> {
+    fn prefill(&mut self, prompt: &[u32]) -> Result<Vec<f32>, String> {
+        self.npu
+            .prefill(&self.plans.prefill, prompt)
+            .map_err(|e| e.to_string())
+    }
+
+    fn decode(&mut self, token: u32) -> Result<Vec<f32>, String> {
+        self.npu
+            .decode(&self.plans.decode, token)
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// Counts non-finite logits of another decoder.
 struct Counting<'d, 'm> {
-    inner: &'d mut NpuModel<'m>,
+    inner: &'d mut NpuDecoder<'m>,
     non_finite: usize,
 }
 
@@ -138,14 +167,12 @@ pub fn verify_npu(
     reference_runs: &[Vec<GreedyStep>],
     diagnose: Option<&PrefillOutput>,
 ) -> Result<NpuVerification, String> {
-    let mut npu = NpuModel::new(device, model, &plans.prefill, &plans.decode, path);
+    let mut npu = NpuDecoder::new(device, model, plans, path);
     let mut verdicts = Vec::new();
     let mut non_finite = 0;
     let mut diagnosis = Vec::new();
     for (i, (prompt, reference)) in prompts.iter().zip(reference_runs).enumerate() {
-        if i == 0 && diagnose.is_some() {
-            npu.record_layers();
-        }
+        npu.npu.capture_layers(i == 0 && diagnose.is_some());
         let mut counting = Counting {
             inner: &mut npu,
             non_finite: 0,
@@ -153,7 +180,7 @@ pub fn verify_npu(
         let steps = generate(&mut counting, prompt, GATE_N_TOKENS, GATE_K)?;
         non_finite += counting.non_finite;
         if let (0, Some(reference_prefill)) = (i, diagnose) {
-            let ours = npu.layer_outputs.take().unwrap_or_default();
+            let ours = npu.npu.take_layer_outputs();
             let width = model.arch.hidden_size;
             for (layer, (o, r)) in ours
                 .iter()
@@ -179,7 +206,7 @@ pub fn verify_npu(
     Ok(NpuVerification {
         prompts: verdicts,
         non_finite,
-        counters: npu.counters,
+        counters: npu.npu.counters(),
         diagnosis,
     })
 }

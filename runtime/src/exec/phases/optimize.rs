@@ -488,25 +488,12 @@ fn short_check(
     old: (&Plans, &Design),
     new: (&Plans, &Design),
 ) -> Result<bool, DeployError> {
-    use crate::exec::checks::verify::Decoder;
-    use crate::exec::npu::NpuModel;
+    use crate::exec::checks::verify::{Decoder, NpuDecoder};
     let (Some(model), Some(prompt)) = (run.model.as_ref(), run.report.prompts.first()) else {
         return Err(DeployError::Usage("no model or prompt".into()));
     };
-    let mut a = NpuModel::new(
-        &run.device,
-        model,
-        &old.0.prefill,
-        &old.0.decode,
-        old.1.path,
-    );
-    let mut b = NpuModel::new(
-        &run.device,
-        model,
-        &new.0.prefill,
-        &new.0.decode,
-        new.1.path,
-    );
+    let mut a = NpuDecoder::new(&run.device, model, old.0, old.1.path);
+    let mut b = NpuDecoder::new(&run.device, model, new.0, new.1.path);
     let same = |x: &[f32], y: &[f32]| {
         x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits())
     };

@@ -522,7 +522,7 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
     let worst = checks
         .iter()
         .map(|c| c.worst_ratio())
-        .fold(0.0, |worst, r| {
+        .fold(0.0_f64, |worst, r| {
             if worst.is_nan() || r.is_nan() {
                 f64::NAN
             } else {

@@ -17,13 +17,13 @@ use crate::exec::checks::remedy::Failure;
 use crate::exec::checks::validate::{validate, CheckOutcome, KernelCheck, ValidationContext};
 use crate::exec::design::{self, site_key, tiling_of, tiling_params, Plans, Tiling};
 use crate::exec::fault::Fault;
-use crate::exec::npu::{has_scaling, table_frequencies, RopeTable};
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
-use crate::exec::weights::TensorIndex;
 use crate::exec::DeployError;
 use crate::model::arch::RopeScaling;
 use crate::ops::{KernelSettings, Op, OpKind};
 use crate::xdna2::cost::time_standalone;
+use crate::xdna2::interpreter::weights::TensorIndex;
+use crate::xdna2::interpreter::{has_scaling, table_frequencies, RopeTable};
 use crate::xdna2::kernels::{self, GemmSpec, GemmTile, Herd, Kernel};
 use crate::xdna2::plan::Launch;
 

@@ -176,7 +176,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
 pub(crate) fn run_verification(
     run: &Run<'_>,
     plans: &design::Plans,
-    path: crate::exec::npu::NpuPath,
+    path: crate::xdna2::interpreter::NpuPath,
     diagnose: bool,
 ) -> Result<NpuVerification, DeployError> {
     let Some(model) = run.model.as_ref() else {

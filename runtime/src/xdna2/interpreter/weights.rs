@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use super::ExecError;
 use crate::model::tensor::BfTensor;
 use crate::model::weights::Weights;
 use crate::xdna2::plan::{Plan, Transform, WeightSource};
@@ -47,24 +48,25 @@ pub fn resolve<'m>(
     name: &str,
     layer: usize,
     index: &TensorIndex<'m>,
-) -> Result<WeightData<'m>, String> {
+) -> Result<WeightData<'m>, ExecError> {
     let buffer = plan
         .buffers
         .get(name)
-        .ok_or_else(|| format!("the plan has no buffer `{name}`"))?;
+        .ok_or_else(|| ExecError::UnknownBuffer(name.to_string()))?;
     let Some(WeightSource::Tensor {
         name: pattern,
         transforms,
     }) = &buffer.source
     else {
-        return Err(format!(
-            "buffer `{name}` is not filled from a checkpoint tensor"
-        ));
+        return Err(ExecError::NotATensor(name.to_string()));
     };
     let tensor_name = pattern.replace("{layer}", &layer.to_string());
-    let tensor = index.get(&tensor_name).ok_or_else(|| {
-        format!("buffer `{name}` names `{tensor_name}`, which the model does not have")
-    })?;
+    let tensor = index
+        .get(&tensor_name)
+        .ok_or_else(|| ExecError::MissingTensor {
+            buffer: name.to_string(),
+            tensor: tensor_name.clone(),
+        })?;
     // A vector (a bias) is a column: its heads run along axis 0.
     let (rows, cols) = match tensor.shape() {
         [n] => (*n, 1),
@@ -76,7 +78,10 @@ pub fn resolve<'m>(
         cols,
     };
     for t in transforms {
-        data = apply(data, t)?;
+        data = apply(data, t).map_err(|message| ExecError::Transform {
+            buffer: name.to_string(),
+            message,
+        })?;
     }
     Ok(data)
 }

@@ -1,7 +1,6 @@
-//! The host's share of a plan: the CPU work between NPU calls that both plan
-//! interpreters (`xdna2::exec` and the deploy executor's `exec::npu`) run, in one
-//! place so the two compute the same bits: Q/K/V layout transposes, the bias added
-//! after RoPE, and decode attention over the host KV cache.
+//! The host's share of a plan that needs more than a line: Q/K/V layout
+//! transposes, the bias added after RoPE, and decode attention over the host KV
+//! cache.
 
 use crate::bf16;
 use crate::model::oracle::blocks;
