@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::bundle::{Provenance, Value};
+use crate::exec::checks::decode::DecodeErrors;
 use crate::exec::checks::gate::GateCheck;
 use crate::exec::checks::topk::TopKCheck;
 use crate::exec::fault::Fault;
@@ -199,7 +200,10 @@ pub struct ModelInfo {
 pub struct PromptVerdict {
     pub prompt: usize,
     pub tokens: usize,
+    /// The greedy top-k set check over every step.
     pub check: TopKCheck,
+    /// The teacher-forced errors against the reference.
+    pub decode: DecodeErrors,
 }
 
 /// Modeled figures of one plan (from the emulator's cost model).
