@@ -7,8 +7,8 @@
 //! built by `builder` → `interpreter` (the one functional execution of plans on
 //! real tensors: deploy, replay, benchmarks and tests) and `cost`
 //! (modeled time, fitted by `fit` against `calibration` points) → `trace` and
-//! `roofline` (what a reader looks at); `validate` gates one launch against a
-//! plain computation (phase-1 kernel validation).
+//! `roofline` (what a reader looks at); `harness` runs one launch against the f32
+//! oracle (the kernel check of deploy, replay, calibration and the tests).
 
 pub mod builder;
 pub mod calibration;
@@ -16,10 +16,10 @@ pub mod constraints;
 pub mod cost;
 pub mod device;
 pub mod fit;
+pub mod harness;
 pub mod interpreter;
 pub mod kernels;
 pub mod numerics;
 pub mod plan;
 pub mod roofline;
 pub mod trace;
-pub mod validate;

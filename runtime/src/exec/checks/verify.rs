@@ -73,6 +73,7 @@ pub fn verify_npu(
             prompt: i + 1,
             tokens: run.steps.len(),
             check: top_k_set_check(&reference.steps, &run.steps),
+            npu_tokens: run.steps.iter().map(|s| s.token).collect(),
             decode: run.errors,
         });
     }
@@ -94,7 +95,7 @@ fn diagnose_layers(
         .enumerate()
         .map(|(layer, (o, r))| LayerDiagnosis {
             layer,
-            cosine: super::gate::cosine(o, &r.data),
+            cosine: crate::xdna2::numerics::cosine(o, &r.data),
             position_cosine_min: super::gate::min_or_nan(&super::gate::row_cosines(
                 o, &r.data, width,
             )),
