@@ -72,10 +72,21 @@ pub fn with_test_lessons() -> &'static Bundle {
 
 /// Deploys `bundle` on `model` into `out` with seed 0 and a fixed session time.
 pub fn deploy(bundle: &Bundle, model: &Path, out: &Path, faults: &[Fault]) -> DeployOutcome {
+    deploy_seeded(bundle, model, out, faults, 0)
+}
+
+/// [`deploy`] with another seed (prompts, and the weights of a config-only model).
+pub fn deploy_seeded(
+    bundle: &Bundle,
+    model: &Path,
+    out: &Path,
+    faults: &[Fault],
+    seed: u64,
+) -> DeployOutcome {
     let options = DeployOptions {
         model_dir: model.to_path_buf(),
         out_dir: out.to_path_buf(),
-        seed: 0,
+        seed,
         prompts: None,
         faults: faults.to_vec(),
         started: "2026-11-30T00:00Z".to_string(),

@@ -488,31 +488,31 @@ fn short_check(
     old: (&Plans, &Design),
     new: (&Plans, &Design),
 ) -> Result<bool, DeployError> {
-    use crate::exec::checks::verify::{Decoder, NpuDecoder};
+    use crate::xdna2::interpreter::Interpreter;
     let (Some(model), Some(prompt)) = (run.model.as_ref(), run.report.prompts.first()) else {
         return Err(DeployError::Usage("no model or prompt".into()));
     };
-    let mut a = NpuDecoder::new(&run.device, model, old.0, old.1.path);
-    let mut b = NpuDecoder::new(&run.device, model, new.0, new.1.path);
+    let npu = |path| Interpreter::new(&run.device, &model.arch, &model.weights, path);
+    let (mut a, mut b) = (npu(old.1.path), npu(new.1.path));
     let same = |x: &[f32], y: &[f32]| {
         x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits())
     };
-    let usage = DeployError::Usage;
+    let usage = |e: crate::xdna2::interpreter::ExecError| DeployError::Usage(e.to_string());
     if !same(
-        &a.prefill(prompt).map_err(usage)?,
-        &b.prefill(prompt).map_err(usage)?,
+        &a.prefill(&old.0.prefill, prompt).map_err(usage)?,
+        &b.prefill(&new.0.prefill, prompt).map_err(usage)?,
     ) {
         return Ok(false);
     }
     let fed: Vec<u32> = run
         .reference_runs
         .first()
-        .map(|r| r.iter().take(SHORT_STEPS).map(|s| s.token).collect())
+        .map(|r| r.steps.iter().take(SHORT_STEPS).map(|s| s.token).collect())
         .unwrap_or_default();
     for token in fed {
         if !same(
-            &a.decode(token).map_err(usage)?,
-            &b.decode(token).map_err(usage)?,
+            &a.decode(&old.0.decode, token).map_err(usage)?,
+            &b.decode(&new.0.decode, token).map_err(usage)?,
         ) {
             return Ok(false);
         }

@@ -11,9 +11,9 @@ use super::prompts::{check_prompts, default_prompts};
 use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::{ModelInfo, PhaseRecord, StepOrigin, StepOutcome, Stop};
 use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::decode::reference_run;
 use crate::exec::checks::gate::{non_finite, GateCheck, ThresholdSource};
-use crate::exec::checks::topk::{GATE_K, GATE_N_TOKENS};
-use crate::exec::checks::verify::{generate, ReferenceDecoder};
+use crate::exec::checks::topk::GATE_N_TOKENS;
 use crate::exec::run::{PhaseEnd, Run};
 use crate::exec::DeployError;
 use crate::model::config::ConfigError;
@@ -365,12 +365,9 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
             i + 1,
             prompts.len()
         ));
-        let reference = Reference::new(model).map_err(|e| DeployError::Usage(e.to_string()))?;
-        let mut decoder = ReferenceDecoder::new(reference);
-        let steps =
-            generate(&mut decoder, prompt, GATE_N_TOKENS, GATE_K).map_err(DeployError::Usage)?;
-        non_finite += decoder.non_finite;
-        generations.push(steps);
+        let reference_run = reference_run(model, prompt).map_err(DeployError::Usage)?;
+        non_finite += reference_run.non_finite;
+        generations.push(reference_run);
     }
     run.reference_runs = generations;
     let rule = |r: &str| ThresholdSource::Runtime {

@@ -56,13 +56,14 @@ pub fn add_bias(
 }
 
 /// One query per head over the first `positions` cached keys and values, f32 math
-/// on bf16 values (the host's numpy-like attention).
+/// on bf16 values (the host's numpy-like attention). Query head `h` reads KV head
+/// `h / group` (`shift` moves it to the next group: a planted fault).
 pub fn decode_attention(
     q: &[u16],
-    keys: &[u16],
-    values: &[u16],
+    (keys, values): (&[u16], &[u16]),
     positions: usize,
     (heads, kv_heads, head_dim): (usize, usize, usize),
+    shift: usize,
 ) -> Vec<u16> {
     let kv_width = kv_heads * head_dim;
     let group = heads / kv_heads.max(1);
@@ -71,7 +72,7 @@ pub fn decode_attention(
     let mut scores = vec![0.0f32; positions];
     for (h, o) in out.chunks_mut(head_dim).enumerate() {
         let qh = bf16::to_f32_vec(&q[h * head_dim..(h + 1) * head_dim]);
-        let offset = (h / group.max(1)) * head_dim;
+        let offset = ((h / group.max(1) + shift) % kv_heads.max(1)) * head_dim;
         for (p, s) in scores.iter_mut().enumerate() {
             *s = bf16::dot_bf16_f32(&keys[p * kv_width + offset..][..head_dim], &qh) * scale;
         }

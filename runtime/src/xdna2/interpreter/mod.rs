@@ -14,10 +14,12 @@
 //!
 //! What the NPU path computes beyond the plan is in [`NpuPath`]: whether the q/k/v
 //! bias is added, whether the Q/K norm runs, which frequencies the RoPE table
-//! holds. Planted faults switch these off; lessons switch them back on.
+//! holds, and the [`Defects`] planted in its decode side. Planted faults switch
+//! these; lessons switch the first three back.
 
 mod host;
 mod pass;
+mod rope;
 mod rows;
 pub mod weights;
 
@@ -27,7 +29,6 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::model::arch::{Architecture, RopeScaling};
-use crate::model::oracle::blocks;
 use crate::model::weights::Weights;
 use crate::xdna2::constraints::ConstraintViolation;
 use crate::xdna2::device::Device;
@@ -53,6 +54,9 @@ pub struct NpuPath {
     /// Run the per-head Q/K RMSNorm where the model has one.
     pub qk_norm: bool,
     pub rope: RopeTable,
+    /// Bugs planted in the decode side (none in a real deployment).
+    #[serde(default, skip_serializing_if = "Defects::none")]
+    pub defects: Defects,
 }
 
 impl NpuPath {
@@ -60,14 +64,56 @@ impl NpuPath {
         qkv_bias: true,
         qk_norm: true,
         rope: RopeTable::Scaled,
+        defects: Defects::NONE,
     };
 }
 
-/// The inverse frequencies a table of `kind` holds for `arch`.
+/// Bugs of the host code and kernels on the decode side that a planted fault
+/// switches on, so tests can show that the decode gates catch each one. Every one
+/// leaves prefill alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Defects {
+    /// Decode rotates Q and K (and the rotated bias) at position + 1.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rope_position_off_by_one: bool,
+    /// Decode writes its K/V row into the slot after its position; its own slot
+    /// keeps what it held (zeros on a fresh cache).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kv_wrong_slot: bool,
+    /// Decode writes a stale K/V row into its slot: the previous position's
+    /// (a staging buffer that was not refreshed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stale_kv: bool,
+    /// Decode attention pairs query head h with KV group `h / group + 1` (mod the
+    /// KV heads) instead of `h / group`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gqa_mapping: bool,
+    /// The last partition of a partitioned LM-head GEMV is not launched: its
+    /// slice of the logits stays zero.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub drop_lm_head_partition: bool,
+}
+
+impl Defects {
+    pub const NONE: Defects = Defects {
+        rope_position_off_by_one: false,
+        kv_wrong_slot: false,
+        stale_kv: false,
+        gqa_mapping: false,
+        drop_lm_head_partition: false,
+    };
+
+    pub fn none(&self) -> bool {
+        *self == Defects::NONE
+    }
+}
+
+/// The inverse frequencies a table of `kind` holds for `arch` (the NPU side's own
+/// code, not the reference's: see `rope`).
 pub fn table_frequencies(arch: &Architecture, kind: RopeTable) -> Vec<f32> {
     match kind {
-        RopeTable::Scaled => blocks::inv_freq(arch),
-        RopeTable::Unscaled => blocks::default_inv_freq(arch.rope_theta, arch.head_dim),
+        RopeTable::Scaled => rope::scaled_frequencies(arch),
+        RopeTable::Unscaled => rope::unscaled_frequencies(arch),
     }
 }
 
@@ -139,8 +185,7 @@ pub struct Interpreter<'m> {
     luts: HashMap<usize, Arc<Vec<u16>>>,
     /// Weight copies (padded heads, zero rows made explicit) by source and layer.
     copies: HashMap<(String, usize), Arc<Vec<u16>>>,
-    /// Per layer: keys and values `[positions, kv_width]`.
-    kv: Vec<(Vec<u16>, Vec<u16>)>,
+    kv: KvCache,
     position: usize,
     capture: bool,
     layer_outputs: Vec<Vec<u16>>,
@@ -161,7 +206,7 @@ impl<'m> Interpreter<'m> {
             path,
             luts: HashMap::new(),
             copies: HashMap::new(),
-            kv: vec![(Vec::new(), Vec::new()); arch.num_layers],
+            kv: KvCache::new(arch.num_layers),
             position: 0,
             capture: false,
             layer_outputs: Vec::new(),
@@ -199,11 +244,14 @@ impl<'m> Interpreter<'m> {
 
     /// Empties the KV cache.
     pub fn reset(&mut self) {
-        for (k, v) in &mut self.kv {
-            k.clear();
-            v.clear();
-        }
+        self.kv.clear();
         self.position = 0;
+    }
+
+    /// Layer `layer`'s cached keys and values, `[slots, kv_width]` bf16 bits each
+    /// (slots written so far; a slot past the position is a wrong write).
+    pub fn kv(&self, layer: usize) -> (&[u16], &[u16]) {
+        self.kv.layer(layer)
     }
 
     /// Runs a prefill plan on `tokens` from an empty cache; returns the logits of
@@ -282,5 +330,58 @@ impl<'m> Interpreter<'m> {
                 Arc::new(kernels::rope_lut(&table_frequencies(arch, rope), positions))
             })
             .clone()
+    }
+}
+
+/// The host KV cache: per layer, keys and values `[slots, kv_width]` as bf16,
+/// written slot by slot.
+#[derive(Debug, Clone)]
+struct KvCache {
+    layers: Vec<(Vec<u16>, Vec<u16>)>,
+}
+
+impl KvCache {
+    fn new(layers: usize) -> Self {
+        KvCache {
+            layers: vec![(Vec::new(), Vec::new()); layers],
+        }
+    }
+
+    fn clear(&mut self) {
+        for (k, v) in &mut self.layers {
+            k.clear();
+            v.clear();
+        }
+    }
+
+    fn layer(&self, layer: usize) -> (&[u16], &[u16]) {
+        self.layers
+            .get(layer)
+            .map_or((&[][..], &[][..]), |(k, v)| (&k[..], &v[..]))
+    }
+
+    /// Writes `keys` and `values` (whole rows of `width`) from slot `slot` on;
+    /// slots skipped over hold zeros.
+    fn write(&mut self, layer: usize, slot: usize, width: usize, keys: &[u16], values: &[u16]) {
+        let Some((k, v)) = self.layers.get_mut(layer) else {
+            return;
+        };
+        for (cache, rows) in [(k, keys), (v, values)] {
+            let start = slot * width;
+            if cache.len() < start + rows.len() {
+                cache.resize(start + rows.len(), 0);
+            }
+            cache[start..start + rows.len()].copy_from_slice(rows);
+        }
+    }
+
+    /// The row of slot `slot`, zeros when it was never written.
+    fn row(&self, layer: usize, slot: usize, width: usize) -> (Vec<u16>, Vec<u16>) {
+        let (k, v) = self.layer(layer);
+        let take = |c: &[u16]| {
+            c.get(slot * width..(slot + 1) * width)
+                .map_or_else(|| vec![0; width], <[u16]>::to_vec)
+        };
+        (take(k), take(v))
     }
 }

@@ -291,7 +291,7 @@ impl<'m> Pass<'_, 'm> {
                     herd: Herd::SINGLE,
                     ..*spec
                 };
-                let y = kernels::rope(d, &small, &xv, &table, self.base).map_err(err)?;
+                let y = kernels::rope(d, &small, &xv, &table, self.rope_position()).map_err(err)?;
                 self.put(out, y);
             }
             Launch::SiluMul { gate, up, out, .. } => {
@@ -337,6 +337,12 @@ impl<'m> Pass<'_, 'm> {
                 let xv = self.get(x)?.clone();
                 let mut logits = self.bufs.remove(out.as_str()).unwrap_or_default();
                 logits.resize(spec.vocab, 0);
+                let last = spec.parts > 1 && *part + 1 == spec.parts;
+                if last && self.model.path.defects.drop_lm_head_partition {
+                    // Planted fault: the partition is not launched.
+                    self.put(out, logits);
+                    return Ok(());
+                }
                 let wb = self.weight(w)?;
                 let result = kernels::lm_head_partition(d, spec, *part, &wb, &xv, &mut logits);
                 self.put(out, logits);
@@ -344,6 +350,14 @@ impl<'m> Pass<'_, 'm> {
             }
         }
         Ok(())
+    }
+
+    /// The position RoPE rotates the first row at (planted fault: one too far in
+    /// decode).
+    fn rope_position(&self) -> usize {
+        let off =
+            self.plan.phase == Phase::Decode && self.model.path.defects.rope_position_off_by_one;
+        self.base + usize::from(off)
     }
 
     /// Whether a weight buffer is the checkpoint's `[out, in]` tensor that setup
@@ -363,11 +377,19 @@ impl<'m> Pass<'_, 'm> {
                 let y = kernels::embedding(&t, *hidden, ids).map_err(self.kernel())?;
                 self.put(out, y);
             }
-            HostOp::KvStore { k, v, .. } => {
-                let (kb, vb) = (self.get(k)?.clone(), self.get(v)?.clone());
-                let cache = &mut self.model.kv[self.layer];
-                cache.0.extend_from_slice(&kb);
-                cache.1.extend_from_slice(&vb);
+            HostOp::KvStore { k, v, kv_width, .. } => {
+                let (mut keys, mut values) = (self.get(k)?.clone(), self.get(v)?.clone());
+                let defects = self.model.path.defects;
+                let decode = self.plan.phase == Phase::Decode;
+                let mut slot = self.base;
+                if decode && defects.stale_kv && slot > 0 {
+                    (keys, values) = self.model.kv.row(self.layer, slot - 1, *kv_width);
+                }
+                if decode && defects.kv_wrong_slot {
+                    slot += 1;
+                }
+                let width = *kv_width;
+                self.model.kv.write(self.layer, slot, width, &keys, &values);
             }
             HostOp::DecodeAttention {
                 q,
@@ -377,10 +399,22 @@ impl<'m> Pass<'_, 'm> {
                 head_dim,
             } => {
                 let qv = self.get(q)?;
-                let (keys, values) = &self.model.kv[self.layer];
-                let positions = keys.len() / (*kv_heads * *head_dim).max(1);
-                let y =
-                    decode_attention(qv, keys, values, positions, (*heads, *kv_heads, *head_dim));
+                let (keys, values) = self.model.kv.layer(self.layer);
+                let shift = usize::from(self.model.path.defects.gqa_mapping);
+                let positions = self.base + 1;
+                if keys.len() < positions * *kv_heads * *head_dim {
+                    return Err(ExecError::Unwritten(format!(
+                        "KV cache slot {} of layer {}",
+                        self.base, self.layer
+                    )));
+                }
+                let y = decode_attention(
+                    qv,
+                    (keys, values),
+                    positions,
+                    (*heads, *kv_heads, *head_dim),
+                    shift,
+                );
                 self.put(out, y);
             }
             HostOp::Transpose {
@@ -412,7 +446,8 @@ impl<'m> Pass<'_, 'm> {
                     None => None,
                 };
                 let mut xv = self.get(x)?.clone();
-                add_bias(&mut xv, &b, *heads, *head_dim, table.as_deref(), self.base);
+                let position = self.rope_position();
+                add_bias(&mut xv, &b, *heads, *head_dim, table.as_deref(), position);
                 self.put(x, xv);
             }
             HostOp::Add { a, b, out, .. } => {
