@@ -141,12 +141,12 @@ fn with_the_test_lessons_every_fault_is_repaired_by_its_lesson() {
 /// positions against the reference's frequencies, where the error is large.
 #[test]
 fn the_unscaled_rope_table_is_invisible_to_a_short_prompt() {
-    use skillc_runtime::exec::checks::gate::cosine;
     use skillc_runtime::exec::design::Design;
     use skillc_runtime::exec::npu::{NpuModel, RopeTable};
     use skillc_runtime::model::oracle::{LogitRows, Reference};
     use skillc_runtime::model::Model;
     use skillc_runtime::xdna2::device::Device;
+    use skillc_runtime::xdna2::numerics::cosine;
 
     let model = Model::load(&fixture("llama32-tiny"), None).unwrap();
     let prompt: Vec<u32> = (1..40).collect();

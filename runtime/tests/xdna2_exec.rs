@@ -12,6 +12,7 @@ use skillc_runtime::xdna2::builder::plan_for;
 use skillc_runtime::xdna2::calibration::ablation_options;
 use skillc_runtime::xdna2::device::Device;
 use skillc_runtime::xdna2::exec::Session;
+use skillc_runtime::xdna2::numerics::cosine;
 use skillc_runtime::xdna2::plan::{Launch, Phase, PlanOptions, Step};
 
 fn fixture(name: &str) -> PathBuf {
@@ -32,13 +33,6 @@ fn prompt(name: &str) -> Vec<u32> {
         .iter()
         .map(|v| v.as_u64().expect("id") as u32)
         .collect()
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
-    let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    dot / (na * nb)
 }
 
 const SEQ: usize = 128;
@@ -237,9 +231,22 @@ fn phantom_heads_pad_a_non_aligned_model_exactly() {
 /// silent-corruption tiling comes back with mismatches (it is not refused).
 #[test]
 fn phase_one_validation_sees_the_silent_corruption() {
-    use skillc_runtime::xdna2::validate::validate_launch;
+    use skillc_runtime::xdna2::harness::{tolerance_of, DrawnWeights, Harness, Scale};
     let model = Model::load(&fixture("qwen3-tiny"), None).expect("fixture loads");
     let device = Device::npu2();
+    let weights = DrawnWeights { seed: 3 };
+    let harness = Harness {
+        device: &device,
+        arch: &model.arch,
+        weights: &weights,
+        rope_table: None,
+        seed: 3,
+    };
+    let validate_launch = |launch: &Launch| {
+        harness
+            .check(launch, tolerance_of(launch), Scale::Production)
+            .expect("the harness runs it")
+    };
     for phase in [Phase::Prefill, Phase::Decode] {
         let plan = plan_for(
             "qwen3-tiny",
@@ -252,13 +259,13 @@ fn phase_one_validation_sees_the_silent_corruption() {
         .expect("plan");
         for (_, call) in plan.calls() {
             for launch in &call.launches {
-                let v = validate_launch(&device, launch, 3).expect("places");
+                let v = validate_launch(launch);
                 assert!(
                     v.passed(),
                     "{} {}: {:?}",
                     v.kernel.name(),
                     v.shape,
-                    v.comparison
+                    v.outcome
                 );
             }
         }
@@ -286,10 +293,11 @@ fn phase_one_validation_sees_the_silent_corruption() {
         out: "c".into(),
         spec,
     };
-    assert!(validate_launch(&device, &launch(spec), 1)
-        .expect("runs")
-        .passed());
-    let v = validate_launch(&device, &launch(corrupt), 1)
-        .expect("runs: the hardware does not refuse it");
-    assert!(v.comparison.mismatches > 0, "{v:?}");
+    assert!(validate_launch(&launch(spec)).passed());
+    let v = validate_launch(&launch(corrupt));
+    let mismatches = v
+        .comparison()
+        .expect("the hardware does not refuse it")
+        .mismatches;
+    assert!(mismatches > 0, "{v:?}");
 }

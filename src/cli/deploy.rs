@@ -15,6 +15,9 @@ use skillc_runtime::exec::artifacts::clock;
 use skillc_runtime::exec::artifacts::record::PhaseStatus;
 use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Fault};
 
+use skillc_runtime::model::prompt::{ModelText, PromptInput};
+use skillc_runtime::model::source::ModelSource;
+
 use super::bundle_file;
 use super::progress::Display;
 use super::{EXIT_FAILED, EXIT_USAGE};
@@ -25,8 +28,9 @@ pub struct Args {
     /// The skill bundle: a directory holding bundle.json (e.g. generated-skills/llama1b)
     /// or the bundle.json file itself.
     pub bundle: PathBuf,
-    /// The model: a Hugging Face folder (config.json, optional *.safetensors and
-    /// reference.safetensors) or a config alone (seeded random weights).
+    /// The model: a GGUF file or a directory holding one, a Hugging Face folder
+    /// (config.json, optional *.safetensors and reference.safetensors) or a
+    /// config alone (seeded random weights).
     #[arg(long)]
     pub model: PathBuf,
     /// Output directory [default: deploy-<model directory name>, in the current
@@ -39,6 +43,13 @@ pub struct Args {
     /// A verification prompt as comma-separated token ids; repeat for several.
     #[arg(long = "prompt-ids", value_name = "IDS")]
     pub prompt_ids: Vec<String>,
+    /// A verification prompt as text (the model's tokenizer); repeat for several.
+    #[arg(long = "prompt", value_name = "TEXT")]
+    pub prompt_text: Vec<String>,
+    /// A verification prompt as a user message through the model's chat
+    /// template; repeat for several.
+    #[arg(long = "chat", value_name = "TEXT")]
+    pub chat: Vec<String>,
     /// A kernel registry from an earlier run whose configurations are tried first.
     #[arg(long)]
     pub registry: Option<PathBuf>,
@@ -88,16 +99,7 @@ fn execute(args: &Args) -> Result<ExitCode, String> {
         .iter()
         .map(|f| f.parse::<Fault>().map_err(|e| e.to_string()))
         .collect::<Result<Vec<_>, _>>()?;
-    let prompts = if args.prompt_ids.is_empty() {
-        None
-    } else {
-        Some(
-            args.prompt_ids
-                .iter()
-                .map(|p| parse_ids(p))
-                .collect::<Result<Vec<_>, _>>()?,
-        )
-    };
+    let prompts = prompts(args)?;
     let model_name = args
         .model
         .file_name()
@@ -135,6 +137,28 @@ fn execute(args: &Args) -> Result<ExitCode, String> {
     } else {
         ExitCode::from(EXIT_FAILED)
     })
+}
+
+/// The verification prompts given (ids, text, chat messages, in that order),
+/// or `None` for the default ones.
+fn prompts(args: &Args) -> Result<Option<Vec<Vec<u32>>>, String> {
+    let mut inputs: Vec<PromptInput> = args
+        .prompt_ids
+        .iter()
+        .map(|p| parse_ids(p).map(PromptInput::Ids))
+        .collect::<Result<_, _>>()?;
+    inputs.extend(args.prompt_text.iter().cloned().map(PromptInput::Text));
+    inputs.extend(args.chat.iter().cloned().map(PromptInput::Chat));
+    if inputs.is_empty() {
+        return Ok(None);
+    }
+    let source = ModelSource::locate(&args.model).map_err(|e| e.to_string())?;
+    let text = ModelText::for_model(&args.model, source.gguf());
+    inputs
+        .iter()
+        .map(|input| text.encode(input).map(|p| p.ids).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 fn parse_ids(text: &str) -> Result<Vec<u32>, String> {

@@ -26,9 +26,9 @@ use skillc_runtime::rng::SplitMix64;
 use skillc_runtime::xdna2::builder::plan_for;
 use skillc_runtime::xdna2::device::Device;
 use skillc_runtime::xdna2::exec::Session;
+use skillc_runtime::xdna2::numerics::cosine;
 use skillc_runtime::xdna2::plan::{Phase, Plan, PlanOptions};
 
-use super::harness::cosine;
 use super::state::{RopePairing, State};
 
 /// Rows of the prefill plans the model-level runs execute.

@@ -27,7 +27,7 @@ use super::checks::topk::{GATE_K, GATE_N_TOKENS};
 use super::checks::verify::{reference_runs, verify_npu};
 use super::design::{self, fingerprint, Plans};
 use super::{files, DeployError};
-use crate::model::config::load_config;
+use crate::model::source::ModelSource;
 use crate::model::Model;
 use crate::ops::OpKind;
 use crate::xdna2::device::Device;
@@ -74,19 +74,26 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
         plan.schema_version == PLAN_SCHEMA,
         plan.schema_version.clone(),
     );
-    let config = model_dir.join("config.json");
+    let source = ModelSource::locate(model_dir)
+        .map_err(|e| DeployError::Usage(format!("the model cannot be read: {e}")))?;
+    let config = source.identity();
     let config_hash = sha256_file(&config)?;
+    let identity = config
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     push(
         "the model is the one the plan names",
         config_hash == plan.model.config_sha256,
-        format!("config.json sha256 {}", &config_hash[..16]),
+        format!("{identity} sha256 {}", &config_hash[..16]),
     );
-    let arch = load_config(&config).map_err(|e| DeployError::io(&config, e))?;
+    let arch = source
+        .architecture()
+        .map_err(|e| DeployError::io(&config, e))?;
     let seed = match &plan.model.weights {
         WeightsRef::Random { seed } => Some(*seed),
         WeightsRef::Checkpoint { files } => {
             let present = files.iter().all(|(f, size)| {
-                std::fs::metadata(model_dir.join(f)).is_ok_and(|m| m.len() == *size)
+                std::fs::metadata(source.companion_dir().join(f)).is_ok_and(|m| m.len() == *size)
             });
             push(
                 "checkpoint files as recorded",
@@ -96,7 +103,9 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
             None
         }
     };
-    let model = Model::load_with_arch(arch.clone(), model_dir, seed)
+    let model = source
+        .load(arch.clone(), seed)
+        .map(Model::for_bf16_path)
         .map_err(|e| DeployError::Usage(format!("the model cannot be loaded: {e}")))?;
     let rebuilt = plan.design.plans(&plan.model.name, &arch, &device);
     push(

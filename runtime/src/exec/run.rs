@@ -93,6 +93,7 @@ impl<'a> Run<'a> {
             prompts: Vec::new(),
             phases: Vec::new(),
             verification: Vec::new(),
+            texts: Vec::new(),
             diagnosis: Vec::new(),
             verified: BTreeMap::new(),
             performance: None,

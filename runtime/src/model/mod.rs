@@ -17,16 +17,22 @@
 //! `Model::random(arch, seed)` needs no directory.
 
 pub mod arch;
+pub mod chat;
 pub mod checkpoint;
 pub mod config;
+pub mod gguf;
 pub mod memory;
 pub mod oracle;
+pub mod prompt;
+pub mod quant;
 pub mod random;
 pub mod scope;
+pub mod source;
 pub mod tensor;
 pub mod tokenizer;
 pub mod weights;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use thiserror::Error;
@@ -34,6 +40,7 @@ use thiserror::Error;
 use arch::Architecture;
 use checkpoint::{Checkpoint, WeightsError};
 use config::ConfigError;
+use gguf::{GgufError, GgufFile};
 use memory::{available_memory, human_bytes, Available, MemoryEstimate};
 use weights::Weights;
 
@@ -44,6 +51,8 @@ pub enum ModelError {
     Config(#[from] ConfigError),
     #[error("weights: {0}")]
     Weights(#[from] WeightsError),
+    #[error("{0}")]
+    Gguf(#[from] GgufError),
     #[error("no *.safetensors weights in the model directory; give a seed to use random weights")]
     NoWeights,
     #[error(
@@ -73,6 +82,11 @@ pub enum WeightOrigin {
     Random {
         seed: u64,
     },
+    /// A GGUF file (its name), with the count of tensors per stored format.
+    Gguf {
+        file: String,
+        formats: BTreeMap<String, usize>,
+    },
 }
 
 /// An architecture with its weights, ready for the reference.
@@ -90,6 +104,36 @@ impl Model {
     pub fn load(dir: &Path, seed: Option<u64>) -> Result<Self, ModelError> {
         let arch = config::load_config(&dir.join("config.json"))?;
         Self::load_with_arch(arch, dir, seed)
+    }
+
+    /// A model source: a `.gguf` file, a directory holding one (and no
+    /// config.json), or a Hugging Face directory (see [`Model::load`]).
+    pub fn open(path: &Path, seed: Option<u64>) -> Result<Self, ModelError> {
+        match gguf_source(path)? {
+            Some(file) => Self::from_gguf(&file),
+            None => Self::load(path, seed),
+        }
+    }
+
+    /// The architecture from the file's metadata and its tensors, mapped.
+    pub fn from_gguf(file: &GgufFile) -> Result<Self, ModelError> {
+        let arch = gguf::config::architecture(file)?;
+        check_fits(default_estimate(&arch), available_memory())?;
+        let weights = gguf::weights::weights(&arch, file)?;
+        let mut formats = BTreeMap::new();
+        for tensor in weights.tensors() {
+            *formats
+                .entry(tensor.format().name().to_string())
+                .or_insert(0) += 1;
+        }
+        Ok(Self {
+            arch,
+            weights,
+            origin: WeightOrigin::Gguf {
+                file: file.name.clone(),
+                formats,
+            },
+        })
     }
 
     /// Like [`Model::load`] with an architecture parsed elsewhere (e.g. from
@@ -127,6 +171,26 @@ impl Model {
             weights,
             origin: WeightOrigin::Random { seed },
         })
+    }
+}
+
+/// The GGUF file `path` stands for, opened: `path` itself when it is a file,
+/// or the one `*.gguf` of a directory without a config.json. `Ok(None)` for
+/// a Hugging Face directory.
+pub fn gguf_source(path: &Path) -> Result<Option<GgufFile>, GgufError> {
+    if path.is_dir() && path.join("config.json").is_file() {
+        return Ok(None);
+    }
+    gguf::weights::open(path)
+}
+
+/// The directory a model's companion files (tokenizer, chat template,
+/// transformers reference) sit in: `path` itself, or a file's directory.
+pub fn companion_dir(path: &Path) -> std::path::PathBuf {
+    if path.is_file() {
+        path.parent().map(Path::to_path_buf).unwrap_or_default()
+    } else {
+        path.to_path_buf()
     }
 }
 

@@ -6,8 +6,8 @@
 //! hardware numerics, each with its constraints) → `plan` (a deployment as data)
 //! built by `builder` → `exec` (functional execution on real tensors) and `cost`
 //! (modeled time, fitted by `fit` against `calibration` points) → `trace` and
-//! `roofline` (what a reader looks at); `validate` gates one launch against a
-//! plain computation (phase-1 kernel validation).
+//! `roofline` (what a reader looks at); `harness` runs one launch against the f32
+//! oracle (the kernel check of deploy, replay, calibration and the tests).
 
 pub mod builder;
 pub mod calibration;
@@ -16,10 +16,10 @@ pub mod cost;
 pub mod device;
 pub mod exec;
 pub mod fit;
+pub mod harness;
 pub mod host;
 pub mod kernels;
 pub mod numerics;
 pub mod plan;
 pub mod roofline;
 pub mod trace;
-pub mod validate;

@@ -18,6 +18,7 @@ use skillc_runtime::xdna2::cost::time_plan;
 use skillc_runtime::xdna2::device::Device;
 use skillc_runtime::xdna2::exec::Session;
 use skillc_runtime::xdna2::fit::{committed_params, FittedFile};
+use skillc_runtime::xdna2::numerics::cosine;
 use skillc_runtime::xdna2::plan::{Phase, PlanOptions};
 
 #[derive(Debug, clap::Args)]
@@ -91,13 +92,6 @@ pub fn bench(args: &Args) -> Result<(), String> {
     print_table(&mut out, args, &model, &results, modeled.total_s);
     out.finish();
     Ok(())
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
-    let na = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    let nb = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    dot / (na * nb)
 }
 
 fn median(mut values: Vec<f64>) -> f64 {

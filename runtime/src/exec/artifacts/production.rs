@@ -37,7 +37,7 @@ pub struct ModelRef {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "source", rename_all = "kebab-case")]
 pub enum WeightsRef {
-    /// Safetensors files (name and size in bytes).
+    /// Safetensors files or a GGUF file (name and size in bytes).
     Checkpoint {
         files: Vec<(String, u64)>,
     },

@@ -200,6 +200,21 @@ pub struct PromptVerdict {
     pub prompt: usize,
     pub tokens: usize,
     pub check: TopKCheck,
+    /// The NPU path's greedy tokens.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub npu_tokens: Vec<u32>,
+}
+
+/// A prompt and what the oracle and the NPU path generated from it, as text
+/// (the model's tokenizer), each cut after its first end-of-sequence token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptText {
+    pub prompt: usize,
+    pub prompt_text: String,
+    pub oracle_tokens: Vec<u32>,
+    pub oracle_text: String,
+    pub npu_tokens: Vec<u32>,
+    pub npu_text: String,
 }
 
 /// Modeled figures of one plan (from the emulator's cost model).
@@ -270,6 +285,9 @@ pub struct DeployReport {
     pub prompts: Vec<Vec<u32>>,
     pub phases: Vec<PhaseRecord>,
     pub verification: Vec<PromptVerdict>,
+    /// Prompts and generated text side by side, when the model has a tokenizer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub texts: Vec<PromptText>,
     /// Per-layer cosines of the first prompt (phase 3 diagnosis, not a gate).
     pub diagnosis: Vec<crate::exec::checks::verify::LayerDiagnosis>,
     /// Numerics fingerprints that passed verification, with how each was verified.

@@ -66,6 +66,7 @@ pub fn render(r: &DeployReport) -> String {
         );
     }
     out.push('\n');
+    render_texts(&mut out, r);
     if let Some(perf) = &r.performance {
         render_performance(&mut out, perf);
     }
@@ -114,6 +115,28 @@ pub fn render(r: &DeployReport) -> String {
 }
 
 /// A step outcome's label and reason, for the re-derived steps table.
+/// Prompts and the text each side generated, in a table.
+fn render_texts(out: &mut String, r: &DeployReport) {
+    if r.texts.is_empty() {
+        return;
+    }
+    let cell = |t: &str| t.replace('|', "\\|").replace('\n', "⏎");
+    let _ = writeln!(out, "## Text\n");
+    let _ = writeln!(out, "| prompt | text | CPU oracle | NPU path |");
+    let _ = writeln!(out, "|---|---|---|---|");
+    for t in &r.texts {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            t.prompt,
+            cell(&t.prompt_text),
+            cell(&t.oracle_text),
+            cell(&t.npu_text)
+        );
+    }
+    out.push('\n');
+}
+
 fn outcome_words(outcome: &StepOutcome) -> (&'static str, &str) {
     match outcome {
         StepOutcome::AsRecorded => ("as recorded", ""),

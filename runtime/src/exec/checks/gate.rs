@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bundle::{Comparison, Provenance, Value};
 use crate::ops::OpKind;
+use crate::xdna2::numerics::cosine;
 
 /// Where a gate's threshold comes from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -134,24 +135,6 @@ pub fn position_cosine_floor(head_dim: usize) -> f64 {
 
 /// Whole-tensor cosine floor of phase 2 (same source).
 pub const BLOCK_COSINE_MIN: f64 = 0.99;
-
-/// Cosine similarity in f64; 0 when either side is all zeros, NaN when any value is.
-pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
-    for (&x, &y) in a.iter().zip(b) {
-        let (x, y) = (x as f64, y as f64);
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-    }
-    if na.is_nan() || nb.is_nan() || dot.is_nan() {
-        return f64::NAN;
-    }
-    if na == 0.0 || nb == 0.0 {
-        return 0.0;
-    }
-    dot / (na.sqrt() * nb.sqrt())
-}
 
 /// Cosine of each `width`-wide row.
 pub fn row_cosines(a: &[f32], b: &[f32], width: usize) -> Vec<f64> {

@@ -162,7 +162,7 @@ pub fn verify_npu(
             {
                 diagnosis.push(LayerDiagnosis {
                     layer,
-                    cosine: super::gate::cosine(o, &r.data),
+                    cosine: crate::xdna2::numerics::cosine(o, &r.data),
                     position_cosine_min: super::gate::min_or_nan(&super::gate::row_cosines(
                         o, &r.data, width,
                     )),
@@ -173,6 +173,7 @@ pub fn verify_npu(
             prompt: i + 1,
             tokens: steps.len(),
             check: top_k_set_check(reference, &steps),
+            npu_tokens: steps.iter().map(|s| s.token).collect(),
         });
     }
     Ok(NpuVerification {

@@ -19,6 +19,16 @@ use crate::exec::{files, DeployError};
 use crate::model::WeightOrigin;
 use crate::ops::OpKind;
 
+/// Bytes of the GGUF file `name`: the model path itself, or inside it.
+fn gguf_size(model: &std::path::Path, name: &str) -> u64 {
+    let path = if model.is_file() {
+        model.to_path_buf()
+    } else {
+        model.join(name)
+    };
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
     let plans = run.plans().map_err(DeployError::Usage)?;
     let fp = fingerprint(&plans, &run.design.path);
@@ -29,6 +39,9 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     };
     let weights = match &model.origin {
         WeightOrigin::Random { seed } => WeightsRef::Random { seed: *seed },
+        WeightOrigin::Gguf { file, .. } => WeightsRef::Checkpoint {
+            files: vec![(file.clone(), gguf_size(&run.options.model_dir, file))],
+        },
         WeightOrigin::Checkpoint { files } => WeightsRef::Checkpoint {
             files: files
                 .iter()

@@ -16,14 +16,15 @@ use crate::exec::checks::topk::{GATE_K, GATE_N_TOKENS};
 use crate::exec::checks::verify::{generate, ReferenceDecoder};
 use crate::exec::run::{PhaseEnd, Run};
 use crate::exec::DeployError;
-use crate::model::config::{load_config, ConfigError};
+use crate::model::config::ConfigError;
 use crate::model::oracle::blocks::argmax;
 use crate::model::oracle::compare::{
-    check_reference, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
+    check_all, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
 };
 use crate::model::oracle::{LogitRows, Reference};
 use crate::model::scope::check_scope;
-use crate::model::{Model, WeightOrigin};
+use crate::model::source::ModelSource;
+use crate::model::{Model, ModelError, WeightOrigin};
 use crate::ops::OpKind;
 use crate::xdna2::builder::unsupported_features;
 
@@ -94,10 +95,15 @@ fn refuse(
 
 fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, DeployError> {
     run.progress.step(OpKind::CheckScope.name());
-    let path = run.options.model_dir.join("config.json");
-    if !path.exists() {
+    let source = ModelSource::locate(&run.options.model_dir);
+    let path = source
+        .as_ref()
+        .map_or_else(|_| run.options.model_dir.clone(), ModelSource::identity);
+    // `exists`: a config that is not a regular file is refused by the reader, not reported missing.
+    if source.is_ok() && !path.exists() {
         return Err(DeployError::Usage(format!(
-            "{}: no config.json (a model directory holds config.json and, optionally, *.safetensors)",
+            "{}: no config.json and no GGUF file (a model is a .gguf file, or a directory holding \
+             config.json and, optionally, *.safetensors)",
             run.options.model_dir.display()
         )));
     }
@@ -114,13 +120,21 @@ fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, D
         outcome,
         recorded: recorded.clone().filter(|r| !r.is_empty()),
     };
-    let arch = match load_config(&path) {
+    let arch = match source
+        .map_err(ModelError::from)
+        .and_then(|s| s.architecture())
+    {
         Ok(arch) => arch,
-        Err(ConfigError::Io { message, .. }) => return Err(DeployError::io(&path, message)),
+        Err(ModelError::Config(ConfigError::Io { message, .. })) => {
+            return Err(DeployError::io(&path, message))
+        }
         Err(e) => {
             let reason = match &e {
-                ConfigError::OutOfScope { .. } => e.to_string(),
-                other => format!("config.json cannot be read as a decoder-only model: {other}"),
+                ModelError::Config(e @ ConfigError::OutOfScope { .. }) => e.to_string(),
+                ModelError::Config(other) => {
+                    format!("config.json cannot be read as a decoder-only model: {other}")
+                }
+                other => format!("the model cannot be read as a decoder-only model: {other}"),
             };
             rec.steps.push(step(StepOutcome::Failed {
                 why: reason.clone(),
@@ -191,10 +205,16 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
     };
     let (origin, recorded) = origin(run, OpKind::LoadWeights);
     let seed = run.options.seed;
-    let result = Model::load_with_arch(arch, &run.options.model_dir, Some(seed));
+    // Packed (GGUF) weights run on the bf16 path as their bf16 rounding, and so
+    // does the oracle of every later gate (the same weights on both sides);
+    // phase 0's transformers match reads the exact values (`compare`).
+    let result = ModelSource::locate(&run.options.model_dir)
+        .map_err(ModelError::from)
+        .and_then(|s| s.load(arch, Some(seed)))
+        .map(Model::for_bf16_path);
     let (source, params) = match &result {
         Ok(m) => match &m.origin {
-            WeightOrigin::Checkpoint { .. } => (
+            WeightOrigin::Checkpoint { .. } | WeightOrigin::Gguf { .. } => (
                 "checkpoint",
                 BTreeMap::from([("source".to_string(), Value::Text("checkpoint".into()))]),
             ),
@@ -293,6 +313,10 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
     if let Some(info) = &mut run.report.model {
         info.weights = match model.origin {
             WeightOrigin::Checkpoint { .. } => "checkpoint".into(),
+            WeightOrigin::Gguf {
+                ref file,
+                ref formats,
+            } => gguf_summary(file, formats),
             WeightOrigin::Random { seed } => format!("random (seed {seed})"),
         };
     }
@@ -300,12 +324,18 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
     Ok(None)
 }
 
+/// `model.gguf (GGUF: 210 Q4_1, 61 F32, 1 Q8_0)`.
+fn gguf_summary(file: &str, formats: &BTreeMap<String, usize>) -> String {
+    let counts: Vec<String> = formats.iter().map(|(f, n)| format!("{n} {f}")).collect();
+    format!("{file} (GGUF: {})", counts.join(", "))
+}
+
 fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, DeployError> {
     run.progress.step(OpKind::BuildReference.name());
     let (Some(arch), true) = (run.arch.clone(), run.model.is_some()) else {
         return Ok(None);
     };
-    let fixture_path = run.options.model_dir.join(REFERENCE_FILE);
+    let fixture_path = crate::model::companion_dir(&run.options.model_dir).join(REFERENCE_FILE);
     // `exists`: a reference that is not a regular file is refused, not skipped.
     if fixture_path.exists() {
         match ReferenceTensors::read(&fixture_path) {
@@ -315,8 +345,11 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
     }
     let fixture_prompt = match &run.fixture {
         Some(f) => Some(
-            f.token_ids("input_ids")
-                .map_err(|e| DeployError::io(&fixture_path, e))?,
+            f.token_ids(&ReferenceTensors::key(
+                &f.prompts().into_iter().next().unwrap_or_default(),
+                "input_ids",
+            ))
+            .map_err(|e| DeployError::io(&fixture_path, e))?,
         ),
         None => None,
     };
@@ -491,11 +524,25 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
         outcome,
         recorded,
     });
-    let check =
-        check_reference(model, fixture, tol).map_err(|e| DeployError::Usage(e.to_string()))?;
+    // transformers ran on the exact dequantized weights: compare those, not
+    // the bf16 rounding the NPU path runs on.
+    let exact = match &model.origin {
+        WeightOrigin::Gguf { .. } => Some(
+            ModelSource::locate(&run.options.model_dir)
+                .map_err(ModelError::from)
+                .and_then(|s| s.load(model.arch.clone(), None))
+                .map_err(|e| DeployError::Usage(e.to_string()))?,
+        ),
+        _ => None,
+    };
+    let checks = check_all(exact.as_ref().unwrap_or(model), fixture, tol)
+        .map_err(|e| DeployError::Usage(e.to_string()))?;
+    let worst = checks.iter().map(|c| c.worst_ratio()).fold(0.0, f64::max);
+    let compared: usize = checks.iter().map(|c| c.rows.len()).sum();
     let conditions = BTreeMap::from([
         ("against".to_string(), Value::Text("transformers".into())),
-        ("tensors".to_string(), Value::Int(check.rows.len() as i64)),
+        ("tensors".to_string(), Value::Int(compared as i64)),
+        ("prompts".to_string(), Value::Int(checks.len() as i64)),
     ]);
     let rule = |r: &str| ThresholdSource::Runtime {
         rule: r.to_string(),
@@ -504,19 +551,24 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
         "transformers match: worst tensor error",
         OpKind::CompareReference,
         "max_rel",
-        check.worst_ratio(),
+        worst,
         Comparison::Le,
         tol,
         conditions.clone(),
         rule("max |ours - transformers| / max |transformers| over every reference tensor"),
     );
-    let mismatched = check
-        .tokens
+    let mismatched: usize = checks
         .iter()
-        .zip(&check.expected_tokens)
-        .filter(|(a, b)| a != b)
-        .count()
-        + check.tokens.len().abs_diff(check.expected_tokens.len());
+        .map(|check| {
+            check
+                .tokens
+                .iter()
+                .zip(&check.expected_tokens)
+                .filter(|(a, b)| a != b)
+                .count()
+                + check.tokens.len().abs_diff(check.expected_tokens.len())
+        })
+        .sum();
     let tokens = GateCheck::new(
         "transformers match: greedy tokens",
         OpKind::CompareReference,

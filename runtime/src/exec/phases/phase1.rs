@@ -462,7 +462,7 @@ pub(crate) fn check_site(
         lut: &lut,
         seed: run.options.seed,
     };
-    validate(&ctx, launch)
+    validate(&ctx, launch).map_err(|e| e.to_string())
 }
 
 /// The first buffer a launch reads (to find which plan declares it).
@@ -562,7 +562,7 @@ fn validate_site(
                 &ActionLinks::default(),
             );
         }
-        let tol = crate::exec::checks::validate::tolerance_of(&launch);
+        let tol = crate::xdna2::harness::tolerance_of(&launch);
         let vparams = BTreeMap::from([
             (
                 "kernel".to_string(),

@@ -10,7 +10,7 @@ use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
 use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::checks::gate::{
-    cosine, min_or_nan, non_finite, position_cosine_floor, row_cosines, GateCheck, ThresholdSource,
+    min_or_nan, non_finite, position_cosine_floor, row_cosines, GateCheck, ThresholdSource,
     BLOCK_COSINE_MIN,
 };
 use crate::exec::checks::remedy::Failure;
@@ -21,6 +21,7 @@ use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::DeployError;
 use crate::model::oracle::{LogitRows, Reference};
 use crate::ops::OpKind;
+use crate::xdna2::numerics::cosine;
 use crate::xdna2::plan::{Transform, WeightSource};
 
 /// Gate rounds: a fix may expose the next failing gate.

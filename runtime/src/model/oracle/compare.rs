@@ -8,6 +8,12 @@
 //!
 //! Each tensor's error is `max |ours − ref| / max |ref|`; it passes at or below
 //! the tolerance (1e-4 by default: float32 summation noise, see the README).
+//!
+//! A file holds one prompt (`input_ids`, `hidden_states`, … as in the shared
+//! fixtures) or several, each under a prefix (`plain.input_ids`,
+//! `chat.input_ids`, … as beside the GGUF model); [`ReferenceTensors::prompts`]
+//! lists them. `layer_outputs` is optional: without it the layers are compared
+//! through `hidden_states`, whose last entry is after the final norm.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -128,6 +134,32 @@ impl ReferenceTensors {
         }
     }
 
+    /// The prompts the file holds: `""` for the single-prompt layout, else
+    /// the prefixes of every `<name>.input_ids`, sorted.
+    pub fn prompts(&self) -> Vec<String> {
+        if self.tensors.contains_key("input_ids") {
+            return vec![String::new()];
+        }
+        self.tensors
+            .keys()
+            .filter_map(|k| k.strip_suffix(".input_ids"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The name of tensor `name` of prompt `prompt`.
+    pub fn key(prompt: &str, name: &str) -> String {
+        if prompt.is_empty() {
+            name.to_string()
+        } else {
+            format!("{prompt}.{name}")
+        }
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
     /// An I64 tensor of token ids (1-D), checked to fit `u32`.
     pub fn token_ids(&self, name: &str) -> Result<Vec<u32>, CompareError> {
         let tensor = self
@@ -201,6 +233,8 @@ impl ErrorRow {
 /// The result of checking a model against its reference file.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReferenceCheck {
+    /// The prompt's name in the file (`""` for a single-prompt file).
+    pub name: String,
     pub tolerance: f64,
     pub rows: Vec<ErrorRow>,
     pub prompt: Vec<u32>,
@@ -236,22 +270,53 @@ impl ReferenceCheck {
     }
 }
 
-/// Runs `model` on the prompt of `reference` and compares every tensor.
+/// Runs `model` on the first prompt of `reference` and compares every tensor.
 pub fn check_reference(
     model: &Model,
     reference: &ReferenceTensors,
     tolerance: f64,
 ) -> Result<ReferenceCheck, CompareError> {
+    let first = reference.prompts().into_iter().next().unwrap_or_default();
+    check_prompt(model, reference, &first, tolerance)
+}
+
+/// Every prompt of `reference`, in [`ReferenceTensors::prompts`] order.
+pub fn check_all(
+    model: &Model,
+    reference: &ReferenceTensors,
+    tolerance: f64,
+) -> Result<Vec<ReferenceCheck>, CompareError> {
+    reference
+        .prompts()
+        .iter()
+        .map(|p| check_prompt(model, reference, p, tolerance))
+        .collect()
+}
+
+/// Runs `model` on prompt `name` of `reference` and compares every tensor.
+pub fn check_prompt(
+    model: &Model,
+    reference: &ReferenceTensors,
+    name: &str,
+    tolerance: f64,
+) -> Result<ReferenceCheck, CompareError> {
     let arch = &model.arch;
     let (l, h, v) = (arch.num_layers, arch.hidden_size, arch.vocab_size);
-    let prompt = reference.token_ids("input_ids")?;
-    let expected_tokens = reference.token_ids("greedy_tokens")?;
+    let key = |tensor: &str| ReferenceTensors::key(name, tensor);
+    let prompt = reference.token_ids(&key("input_ids"))?;
+    let expected_tokens = reference.token_ids(&key("greedy_tokens"))?;
     let t = prompt.len();
     let steps = expected_tokens.len();
-    let hidden_states = reference.f32("hidden_states", &[l + 1, t, h])?;
-    let layer_outputs = reference.f32("layer_outputs", &[l, t, h])?;
-    let prefill_logits = reference.f32("prefill_logits", &[t, v])?;
-    let decode_logits = reference.f32("decode_logits", &[steps, v])?;
+    let hidden_states = reference.f32(&key("hidden_states"), &[l + 1, t, h])?;
+    // Without `layer_outputs`, layer i's output is hidden_states[i + 1] for
+    // every layer but the last (whose output only appears after the norm).
+    let (layer_outputs, compared_layers) = if reference.has(&key("layer_outputs")) {
+        (reference.f32(&key("layer_outputs"), &[l, t, h])?, l)
+    } else {
+        (&hidden_states[t * h..l * t * h], l - 1)
+    };
+    let prefill_logits = reference.f32(&key("prefill_logits"), &[t, v])?;
+    let decode_logits = reference.f32(&key("decode_logits"), &[steps, v])?;
 
     let mut oracle = Reference::new(model)?;
     let prefill = oracle.prefill(&prompt, LogitRows::All)?;
@@ -262,7 +327,12 @@ pub fn check_reference(
         &hidden_states[..slab],
         tolerance,
     )];
-    for (i, ours) in prefill.layer_outputs.iter().enumerate() {
+    for (i, ours) in prefill
+        .layer_outputs
+        .iter()
+        .enumerate()
+        .take(compared_layers)
+    {
         rows.push(ErrorRow::compare(
             format!("layer_outputs[{i}]"),
             &ours.data,
@@ -299,6 +369,7 @@ pub fn check_reference(
         tolerance,
     ));
     Ok(ReferenceCheck {
+        name: name.to_string(),
         tolerance,
         rows,
         prompt,
