@@ -583,7 +583,7 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
         "transformers match: non-finite values",
         OpKind::CompareReference,
         "nan_count",
-        check.non_finite() as f64,
+        checks.iter().map(|c| c.non_finite()).sum::<usize>() as f64,
         Comparison::Eq,
         0.0,
         conditions,
