@@ -537,7 +537,17 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
     };
     let checks = check_all(exact.as_ref().unwrap_or(model), fixture, tol)
         .map_err(|e| DeployError::Usage(e.to_string()))?;
-    let worst = checks.iter().map(|c| c.worst_ratio()).fold(0.0, f64::max);
+    // A NaN in any prompt's ratio must survive the fold (`f64::max` drops it).
+    let worst = checks
+        .iter()
+        .map(|c| c.worst_ratio())
+        .fold(0.0_f64, |worst, r| {
+            if worst.is_nan() || r.is_nan() {
+                f64::NAN
+            } else {
+                worst.max(r)
+            }
+        });
     let compared: usize = checks.iter().map(|c| c.rows.len()).sum();
     let conditions = BTreeMap::from([
         ("against".to_string(), Value::Text("transformers".into())),
