@@ -3,6 +3,8 @@
 //! the published reference skill system (shared/reference/skill-system.md §2); the
 //! wording is ours.
 
+use skillc_runtime::ops::OpKind;
+
 /// Fixed facts about one phase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PhaseSpec {
@@ -15,6 +17,10 @@ pub struct PhaseSpec {
     /// How to carry the phase out on any model: the rules the recorded steps
     /// instantiate (Llama-3.2-1B's values go to the worked example).
     pub rules: &'static [&'static str],
+    /// The checks that decide whether the phase succeeded, as (operation, metric):
+    /// only a passing observation of one of these becomes an exit gate. Notes,
+    /// ablation cells, one call's time and structure counts are not exit criteria.
+    pub exit_criteria: &'static [(OpKind, &'static str)],
 }
 
 pub const PHASES: [PhaseSpec; 8] = [
@@ -29,6 +35,15 @@ pub const PHASES: [PhaseSpec; 8] = [
             "Refuse the model before anything else when it is out of scope: mixture of experts, multi-head latent attention, encoder-decoder, or an attention or MLP variant the kernels do not implement; say which feature and why. QKV bias and per-head Q/K norm are in scope (phase 2 adds them around the kernels).",
             "The gate of the phase: every layer's weights load with the shapes the config implies, and the reference runs the canonical prompt with no NaN, a sane top-1 and config fields equal to `config.json`.",
         ],
+        exit_criteria: &[
+            (OpKind::CheckScope, "blockers"),
+            (OpKind::LoadWeights, "nan_count"),
+            (OpKind::BuildReference, "nan_count"),
+            (OpKind::BuildReference, "top_k_agree"),
+            (OpKind::CompareReference, "nan_count"),
+            (OpKind::CompareReference, "max_rel"),
+            (OpKind::CompareReference, "mismatches"),
+        ],
     },
     PhaseSpec {
         index: 1,
@@ -42,6 +57,7 @@ pub const PHASES: [PhaseSpec; 8] = [
             "For each kernel × shape, start from the kernel registry's row for the same or the nearest shape, check the shape against the constraints below before compiling, then validate element-wise against the f32 reference at the registry tolerance (rtol 1.6e-2; atol per kernel): every element within `atol + rtol * |ref|`. Trust the measured verdict over any rule.",
             "Document the herd of each: compute-bound kernels (GEMM, FlashAttention) on the full 8 × 4 array, row-parallel kernels on 8 × 1; justify anything smaller. One retry per recipe and shape, then escalate.",
         ],
+        exit_criteria: &[(OpKind::ValidateKernel, "mismatches")],
     },
     PhaseSpec {
         index: 2,
@@ -53,6 +69,11 @@ pub const PHASES: [PhaseSpec; 8] = [
             "Prerequisites from the config, before wiring: a `hidden_size` or `intermediate_size` that is not a multiple of 1024 → pad with phantom heads inside each KV group (`pad-heads`), checked on the CPU first; QKV bias → add it on the host after RoPE, since RoPE(q + b) = RoPE(q) + RoPE(b) (`bias-after-rope`); per-head Q/K RMSNorm → a norm between the projections and RoPE (`qk-norm`).",
             "Compare layer 0 with the reference block on the canonical prompt: whole-tensor cosine at least 0.99, per-position minimum over real tokens at least 0.99 for head_dim up to 64, 0.98 at 128, 0.97 from 256 (bf16 noise grows with the square root of head_dim times K), no NaN.",
             "On a failure, bisect: swap the NPU kernels for their CPU equivalents one at a time along the block; the first swap that brings the cosine back names the boundary with the layout, transpose or dtype bug.",
+        ],
+        exit_criteria: &[
+            (OpKind::ValidateBlock, "cosine"),
+            (OpKind::ValidateBlock, "position_cosine_min"),
+            (OpKind::ValidateBlock, "nan_count"),
         ],
     },
     PhaseSpec {
@@ -66,6 +87,10 @@ pub const PHASES: [PhaseSpec; 8] = [
             "Localise a failure: a cosine cliff at one layer points at a layer-indexed bug (weights or buffer keys of that layer); layer 0 already low sends you back to phase 2; verify failing while the prefill cosines are fine points at the decode path or the KV cache.",
             "Record the baselines the next phases must beat: prefill time and calls per layer, decode time per token.",
         ],
+        exit_criteria: &[
+            (OpKind::VerifyModel, "nan_count"),
+            (OpKind::VerifyModel, "top_k_agree"),
+        ],
     },
     PhaseSpec {
         index: 4,
@@ -77,6 +102,11 @@ pub const PHASES: [PhaseSpec; 8] = [
             "Measure the phase-3 baseline first (same prompt and seq_len, 5 warm-up and 20 timed iterations). Apply one optimization skill at a time; after each, run the phase-3 verify: if it fails, revert the change and record why; keep a change only if prefill time strictly drops.",
             "Record per skill: applied, skipped or reverted, the time before and after, and whether each figure was measured or modeled.",
         ],
+        exit_criteria: &[
+            (OpKind::ProfilePrefill, "ttft_s"),
+            (OpKind::VerifyModel, "nan_count"),
+            (OpKind::VerifyModel, "top_k_agree"),
+        ],
     },
     PhaseSpec {
         index: 5,
@@ -86,6 +116,11 @@ pub const PHASES: [PhaseSpec; 8] = [
                   full-model check keeps passing after every change.",
         rules: &[
             "Same protocol as phase 4 for decode: baseline ms per token, one skill at a time, verify after each (its 32 generated tokens are what exercise the KV cache and per-token buffer reuse), keep only what strictly lowers ms per token.",
+        ],
+        exit_criteria: &[
+            (OpKind::ProfileDecode, "ms_per_token"),
+            (OpKind::VerifyModel, "nan_count"),
+            (OpKind::VerifyModel, "top_k_agree"),
         ],
     },
     PhaseSpec {
@@ -98,6 +133,11 @@ pub const PHASES: [PhaseSpec; 8] = [
             "One clean runner: setup (weights loaded, pre-transposed and written to the device once) outside the timed region; prefill and the decode loop the only timed code, with no warm-up inside. The verify gate must call these same production functions.",
             "Re-run verify on the final configuration, print TTFT and tokens per second, and record what was learned for the next build.",
         ],
+        exit_criteria: &[
+            (OpKind::WriteArtifacts, "errors"),
+            (OpKind::WriteArtifacts, "unvalidated_kernels"),
+            (OpKind::WriteArtifacts, "unverified"),
+        ],
     },
     PhaseSpec {
         index: 7,
@@ -107,6 +147,10 @@ pub const PHASES: [PhaseSpec; 8] = [
                   without trusting the earlier phases' records.",
         rules: &[
             "Start fresh and trust nothing recorded: audit the gate first (it drives the production path, compares against the reference, and its failure gives a non-zero exit), then re-run it and report measured numbers only.",
+        ],
+        exit_criteria: &[
+            (OpKind::Evaluate, "exit_code"),
+            (OpKind::Evaluate, "top_k_agree"),
         ],
     },
 ];

@@ -11,7 +11,7 @@ use skillc_runtime::ops::OpKind;
 
 use super::ir::{CheckIr, DeadEndOutcome, FigureSource, GateIr, PredicateIr, TargetIr};
 use super::path::{action, observation, Cx, Fate};
-use super::{skills, values, IDENTITY_PARAMS};
+use super::{catalog, skills, values, IDENTITY_PARAMS};
 use crate::graph::{ActionData, EdgeKind, Node, ObservationData};
 use crate::syntax::{self, CmpOp, Measurement, Verdict};
 
@@ -86,8 +86,22 @@ pub fn gate_key(g: &GateIr) -> (Option<OpKind>, String, Option<String>, i8) {
     (g.op, g.metric.clone(), kernel, direction(g.comparison))
 }
 
-/// Per key, the strictest check that passed on the effective path of the phase;
-/// among equally strict ones the latest.
+/// Whether `gate` is one of the phase's exit criteria (see
+/// [`catalog::PhaseSpec::exit_criteria`]) and measured on the whole model, not in
+/// one cell of an ablation.
+fn decides_the_phase(phase: usize, gate: &GateIr) -> bool {
+    let Some(spec) = catalog::phase(phase as u8) else {
+        return false;
+    };
+    let criterion = spec
+        .exit_criteria
+        .iter()
+        .any(|(op, metric)| gate.op == Some(*op) && gate.metric == *metric);
+    criterion && !gate.conditions.contains_key("cell")
+}
+
+/// Per key, the strictest check that passed on the effective path of the phase
+/// among its exit criteria; among equally strict ones the latest.
 pub fn gates(cx: &Cx, phase: usize) -> Vec<GateIr> {
     let mut best: BTreeMap<_, (f64, GateIr)> = BTreeMap::new();
     for (node, data, measured) in path_observations(cx, phase) {
@@ -98,6 +112,9 @@ pub fn gates(cx: &Cx, phase: usize) -> Vec<GateIr> {
             let Some((threshold, gate)) = gate_from(cx, node, data, measured, m) else {
                 continue;
             };
+            if !decides_the_phase(phase, &gate) {
+                continue;
+            }
             let key = gate_key(&gate);
             let replace = best.get(&key).is_none_or(|(current, existing)| {
                 at_least_as_strict(

@@ -14,7 +14,7 @@ use skillc_runtime::ops::OpKind;
 use super::cite::{self, Cites};
 use super::entry_page::{metadata, part_of};
 use super::frontmatter::FrontMatter;
-use super::markdown::{code_span, inline_name, literal};
+use super::markdown::{code_span, inline, inline_name, literal};
 use super::page::{assemble, Draft, Page, SkillDir, Templates};
 use super::print;
 use super::EmitError;
@@ -235,8 +235,13 @@ fn rules(ir: &SkillIr, phase: &PhaseIr, rules: &[&str]) -> String {
         .filter_map(|id| ir.lessons.get(id))
         .filter(|l| l.phases.first() == Some(&phase.index))
         .map(|l| {
-            let when = print::condition(l)
-                .map_or_else(|| code_span(&print::symptom(&l.symptom)), |c| code_span(&c));
+            let machine = print::condition(l).unwrap_or_else(|| print::symptom(&l.symptom));
+            // A lesson whose symptom is words only is stated in its words.
+            let when = if machine.is_empty() {
+                inline(&l.symptom.text)
+            } else {
+                code_span(&machine)
+            };
             format!(
                 "- when {when}: {} ({} in {})",
                 print::remedies(l)
@@ -261,18 +266,40 @@ fn rules(ir: &SkillIr, phase: &PhaseIr, rules: &[&str]) -> String {
     out.join("\n")
 }
 
+/// The checks that decide the phase, by rule: `op metric` pairs of the catalog.
+fn exit_criteria(phase: &PhaseIr) -> String {
+    catalog::phase(phase.index)
+        .map(|spec| {
+            spec.exit_criteria
+                .iter()
+                .map(|(op, metric)| code_span(&format!("{} {metric}", op.name())))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
 fn exit_gates(phase: &PhaseIr, cites: &mut Cites) -> String {
+    let criteria = format!(
+        "Only these checks decide phase {}: {}.",
+        phase.index,
+        exit_criteria(phase)
+    );
     if phase.exit_gates.is_empty() {
         return format!(
-            "The trajectory recorded no passing check for phase {}. Do not treat it as passed without one: run its checks and record their results.",
+            "{criteria}\n\nThe trajectory recorded none of them passing for phase {}. Do not treat it as passed without them: run these checks and record their results.",
             phase.index
         );
     }
-    let mut out = vec![format!(
-        "All {} must hold before phase {} starts:",
-        count(phase.exit_gates.len(), "gate", "gates"),
-        phase.index + 1
-    )];
+    let mut out = vec![
+        criteria,
+        String::new(),
+        format!(
+            "All {} must hold before phase {} starts:",
+            count(phase.exit_gates.len(), "gate", "gates"),
+            phase.index + 1
+        ),
+    ];
     out.push(String::new());
     for g in &phase.exit_gates {
         let (subject, check) = print::gate(g);

@@ -170,3 +170,15 @@ pub fn first_failure(r: &DeployReport) -> Option<(u8, String, String)> {
         .find(|(_, g)| !g.passed && !g.modeled)
         .map(|(p, g)| (p, g.name.clone(), g.metric.clone()))
 }
+
+/// Writes `value` over the first bytes of tensor `name` in a safetensors file.
+pub fn poke(path: &Path, name: &str, value: &[u8]) {
+    let mut bytes = std::fs::read(path).expect("read");
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let header: serde_json::Value =
+        serde_json::from_slice(&bytes[8..8 + header_len]).expect("header");
+    let start = header[name]["data_offsets"][0].as_u64().expect("offsets") as usize;
+    let at = 8 + header_len + start;
+    bytes[at..at + value.len()].copy_from_slice(value);
+    std::fs::write(path, bytes).expect("write");
+}
