@@ -311,6 +311,7 @@ mod tests {
     use crate::bundle::Value;
     use crate::model::config::load_config;
     use crate::ops::{OpKind, ParamError, ParamKind, ParamSpec};
+    use crate::xdna2::interpreter::Defects;
 
     /// A value of `spec`'s kind inside its bound.
     fn sample(spec: &ParamSpec) -> Value {
@@ -438,6 +439,7 @@ mod tests {
                     qkv_bias: false,
                     qk_norm: false,
                     rope: RopeTable::Unscaled,
+                    defects: Defects::NONE,
                 };
                 let mut after = before;
                 change.apply(&mut after);
