@@ -9,6 +9,7 @@
 
 pub mod cli;
 pub mod diag;
+pub mod digest;
 pub mod distill;
 pub mod emit;
 pub mod graph;

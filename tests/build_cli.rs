@@ -141,7 +141,10 @@ fn diff_reports_semantic_changes_with_provenance() {
     let text_before = fs::read_to_string(&kernels).expect("read");
     let mut edited = text_before
         .replace("tile=[64,256,32,32]", "tile=[64,256,32,56]")
-        .replace("mean_rel_l1 = 3.1e-3 < 1e-2", "mean_rel_l1 = 3.1e-3 < 5e-3");
+        .replace(
+            "mismatches = 0 == 0  mean_rel_l1",
+            "mismatches = 0 <= 1  mean_rel_l1",
+        );
     edited.push_str(
         "\nl99 lesson \"A herd wider than the N tiles leaves columns idle\"\n    \
          symptom validate-kernel fails with mismatches > 0\n    \

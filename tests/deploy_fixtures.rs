@@ -58,7 +58,11 @@ fn every_fixture_deploys_with_phase_0_gated_against_transformers() {
             .gates()
             .filter(|(p, g)| *p == 0 && g.op.name() == "compare-reference")
             .collect();
-        assert_eq!(transformers.len(), 2, "{name}: error and token gates");
+        assert_eq!(
+            transformers.len(),
+            3,
+            "{name}: error, token and non-finite gates"
+        );
         assert!(transformers.iter().all(|(_, g)| g.passed), "{name}");
         let evaluation = r.evaluation.as_ref().expect("phase 7 ran");
         assert_eq!(evaluation.exit_code, 0, "{name}: {:?}", evaluation.findings);

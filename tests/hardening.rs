@@ -6,6 +6,8 @@
 //! `SKILLC_UNDER_TEST=/path/to/an/older/skillc cargo test --test hardening` runs the
 //! same tests against another build: on one from before issue 15, every row fails.
 
+mod deploy_support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -173,14 +175,7 @@ fn row09_a_fifo_is_not_read_as_a_model() {
 
 /// Writes `value` over element 0 of tensor `name` in a safetensors file.
 fn poke_f32(path: &Path, name: &str, value: f32) {
-    let mut bytes = std::fs::read(path).expect("read");
-    let header_len = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
-    let header: serde_json::Value =
-        serde_json::from_slice(&bytes[8..8 + header_len]).expect("header");
-    let start = header[name]["data_offsets"][0].as_u64().expect("offsets") as usize;
-    let at = 8 + header_len + start;
-    bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
-    std::fs::write(path, bytes).expect("write");
+    deploy_support::poke(path, name, &value.to_le_bytes());
 }
 
 /// Row 10: one NaN in `prefill_logits` of reference.safetensors failed `reference`

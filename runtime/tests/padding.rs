@@ -1,22 +1,23 @@
 //! Padding is exact by construction: a plan padded along one dimension (hidden,
 //! FFN, head_dim, KV groups with their query heads) computes, on the emulated
-//! NPU, real outputs bit-identical to the unpadded plan of the same model
-//! (prefill logits, every layer's residual stream on the real columns, decode
-//! logits over the KV cache), on models whose unpadded plans place, through
-//! both plan interpreters (the emulator's `Session` and the deploy executor's
-//! `NpuModel`). Padded vocabulary rows never reach the logits, so they never
-//! win an argmax.
+//! NPU (the plan interpreter), real outputs bit-identical to the unpadded plan
+//! of the same model (prefill logits, every layer's residual stream on the real
+//! columns, decode logits and the real elements of the KV cache), on models whose
+//! unpadded plans place. The teacher-forced decode gate therefore measures the
+//! same errors on both, and still catches a planted decode fault on a padded
+//! plan. Padded vocabulary rows never reach the logits, so they never win an
+//! argmax.
 
-use skillc_runtime::exec::checks::verify::Decoder;
-use skillc_runtime::exec::npu::{NpuModel, NpuPath};
+use skillc_runtime::exec::checks::decode::{reference_run, teacher_forced};
+use skillc_runtime::exec::design::Plans;
 use skillc_runtime::model::config::parse_config;
 use skillc_runtime::model::oracle::blocks::argmax;
 use skillc_runtime::model::Model;
 use skillc_runtime::xdna2::builder::{padded_plan, unpadded_shape};
 use skillc_runtime::xdna2::device::Device;
-use skillc_runtime::xdna2::exec::Session;
+use skillc_runtime::xdna2::interpreter::{Defects, Interpreter, NpuPath};
 use skillc_runtime::xdna2::padding::{Pad, Padding};
-use skillc_runtime::xdna2::plan::{Phase, Plan, PlanOptions};
+use skillc_runtime::xdna2::plan::{Phase, PlanOptions};
 
 /// Prompt rows of the plans (the smallest the selected GEMM tiles divide).
 const SEQ: usize = 128;
@@ -43,7 +44,7 @@ fn options() -> PlanOptions {
     }
 }
 
-fn plans(model: &Model, padding: Padding) -> (Plan, Plan) {
+fn plans(model: &Model, padding: Padding) -> Plans {
     let device = Device::npu2();
     let plan = |phase| {
         padded_plan(
@@ -56,95 +57,47 @@ fn plans(model: &Model, padding: Padding) -> (Plan, Plan) {
         )
         .expect("plan")
     };
-    (plan(Phase::Prefill), plan(Phase::Decode))
+    Plans {
+        prefill: plan(Phase::Prefill),
+        decode: plan(Phase::Decode),
+    }
 }
 
-/// What the real rows give: prefill logits, each layer's real columns, and the
-/// logits of four greedy decode steps.
+/// What the real rows give: prefill logits, each layer's real columns, the
+/// logits of four greedy decode steps and the real KV cache of every layer.
 struct Outputs {
     prefill: Vec<f32>,
     layers: Vec<Vec<f32>>,
     decode: Vec<Vec<f32>>,
-}
-
-/// The two interpreters of a plan.
-#[derive(Debug, Clone, Copy)]
-enum Interpreter {
-    Session,
-    Deploy,
+    kv: Vec<(Vec<u16>, Vec<u16>)>,
 }
 
 fn run(model: &Model, padding: Padding) -> Outputs {
-    run_with(Interpreter::Session, model, padding)
-}
-
-fn run_with(interpreter: Interpreter, model: &Model, padding: Padding) -> Outputs {
-    match interpreter {
-        Interpreter::Session => run_session(model, padding),
-        Interpreter::Deploy => run_deploy(model, padding),
-    }
-}
-
-fn run_deploy(model: &Model, padding: Padding) -> Outputs {
     let device = Device::npu2();
-    let (prefill_plan, decode_plan) = plans(model, padding);
-    let mut npu = NpuModel::new(
-        &device,
-        model,
-        &prefill_plan,
-        &decode_plan,
-        NpuPath::CORRECT,
-    );
-    npu.record_layers();
-    let prefill = npu.prefill(&PROMPT).expect("prefill");
-    let layers = npu.layer_outputs.take().unwrap_or_default();
+    let plans = plans(model, padding);
+    let mut npu = Interpreter::new(&device, &model.arch, &model.weights, NpuPath::CORRECT);
+    npu.capture_layers(true);
+    let prefill = npu.prefill(&plans.prefill, &PROMPT).expect("prefill");
+    let layers = npu.take_layer_outputs();
+    npu.capture_layers(false);
     let mut decode = Vec::new();
     let mut next = argmax(&prefill) as u32;
     for _ in 0..4 {
-        let logits = npu.decode(next).expect("decode");
+        let logits = npu.decode(&plans.decode, next).expect("decode");
         next = argmax(&logits) as u32;
         decode.push(logits);
     }
-    Outputs {
-        prefill,
-        layers,
-        decode,
-    }
-}
-
-fn run_session(model: &Model, padding: Padding) -> Outputs {
-    let device = Device::npu2();
-    let (prefill_plan, decode_plan) = plans(model, padding);
-    let mut session = Session::new(&model.arch, &model.weights, &device);
-    session.capture_layers(true);
-    let prefill = session.prefill(&prefill_plan, &PROMPT).expect("prefill");
-    let (hidden, width) = (padding.hidden.real, padding.hidden.padded);
-    let layers = session
-        .layer_outputs
-        .iter()
-        .map(|x| {
-            x.chunks(width)
-                .take(PROMPT.len())
-                .flat_map(|row| {
-                    row[..hidden]
-                        .iter()
-                        .map(|&b| f32::from_bits((b as u32) << 16))
-                })
-                .collect()
+    let kv = (0..model.arch.num_layers)
+        .map(|layer| {
+            let (k, v) = npu.kv(layer);
+            (padding.real_kv(k), padding.real_kv(v))
         })
         .collect();
-    session.capture_layers(false);
-    let mut decode = Vec::new();
-    let mut next = argmax(&prefill) as u32;
-    for _ in 0..4 {
-        let logits = session.decode(&decode_plan, next).expect("decode");
-        next = argmax(&logits) as u32;
-        decode.push(logits);
-    }
     Outputs {
         prefill,
         layers,
         decode,
+        kv,
     }
 }
 
@@ -164,6 +117,7 @@ fn assert_identical(what: &str, a: &Outputs, b: &Outputs) {
     for (i, (x, y)) in a.decode.iter().zip(&b.decode).enumerate() {
         same(&format!("{what}: decode step {i}"), x, y);
     }
+    assert!(a.kv == b.kv, "{what}: the real KV cache differs");
 }
 
 fn same(what: &str, a: &[f32], b: &[f32]) {
@@ -186,53 +140,85 @@ fn pad(base: Padding, change: impl Fn(&mut Padding)) -> Padding {
     p
 }
 
+/// One padding per dimension, and all of them at once.
+fn cases(base: Padding) -> [(&'static str, Padding); 5] {
+    [
+        ("hidden 128 -> 192", pad(base, |p| p.hidden.padded = 192)),
+        ("ffn 256 -> 320", pad(base, |p| p.ffn.padded = 320)),
+        ("head_dim 32 -> 48", pad(base, |p| p.head_dim.padded = 48)),
+        (
+            "KV heads 2 -> 3 (heads 4 -> 6)",
+            pad(base, |p| {
+                p.kv_heads.padded = 3;
+                p.heads.padded = 6;
+            }),
+        ),
+        (
+            "every dimension at once",
+            Padding {
+                hidden: Pad {
+                    real: 128,
+                    padded: 192,
+                },
+                ffn: Pad {
+                    real: 256,
+                    padded: 320,
+                },
+                head_dim: Pad {
+                    real: 32,
+                    padded: 40,
+                },
+                heads: Pad { real: 4, padded: 8 },
+                kv_heads: Pad { real: 2, padded: 4 },
+            },
+        ),
+    ]
+}
+
 #[test]
 fn each_padded_dimension_gives_bit_identical_real_outputs() {
-    for (family, interpreter) in [
-        ("qwen2", Interpreter::Session),
-        ("qwen3", Interpreter::Session),
-        ("qwen2", Interpreter::Deploy),
-        ("qwen3", Interpreter::Deploy),
-    ] {
+    for family in ["qwen2", "qwen3"] {
         let model = model(family);
         let base = unpadded(&model);
-        let reference = run_with(interpreter, &model, base);
-        let cases: [(&str, Padding); 5] = [
-            ("hidden 128 -> 192", pad(base, |p| p.hidden.padded = 192)),
-            ("ffn 256 -> 320", pad(base, |p| p.ffn.padded = 320)),
-            ("head_dim 32 -> 48", pad(base, |p| p.head_dim.padded = 48)),
-            (
-                "KV heads 2 -> 3 (heads 4 -> 6)",
-                pad(base, |p| {
-                    p.kv_heads.padded = 3;
-                    p.heads.padded = 6;
-                }),
-            ),
-            (
-                "every dimension at once",
-                Padding {
-                    hidden: Pad {
-                        real: 128,
-                        padded: 192,
-                    },
-                    ffn: Pad {
-                        real: 256,
-                        padded: 320,
-                    },
-                    head_dim: Pad {
-                        real: 32,
-                        padded: 40,
-                    },
-                    heads: Pad { real: 4, padded: 8 },
-                    kv_heads: Pad { real: 2, padded: 4 },
-                },
-            ),
-        ];
-        for (what, padding) in cases {
-            let padded = run_with(interpreter, &model, padding);
-            let name = format!("{family} through {interpreter:?}, {what}");
-            assert_identical(&name, &reference, &padded);
+        let reference = run(&model, base);
+        for (what, padding) in cases(base) {
+            let padded = run(&model, padding);
+            assert_identical(&format!("{family}, {what}"), &reference, &padded);
         }
+    }
+}
+
+/// The decode gate compares the real elements of a padded plan's KV cache: it
+/// measures on every padded plan exactly the errors of the unpadded one, and a
+/// planted decode fault (the KV row written one slot late) still fails it.
+#[test]
+fn the_decode_gate_sees_a_padded_plan_as_the_unpadded_one() {
+    let model = model("qwen3");
+    let device = Device::npu2();
+    let reference = reference_run(&model, &PROMPT).expect("reference");
+    let forced = |padding: Padding, path: NpuPath| {
+        let mut npu = Interpreter::new(&device, &model.arch, &model.weights, path);
+        teacher_forced(&mut npu, &plans(&model, padding), &PROMPT, &reference).expect("runs")
+    };
+    let base = unpadded(&model);
+    let unpadded = forced(base, NpuPath::CORRECT);
+    assert!(unpadded.errors.within_thresholds(), "{:?}", unpadded.errors);
+    let faulty = NpuPath {
+        defects: Defects {
+            kv_wrong_slot: true,
+            ..Defects::NONE
+        },
+        ..NpuPath::CORRECT
+    };
+    for (what, padding) in cases(base) {
+        let padded = forced(padding, NpuPath::CORRECT);
+        assert_eq!(padded.errors, unpadded.errors, "{what}");
+        let planted = forced(padding, faulty);
+        assert!(
+            !planted.errors.within_thresholds(),
+            "{what}: kv-wrong-slot passes the decode gate: {:?}",
+            planted.errors
+        );
     }
 }
 
@@ -245,7 +231,7 @@ fn a_padded_plan_that_breaks_exactness_is_caught() {
     let reference = run(&model, base);
     let padding = pad(base, |p| p.head_dim.padded = 48);
     let device = Device::npu2();
-    let (mut prefill, _) = plans(&model, padding);
+    let mut prefill = plans(&model, padding).prefill;
     for step in prefill.layer.iter_mut() {
         if let skillc_runtime::xdna2::plan::Step::Call(call) = step {
             for launch in &mut call.launches {
@@ -255,8 +241,8 @@ fn a_padded_plan_that_breaks_exactness_is_caught() {
             }
         }
     }
-    let mut session = Session::new(&model.arch, &model.weights, &device);
-    let logits = session.prefill(&prefill, &PROMPT).expect("prefill");
+    let mut npu = Interpreter::new(&device, &model.arch, &model.weights, NpuPath::CORRECT);
+    let logits = npu.prefill(&prefill, &PROMPT).expect("prefill");
     assert_ne!(logits, reference.prefill);
 }
 

@@ -178,13 +178,15 @@ pub fn run(args: Args) -> ExitCode {
         eprintln!("error: {error}");
         return ExitCode::from(EXIT_USAGE);
     }
+    let placement = crate::distill::placement::account(&built.distilled.ir);
     report.json["written"] = true.into();
     report.finish(
         &format!(
-            "wrote {}: {} files, {} skills ({})",
+            "wrote {}: {} files, {} skills; {} ({})",
             crate::syntax::display_path(&out),
             built.rendered.files.len(),
             built.rendered.skill_dirs().len(),
+            placement.summary(),
             render::summary(&diagnostics)
         ),
         false,
@@ -230,6 +232,13 @@ impl Report {
         self.json["name"] = built.distilled.ir.name.clone().into();
         self.json["files"] = built.rendered.files.len().into();
         self.json["skills"] = built.rendered.skill_dirs().len().into();
+        let placement = crate::distill::placement::account(&built.distilled.ir);
+        let count = |c: crate::distill::placement::Count| serde_json::json!({ "placed": c.placed, "recorded": c.recorded });
+        self.json["placed"] = serde_json::json!({
+            "notes": count(placement.notes),
+            "lessons": count(placement.lessons),
+            "dead_ends": count(placement.dead_ends),
+        });
     }
 
     /// Prints the result line (on stderr when `on_stderr`) or the JSON document.

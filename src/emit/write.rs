@@ -48,7 +48,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::emit::bundle_json::sha256_hex;
+    use crate::digest::sha256_hex;
 
     /// A rendered bundle whose bundle.json lists the other files, as emit makes it.
     fn rendered(files: &[(&str, &str)]) -> Rendered {

@@ -381,8 +381,12 @@ impl Checker {
                     self.push(wrong("a float"));
                 }
                 self.no_unit(spec, q);
+                self.in_bounds(spec, q);
             }
-            (ValueKind::Number(q), ParamKind::Float) => self.no_unit(spec, q),
+            (ValueKind::Number(q), ParamKind::Float) => {
+                self.no_unit(spec, q);
+                self.in_bounds(spec, q);
+            }
             (ValueKind::Bool(_), ParamKind::Bool)
             | (ValueKind::Str(_), ParamKind::Str)
             | (ValueKind::Ident(_), ParamKind::Ident) => {}
@@ -395,7 +399,8 @@ impl Checker {
                 for item in items {
                     match &item.kind {
                         ValueKind::Number(q) if matches!(q.number, Number::Int(_)) => {
-                            self.no_unit(spec, q)
+                            self.no_unit(spec, q);
+                            self.in_bounds(spec, q);
                         }
                         other => self.push(Diagnostic::new(
                             Code::WrongValueKind,
@@ -417,6 +422,32 @@ impl Checker {
                 self.push(wrong("a word").with_hint("put text in double quotes"))
             }
             (other, _) => self.push(wrong(&describe_value(other))),
+        }
+    }
+
+    /// A literal outside its parameter's range (`shape=[0,…]`, `rtol=-1`): the
+    /// table's bound, the one replay and deploy enforce too.
+    fn in_bounds(&mut self, spec: &ParamSpec, quantity: &Quantity) {
+        let value = quantity.number.as_f64();
+        if !spec.bound.admits(value) {
+            let slot = if spec.kind == ParamKind::IntList {
+                " (every slot)"
+            } else {
+                ""
+            };
+            self.push(
+                Diagnostic::new(
+                    Code::ParameterOutOfRange,
+                    quantity.span,
+                    format!(
+                        "`{}` = {}: {}",
+                        spec.name,
+                        number_text(quantity.number),
+                        spec.bound.rule()
+                    ),
+                )
+                .with_hint(format!("{}{slot}: {}", spec.name, spec.doc)),
+            );
         }
     }
 
@@ -709,7 +740,8 @@ impl Checker {
                     data.cause.get_or_insert_with(|| cause.clone());
                 }
                 ClauseKind::Fix(fix) => {
-                    if let Some(remedy) = self.remedy(&fix.op, &fix.assignments, clause.span) {
+                    if let Some(mut remedy) = self.remedy(&fix.op, &fix.assignments, clause.span) {
+                        remedy.text = fix.text.as_ref().map(|t| t.text.clone());
                         data.remedies.push(remedy);
                     }
                 }
@@ -788,6 +820,7 @@ impl Checker {
             });
         }
         Some(Remedy {
+            text: None,
             op: spec.kind,
             changes,
             span,
@@ -884,6 +917,7 @@ impl Checker {
                     ));
                 }
                 self.no_unit(param, q);
+                self.in_bounds(param, q);
             }
             ExprKind::Str(_) | ExprKind::Bool(_) | ExprKind::List(_) | ExprKind::Word(_) => self
                 .push(Diagnostic::new(

@@ -238,6 +238,9 @@ pub struct LessonData {
 /// One `fix` clause, resolved against the vocabulary.
 #[derive(Debug, Clone, Serialize)]
 pub struct Remedy {
+    /// The fix in words, as written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
     pub op: OpKind,
     pub changes: Vec<Change>,
     #[serde(skip)]
@@ -337,6 +340,19 @@ impl Graph {
             .inner
             .edges_directed(index, Direction::Outgoing)
             .filter(|e| e.weight().kind == kind)
+            .map(|e| (e.id(), e.target()))
+            .collect();
+        found.sort();
+        found.into_iter().map(|(_, target)| target).collect()
+    }
+
+    /// Targets of `index`'s written (not derived) edges of `kind`, in the order
+    /// they were written.
+    pub fn written_targets(&self, index: NodeIndex, kind: EdgeKind) -> Vec<NodeIndex> {
+        let mut found: Vec<_> = self
+            .inner
+            .edges_directed(index, Direction::Outgoing)
+            .filter(|e| e.weight().kind == kind && !e.weight().derived)
             .map(|e| (e.id(), e.target()))
             .collect();
         found.sort();

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use walkdir::WalkDir;
 
-use crate::emit::bundle_json::sha256_hex;
+use crate::digest::sha256_hex;
 
 /// Relative path → lowercase hex SHA-256 of the file's bytes.
 pub type Hashes = BTreeMap<String, String>;

@@ -213,7 +213,13 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
             v.non_finite
         ),
     );
-    let warnings = warnings(&report, &v.prompts);
+    let worst = v.worst();
+    push(
+        "fresh verification: teacher-forced logits and KV cache",
+        worst.within_thresholds(),
+        worst.summary(),
+    );
+    let warnings = warnings(&report);
     let ok = audit.iter().all(|a| a.ok);
     let (verdict, exit_code) = match (ok, warnings.is_empty()) {
         (false, _) => ("FAIL", 1),
@@ -314,7 +320,7 @@ fn gates_consistent(report: &DeployReport, prompts: usize) -> (bool, String) {
     }
 }
 
-fn warnings(report: &DeployReport, fresh: &[PromptVerdict]) -> Vec<String> {
+fn warnings(report: &DeployReport) -> Vec<String> {
     let mut w = Vec::new();
     let gated = report
         .gates()
@@ -327,19 +333,6 @@ fn warnings(report: &DeployReport, fresh: &[PromptVerdict]) -> Vec<String> {
         w.push(format!(
             "{low} layer(s) below cosine 0.85 in the phase-3 diagnosis (not a gate)"
         ));
-    }
-    for p in fresh {
-        if let Some(d) = &p.check.divergence {
-            if d.step < 8 {
-                w.push(format!(
-                    "prompt {} diverges early, at step {} (reference token {} on the NPU, NPU token {} on the reference)",
-                    p.prompt,
-                    d.step,
-                    super::checks::topk::rank_words(d.reference_rank_on_npu),
-                    super::checks::topk::rank_words(d.npu_rank_on_reference)
-                ));
-            }
-        }
     }
     w
 }
@@ -363,10 +356,8 @@ fn render(e: &Evaluation) -> String {
     for p in &e.verification {
         let _ = writeln!(
             out,
-            "- prompt {}: {} tokens, {} agreed, {}",
-            p.prompt,
-            p.tokens,
-            p.check.agreed,
+            "- {}: {}",
+            super::phases::phase3::prompt_note(p),
             if p.check.passed { "pass" } else { "FAIL" }
         );
     }

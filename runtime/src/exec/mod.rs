@@ -13,9 +13,9 @@
 //! Module map: `run` drives the phases over the shared state; `phases/` holds one
 //! runner per phase (`phase0` … `phase3`, `optimize` for 4 and 5, `finalize` for 6,
 //! `phase7`) and `steps`, which accounts for the bundle steps they leave; [`design`]
-//! turns the executor's decisions into the builder's plans, [`npu`] runs them over the
-//! model's weights ([`weights`] fills their buffers), [`fault`] plants the faults the
-//! gate tests use; [`checks`] is the checking machinery (gates, the top-k gate,
+//! turns the executor's decisions into the builder's plans, which the backend's plan
+//! interpreter (`xdna2::interpreter`) runs over the model's weights; [`fault`] plants
+//! the faults the gate tests use; [`checks`] is the checking machinery (gates, the top-k gate,
 //! verification, phase 1's kernel harness, remedies); [`artifacts`] writes what
 //! happened (report, trajectory, roofline and trace, `plan.json`, the kernel
 //! registry); [`evaluate`] is phase 7's fresh-process evaluator.
@@ -25,11 +25,9 @@ pub mod checks;
 pub mod design;
 pub mod evaluate;
 pub mod fault;
-pub mod npu;
 mod phases;
 pub mod progress;
 mod run;
-pub mod weights;
 
 use std::path::PathBuf;
 

@@ -14,9 +14,9 @@ use super::artifacts::record::{
 use super::artifacts::registry::Registry;
 use super::artifacts::report_md;
 use super::artifacts::trajectory::{self, ActionLinks, TrajectoryWriter};
+use super::checks::decode::ReferenceRun;
 use super::checks::gate::GateCheck;
 use super::checks::remedy::{apply_remedy, candidates, Failure};
-use super::checks::topk::GreedyStep;
 use super::design::{Design, Plans};
 use super::phases::{finalize, optimize, phase0, phase1, phase2, phase3, phase7, steps};
 use super::progress::Progress;
@@ -54,7 +54,7 @@ pub(crate) struct Run<'a> {
     /// The transformers outputs shipped with a fixture.
     pub fixture: Option<ReferenceTensors>,
     /// The reference's greedy runs, one per prompt (phase 0), verified against.
-    pub reference_runs: Vec<Vec<GreedyStep>>,
+    pub reference_runs: Vec<ReferenceRun>,
     /// The reference's prefill of the first prompt with every layer's output.
     pub reference_prefill: Option<PrefillOutput>,
     pub device: Device,
@@ -462,6 +462,10 @@ fn check_bundle(bundle: &Bundle) -> Result<(), DeployError> {
         return Err(DeployError::Bundle(format!(
             "expected phases 0 to 7 in order, found {indices:?}"
         )));
+    }
+    let problems = bundle.parameter_problems();
+    if !problems.is_empty() {
+        return Err(DeployError::Bundle(problems.join("; ")));
     }
     Ok(())
 }

@@ -214,7 +214,47 @@ pub struct ParamSpec {
     pub required: bool,
     /// Names of the list slots, in order, for [`ParamKind::IntList`] parameters.
     pub components: &'static [&'static str],
+    /// The values a numeric parameter admits (every slot, for lists).
+    pub bound: Bound,
     pub doc: &'static str,
+}
+
+/// The range of a numeric parameter, checked by the front end (`skillc check`)
+/// and wherever parameters are read ([`super::Op::read`]: replay, deploy, a
+/// hand-edited bundle.json).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bound {
+    /// Not numeric, or any value of its kind.
+    Any,
+    /// A size, count or relative tolerance: above zero (a float also normal,
+    /// not subnormal).
+    Positive,
+    /// An index, a seed, a warm-up count or an absolute tolerance: zero or more.
+    NonNegative,
+    /// A cosine threshold, between -1 and 1.
+    Cosine,
+}
+
+impl Bound {
+    pub fn admits(self, value: f64) -> bool {
+        match self {
+            Bound::Any => true,
+            Bound::Positive => value > 0.0 && value.is_normal(),
+            Bound::NonNegative => value >= 0.0,
+            Bound::Cosine => (-1.0..=1.0).contains(&value),
+        }
+    }
+
+    /// The rule, as a diagnostic states it.
+    pub fn rule(self) -> &'static str {
+        match self {
+            Bound::Any => "any value",
+            Bound::Positive => "must be above 0",
+            Bound::NonNegative => "must not be negative",
+            Bound::Cosine => "a cosine lies between -1 and 1",
+        }
+    }
 }
 
 /// One operation of the runtime.
@@ -258,6 +298,7 @@ const fn req(name: &'static str, kind: ParamKind, doc: &'static str) -> ParamSpe
         kind,
         required: true,
         components: &[],
+        bound: Bound::Any,
         doc,
     }
 }
@@ -268,6 +309,7 @@ const fn opt(name: &'static str, kind: ParamKind, doc: &'static str) -> ParamSpe
         kind,
         required: false,
         components: &[],
+        bound: Bound::Any,
         doc,
     }
 }
@@ -283,9 +325,18 @@ const fn list(
         kind: ParamKind::IntList,
         required,
         components,
+        bound: Bound::Positive,
         doc,
     }
 }
+
+impl ParamSpec {
+    const fn bounded(self, bound: Bound) -> ParamSpec {
+        ParamSpec { bound, ..self }
+    }
+}
+
+use Bound::{Cosine, NonNegative, Positive};
 
 use ParamKind::{Bool, Float, Ident, Int, Str};
 
@@ -336,7 +387,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[0],
         params: &[
             opt("source", WEIGHT_SOURCE, "checkpoint safetensors or seeded random weights"),
-            opt("seed", Int, "seed for random weights"),
+            opt("seed", Int, "seed for random weights").bounded(NonNegative),
         ],
         doc: "load the model's weights (bf16 in memory)",
     },
@@ -353,7 +404,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[0],
         params: &[
             req("against", Ident, "what the reference is compared with, e.g. transformers"),
-            opt("tol", Float, "max abs error relative to max |value|"),
+            opt("tol", Float, "max abs error relative to max |value|").bounded(Positive),
         ],
         doc: "compare the CPU reference with an external reference",
     },
@@ -417,8 +468,8 @@ pub const OPERATIONS: &[OpSpec] = &[
         params: &[
             req("kernel", KERNEL, "kernel name"),
             SHAPE,
-            opt("rtol", Float, "relative tolerance"),
-            opt("atol", Float, "absolute tolerance"),
+            opt("rtol", Float, "relative tolerance").bounded(Positive),
+            opt("atol", Float, "absolute tolerance").bounded(NonNegative),
         ],
         doc: "run one kernel on the emulator against the f32 reference, element-wise",
     },
@@ -426,7 +477,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         kind: OpKind::RegisterKernel,
         name: "register-kernel",
         phases: &[1],
-        params: &[req("kernel", KERNEL, "kernel name"), opt("shape", ParamKind::IntList, "shape")],
+        params: &[req("kernel", KERNEL, "kernel name"), opt("shape", ParamKind::IntList, "shape").bounded(Positive)],
         doc: "record a validated kernel configuration in the kernel registry",
     },
     OpSpec {
@@ -442,14 +493,14 @@ pub const OPERATIONS: &[OpSpec] = &[
         kind: OpKind::BuildBlock,
         name: "build-block",
         phases: &[2],
-        params: &[opt("layer", Int, "layer index")],
+        params: &[opt("layer", Int, "layer index").bounded(NonNegative)],
         doc: "wire one decoder block from validated kernels",
     },
     OpSpec {
         kind: OpKind::PadHeads,
         name: "pad-heads",
         phases: &[2],
-        params: &[req("multiple", Int, "pad dims to this multiple with phantom heads")],
+        params: &[req("multiple", Int, "pad dims to this multiple with phantom heads").bounded(Positive)],
         doc: "GQA-aware padding of non-aligned dimensions",
     },
     OpSpec {
@@ -471,9 +522,9 @@ pub const OPERATIONS: &[OpSpec] = &[
         name: "validate-block",
         phases: &[2],
         params: &[
-            opt("layer", Int, "layer index"),
-            opt("cosine_min", Float, "whole-tensor cosine threshold"),
-            opt("position_min", Float, "per-position cosine threshold"),
+            opt("layer", Int, "layer index").bounded(NonNegative),
+            opt("cosine_min", Float, "whole-tensor cosine threshold").bounded(Cosine),
+            opt("position_min", Float, "per-position cosine threshold").bounded(Cosine),
         ],
         doc: "compare one block on the emulated NPU with the reference",
     },
@@ -490,8 +541,8 @@ pub const OPERATIONS: &[OpSpec] = &[
         name: "verify-model",
         phases: &[3, 4, 5, 6, 7],
         params: &[
-            opt("tokens", Int, "greedy tokens generated per prompt"),
-            opt("top_k", Int, "top-k set checked at the first divergence"),
+            opt("tokens", Int, "greedy tokens generated per prompt").bounded(Positive),
+            opt("top_k", Int, "top-k set checked at the first divergence").bounded(Positive),
         ],
         doc: "greedy-decode on both sides; at the first divergence each token must be in the other's top-k",
     },
@@ -561,9 +612,9 @@ pub const OPERATIONS: &[OpSpec] = &[
         name: "profile-prefill",
         phases: &[3, 4, 6],
         params: &[
-            opt("seq_len", Int, "sequence length"),
-            opt("warmup", Int, "warm-up iterations"),
-            opt("iters", Int, "timed iterations"),
+            opt("seq_len", Int, "sequence length").bounded(Positive),
+            opt("warmup", Int, "warm-up iterations").bounded(NonNegative),
+            opt("iters", Int, "timed iterations").bounded(Positive),
         ],
         doc: "time prefill",
     },
@@ -594,14 +645,14 @@ pub const OPERATIONS: &[OpSpec] = &[
         kind: OpKind::PartitionLmHead,
         name: "partition-lm-head",
         phases: &[5],
-        params: &[req("parts", Int, "number of LM-head partitions")],
+        params: &[req("parts", Int, "number of LM-head partitions").bounded(Positive)],
         doc: "split the LM head GEMV so each partition fits L2 and the repeat limit",
     },
     OpSpec {
         kind: OpKind::CascadeFfn,
         name: "cascade-ffn",
         phases: &[5],
-        params: &[req("rows", Int, "core rows of the cascade")],
+        params: &[req("rows", Int, "core rows of the cascade").bounded(Positive)],
         doc: "fused O+FFN decode GEMV cascade",
     },
     OpSpec {
@@ -616,8 +667,8 @@ pub const OPERATIONS: &[OpSpec] = &[
         name: "profile-decode",
         phases: &[3, 5, 6],
         params: &[
-            opt("tokens", Int, "decoded tokens"),
-            opt("seq_len", Int, "context length"),
+            opt("tokens", Int, "decoded tokens").bounded(Positive),
+            opt("seq_len", Int, "context length").bounded(Positive),
         ],
         doc: "time decode",
     },

@@ -4,7 +4,8 @@
 //!
 //! Pipeline: `device` (the array as data) → `kernels` (functional kernels with
 //! hardware numerics, each with its constraints) → `plan` (a deployment as data)
-//! built by `builder` → `exec` (functional execution on real tensors) and `cost`
+//! built by `builder` → `interpreter` (the one functional execution of plans on
+//! real tensors: deploy, replay, benchmarks and tests) and `cost`
 //! (modeled time, fitted by `fit` against `calibration` points) → `trace` and
 //! `roofline` (what a reader looks at); `harness` runs one launch against the f32
 //! oracle (the kernel check of deploy, replay, calibration and the tests).
@@ -14,10 +15,9 @@ pub mod calibration;
 pub mod constraints;
 pub mod cost;
 pub mod device;
-pub mod exec;
 pub mod fit;
 pub mod harness;
-pub mod host;
+pub mod interpreter;
 pub mod kernels;
 pub mod numerics;
 pub mod padding;

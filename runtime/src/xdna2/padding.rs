@@ -120,6 +120,23 @@ impl Padding {
     pub fn group(&self) -> usize {
         self.heads.real / self.kv_heads.real.max(1)
     }
+
+    /// The real elements of a KV cache laid out `[slots, kv_heads, head_dim]` at
+    /// the padded sizes, as the unpadded plan's `[slots, kv_heads, head_dim]`:
+    /// the appended KV groups and each head's appended dimensions dropped.
+    pub fn real_kv(&self, cache: &[u16]) -> Vec<u16> {
+        let (hd, kv) = (self.head_dim, self.kv_heads);
+        let padded_width = (kv.padded * hd.padded).max(1);
+        if !hd.is_padded() && !kv.is_padded() {
+            return cache.to_vec();
+        }
+        cache
+            .chunks(padded_width)
+            .flat_map(|slot| slot.chunks(hd.padded.max(1)).take(kv.real))
+            .flat_map(|head| &head[..hd.real.min(head.len())])
+            .copied()
+            .collect()
+    }
 }
 
 /// A kernel use of a dimension the search must satisfy.

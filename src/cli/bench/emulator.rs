@@ -16,8 +16,8 @@ use skillc_runtime::model::Model;
 use skillc_runtime::xdna2::builder::plan_for;
 use skillc_runtime::xdna2::cost::time_plan;
 use skillc_runtime::xdna2::device::Device;
-use skillc_runtime::xdna2::exec::Session;
 use skillc_runtime::xdna2::fit::{committed_params, FittedFile};
+use skillc_runtime::xdna2::interpreter::{Interpreter, NpuPath};
 use skillc_runtime::xdna2::numerics::cosine;
 use skillc_runtime::xdna2::plan::{Phase, PlanOptions};
 
@@ -61,7 +61,7 @@ pub fn bench(args: &Args) -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     let model = Model::random(arch, args.seed).map_err(|e| e.to_string())?;
-    let mut session = Session::new(&model.arch, &model.weights, &device);
+    let mut session = Interpreter::new(&device, &model.arch, &model.weights, NpuPath::CORRECT);
     let mut reference = Reference::new(&model).map_err(|e| e.to_string())?;
     let mut token = 1u32;
     let mut results = Vec::with_capacity(steps);

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::bundle::{Provenance, Value};
+use crate::exec::checks::decode::DecodeErrors;
 use crate::exec::checks::gate::GateCheck;
 use crate::exec::checks::topk::TopKCheck;
 use crate::exec::fault::Fault;
@@ -199,8 +200,12 @@ pub struct ModelInfo {
 pub struct PromptVerdict {
     pub prompt: usize,
     pub tokens: usize,
+    /// The greedy top-k set check over every step.
     pub check: TopKCheck,
-    /// The NPU path's greedy tokens.
+    /// The teacher-forced errors against the reference.
+    pub decode: DecodeErrors,
+    /// The NPU path's greedy choice at every step, fed the reference's tokens:
+    /// its free-running greedy decode up to the first divergence.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub npu_tokens: Vec<u32>,
 }

@@ -199,7 +199,11 @@ impl TrajectoryWriter {
         if !lesson.cause.is_empty() {
             let _ = writeln!(out, "    cause {}", quote(&lesson.cause));
         }
-        for remedy in std::iter::once(&lesson.fix).chain(&lesson.then) {
+        let _ = match lesson.fix_text.as_str() {
+            "" => writeln!(out, "    {}", fix(&lesson.fix)),
+            text => writeln!(out, "    fix {} {}", quote(text), &fix(&lesson.fix)[4..]),
+        };
+        for remedy in &lesson.then {
             let _ = writeln!(out, "    {}", fix(remedy));
         }
         if !lesson.symptom.params.is_empty() {

@@ -314,6 +314,7 @@ mod tests {
             cause: String::new(),
             fix: divisor_fix(),
             then: Vec::new(),
+            fix_text: String::new(),
             phases: vec![1],
             skill: "debug-gemm".into(),
             evidence_count: 1,

@@ -8,13 +8,13 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use crate::exec::weights::{resolve, TensorIndex};
 use crate::model::arch::Architecture;
 use crate::xdna2::constraints::ConstraintViolation;
 use crate::xdna2::device::Device;
 use crate::xdna2::harness::{
     tolerance_of, Harness, HarnessError, KernelRun, RunOutcome, Scale, WeightOperands, WeightRole,
 };
+use crate::xdna2::interpreter::weights::{resolve, TensorIndex};
 use crate::xdna2::plan::{Launch, Plan};
 
 /// What phase 1 needs to run one launch.
@@ -130,9 +130,9 @@ impl WeightOperands for PlanWeights<'_, '_> {
     ) -> Result<Cow<'_, [u16]>, HarnessError> {
         resolve(self.plan, buffer, 0, self.index)
             .map(|w| w.bits)
-            .map_err(|message| HarnessError::Weight {
+            .map_err(|e| HarnessError::Weight {
                 buffer: buffer.to_string(),
-                message,
+                message: e.to_string(),
             })
     }
 }

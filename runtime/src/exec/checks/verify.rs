@@ -1,107 +1,19 @@
-//! Greedy generation with the top-k record the verification gate needs, over any
-//! decoder: the CPU f32 reference or the emulated NPU. Each side starts from an
-//! empty cache per prompt, prefills it, then feeds back its own greedy choices.
+//! Verification of the NPU path of a deployment against the reference's greedy
+//! runs of the same prompts (phases 3, 5 and 7): per prompt, the teacher-forced
+//! comparison of logits and KV cache (`decode`) and the greedy top-k set check
+//! over every step (`topk`); for the first prompt, optionally, every layer's
+//! prefill output beside the reference's (the diagnosis table, not a gate).
 
 use serde::{Deserialize, Serialize};
 
-use super::topk::{top_k_set_check, GreedyStep, GATE_K, GATE_N_TOKENS};
+use super::decode::{reference_run, teacher_forced, DecodeErrors, ReferenceRun};
+use super::topk::top_k_set_check;
 use crate::exec::artifacts::record::PromptVerdict;
 use crate::exec::design::Plans;
-use crate::exec::npu::{Counters, NpuModel, NpuPath};
-use crate::model::oracle::{LogitRows, PrefillOutput, Reference};
+use crate::model::oracle::PrefillOutput;
 use crate::model::Model;
 use crate::xdna2::device::Device;
-
-/// Something that produces next-token logits.
-pub trait Decoder {
-    /// Empties the cache and runs `prompt`; returns the last position's logits.
-    fn prefill(&mut self, prompt: &[u32]) -> Result<Vec<f32>, String>;
-    /// Feeds one token at the next position; returns its logits.
-    fn decode(&mut self, token: u32) -> Result<Vec<f32>, String>;
-}
-
-/// `n` greedy steps from `prompt`, recording the top-`k` ids of each.
-pub fn generate(
-    decoder: &mut dyn Decoder,
-    prompt: &[u32],
-    n: usize,
-    k: usize,
-) -> Result<Vec<GreedyStep>, String> {
-    let mut steps = Vec::with_capacity(n);
-    if n == 0 {
-        return Ok(steps);
-    }
-    let mut logits = decoder.prefill(prompt)?;
-    loop {
-        let step = GreedyStep::from_logits(&logits, k);
-        let token = step.token;
-        steps.push(step);
-        if steps.len() == n {
-            return Ok(steps);
-        }
-        logits = decoder.decode(token)?;
-    }
-}
-
-/// The CPU reference as a [`Decoder`], counting non-finite logits on the way.
-pub struct ReferenceDecoder<'m> {
-    pub reference: Reference<'m>,
-    pub non_finite: usize,
-}
-
-impl<'m> ReferenceDecoder<'m> {
-    pub fn new(reference: Reference<'m>) -> Self {
-        Self {
-            reference,
-            non_finite: 0,
-        }
-    }
-
-    fn count(&mut self, logits: Vec<f32>) -> Vec<f32> {
-        self.non_finite += super::gate::non_finite(&logits);
-        logits
-    }
-}
-
-impl Decoder for ReferenceDecoder<'_> {
-    fn prefill(&mut self, prompt: &[u32]) -> Result<Vec<f32>, String> {
-        self.reference.reset();
-        let logits = self
-            .reference
-            .prefill(prompt, LogitRows::Last)
-            .map(|out| out.logits.data)
-            .map_err(|e| e.to_string())?;
-        Ok(self.count(logits))
-    }
-
-    fn decode(&mut self, token: u32) -> Result<Vec<f32>, String> {
-        let logits = self
-            .reference
-            .decode_step(token)
-            .map_err(|e| e.to_string())?;
-        Ok(self.count(logits))
-    }
-}
-
-/// Counts non-finite logits of another decoder.
-struct Counting<'d, 'm> {
-    inner: &'d mut NpuModel<'m>,
-    non_finite: usize,
-}
-
-impl Decoder for Counting<'_, '_> {
-    fn prefill(&mut self, prompt: &[u32]) -> Result<Vec<f32>, String> {
-        let l = self.inner.prefill(prompt)?;
-        self.non_finite += super::gate::non_finite(&l);
-        Ok(l)
-    }
-
-    fn decode(&mut self, token: u32) -> Result<Vec<f32>, String> {
-        let l = self.inner.decode(token)?;
-        self.non_finite += super::gate::non_finite(&l);
-        Ok(l)
-    }
-}
+use crate::xdna2::interpreter::{Counters, Interpreter, NpuPath};
 
 /// One layer of the diagnosis table (not a gate).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -111,7 +23,7 @@ pub struct LayerDiagnosis {
     pub position_cosine_min: f64,
 }
 
-/// The NPU side of verification against the reference's cached greedy runs.
+/// The NPU side of verification against the reference's cached runs.
 #[derive(Debug, Clone)]
 pub struct NpuVerification {
     pub prompts: Vec<PromptVerdict>,
@@ -122,80 +34,85 @@ pub struct NpuVerification {
 }
 
 impl NpuVerification {
+    /// Prompts whose greedy top-k set check passed.
     pub fn passed_prompts(&self) -> usize {
         self.prompts.iter().filter(|p| p.check.passed).count()
     }
+
+    /// The worst teacher-forced errors over every prompt.
+    pub fn worst(&self) -> DecodeErrors {
+        DecodeErrors::worst(self.prompts.iter().map(|p| &p.decode))
+    }
 }
 
-/// Greedy-decodes every prompt on the NPU path of `plans` and checks each against
-/// the reference's run; `diagnose` adds the per-layer table of the first prompt.
+/// Runs every prompt on the NPU path of `plans`, fed the reference's tokens, and
+/// checks it against the reference's run; `diagnose` adds the per-layer table of
+/// the first prompt.
 pub fn verify_npu(
     device: &Device,
     model: &Model,
     plans: &Plans,
     path: NpuPath,
     prompts: &[Vec<u32>],
-    reference_runs: &[Vec<GreedyStep>],
+    reference_runs: &[ReferenceRun],
     diagnose: Option<&PrefillOutput>,
 ) -> Result<NpuVerification, String> {
-    let mut npu = NpuModel::new(device, model, &plans.prefill, &plans.decode, path);
+    let mut npu = Interpreter::new(device, &model.arch, &model.weights, path);
     let mut verdicts = Vec::new();
     let mut non_finite = 0;
     let mut diagnosis = Vec::new();
     for (i, (prompt, reference)) in prompts.iter().zip(reference_runs).enumerate() {
-        if i == 0 && diagnose.is_some() {
-            npu.record_layers();
-        }
-        let mut counting = Counting {
-            inner: &mut npu,
-            non_finite: 0,
-        };
-        let steps = generate(&mut counting, prompt, GATE_N_TOKENS, GATE_K)?;
-        non_finite += counting.non_finite;
+        npu.capture_layers(i == 0 && diagnose.is_some());
+        let run = teacher_forced(&mut npu, plans, prompt, reference)?;
+        non_finite += run.non_finite;
         if let (0, Some(reference_prefill)) = (i, diagnose) {
-            let ours = npu.layer_outputs.take().unwrap_or_default();
-            let width = model.arch.hidden_size;
-            for (layer, (o, r)) in ours
-                .iter()
-                .zip(&reference_prefill.layer_outputs)
-                .enumerate()
-            {
-                diagnosis.push(LayerDiagnosis {
-                    layer,
-                    cosine: crate::xdna2::numerics::cosine(o, &r.data),
-                    position_cosine_min: super::gate::min_or_nan(&super::gate::row_cosines(
-                        o, &r.data, width,
-                    )),
-                });
-            }
+            let ours = npu.take_layer_outputs();
+            diagnosis = diagnose_layers(&ours, reference_prefill, model.arch.hidden_size);
         }
         verdicts.push(PromptVerdict {
             prompt: i + 1,
-            tokens: steps.len(),
-            check: top_k_set_check(reference, &steps),
-            npu_tokens: steps.iter().map(|s| s.token).collect(),
+            tokens: run.steps.len(),
+            check: top_k_set_check(&reference.steps, &run.steps),
+            npu_tokens: run.steps.iter().map(|s| s.token).collect(),
+            decode: run.errors,
         });
     }
     Ok(NpuVerification {
         prompts: verdicts,
         non_finite,
-        counters: npu.counters,
+        counters: npu.counters(),
         diagnosis,
     })
 }
 
-/// The reference side: greedy runs of every prompt.
+fn diagnose_layers(
+    ours: &[Vec<f32>],
+    reference: &PrefillOutput,
+    width: usize,
+) -> Vec<LayerDiagnosis> {
+    ours.iter()
+        .zip(&reference.layer_outputs)
+        .enumerate()
+        .map(|(layer, (o, r))| LayerDiagnosis {
+            layer,
+            cosine: crate::xdna2::numerics::cosine(o, &r.data),
+            position_cosine_min: super::gate::min_or_nan(&super::gate::row_cosines(
+                o, &r.data, width,
+            )),
+        })
+        .collect()
+}
+
+/// The reference side: greedy runs of every prompt, with the non-finite logits
+/// met.
 pub fn reference_runs(
     model: &Model,
     prompts: &[Vec<u32>],
-) -> Result<(Vec<Vec<GreedyStep>>, usize), String> {
-    let mut runs = Vec::with_capacity(prompts.len());
-    let mut non_finite = 0;
-    for prompt in prompts {
-        let reference = Reference::new(model).map_err(|e| e.to_string())?;
-        let mut decoder = ReferenceDecoder::new(reference);
-        runs.push(generate(&mut decoder, prompt, GATE_N_TOKENS, GATE_K)?);
-        non_finite += decoder.non_finite;
-    }
+) -> Result<(Vec<ReferenceRun>, usize), String> {
+    let runs = prompts
+        .iter()
+        .map(|p| reference_run(model, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let non_finite = runs.iter().map(|r| r.non_finite).sum();
     Ok((runs, non_finite))
 }

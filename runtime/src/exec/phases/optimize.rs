@@ -25,7 +25,7 @@ use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::design::{self, fingerprint, modeled, Design, Plans};
 use crate::exec::run::{PhaseEnd, Run};
 use crate::exec::DeployError;
-use crate::ops::OpKind;
+use crate::ops::{Op, OpKind};
 
 /// Operations that change the plan (as opposed to profiling).
 const TECHNIQUES: &[OpKind] = &[
@@ -328,7 +328,10 @@ fn try_technique(
     };
     let mut d = current.0.clone();
     let site = tune_site(&current.1, step);
-    if let Err(why) = design::apply_change(&mut d, &arch, step.op, &step.params, site.as_ref()) {
+    let applied = Op::read(step.op, &step.params)
+        .map_err(|e| e.to_string())
+        .and_then(|op| design::apply_change(&mut d, &arch, &run.device, &op, site.as_ref()));
+    if let Err(why) = applied {
         return Ok((StepOutcome::NotApplicable { why }, None));
     }
     if d == current.0 {
@@ -485,44 +488,31 @@ fn short_check(
     old: (&Plans, &Design),
     new: (&Plans, &Design),
 ) -> Result<bool, DeployError> {
-    use crate::exec::checks::verify::Decoder;
-    use crate::exec::npu::NpuModel;
+    use crate::xdna2::interpreter::Interpreter;
     let (Some(model), Some(prompt)) = (run.model.as_ref(), run.report.prompts.first()) else {
         return Err(DeployError::Usage("no model or prompt".into()));
     };
-    let mut a = NpuModel::new(
-        &run.device,
-        model,
-        &old.0.prefill,
-        &old.0.decode,
-        old.1.path,
-    );
-    let mut b = NpuModel::new(
-        &run.device,
-        model,
-        &new.0.prefill,
-        &new.0.decode,
-        new.1.path,
-    );
+    let npu = |path| Interpreter::new(&run.device, &model.arch, &model.weights, path);
+    let (mut a, mut b) = (npu(old.1.path), npu(new.1.path));
     let same = |x: &[f32], y: &[f32]| {
         x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits())
     };
-    let usage = DeployError::Usage;
+    let usage = |e: crate::xdna2::interpreter::ExecError| DeployError::Usage(e.to_string());
     if !same(
-        &a.prefill(prompt).map_err(usage)?,
-        &b.prefill(prompt).map_err(usage)?,
+        &a.prefill(&old.0.prefill, prompt).map_err(usage)?,
+        &b.prefill(&new.0.prefill, prompt).map_err(usage)?,
     ) {
         return Ok(false);
     }
     let fed: Vec<u32> = run
         .reference_runs
         .first()
-        .map(|r| r.iter().take(SHORT_STEPS).map(|s| s.token).collect())
+        .map(|r| r.steps.iter().take(SHORT_STEPS).map(|s| s.token).collect())
         .unwrap_or_default();
     for token in fed {
         if !same(
-            &a.decode(token).map_err(usage)?,
-            &b.decode(token).map_err(usage)?,
+            &a.decode(&old.0.decode, token).map_err(usage)?,
+            &b.decode(&new.0.decode, token).map_err(usage)?,
         ) {
             return Ok(false);
         }

@@ -11,9 +11,9 @@ use super::prompts::{check_prompts, default_prompts};
 use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::{ModelInfo, PhaseRecord, StepOrigin, StepOutcome, Stop};
 use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::decode::reference_run;
 use crate::exec::checks::gate::{non_finite, GateCheck, ThresholdSource};
-use crate::exec::checks::topk::{GATE_K, GATE_N_TOKENS};
-use crate::exec::checks::verify::{generate, ReferenceDecoder};
+use crate::exec::checks::topk::GATE_N_TOKENS;
 use crate::exec::run::{PhaseEnd, Run};
 use crate::exec::DeployError;
 use crate::model::config::ConfigError;
@@ -235,6 +235,12 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
         Ok(model) => model,
         Err(e) => {
             let reason = format!("the weights cannot be loaded: {e}");
+            let non_finite = matches!(
+                e,
+                crate::model::ModelError::Weights(
+                    crate::model::checkpoint::WeightsError::NonFinite { .. }
+                )
+            );
             rec.steps.push(crate::exec::artifacts::record::StepRecord {
                 op: OpKind::LoadWeights.to_string(),
                 params,
@@ -248,7 +254,8 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
             return Ok(Some(PhaseEnd::Failed(Stop {
                 phase: 0,
                 gate: OpKind::LoadWeights.to_string(),
-                metric: "errors".into(),
+                // A non-finite value fails the weights' nan_count gate (at least one).
+                metric: if non_finite { "nan_count" } else { "errors" }.into(),
                 value: 1.0,
                 comparison: "==".into(),
                 threshold: 0.0,
@@ -282,15 +289,27 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
         outcome,
         recorded,
     });
-    run.traj.verdict(
-        &format!(
-            "{} weight tensors loaded, {} bf16 bytes, all finite",
-            model.weights.tensors().len(),
-            model.weights.bytes()
-        ),
-        true,
-        Some(&action),
+    // The loader scans every value and refuses a non-finite one, so a loaded
+    // model has none; a refused one stopped above.
+    let finite = GateCheck::new(
+        "weights: non-finite values",
+        OpKind::LoadWeights,
+        "nan_count",
+        0.0,
+        Comparison::Eq,
+        0.0,
+        BTreeMap::from([("source".to_string(), Value::Text(source.into()))]),
+        ThresholdSource::Runtime {
+            rule: "every weight value finite (the loader scans them all)".into(),
+        },
     );
+    let label = format!(
+        "{} weight tensors loaded, {} bf16 bytes",
+        model.weights.tensors().len(),
+        model.weights.bytes()
+    );
+    run.traj.observe(Some(&label), &[&finite], Some(&action));
+    run.gate(rec, finite);
     if let Some(info) = &mut run.report.model {
         info.weights = match model.origin {
             WeightOrigin::Checkpoint { .. } => "checkpoint".into(),
@@ -365,12 +384,9 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
             i + 1,
             prompts.len()
         ));
-        let reference = Reference::new(model).map_err(|e| DeployError::Usage(e.to_string()))?;
-        let mut decoder = ReferenceDecoder::new(reference);
-        let steps =
-            generate(&mut decoder, prompt, GATE_N_TOKENS, GATE_K).map_err(DeployError::Usage)?;
-        non_finite += decoder.non_finite;
-        generations.push(steps);
+        let reference_run = reference_run(model, prompt).map_err(DeployError::Usage)?;
+        non_finite += reference_run.non_finite;
+        generations.push(reference_run);
     }
     run.reference_runs = generations;
     let rule = |r: &str| ThresholdSource::Runtime {
@@ -567,19 +583,36 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
         mismatched as f64,
         Comparison::Eq,
         0.0,
-        conditions,
+        conditions.clone(),
         rule("the reference's greedy tokens equal transformers' exactly"),
+    );
+    let nan = GateCheck::new(
+        "transformers match: non-finite values",
+        OpKind::CompareReference,
+        "nan_count",
+        checks.iter().map(|c| c.non_finite()).sum::<usize>() as f64,
+        Comparison::Eq,
+        0.0,
+        conditions,
+        rule("no NaN or infinite value in any tensor the reference computed"),
     );
     run.traj.observe(
         Some("CPU reference vs transformers"),
-        &[&error, &tokens],
+        &[&error, &tokens, &nan],
         Some(&action),
     );
-    let passed = run.gate(rec, error.clone()) & run.gate(rec, tokens.clone());
+    let passed =
+        run.gate(rec, error.clone()) & run.gate(rec, tokens.clone()) & run.gate(rec, nan.clone());
     if passed {
         return Ok(PhaseEnd::Passed);
     }
-    let failed = if error.passed { tokens } else { error };
+    let failed = if !nan.passed {
+        nan
+    } else if !error.passed {
+        error
+    } else {
+        tokens
+    };
     Ok(PhaseEnd::Failed(Stop {
         phase: 0,
         gate: failed.name.clone(),

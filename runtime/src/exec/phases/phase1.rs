@@ -17,16 +17,16 @@ use crate::exec::checks::remedy::Failure;
 use crate::exec::checks::validate::{validate, CheckOutcome, KernelCheck, ValidationContext};
 use crate::exec::design::{self, site_key, tiling_of, tiling_params, Plans, Tiling};
 use crate::exec::fault::Fault;
-use crate::exec::npu::{has_scaling, table_frequencies, RopeTable};
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
-use crate::exec::weights::TensorIndex;
 use crate::exec::DeployError;
 use crate::model::arch::RopeScaling;
-use crate::ops::OpKind;
+use crate::ops::{KernelSettings, Op, OpKind};
 use crate::xdna2::builder::unpadded_shape;
 use crate::xdna2::cost::time_standalone;
 use crate::xdna2::device::Device;
-use crate::xdna2::kernels::{self, GemmSpec, GemmTile, GemvSpec, Herd};
+use crate::xdna2::interpreter::weights::TensorIndex;
+use crate::xdna2::interpreter::{has_scaling, table_frequencies, RopeTable};
+use crate::xdna2::kernels::{self, GemmSpec, GemmTile, GemvSpec, Herd, Kernel};
 use crate::xdna2::plan::{HostOp, Launch, Step as PlanStep};
 use crate::xdna2::{padding, tiling};
 
@@ -222,7 +222,7 @@ fn place_dimensions(
             return Attempt::Inapplicable("no model".into());
         };
         let mut d = run.design.clone();
-        if let Err(e) = design::apply_changes(&mut d, &arch, changes, Some(&site)) {
+        if let Err(e) = design::apply_changes(&mut d, &arch, &run.device, changes, Some(&site)) {
             return Attempt::Inapplicable(e);
         }
         match d.plans(&name, &arch, &run.device) {
@@ -245,7 +245,7 @@ fn place_dimensions(
         return Ok(Some(PhaseEnd::Failed(stop)));
     };
     if let Some(arch) = run.arch.clone() {
-        design::apply_changes(&mut run.design, &arch, &fixed.changes, None)
+        design::apply_changes(&mut run.design, &arch, &run.device, &fixed.changes, None)
             .map_err(DeployError::Usage)?;
     }
     report_padding(run, rec, &fixed.lesson);
@@ -310,25 +310,21 @@ fn plant_rope_fault(run: &mut Run<'_>, rec: &mut PhaseRecord) {
 struct Recorded<'b> {
     step: &'b Step,
     shape: [usize; 3],
-    params: BTreeMap<String, Value>,
+    settings: KernelSettings,
 }
 
 fn recorded_gemm_tilings<'b>(run: &Run<'b>) -> Vec<Recorded<'b>> {
     let mut out = Vec::new();
     for phase in [1u8, 4] {
         for step in run.bundle_steps(phase, OpKind::SelectTiling) {
-            let is_gemm = matches!(step.params.get("kernel"), Some(Value::Text(k)) if k == "gemm");
-            let shape = match step.params.get("shape") {
-                Some(Value::IntList(s)) if s.len() == 3 && s.iter().all(|&v| v > 0) => {
-                    [s[0] as usize, s[1] as usize, s[2] as usize]
-                }
-                _ => continue,
+            let Ok(Op::SelectTiling(choice)) = Op::read(step.op, &step.params) else {
+                continue;
             };
-            if is_gemm {
+            if let (Kernel::Gemm, &[m, k, n]) = (choice.kernel, &choice.shape[..]) {
                 out.push(Recorded {
                     step,
-                    shape,
-                    params: step.params.clone(),
+                    shape: [m, k, n],
+                    settings: choice.settings(),
                 });
             }
         }
@@ -358,7 +354,7 @@ fn choose_gemm_tilings(
         }
         let shape = [spec.m, spec.k, spec.n];
         if let Some(exact) = recorded.iter().find(|r| r.shape == shape) {
-            if let Ok(s) = design::gemm_with(spec, &exact.params) {
+            if let Ok(s) = design::gemm_with(spec, &exact.settings) {
                 run.design.tilings.insert(key.clone(), gemm_tiling(&s));
                 run.tiling_sources.insert(
                     key.clone(),
@@ -376,7 +372,7 @@ fn choose_gemm_tilings(
                 .then(a.step.id.cmp(&b.step.id))
         });
         if let Some(r) = nearest {
-            if let Ok(s) = design::gemm_with(spec, &r.params) {
+            if let Ok(s) = design::gemm_with(spec, &r.settings) {
                 let violations = s.check(&run.device);
                 if violations.is_empty() {
                     run.design.tilings.insert(key.clone(), gemm_tiling(&s));
@@ -444,10 +440,7 @@ fn choose_gemm_tilings(
                 ),
             },
         };
-        rec.steps.push(StepRecord {
-            params: r.params.clone(),
-            ..StepRecord::from_bundle(r.step, outcome)
-        });
+        rec.steps.push(StepRecord::from_bundle(r.step, outcome));
     }
 }
 
@@ -755,7 +748,8 @@ fn validate_site(
                 return Attempt::Inapplicable("no model".into());
             };
             let mut d = run.design.clone();
-            if let Err(e) = design::apply_changes(&mut d, &arch, changes, Some(&site)) {
+            if let Err(e) = design::apply_changes(&mut d, &arch, &run.device, changes, Some(&site))
+            {
                 return Attempt::Inapplicable(e);
             }
             let plans = match d.plans(&name, &arch, &run.device) {
@@ -773,8 +767,13 @@ fn validate_site(
         match run.try_lessons(rec, &failed, &obs, (op, &params), &mut attempt) {
             Some(fixed) => {
                 if let Some(arch) = run.arch.clone() {
-                    let _ =
-                        design::apply_changes(&mut run.design, &arch, &fixed.changes, Some(&site));
+                    let _ = design::apply_changes(
+                        &mut run.design,
+                        &arch,
+                        &run.device,
+                        &fixed.changes,
+                        Some(&site),
+                    );
                 }
                 run.tiling_sources
                     .insert(key.to_string(), format!("lesson {}", fixed.lesson));

@@ -16,11 +16,11 @@ use crate::exec::checks::gate::{
 use crate::exec::checks::remedy::Failure;
 use crate::exec::design::{self, Design};
 use crate::exec::fault::Fault;
-use crate::exec::npu::NpuModel;
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::DeployError;
 use crate::model::oracle::{LogitRows, Reference};
 use crate::ops::OpKind;
+use crate::xdna2::interpreter::Interpreter;
 use crate::xdna2::numerics::cosine;
 use crate::xdna2::plan::{Transform, WeightSource};
 
@@ -82,7 +82,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
                 return Attempt::Inapplicable("no model".into());
             };
             let mut d = run.design.clone();
-            if let Err(e) = design::apply_changes(&mut d, &arch, changes, None) {
+            if let Err(e) = design::apply_changes(&mut d, &arch, &run.device, changes, None) {
                 return Attempt::Inapplicable(e);
             }
             if d == run.design {
@@ -108,7 +108,13 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
                 let Some(arch) = run.arch.clone() else {
                     break;
                 };
-                let _ = design::apply_changes(&mut run.design, &arch, &fixed.changes, None);
+                let _ = design::apply_changes(
+                    &mut run.design,
+                    &arch,
+                    &run.device,
+                    &fixed.changes,
+                    None,
+                );
             }
             None => {
                 let stop = run.stop(rec, &failure, "no lesson of the bundle fixed the block");
@@ -322,15 +328,11 @@ fn block_gates(
         return Err("phase 2 needs the model and the reference prefill".into());
     };
     let plans = design.plans(&name, arch, &run.device)?;
-    let mut npu = NpuModel::new(
-        &run.device,
-        model,
-        &plans.prefill,
-        &plans.decode,
-        design.path,
-    );
+    let mut npu = Interpreter::new(&run.device, &model.arch, &model.weights, design.path);
     let prompt = run.report.prompts.first().cloned().unwrap_or_default();
-    let outputs = npu.prefill_layers(&prompt, 1)?;
+    let outputs = npu
+        .prefill_layers(&plans.prefill, &prompt, 1)
+        .map_err(|e| e.to_string())?;
     let ours = outputs.first().ok_or("the NPU block produced no output")?;
     let theirs = &reference.layer_outputs[0].data;
     let conditions = BTreeMap::from([

@@ -1,26 +1,32 @@
-//! Phase 3, the full model: every layer and the LM head on the NPU path, verified by
-//! the binding gate — greedy decode of `GATE_N_TOKENS` tokens per prompt on both
-//! sides and the top-k set check at the first divergence — with the per-layer
-//! cosine table kept as diagnosis only, and the unoptimized plan's modeled figures
-//! as the baseline phases 4 and 5 must beat.
+//! Phase 3, the full model: every layer and the LM head on the NPU path, verified
+//! over `GATE_N_TOKENS` decode steps per prompt fed the reference's greedy tokens:
+//! the teacher-forced logits of every step and the KV cache of every layer after
+//! prefill and after decode against the reference's (`checks::decode`), and the
+//! greedy top-k set check at every step (`checks::topk`); with the per-layer cosine
+//! table kept as diagnosis only, and the unoptimized plan's modeled figures as the
+//! baseline phases 4 and 5 must beat.
 
 use std::collections::BTreeMap;
 
 use super::phase2::ensure_reference_prefill;
 use crate::bundle::{Comparison, Value};
+use crate::exec::artifacts::record::PromptVerdict;
 use crate::exec::artifacts::record::{PhaseRecord, StepOutcome};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::gate::{GateCheck, ThresholdSource};
+use crate::exec::checks::decode::{Worst, KV_MAX_REL, KV_RULE, LOGITS_MAX_REL, LOGITS_RULE};
+use crate::exec::checks::gate::{format_value, GateCheck, ThresholdSource};
 use crate::exec::checks::remedy::Failure;
-use crate::exec::checks::topk::{GATE_K, GATE_N_TOKENS};
+use crate::exec::checks::topk::{rank_words, GATE_K, GATE_N_TOKENS};
 use crate::exec::checks::verify::{verify_npu, NpuVerification};
 use crate::exec::design::{self, fingerprint, modeled};
+use crate::exec::fault::Fault;
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::DeployError;
 use crate::ops::OpKind;
 
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
     ensure_reference_prefill(run)?;
+    plant_decode_faults(run, rec);
     run.traj.action(
         OpKind::BuildModel,
         &BTreeMap::new(),
@@ -36,18 +42,16 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         .action(OpKind::VerifyModel, &params, &ActionLinks::default());
     run.record_bundle_steps(rec, 3, OpKind::VerifyModel, StepOutcome::AsRecorded);
     run.progress.step(&format!(
-        "verify-model: greedy {GATE_N_TOKENS} tokens x {} prompts on the NPU",
+        "verify-model: {GATE_N_TOKENS} teacher-forced steps x {} prompts on the NPU",
         run.report.prompts.len()
     ));
     let plans = run.plans().map_err(DeployError::Usage)?;
     let verification = run_verification(run, &plans, run.design.path, true)?;
     let gates = verify_gates(run, &verification);
     let refs: Vec<&GateCheck> = gates.iter().collect();
-    let obs = run.traj.observe(
-        Some("greedy decode, top-k set check at the first divergence"),
-        &refs,
-        Some(&action),
-    );
+    let obs = run
+        .traj
+        .observe(Some(VERIFY_OBSERVATION), &refs, Some(&action));
     run.report.verification = verification.prompts.clone();
     run.report.texts = prompt_texts(run);
     run.report.diagnosis = verification.diagnosis.clone();
@@ -71,7 +75,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
                 return Attempt::Inapplicable("no model".into());
             };
             let mut d = run.design.clone();
-            if let Err(e) = design::apply_changes(&mut d, &arch, changes, None) {
+            if let Err(e) = design::apply_changes(&mut d, &arch, &run.device, changes, None) {
                 return Attempt::Inapplicable(e);
             }
             let plans = match d.plans(&name, &arch, &run.device) {
@@ -98,7 +102,13 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         ) {
             Some(fixed) => {
                 if let Some(arch) = run.arch.clone() {
-                    let _ = design::apply_changes(&mut run.design, &arch, &fixed.changes, None);
+                    let _ = design::apply_changes(
+                        &mut run.design,
+                        &arch,
+                        &run.device,
+                        &fixed.changes,
+                        None,
+                    );
                 }
             }
             None => {
@@ -116,7 +126,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     run.verified.insert(
         fp,
         format!(
-            "phase 3: greedy {GATE_N_TOKENS} tokens on {} prompts, top-{GATE_K} set check",
+            "phase 3: {GATE_N_TOKENS} teacher-forced steps on {} prompts (logits and KV cache against the reference), top-{GATE_K} set check at every step",
             run.report.prompts.len()
         ),
     );
@@ -170,7 +180,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
 pub(crate) fn run_verification(
     run: &Run<'_>,
     plans: &design::Plans,
-    path: crate::exec::npu::NpuPath,
+    path: crate::xdna2::interpreter::NpuPath,
     diagnose: bool,
 ) -> Result<NpuVerification, DeployError> {
     let Some(model) = run.model.as_ref() else {
@@ -192,7 +202,41 @@ pub(crate) fn run_verification(
     .map_err(DeployError::Usage)
 }
 
-/// top_k_agree over every prompt and NaN in the NPU logits.
+/// Switches on the planted decode-side defects (`--plant`) in the NPU path. They
+/// leave prefill alone, so phases 1 and 2 cannot see them; the LM-head one takes
+/// effect once an optimization moves the LM head onto the NPU.
+fn plant_decode_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
+    let kv_heads = run.arch.as_ref().map_or(0, |a| a.num_kv_heads);
+    let defects = &mut run.design.path.defects;
+    for fault in Fault::DECODE {
+        if !run.options.faults.contains(&fault) {
+            continue;
+        }
+        let switch = match fault {
+            Fault::DecodeRopeOffByOne => &mut defects.rope_position_off_by_one,
+            Fault::KvWrongSlot => &mut defects.kv_wrong_slot,
+            Fault::StaleKv => &mut defects.stale_kv,
+            Fault::GqaMapping if kv_heads < 2 => {
+                rec.notes.push(format!(
+                    "planted fault {fault} does not apply: the model has one KV head"
+                ));
+                continue;
+            }
+            Fault::GqaMapping => &mut defects.gqa_mapping,
+            _ => &mut defects.drop_lm_head_partition,
+        };
+        *switch = true;
+        rec.notes
+            .push(format!("planted fault {fault}: {}", fault.description()));
+    }
+}
+
+/// What a verification observation says it compared (trajectory and report).
+pub(crate) const VERIFY_OBSERVATION: &str =
+    "decode fed the reference's tokens: logits and KV cache against the reference, top-k set check at every step";
+
+/// The teacher-forced errors, the greedy top-k set check over every prompt and
+/// NaN in the NPU logits.
 pub(crate) fn verify_gates(run: &Run<'_>, v: &NpuVerification) -> Vec<GateCheck> {
     let prompts = run.report.prompts.len();
     let conditions = BTreeMap::from([
@@ -220,7 +264,43 @@ pub(crate) fn verify_gates(run: &Run<'_>, v: &NpuVerification) -> Vec<GateCheck>
             rule: "reference system make verify: every prompt passes the top-5 set check".into(),
         },
     };
+    let worst = v.worst();
+    let error_gate = |name: &str, metric: &str, worst: &Worst, threshold: f64, rule: &str| {
+        let mut at = conditions.clone();
+        at.insert("worst".into(), Value::Text(worst.at.clone()));
+        GateCheck::new(
+            name,
+            OpKind::VerifyModel,
+            metric,
+            worst.value,
+            Comparison::Le,
+            threshold,
+            at,
+            ThresholdSource::Runtime { rule: rule.into() },
+        )
+    };
     vec![
+        error_gate(
+            "verify: teacher-forced logits",
+            "logits_max_rel",
+            &worst.logits,
+            LOGITS_MAX_REL,
+            LOGITS_RULE,
+        ),
+        error_gate(
+            "verify: KV cache after prefill",
+            "kv_prefill_max_rel",
+            &worst.kv_prefill,
+            KV_MAX_REL,
+            KV_RULE,
+        ),
+        error_gate(
+            "verify: KV cache after decode",
+            "kv_decode_max_rel",
+            &worst.kv_decode,
+            KV_MAX_REL,
+            KV_RULE,
+        ),
         GateCheck::new(
             "verify: top-k set check",
             OpKind::VerifyModel,
@@ -256,15 +336,40 @@ fn diagnosis_notes(run: &mut Run<'_>, rec: &mut PhaseRecord) {
         ));
     }
     for p in &run.report.verification {
-        let text = match &p.check.divergence {
-            None => format!("prompt {}: {} tokens identical", p.prompt, p.check.agreed),
-            Some(d) => format!(
-                "prompt {}: first divergence at step {} (reference token {} is {} on the NPU, NPU token {} is {} on the reference)",
-                p.prompt, d.step, d.reference_token, crate::exec::checks::topk::rank_words(d.reference_rank_on_npu), d.npu_token, crate::exec::checks::topk::rank_words(d.npu_rank_on_reference)
-            ),
-        };
-        rec.notes.push(text);
+        rec.notes.push(prompt_note(p));
     }
+}
+
+/// One prompt's verification in a sentence.
+pub(crate) fn prompt_note(p: &PromptVerdict) -> String {
+    let d = &p.decode;
+    let errors = format!(
+        "teacher-forced max|d|/max|ref|: logits {} ({}), KV after prefill {} ({}), after decode {} ({})",
+        format_value(d.logits.value),
+        d.logits.at,
+        format_value(d.kv_prefill.value),
+        d.kv_prefill.at,
+        format_value(d.kv_decode.value),
+        d.kv_decode.at
+    );
+    let greedy = match (p.check.first(), p.check.first_failure()) {
+        (None, _) => format!("{} greedy tokens identical", p.check.agreed),
+        (Some(first), None) => format!(
+            "greedy tokens identical for {} steps, then {} near-tie(s) from step {}, every one inside both top-{GATE_K} sets",
+            p.check.agreed,
+            p.check.divergences.len(),
+            first.step
+        ),
+        (Some(_), Some(bad)) => format!(
+            "greedy step {}: reference token {} is {} on the NPU, NPU token {} is {} on the reference",
+            bad.step,
+            bad.reference_token,
+            rank_words(bad.reference_rank_on_npu),
+            bad.npu_token,
+            rank_words(bad.npu_rank_on_reference)
+        ),
+    };
+    format!("prompt {}: {errors}; {greedy}", p.prompt)
 }
 
 /// The verified prompts and both sides' generations as text, when the model
@@ -296,7 +401,7 @@ fn prompt_texts(run: &Run<'_>) -> Vec<crate::exec::artifacts::record::PromptText
         .zip(&run.report.prompts)
         .zip(&run.reference_runs)
         .map(|((verdict, prompt), reference)| {
-            let oracle: Vec<u32> = reference.iter().map(|s| s.token).collect();
+            let oracle: Vec<u32> = reference.steps.iter().map(|s| s.token).collect();
             let (oracle, npu) = (until_eos(&oracle), until_eos(&verdict.npu_tokens));
             crate::exec::artifacts::record::PromptText {
                 prompt: verdict.prompt,

@@ -189,6 +189,8 @@ pub struct ErrorRow {
     /// `max_abs_error / max_abs_reference`; NaN when either side holds a NaN or
     /// the lengths differ, so no bound can pass it.
     pub ratio: f64,
+    /// Values on our side that are NaN or infinite.
+    pub non_finite: usize,
     pub pass: bool,
 }
 
@@ -203,6 +205,7 @@ impl ErrorRow {
         let mut max_err = 0.0f32;
         let mut max_ref = 0.0f32;
         let mut nan = ours.len() != reference.len();
+        let non_finite = ours.iter().filter(|a| !a.is_finite()).count();
         for (&a, &b) in ours.iter().zip(reference) {
             nan |= a.is_nan() || b.is_nan();
             max_err = max_err.max((a - b).abs());
@@ -221,6 +224,7 @@ impl ErrorRow {
             max_abs_error: max_err,
             max_abs_reference: max_ref,
             ratio,
+            non_finite,
             pass: !nan && ratio <= tolerance,
         }
     }
@@ -242,6 +246,11 @@ pub struct ReferenceCheck {
 impl ReferenceCheck {
     pub fn tokens_match(&self) -> bool {
         self.tokens == self.expected_tokens
+    }
+
+    /// NaN or infinite values in every tensor we computed.
+    pub fn non_finite(&self) -> usize {
+        self.rows.iter().map(|r| r.non_finite).sum()
     }
 
     pub fn passed(&self) -> bool {
@@ -367,4 +376,18 @@ pub fn check_prompt(
         expected_tokens,
         tokens,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorRow;
+
+    #[test]
+    fn non_finite_values_on_our_side_are_counted() {
+        let row = ErrorRow::compare("t", &[1.0, f32::NAN, f32::INFINITY], &[1.0, 2.0, 3.0], 1e-3);
+        assert_eq!(row.non_finite, 2);
+        assert!(!row.pass);
+        let clean = ErrorRow::compare("t", &[1.0, 2.0], &[1.0, 2.0], 1e-3);
+        assert_eq!(clean.non_finite, 0);
+    }
 }

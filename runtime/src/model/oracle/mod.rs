@@ -186,6 +186,15 @@ impl<'m> Reference<'m> {
         self.cache.len
     }
 
+    /// Layer `layer`'s cached keys and values, `[positions, kv_dim]` f32 each
+    /// (keys after RoPE), what the decode gates compare the NPU's cache with.
+    pub fn kv(&self, layer: usize) -> (&[f32], &[f32]) {
+        match (self.cache.keys.get(layer), self.cache.values.get(layer)) {
+            (Some(k), Some(v)) => (k, v),
+            _ => (&[], &[]),
+        }
+    }
+
     /// Empties the KV cache.
     pub fn reset(&mut self) {
         for layer in self.cache.keys.iter_mut().chain(&mut self.cache.values) {
