@@ -5,7 +5,7 @@
 //! says what the skill does and when, in a failing run's words, without angle
 //! brackets or their stand-ins, and the shipped language summary's example checks.
 
-mod build_support;
+use crate::build_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 

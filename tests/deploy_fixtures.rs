@@ -4,7 +4,7 @@
 //! evaluator (a fresh `skillc evaluate` process) passes, the run's trajectory passes
 //! `skillc check`, and a second run writes the same artifacts.
 
-mod deploy_support;
+use crate::deploy_support;
 
 use deploy_support::{check, deploy, fixture, llama1b, scratch, summary};
 use skillc_runtime::exec::artifacts::record::{PhaseStatus, Verdict};
