@@ -7,7 +7,7 @@
 //! CPU reference. CI runs a bounded number of cases; set `SKILLC_PADDING_CASES`
 //! for more (the seed of case i is i, so a failure names the case to rerun).
 
-mod deploy_support;
+use crate::deploy_support;
 
 use deploy_support::{deploy, llama1b, scratch};
 use skillc_runtime::exec::artifacts::record::PhaseStatus;

@@ -20,6 +20,7 @@ mod deploy_fixtures;
 mod deploy_gates;
 mod deploy_learning;
 mod deploy_optimize;
+mod deploy_padding_property;
 mod deploy_scope;
 mod hardening;
 mod llama1b;

@@ -7,6 +7,7 @@ mod fixtures;
 mod gguf;
 mod malformed;
 mod model;
+mod padding;
 mod smollm2;
 mod xdna2_calibration;
 mod xdna2_constraints;
