@@ -11,7 +11,7 @@ use serde_json::Value;
 
 fn evaluate(out: &Path) -> (i32, Value) {
     let status = skillc()
-        .arg("evaluate")
+        .arg(skillc_runtime::exec::EVALUATOR_COMMAND)
         .arg(out)
         .arg("--model")
         .arg(fixture("llama32-tiny"))

@@ -49,10 +49,16 @@ pub mod files {
     pub const EVALUATION_MD: &str = "evaluation.md";
 }
 
+/// The subcommand of the `skillc` program that runs the independent evaluator,
+/// named after the operation it carries out (phase 7's `evaluate`): phase 7 starts
+/// it and the command line defines it from this one name.
+pub const EVALUATOR_COMMAND: &str = crate::ops::OpKind::Evaluate.name();
+
 /// How phase 7 starts the independent evaluator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EvaluatorLaunch {
-    /// Run `program evaluate OUT_DIR --model MODEL_DIR` as a fresh process.
+    /// Run `program evaluate OUT_DIR --model MODEL_DIR` as a fresh process
+    /// ([`EVALUATOR_COMMAND`]).
     Process(PathBuf),
 }
 

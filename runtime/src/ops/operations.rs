@@ -100,12 +100,12 @@ impl OpKind {
     ];
 
     /// The operation's row of [`OPERATIONS`].
-    pub fn spec(self) -> &'static OpSpec {
+    pub const fn spec(self) -> &'static OpSpec {
         &OPERATIONS[self as usize]
     }
 
     /// The language's name, e.g. `select-tiling`.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         self.spec().name
     }
 

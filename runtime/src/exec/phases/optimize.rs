@@ -107,7 +107,7 @@ pub(crate) fn run(
         run.progress.step(&format!(
             "{} {}",
             step.op,
-            crate::exec::artifacts::trajectory::value(&Value::Text(step.id.clone()))
+            crate::notation::text_value(&step.id)
         ));
         let (outcome, next) = try_technique(run, rec, &t, step, &current)?;
         if let Some(next) = next {
