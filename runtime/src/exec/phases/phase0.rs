@@ -343,19 +343,18 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
             Err(e) => return Err(DeployError::io(&fixture_path, e)),
         }
     }
-    let fixture_prompt = match &run.fixture {
-        Some(f) => Some(
-            f.token_ids(&ReferenceTensors::key(
-                &f.prompts().into_iter().next().unwrap_or_default(),
-                "input_ids",
-            ))
+    let reference_prompts = match &run.fixture {
+        Some(f) => f
+            .prompts()
+            .iter()
+            .map(|p| f.token_ids(&ReferenceTensors::key(p, "input_ids")))
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| DeployError::io(&fixture_path, e))?,
-        ),
-        None => None,
+        None => Vec::new(),
     };
     let prompts = match &run.options.prompts {
         Some(p) => p.clone(),
-        None => default_prompts(&arch, run.options.seed, fixture_prompt),
+        None => default_prompts(&arch, run.options.seed, reference_prompts),
     };
     check_prompts(&prompts, arch.vocab_size).map_err(DeployError::Usage)?;
     run.report.prompts = prompts.clone();
