@@ -6,7 +6,7 @@
 //! the NPU path produce side by side. Without prompts the deployment verifies on
 //! the reference's own two prompts (plain and chat), not on drawn token ids.
 
-mod deploy_support;
+use crate::deploy_support;
 
 use deploy_support::{deploy, llama1b, repo, scratch, skillc, summary};
 use skillc_runtime::model::oracle::compare::ReferenceTensors;

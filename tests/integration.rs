@@ -6,6 +6,7 @@
 mod build_support;
 mod deploy_support;
 
+mod architecture;
 mod build;
 mod build_agentskills;
 mod build_cli;
@@ -21,9 +22,11 @@ mod deploy_gates;
 mod deploy_learning;
 mod deploy_optimize;
 mod deploy_padding_property;
+mod deploy_real_model;
 mod deploy_scope;
 mod hardening;
 mod llama1b;
+mod print;
 mod replay;
 mod robustness;
 mod syntax;
