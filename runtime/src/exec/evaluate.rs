@@ -20,7 +20,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::artifacts::production::{ProductionPlan, WeightsRef, PLAN_SCHEMA};
-use super::artifacts::record::{DeployReport, PhaseStatus, PromptVerdict};
+use super::artifacts::record::{DeployReport, PhaseStatus, PromptVerdict, StepOutcome};
 use super::artifacts::registry::Registry;
 use super::artifacts::sha256_file;
 use super::checks::topk::{GATE_K, GATE_N_TOKENS};
@@ -327,6 +327,20 @@ fn warnings(report: &DeployReport) -> Vec<String> {
         .any(|(p, g)| p == 0 && g.op == OpKind::CompareReference);
     if !gated {
         w.push("phase 0 was not gated against transformers outputs (no reference.safetensors); the CPU reference is trusted from its own tests".into());
+    }
+    for (phase, step) in report
+        .phases
+        .iter()
+        .flat_map(|p| p.steps.iter().map(move |s| (p.index, s)))
+    {
+        if let StepOutcome::Reverted { why } = &step.outcome {
+            if why.starts_with(super::phases::optimize::NUMERICS_FAILED) {
+                w.push(format!(
+                    "phase {phase}: `{}` broke the NPU numerics and was reverted ({why}); the deployment runs without it, but the kernel path it enables is wrong",
+                    step.op
+                ));
+            }
+        }
     }
     let low = report.diagnosis.iter().filter(|d| d.cosine < 0.85).count();
     if low > 0 {
