@@ -11,7 +11,7 @@ use deploy_support::{
 };
 use skillc_runtime::bundle::Bundle;
 use skillc_runtime::exec::artifacts::record::{PhaseStatus, StepOutcome};
-use skillc_runtime::exec::Fault;
+use skillc_runtime::exec::{Fault, Verdict};
 
 struct Case {
     fixture: &'static str,
@@ -306,8 +306,8 @@ fn missing_llama3_scaling_is_caught_without_transformers_and_inert_without_scali
 
 /// No false alarm: the four fixtures' configs with seeded random weights (no
 /// checkpoint, no transformers outputs) and three seeds each deploy to the end,
-/// every phase-3 gate passing, and the evaluator's only warning is the one about
-/// the missing transformers reference.
+/// every phase-3 gate passing. Each code path they take is proven in phase 0 by a
+/// transformers fixture that takes it, so the verdict is a plain PASS.
 #[test]
 fn unplanted_random_weight_deployments_pass_the_decode_gates_with_three_seeds() {
     let fixtures = ["llama32-tiny", "qwen25-tiny", "qwen3-tiny", "smollm2-tiny"];
@@ -326,6 +326,16 @@ fn unplanted_random_weight_deployments_pass_the_decode_gates_with_three_seeds() 
                 .map(|(_, g)| g.name.as_str())
                 .collect();
             assert!(failed.is_empty(), "{name} seed {seed}: {failed:?}");
+            assert!(!r.feature_proofs.is_empty(), "{name}");
+            for proof in &r.feature_proofs {
+                assert!(!proof.fixtures.is_empty(), "{name}: {proof:?}");
+            }
+            assert_eq!(
+                r.verdict,
+                Verdict::Pass,
+                "{name} seed {seed}: {:?}",
+                r.evaluation.as_ref().map(|e| &e.warnings)
+            );
         }
     }
 }

@@ -322,11 +322,24 @@ fn gates_consistent(report: &DeployReport, prompts: usize) -> (bool, String) {
 
 fn warnings(report: &DeployReport) -> Vec<String> {
     let mut w = Vec::new();
-    let gated = report
-        .gates()
-        .any(|(p, g)| p == 0 && g.op == OpKind::CompareReference);
+    // The feature proofs' gates name their fixture; the model's own comparison does not.
+    let gated = report.gates().any(|(p, g)| {
+        p == 0 && g.op == OpKind::CompareReference && !g.conditions.contains_key("fixture")
+    });
+    if !gated && report.feature_proofs.is_empty() {
+        w.push("phase 0 was not gated against transformers outputs (no reference.safetensors, no fixtures to prove the model's code paths); the CPU reference is trusted from its own tests".into());
+    }
     if !gated {
-        w.push("phase 0 was not gated against transformers outputs (no reference.safetensors); the CPU reference is trusted from its own tests".into());
+        for p in report
+            .feature_proofs
+            .iter()
+            .filter(|p| p.fixtures.is_empty())
+        {
+            w.push(format!(
+                "phase 0: the model uses {}, which no transformers fixture takes; the CPU reference's code for it is trusted from its own tests",
+                p.feature
+            ));
+        }
     }
     for (phase, step) in report
         .phases

@@ -74,6 +74,9 @@ pub struct DeployOptions {
     /// A kernel registry written by an earlier run, whose configurations this run
     /// tries first.
     pub registry: Option<PathBuf>,
+    /// The transformers fixtures (`shared/fixtures`) that prove, path by path, a
+    /// model without transformers outputs of its own; none: every path unproven.
+    pub fixtures: Option<PathBuf>,
     /// What the caller found wrong with the bundle and ran anyway (files changed
     /// since it was built, texts shortened), for the report.
     pub bundle_notes: Vec<String>,

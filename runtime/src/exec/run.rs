@@ -95,6 +95,7 @@ impl<'a> Run<'a> {
             verification: Vec::new(),
             texts: Vec::new(),
             diagnosis: Vec::new(),
+            feature_proofs: Vec::new(),
             verified: BTreeMap::new(),
             performance: None,
             verdict: Verdict::Fail,

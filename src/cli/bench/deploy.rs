@@ -94,6 +94,7 @@ pub fn bench(args: &Args) -> Result<(), String> {
             started: exec::artifacts::clock::now(),
             evaluator: EvaluatorLaunch::Process(program.clone()),
             registry: None,
+            fixtures: crate::cli::deploy::default_fixtures(),
             bundle_notes: bundle_notes.clone(),
         };
         let load = load_average();
