@@ -339,3 +339,41 @@ fn unplanted_random_weight_deployments_pass_the_decode_gates_with_three_seeds() 
         }
     }
 }
+
+/// report.md of a random-weight deployment says so up front, names the bundle
+/// once, has a Warnings section (empty: every path is proven by a fixture),
+/// one decode baseline (phase 3's plan, which phase 5's gate uses too) and no
+/// roofline row at 0 %. Wall times are masked.
+#[test]
+fn the_report_of_a_random_weight_deployment() {
+    let model = scratch("config-only-smollm2-report");
+    std::fs::copy(
+        fixture("smollm2-tiny").join("config.json"),
+        model.join("config.json"),
+    )
+    .expect("config.json copies");
+    let out = scratch("report-random");
+    let outcome = deploy(llama1b(), &model, &out, &[]);
+    assert_eq!(outcome.exit_code, 0, "{}", summary(&outcome.report));
+    let text = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    let masked: Vec<String> = text
+        .lines()
+        .map(
+            |line| match line.strip_prefix("| ").map(|_| line.rsplit_once(" | ")) {
+                Some(Some((head, tail)))
+                    if tail.ends_with(" |")
+                        && tail[..tail.len() - 2].parse::<f64>().is_ok()
+                        && head.contains("/")
+                        && line.contains("passed") =>
+                {
+                    format!("{head} | <wall> |")
+                }
+                _ => line.to_string(),
+            },
+        )
+        .collect();
+    let masked = masked.join("\n");
+    assert!(!masked.contains("| 0% |"), "{masked}");
+    assert!(masked.contains("**Random weights**"), "{masked}");
+    insta::assert_snapshot!("report_random_weights", masked);
+}

@@ -79,6 +79,9 @@ pub struct Args {
     /// drop-lm-head-partition.
     #[arg(long = "plant", value_name = "FAULT", hide = true)]
     pub plant: Vec<String>,
+    /// Stop after this phase (0-7); the verdict is FAIL at gate `stop-after`.
+    #[arg(long, value_name = "PHASE", value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub stop_after: Option<u8>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -130,6 +133,7 @@ fn execute(args: &Args) -> Result<ExitCode, String> {
         evaluator: EvaluatorLaunch::Process(program),
         registry: args.registry.clone(),
         fixtures: args.fixtures.clone().or_else(default_fixtures),
+        stop_after: args.stop_after,
         bundle_notes,
     };
     let outcome = exec::deploy(&bundle, &options, &mut progress).map_err(|e| e.to_string())?;

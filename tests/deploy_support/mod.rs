@@ -93,6 +93,7 @@ pub fn deploy_seeded(
         evaluator: EvaluatorLaunch::Process(PathBuf::from(env!("CARGO_BIN_EXE_skillc"))),
         registry: None,
         fixtures: Some(repo("../shared/fixtures")),
+        stop_after: None,
         bundle_notes: Vec::new(),
     };
     exec::deploy(bundle, &options, &mut Silent).expect("the run gets far enough to report")

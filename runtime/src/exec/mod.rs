@@ -49,6 +49,9 @@ pub mod files {
     pub const EVALUATION_MD: &str = "evaluation.md";
 }
 
+/// The stop record's gate of a run stopped by [`DeployOptions::stop_after`].
+pub const STOP_AFTER_GATE: &str = "stop-after";
+
 /// How phase 7 starts the independent evaluator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EvaluatorLaunch {
@@ -74,6 +77,9 @@ pub struct DeployOptions {
     /// A kernel registry written by an earlier run, whose configurations this run
     /// tries first.
     pub registry: Option<PathBuf>,
+    /// Stop after this phase (the planted-fault bench stops after the phase that
+    /// must catch its fault); the report then ends at gate [`STOP_AFTER_GATE`].
+    pub stop_after: Option<u8>,
     /// The transformers fixtures (`shared/fixtures`) that prove, path by path, a
     /// model without transformers outputs of its own; none: every path unproven.
     pub fixtures: Option<PathBuf>,
