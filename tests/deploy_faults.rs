@@ -4,7 +4,7 @@
 //! GEMM tiling has a lesson; built together with tests/data/deploy/lessons every
 //! fault has one.
 
-mod deploy_support;
+use crate::deploy_support;
 
 use deploy_support::{
     deploy, deploy_seeded, fixture, llama1b, scratch, summary, with_test_lessons,

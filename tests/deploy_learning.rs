@@ -2,7 +2,7 @@
 //! the llama1b trajectory together with it merges the lesson the run applied and
 //! counts the run's failing observation as new evidence.
 
-mod deploy_support;
+use crate::deploy_support;
 
 use deploy_support::{check, deploy, fixture, llama1b, load_bundle, repo, scratch, skillc};
 use skillc_runtime::exec::Fault;

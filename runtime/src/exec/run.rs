@@ -88,6 +88,7 @@ impl<'a> Run<'a> {
             bundle_notes: options.bundle_notes.clone(),
             model_dir: name.clone(),
             model: None,
+            padding: None,
             seed: options.seed,
             faults: options.faults.clone(),
             prompts: Vec::new(),

@@ -20,6 +20,8 @@ pub mod harness;
 pub mod interpreter;
 pub mod kernels;
 pub mod numerics;
+pub mod padding;
 pub mod plan;
 pub mod roofline;
+pub mod tiling;
 pub mod trace;

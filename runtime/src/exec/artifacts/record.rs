@@ -285,6 +285,10 @@ pub struct DeployReport {
     #[serde(default)]
     pub model_dir: String,
     pub model: Option<ModelInfo>,
+    /// The zero padding phase 1 gave the model's dimensions, with why each
+    /// padded one needed it (`xdna2::padding`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub padding: Option<crate::xdna2::padding::PaddingChoice>,
     pub seed: u64,
     pub faults: Vec<Fault>,
     pub prompts: Vec<Vec<u32>>,

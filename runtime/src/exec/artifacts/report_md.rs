@@ -72,6 +72,9 @@ pub fn render(r: &DeployReport) -> String {
         );
     }
     out.push('\n');
+    if let Some(choice) = &r.padding {
+        render_padding(&mut out, choice);
+    }
     render_texts(&mut out, r);
     if let Some(perf) = &r.performance {
         render_performance(&mut out, perf);
@@ -274,4 +277,32 @@ fn render_performance(out: &mut String, perf: &Performance) {
         );
     }
     out.push('\n');
+}
+
+/// What phase 1 padded with zeros, by how much, and which kernels refused the
+/// model's own sizes.
+fn render_padding(out: &mut String, choice: &crate::xdna2::padding::PaddingChoice) {
+    let _ = writeln!(out, "## Padding\n");
+    let _ = writeln!(
+        out,
+        "Dimensions no legal tiling divides, padded with zeros to the nearest size every kernel on them accepts (exact: the real outputs are those of the unpadded model).\n"
+    );
+    let _ = writeln!(out, "| dimension | model | kernels run | padded by |");
+    let _ = writeln!(out, "|---|---|---|---|");
+    for (dim, p) in choice.padding.dims() {
+        let by = if p.is_padded() {
+            format!("+{} (+{:.1}%)", p.padded - p.real, 100.0 * p.overhead())
+        } else {
+            "-".to_string()
+        };
+        let _ = writeln!(out, "| {dim} | {} | {} | {by} |", p.real, p.padded);
+    }
+    out.push('\n');
+    if !choice.refusals.is_empty() {
+        let _ = writeln!(out, "Refused at the model's size:\n");
+        for r in &choice.refusals {
+            let _ = writeln!(out, "- {} {} as {}: {}", r.dim, r.size, r.role, r.detail);
+        }
+        out.push('\n');
+    }
 }
