@@ -640,14 +640,18 @@ fn prove_features(
         .action(OpKind::CompareReference, &params, &ActionLinks::default());
     let mut gates = Vec::new();
     for m in matches.iter().filter(|m| !m.features.is_disjoint(&used)) {
-        gates.extend(fixture_gates(m, &used, tol));
+        let pair = fixture_gates(m, &used, tol);
+        // One observation per fixture: an observation measures a metric once.
+        run.traj.observe(
+            Some(&format!(
+                "CPU reference vs transformers on fixture {}",
+                m.fixture
+            )),
+            &[&pair[0], &pair[1]],
+            Some(&action),
+        );
+        gates.extend(pair);
     }
-    let refs: Vec<&GateCheck> = gates.iter().collect();
-    run.traj.observe(
-        Some("CPU reference vs transformers on the fixtures that take this model's paths"),
-        &refs,
-        Some(&action),
-    );
     let mut failed = None;
     for g in gates {
         if !run.gate(rec, g.clone()) && failed.is_none() {
