@@ -97,6 +97,8 @@ pub fn deploy_seeded(
         started: "2026-11-30T00:00Z".to_string(),
         evaluator: EvaluatorLaunch::Process(PathBuf::from(env!("CARGO_BIN_EXE_skillc"))),
         registry: None,
+        fixtures: Some(repo("../shared/fixtures")),
+        stop_after: None,
         bundle_notes: Vec::new(),
     };
     exec::deploy(bundle, &options, &mut Silent).expect("the run gets far enough to report")

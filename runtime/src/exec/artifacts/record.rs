@@ -299,6 +299,10 @@ pub struct DeployReport {
     pub texts: Vec<PromptText>,
     /// Per-layer cosines of the first prompt (phase 3 diagnosis, not a gate).
     pub diagnosis: Vec<crate::exec::checks::verify::LayerDiagnosis>,
+    /// For a model without transformers outputs: each code path it takes and the
+    /// fixtures that prove it (phase 0).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feature_proofs: Vec<crate::exec::checks::features::FeatureProof>,
     /// Numerics fingerprints that passed verification, with how each was verified.
     pub verified: BTreeMap<String, String>,
     pub performance: Option<Performance>,

@@ -259,6 +259,40 @@ pub fn teacher_forced(
     Ok(run)
 }
 
+/// The logits error of a short teacher-forced run: `prompt`'s prefill and the
+/// first `steps` decode steps fed the reference's tokens, each step's logits
+/// against the reference's (phases 4 and 5 probe every numerics change with it
+/// before timing it, so a change that breaks the arithmetic is seen by the
+/// phase that makes it, kept or not).
+pub fn teacher_forced_logits(
+    npu: &mut Interpreter<'_>,
+    plans: &Plans,
+    prompt: &[u32],
+    reference: &ReferenceRun,
+    steps: usize,
+) -> Result<Worst, String> {
+    let mut worst = Worst::none();
+    let mut logits = npu
+        .prefill(&plans.prefill, prompt)
+        .map_err(|e| e.to_string())?;
+    let mut forced = reference.forced_tokens();
+    for (step, expected) in reference.logits.iter().take(steps + 1).enumerate() {
+        let e = if logits.len() == expected.len() {
+            max_rel(|i| logits[i], expected, expected.len()).0
+        } else {
+            f64::NAN
+        };
+        worst.keep(e, || format!("step {step}"));
+        let Some(token) = forced.next().filter(|_| step < steps) else {
+            break;
+        };
+        logits = npu
+            .decode(&plans.decode, token)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(worst)
+}
+
 /// The worst layer's cache error: over the first `slots` slots of the
 /// reference's cache (the prompt's, after prefill), or over every slot either
 /// side holds.
