@@ -166,3 +166,22 @@ pub const DEBUG_PREFIX: &str = "debug-";
 pub fn phase(index: u8) -> Option<&'static PhaseSpec> {
     PHASES.get(usize::from(index))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::PHASES;
+    use skillc_runtime::ops::metrics::metric_spec;
+
+    /// An exit criterion whose metric the language does not know could never be
+    /// recorded, so it could never become a gate: the phase would ship ungated.
+    #[test]
+    fn every_exit_criterion_is_a_metric_the_language_records() {
+        let unknown: Vec<String> = PHASES
+            .iter()
+            .flat_map(|p| p.exit_criteria.iter().map(move |c| (p.index, c)))
+            .filter(|(_, (_, metric))| metric_spec(metric).is_none())
+            .map(|(phase, (op, metric))| format!("phase {phase}: {op} {metric}"))
+            .collect();
+        assert!(unknown.is_empty(), "unknown metrics: {unknown:?}");
+    }
+}

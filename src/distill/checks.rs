@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use petgraph::graph::NodeIndex;
-use skillc_runtime::bundle::{Baseline, Comparison, Symptom, Value};
+use skillc_runtime::bundle::{Baseline, Comparison, Provenance, Symptom, Value};
 use skillc_runtime::ops::OpKind;
 
 use super::ir::{CheckIr, DeadEndOutcome, FigureSource, GateIr, PredicateIr, TargetIr};
@@ -101,9 +101,11 @@ fn decides_the_phase(phase: usize, gate: &GateIr) -> bool {
 }
 
 /// Per key, the strictest check that passed on the effective path of the phase
-/// among its exit criteria; among equally strict ones the latest.
+/// among its exit criteria; among equally strict ones the latest. A kernel gate
+/// becomes a rule over its kernel class (see [`as_kernel_rule`]).
 pub fn gates(cx: &Cx, phase: usize) -> Vec<GateIr> {
     let mut best: BTreeMap<_, (f64, GateIr)> = BTreeMap::new();
+    let mut evidence: BTreeMap<_, Vec<(Provenance, FigureSource)>> = BTreeMap::new();
     for (node, data, measured) in path_observations(cx, phase) {
         if data.outcome() != Some(Verdict::Pass) {
             continue;
@@ -116,6 +118,11 @@ pub fn gates(cx: &Cx, phase: usize) -> Vec<GateIr> {
                 continue;
             }
             let key = gate_key(&gate);
+            evidence.entry(key.clone()).or_default().extend(
+                gate.provenance
+                    .iter()
+                    .map(|p| (p.clone(), gate.recorded_source)),
+            );
             let replace = best.get(&key).is_none_or(|(current, existing)| {
                 at_least_as_strict(
                     (gate.comparison, threshold),
@@ -127,7 +134,28 @@ pub fn gates(cx: &Cx, phase: usize) -> Vec<GateIr> {
             }
         }
     }
-    best.into_values().map(|(_, gate)| gate).collect()
+    best.into_iter()
+        .map(|(key, (_, gate))| match evidence.remove(&key) {
+            Some(all) if gate.op == Some(OpKind::ValidateKernel) => as_kernel_rule(gate, all),
+            _ => gate,
+        })
+        .collect()
+}
+
+/// A kernel's exit gate holds at every call site of its kernel class that the model
+/// needs, not at the shapes one model happened to have: the recorded shapes, tiles
+/// and head counts leave the gate's conditions (only `kernel` stays) and every
+/// passing validation of that class becomes its evidence, measured if any was.
+fn as_kernel_rule(mut gate: GateIr, evidence: Vec<(Provenance, FigureSource)>) -> GateIr {
+    gate.conditions.retain(|key, _| key == "kernel");
+    if evidence.iter().any(|(_, s)| *s == FigureSource::Measured) {
+        gate.recorded_source = FigureSource::Measured;
+    }
+    let mut cited: Vec<Provenance> = evidence.into_iter().map(|(p, _)| p).collect();
+    cited.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
+    cited.dedup();
+    gate.provenance = cited;
+    gate
 }
 
 /// A gate from one thresholded measurement, with its threshold in canonical units.

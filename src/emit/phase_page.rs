@@ -20,7 +20,6 @@ use super::print;
 use super::EmitError;
 use crate::distill::catalog;
 use crate::distill::ir::{DeadEndIr, EntryIr, PhaseIr, SkillIr, StepIr};
-use crate::distill::skills::count;
 
 /// Parameters whose values are the recorded model's own (its shapes and tilings):
 /// the procedure names them, the worked example gives them.
@@ -46,10 +45,10 @@ pub fn page(
     let front_matter = FrontMatter {
         name: phase.name.clone(),
         description: format!(
-            "Phase {} of 8 in deploying a decoder-only LLM on an AMD XDNA 2 (npu2) NPU, {}: {} {when} Distilled from trajectory {}.",
+            "{} Phase {} of 8 ({}) in deploying a decoder-only LLM on an AMD XDNA 2 (npu2) NPU. {when} Distilled from trajectory {}.",
+            spec.purpose,
             phase.index,
             phase.title.to_lowercase(),
-            spec.purpose,
             print::sources(ir)
         ),
         metadata: meta,
@@ -295,9 +294,15 @@ fn exit_gates(phase: &PhaseIr, cites: &mut Cites) -> String {
         criteria,
         String::new(),
         format!(
-            "All {} must hold before phase {} starts:",
-            count(phase.exit_gates.len(), "gate", "gates"),
-            phase.index + 1
+            "{} before {}:",
+            match phase.exit_gates.len() {
+                1 => "This gate must hold".to_string(),
+                n => format!("All {n} gates must hold"),
+            },
+            match catalog::phase(phase.index + 1) {
+                Some(next) => format!("phase {} starts", next.index),
+                None => "the deployment is reported done".to_string(),
+            }
         ),
     ];
     out.push(String::new());

@@ -225,6 +225,10 @@ pub fn gate(g: &GateIr) -> (String, String) {
         None => notation::params(None, &g.conditions),
     };
     let check = match g.baseline {
+        Baseline::Absolute if g.op == Some(OpKind::ValidateKernel) => format!(
+            "{} at every call site",
+            notation::check(&g.metric, g.comparison, g.threshold, &g.unit)
+        ),
         Baseline::Absolute => notation::check(&g.metric, g.comparison, g.threshold, &g.unit),
         Baseline::PreviousPhase => format!(
             "{} {} the previous phase's figure",
@@ -237,9 +241,15 @@ pub fn gate(g: &GateIr) -> (String, String) {
 
 /// The figure a gate recorded when it passed, with where it came from.
 pub fn recorded(g: &GateIr) -> String {
+    let sites = match g.provenance.len() {
+        n if n > 1 && g.op == Some(OpKind::ValidateKernel) => {
+            format!("; passed in {n} recorded validations")
+        }
+        _ => String::new(),
+    };
     match g.recorded {
         Some(v) => format!(
-            "{} ({})",
+            "{} ({}){sites}",
             notation::quantity(v, &g.unit),
             g.recorded_source.as_str()
         ),

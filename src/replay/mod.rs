@@ -140,9 +140,8 @@ pub enum ActionResult {
     NotRun(String),
     /// The action's parameters make no sense to the emulator.
     Problem(String),
-    /// A check with a verdict of its own (`check-scope`).
-    Checked(bool, String),
-    /// A model-level numerical run: its metrics and whether it passed.
+    /// Metrics and whether the action passed: a model-level numerical run, or the
+    /// scope check (`blockers`).
     Values(Vec<(&'static str, f64)>, bool),
     /// A model-level run on the NPU path, run when an observation reads it
     /// (its conditions say how many prompts).
@@ -244,8 +243,10 @@ impl Walk<'_> {
         match &op {
             Op::CheckScope => {
                 let blockers = unsupported_features(&self.emu.arch);
-                let reasons: Vec<&str> = blockers.iter().map(|b| b.name).collect();
-                ActionResult::Checked(blockers.is_empty(), reasons.join(", "))
+                ActionResult::Values(
+                    vec![("blockers", blockers.len() as f64)],
+                    blockers.is_empty(),
+                )
             }
             Op::SelectTiling(_) => self.select(p),
             Op::ValidateKernel(_) => self.validate(p),
@@ -767,6 +768,9 @@ impl Walk<'_> {
                 )
             }
             (_, ActionResult::Refused(why)) => Replayed::Refused(why.clone()),
+            (OpKind::WriteArtifacts, _) => Replayed::NotRun(
+                "replay writes no artifacts; a deploy's phase 6 checks the ones it writes".into(),
+            ),
             (op, _) => Replayed::Problem(format!("{op} produces no {metric}")),
         }
     }
@@ -776,7 +780,7 @@ impl Walk<'_> {
 fn action_verdict(result: &ActionResult) -> Result<bool, Replayed> {
     match result {
         ActionResult::Done => Ok(true),
-        ActionResult::Checked(ok, _) | ActionResult::Values(_, ok) => Ok(*ok),
+        ActionResult::Values(_, ok) => Ok(*ok),
         ActionResult::Model(_) => Err(Replayed::Problem(
             "a model-level run was not resolved".into(),
         )),

@@ -112,6 +112,35 @@ pub const METRICS: &[MetricSpec] = &[
         "NPU calls per decoder layer",
     ),
     metric("compile_s", Time, Lower, "s", "compile time"),
+    metric(
+        "blockers",
+        Count,
+        Lower,
+        "",
+        "model features outside the kernels' scope",
+    ),
+    metric(
+        "errors",
+        Count,
+        Lower,
+        "",
+        "artifacts missing, or not reloading as written",
+    ),
+    metric(
+        "unvalidated_kernels",
+        Count,
+        Lower,
+        "",
+        "kernel configurations without a passing validation",
+    ),
+    metric(
+        "unverified",
+        Count,
+        Lower,
+        "",
+        "production plans whose numerics were never verified",
+    ),
+    metric("exit_code", Count, Lower, "", "a process's exit status"),
 ];
 
 pub fn metric_spec(name: &str) -> Option<&'static MetricSpec> {
