@@ -5,14 +5,17 @@ use super::Plan;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanFileError {
-    #[error("{path}: {message}")]
-    Io { path: String, message: String },
-    #[error("{path}:{line}:{column}: {message}")]
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}:{}:{}: {source}", source.line(), source.column())]
     Syntax {
         path: String,
-        line: usize,
-        column: usize,
-        message: String,
+        #[source]
+        source: serde_json::Error,
     },
 }
 
@@ -24,19 +27,17 @@ impl Plan {
     }
 
     pub fn from_json(path: &str, text: &str) -> Result<Plan, PlanFileError> {
-        serde_json::from_str(text).map_err(|e| PlanFileError::Syntax {
+        serde_json::from_str(text).map_err(|source| PlanFileError::Syntax {
             path: path.to_string(),
-            line: e.line(),
-            column: e.column(),
-            message: e.to_string(),
+            source,
         })
     }
 
     pub fn load(path: &std::path::Path) -> Result<Plan, PlanFileError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| PlanFileError::Io {
+        let text = std::fs::read_to_string(path).map_err(|source| PlanFileError::Io {
             path: shown.clone(),
-            message: e.to_string(),
+            source,
         })?;
         Self::from_json(&shown, &text)
     }

@@ -640,4 +640,4 @@ mod file;
 mod transform;
 
 pub use file::PlanFileError;
-pub use transform::{axis_len, pad_heads, padded_index, zero_pad};
+pub use transform::{axis_len, pad_heads, padded_index, zero_pad, TransformError};

@@ -1,6 +1,41 @@
 //! What a weight buffer's setup transforms do to a checkpoint tensor: zero
 //! padding by nested levels and GQA-aware head padding, on bf16 bits.
 
+/// A transform that does not fit the tensor it is applied to (a plan built for
+/// another model, or a hand-edited `plan.json`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransformError {
+    #[error("cannot pad a {rows}x{cols} tensor as rows {row_levels:?}, columns {col_levels:?}")]
+    ZeroPad {
+        rows: usize,
+        cols: usize,
+        row_levels: Vec<[usize; 2]>,
+        col_levels: Vec<[usize; 2]>,
+    },
+    #[error("cannot pad {heads} heads to {padded_heads} in {kv_heads} KV groups")]
+    HeadGroups {
+        heads: usize,
+        padded_heads: usize,
+        kv_heads: usize,
+    },
+    #[error("{len} {axis} are not {heads} heads of {head_dim}")]
+    HeadAxis {
+        len: usize,
+        axis: &'static str,
+        heads: usize,
+        head_dim: usize,
+    },
+    #[error("no axis {0} to pad heads along")]
+    NoAxis(usize),
+    #[error("rows {start}..{end} of a {len}-row tensor padded to {padded_rows}")]
+    Rows {
+        start: usize,
+        end: usize,
+        len: usize,
+        padded_rows: usize,
+    },
+}
+
 /// The length of an axis padded as `levels` says (`real` picks which side).
 pub fn axis_len(levels: &[[usize; 2]], real: bool) -> usize {
     levels
@@ -27,14 +62,17 @@ pub fn zero_pad(
     (rows, cols): (usize, usize),
     row_levels: &[[usize; 2]],
     col_levels: &[[usize; 2]],
-) -> Result<(Vec<u16>, usize, usize), String> {
+) -> Result<(Vec<u16>, usize, usize), TransformError> {
     let fits = |levels: &[[usize; 2]], n: usize| {
         levels.is_empty() || (axis_len(levels, true) == n && levels.iter().all(|l| l[1] >= l[0]))
     };
     if !fits(row_levels, rows) || !fits(col_levels, cols) || bits.len() != rows * cols {
-        return Err(format!(
-            "cannot pad a {rows}x{cols} tensor as rows {row_levels:?}, columns {col_levels:?}"
-        ));
+        return Err(TransformError::ZeroPad {
+            rows,
+            cols,
+            row_levels: row_levels.to_vec(),
+            col_levels: col_levels.to_vec(),
+        });
     }
     let new_rows = if row_levels.is_empty() {
         rows
@@ -84,12 +122,14 @@ pub fn pad_heads(
     padded_heads: usize,
     kv_heads: usize,
     head_dim: usize,
-) -> Result<(Vec<u16>, usize, usize), String> {
+) -> Result<(Vec<u16>, usize, usize), TransformError> {
     let kv = kv_heads.max(1);
     if heads % kv != 0 || padded_heads % kv != 0 || padded_heads < heads {
-        return Err(format!(
-            "cannot pad {heads} heads to {padded_heads} in {kv_heads} KV groups"
-        ));
+        return Err(TransformError::HeadGroups {
+            heads,
+            padded_heads,
+            kv_heads,
+        });
     }
     let (group, padded_group) = (heads / kv, padded_heads / kv);
     // Index of each real head in the padded order.
@@ -97,7 +137,12 @@ pub fn pad_heads(
     match axis {
         0 => {
             if rows != heads * head_dim {
-                return Err(format!("{rows} rows are not {heads} heads of {head_dim}"));
+                return Err(TransformError::HeadAxis {
+                    len: rows,
+                    axis: "rows",
+                    heads,
+                    head_dim,
+                });
             }
             let block = head_dim * cols;
             let mut out = vec![0u16; padded_heads * block];
@@ -109,9 +154,12 @@ pub fn pad_heads(
         }
         1 => {
             if cols != heads * head_dim {
-                return Err(format!(
-                    "{cols} columns are not {heads} heads of {head_dim}"
-                ));
+                return Err(TransformError::HeadAxis {
+                    len: cols,
+                    axis: "columns",
+                    heads,
+                    head_dim,
+                });
             }
             let new_cols = padded_heads * head_dim;
             let mut out = vec![0u16; rows * new_cols];
@@ -126,6 +174,6 @@ pub fn pad_heads(
             }
             Ok((out, rows, new_cols))
         }
-        other => Err(format!("no axis {other} to pad heads along")),
+        other => Err(TransformError::NoAxis(other)),
     }
 }
