@@ -86,7 +86,10 @@ pub fn resolve<'m>(
     Ok(data)
 }
 
-fn apply<'m>(data: WeightData<'m>, transform: &Transform) -> Result<WeightData<'m>, TransformError> {
+fn apply<'m>(
+    data: WeightData<'m>,
+    transform: &Transform,
+) -> Result<WeightData<'m>, TransformError> {
     match *transform {
         // Numerically a no-op for the emulator (see the module documentation).
         Transform::Transpose => Ok(data),
