@@ -130,7 +130,7 @@ pub struct Counters {
     pub tokens: u64,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ExecError {
     #[error("plan refused: {}", .0.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("; "))]
     Refused(Vec<ConstraintViolation>),
