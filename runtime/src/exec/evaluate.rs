@@ -76,7 +76,7 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
     );
     let source = ModelSource::locate(model_dir).map_err(|e| DeployError::EvaluatedModel {
         doing: "read",
-        source: e.into(),
+        source: Box::new(e.into()),
     })?;
     let config = source.identity();
     let config_hash = sha256_file(&config)?;
@@ -90,7 +90,7 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
     );
     let arch = source.architecture().map_err(|source| DeployError::Model {
         path: config.clone(),
-        source,
+        source: Box::new(source),
     })?;
     let seed = match &plan.model.weights {
         WeightsRef::Random { seed } => Some(*seed),
@@ -111,7 +111,7 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
         .map(Model::for_bf16_path)
         .map_err(|source| DeployError::EvaluatedModel {
             doing: "loaded",
-            source,
+            source: Box::new(source),
         })?;
     let rebuilt = plan.design.plans(&plan.model.name, &arch, &device);
     push(

@@ -141,7 +141,7 @@ pub enum DeployError {
     Model {
         path: PathBuf,
         #[source]
-        source: crate::model::ModelError,
+        source: Box<crate::model::ModelError>,
     },
     /// The transformers reference shipped beside a model.
     #[error("{}: {source}", path.display())]
@@ -163,7 +163,7 @@ pub enum DeployError {
     #[error(transparent)]
     Reference(#[from] crate::model::oracle::ReferenceError),
     #[error(transparent)]
-    Load(#[from] crate::model::ModelError),
+    Load(Box<crate::model::ModelError>),
     #[error(transparent)]
     Compare(#[from] crate::model::oracle::compare::CompareError),
     /// Phase 7's evaluator cannot open the model the plan was made for.
@@ -171,7 +171,7 @@ pub enum DeployError {
     EvaluatedModel {
         doing: &'static str,
         #[source]
-        source: crate::model::ModelError,
+        source: Box<crate::model::ModelError>,
     },
     #[error(transparent)]
     Npu(#[from] crate::xdna2::interpreter::ExecError),
@@ -181,6 +181,13 @@ pub enum DeployError {
     NoModel,
     #[error("{0}")]
     Usage(String),
+}
+
+// Boxed: a model error is several times the size of the others.
+impl From<crate::model::ModelError> for DeployError {
+    fn from(e: crate::model::ModelError) -> Self {
+        DeployError::Load(Box::new(e))
+    }
 }
 
 impl DeployError {

@@ -156,7 +156,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
             let arch = load_config(&subject.dir.join("config.json")).map_err(|source| {
                 BenchError::Config {
                     subject: subject.name.clone(),
-                    source,
+                    source: Box::new(source),
                 }
             })?;
             let cell = match fault.inert_on(&arch) {

@@ -63,7 +63,7 @@ pub enum BenchError {
     Config {
         subject: String,
         #[source]
-        source: skillc_runtime::model::config::ConfigError,
+        source: Box<skillc_runtime::model::config::ConfigError>,
     },
     #[error("{}: no config.json", .0.display())]
     NoConfig(std::path::PathBuf),
@@ -71,10 +71,10 @@ pub enum BenchError {
     Model {
         path: std::path::PathBuf,
         #[source]
-        source: skillc_runtime::model::ModelError,
+        source: Box<skillc_runtime::model::ModelError>,
     },
     #[error(transparent)]
-    RandomModel(#[from] skillc_runtime::model::ModelError),
+    RandomModel(Box<skillc_runtime::model::ModelError>),
     #[error(transparent)]
     Fault(#[from] skillc_runtime::exec::fault::UnknownFault),
     #[error(transparent)]
@@ -99,8 +99,15 @@ impl BenchError {
     ) -> Self {
         BenchError::Config {
             subject: path.display().to_string(),
-            source,
+            source: Box::new(source),
         }
+    }
+}
+
+// Boxed, like the config error: a model error is several times the size of the others.
+impl From<skillc_runtime::model::ModelError> for BenchError {
+    fn from(e: skillc_runtime::model::ModelError) -> Self {
+        BenchError::RandomModel(Box::new(e))
     }
 }
 

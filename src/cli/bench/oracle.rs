@@ -65,7 +65,7 @@ pub fn measure(args: &Args) -> Result<(), BenchError> {
     let model = match &args.model {
         Some(path) => Model::open(path, None).map_err(|source| BenchError::Model {
             path: path.clone(),
-            source,
+            source: Box::new(source),
         })?,
         None => {
             let arch =
