@@ -360,7 +360,7 @@ pub enum BinaryOp {
     Rem,
 }
 
-#[derive(Debug, Error, PartialEq)]
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
 pub enum EvalError {
     #[error("unknown variable `{0}` in remedy expression")]
     UnknownVariable(String),

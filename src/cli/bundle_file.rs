@@ -19,6 +19,45 @@ const NAME_MAX_CHARS: usize = 200;
 /// How many paths a refusal names.
 const NAMED: usize = 10;
 
+/// Why a bundle cannot be run.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleFileError {
+    #[error(
+        "{}: a trajectory directory, not a skill bundle; run `skillc build {}` first and \
+         deploy the bundle it writes (generated-skills/<name>)",
+        crate::syntax::display_path(.0),
+        crate::syntax::display_path(.0)
+    )]
+    Trajectories(PathBuf),
+    #[error(transparent)]
+    Input(#[from] input::InputError),
+    #[error("{}:{}:{}: not a skill bundle: {source}", file.display(), source.line(), source.column())]
+    NotJson {
+        file: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{}: not a skill bundle: {source}", file.display())]
+    NotABundle {
+        file: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{}: {}", dir.display(), input::describe(source))]
+    Files {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{}: the bundle's files differ from the hashes in its bundle.json ({found}); it was \
+         edited or is incomplete. Rebuild it with `skillc build`, or pass --allow-modified \
+         to run it as it is (the report says so)",
+        crate::syntax::display_path(dir)
+    )]
+    Modified { dir: PathBuf, found: String },
+}
+
 /// A bundle read from disk and what was found while reading it.
 #[derive(Debug)]
 pub struct Loaded {
@@ -34,17 +73,15 @@ pub struct Loaded {
 impl Loaded {
     /// The notes a run's report carries about its bundle, or the refusal when the
     /// files differ from their hashes and that was not allowed.
-    pub fn report_notes(&self, allow_modified: bool) -> Result<Vec<String>, String> {
+    pub fn report_notes(&self, allow_modified: bool) -> Result<Vec<String>, BundleFileError> {
         let mut notes = self.shortened.clone();
         if !self.verification.is_clean() {
             let found = self.verification.summary(NAMED);
             if !allow_modified {
-                return Err(format!(
-                    "{}: the bundle's files differ from the hashes in its bundle.json ({found}); it was \
-                     edited or is incomplete. Rebuild it with `skillc build`, or pass --allow-modified \
-                     to run it as it is (the report says so)",
-                    crate::syntax::display_path(&self.dir)
-                ));
+                return Err(BundleFileError::Modified {
+                    dir: self.dir.clone(),
+                    found,
+                });
             }
             notes.insert(
                 0,
@@ -59,7 +96,7 @@ impl Loaded {
 
 /// Reads `bundle.json` from a bundle directory or a file path, and checks the
 /// bundle's files against it.
-pub fn load(path: &Path) -> Result<Loaded, String> {
+pub fn load(path: &Path) -> Result<Loaded, BundleFileError> {
     let (dir, file) = if path.is_dir() {
         (path.to_path_buf(), path.join("bundle.json"))
     } else {
@@ -70,30 +107,29 @@ pub fn load(path: &Path) -> Result<Loaded, String> {
         (dir.to_path_buf(), path.to_path_buf())
     };
     if path.is_dir() && !file.exists() && holds_trajectories(path) {
-        return Err(format!(
-            "{}: a trajectory directory, not a skill bundle; run `skillc build {}` first and \
-             deploy the bundle it writes (generated-skills/<name>)",
-            crate::syntax::display_path(path),
-            crate::syntax::display_path(path)
-        ));
+        return Err(BundleFileError::Trajectories(path.to_path_buf()));
     }
-    let text = input::read_to_string(&file).map_err(|e| e.to_string())?;
-    let not_a_bundle = |e: serde_json::Error| {
-        format!(
-            "{}:{}:{}: not a skill bundle: {e}",
-            file.display(),
-            e.line(),
-            e.column()
-        )
-    };
-    let mut value: Value = serde_json::from_str(&text).map_err(not_a_bundle)?;
+    let text = input::read_to_string(&file)?;
+    let mut value: Value =
+        serde_json::from_str(&text).map_err(|source| BundleFileError::NotJson {
+            file: file.clone(),
+            source,
+        })?;
     let mut shortened = Vec::new();
     cap_names(&mut value, &mut shortened);
     cap_texts(&mut value, "", &mut shortened);
-    let bundle: Bundle = serde_json::from_value(value)
-        .map_err(|e| format!("{}: not a skill bundle: {e}", file.display()))?;
-    let verification = manifest::verify(&dir, &bundle.files, &["bundle.json"])
-        .map_err(|e| format!("{}: {}", dir.display(), input::describe(&e)))?;
+    let bundle: Bundle =
+        serde_json::from_value(value).map_err(|source| BundleFileError::NotABundle {
+            file: file.clone(),
+            source,
+        })?;
+    let verification =
+        manifest::verify(&dir, &bundle.files, &["bundle.json"]).map_err(|source| {
+            BundleFileError::Files {
+                dir: dir.clone(),
+                source,
+            }
+        })?;
     Ok(Loaded {
         dir,
         bundle,

@@ -10,14 +10,14 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use skillc_runtime::xdna2::builder::plan_for;
+use skillc_runtime::xdna2::builder::{plan_for, PlanError};
 use skillc_runtime::xdna2::calibration::{
     data_dir, default_models_dir, load_model, ratio_checks, stale_plan_files, write_plan_files,
-    DataSet, PointSet, Prepared, Report, REFERENCE_MODEL,
+    CalibrationError, DataSet, PointSet, Prepared, Report, REFERENCE_MODEL,
 };
 use skillc_runtime::xdna2::cost::{time_plan, Params};
-use skillc_runtime::xdna2::device::Device;
-use skillc_runtime::xdna2::fit::{fit, fitted_file, FittedFile};
+use skillc_runtime::xdna2::device::{Device, DeviceError};
+use skillc_runtime::xdna2::fit::{fit, fitted_file, FitFileError, FittedFile};
 use skillc_runtime::xdna2::plan::{Phase, PlanOptions};
 use skillc_runtime::xdna2::roofline::roofline;
 use skillc_runtime::xdna2::trace::chrome_trace;
@@ -68,6 +68,37 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
+/// Why `calibrate` could not run (exit 2).
+#[derive(Debug, thiserror::Error)]
+enum CalibrateError {
+    /// A file read or written, with its path.
+    #[error("{}: {source}", path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    #[error(transparent)]
+    Calibration(#[from] CalibrationError),
+    #[error(transparent)]
+    Fitted(#[from] FitFileError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+impl CalibrateError {
+    fn file(path: &Path) -> impl FnOnce(std::io::Error) -> Self + '_ {
+        move |source| CalibrateError::File {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
 /// What to show beyond the calibration report.
 struct Show {
     model: String,
@@ -76,11 +107,17 @@ struct Show {
     json: bool,
 }
 
-fn calibrate(data: &Path, models: &Path, refit: bool, show: &Show) -> Result<ExitCode, String> {
-    let device_text = std::fs::read_to_string(data.join("npu2.json"))
-        .map_err(|e| format!("{}: {e}", data.join("npu2.json").display()))?;
-    let device = Device::from_json(&device_text).map_err(|e| e.to_string())?;
-    let arch = load_model(models, REFERENCE_MODEL).map_err(|e| e.to_string())?;
+fn calibrate(
+    data: &Path,
+    models: &Path,
+    refit: bool,
+    show: &Show,
+) -> Result<ExitCode, CalibrateError> {
+    let device_path = data.join("npu2.json");
+    let device_text =
+        std::fs::read_to_string(&device_path).map_err(CalibrateError::file(&device_path))?;
+    let device = Device::from_json(&device_text)?;
+    let arch = load_model(models, REFERENCE_MODEL)?;
     let fitted_path = data.join("fitted.json");
     // With --json, stdout holds the document alone.
     let say = |line: String| {
@@ -91,26 +128,24 @@ fn calibrate(data: &Path, models: &Path, refit: bool, show: &Show) -> Result<Exi
         }
     };
     if refit {
-        let (dataset, _) = DataSet::load(data).map_err(|e| e.to_string())?;
-        for path in write_plan_files(&dataset, data, &arch, &device).map_err(|e| e.to_string())? {
+        let (dataset, _) = DataSet::load(data)?;
+        for path in write_plan_files(&dataset, data, &arch, &device)? {
             say(format!("wrote runtime/data/xdna2/{path}"));
         }
     }
-    let prepared = Prepared::load(&device, data, models).map_err(|e| e.to_string())?;
+    let prepared = Prepared::load(&device, data, models)?;
     let params = if refit {
         let outcome = fit(&prepared, &device);
         let report = prepared.report(&device, &outcome.params);
         let file = fitted_file(&prepared, &outcome, &report);
-        std::fs::write(&fitted_path, file.to_json())
-            .map_err(|e| format!("{}: {e}", fitted_path.display()))?;
+        std::fs::write(&fitted_path, file.to_json()).map_err(CalibrateError::file(&fitted_path))?;
         say(format!(
             "fit: {} evaluations, objective {:.4}; wrote runtime/data/xdna2/fitted.json",
             outcome.evaluations, outcome.objective
         ));
         outcome.params
     } else {
-        let stale =
-            stale_plan_files(&prepared.data, data, &arch, &device).map_err(|e| e.to_string())?;
+        let stale = stale_plan_files(&prepared.data, data, &arch, &device)?;
         if !stale.is_empty() {
             eprintln!(
                 "error: plan files differ from the builder: {}; run `skillc calibrate --fit`",
@@ -118,18 +153,18 @@ fn calibrate(data: &Path, models: &Path, refit: bool, show: &Show) -> Result<Exi
             );
             return Ok(ExitCode::from(EXIT_FAILED));
         }
-        let text = std::fs::read_to_string(&fitted_path)
-            .map_err(|e| format!("{}: {e}", fitted_path.display()))?;
-        let file = FittedFile::parse(&text).map_err(|e| e.to_string())?;
+        let text =
+            std::fs::read_to_string(&fitted_path).map_err(CalibrateError::file(&fitted_path))?;
+        let file = FittedFile::parse(&text)?;
         if file.dataset_sha256 != prepared.dataset_sha256 {
             eprintln!("error: fitted.json was fitted on another data set (sha256 {} vs {}); run `skillc calibrate --fit`", file.dataset_sha256, prepared.dataset_sha256);
             return Ok(ExitCode::from(EXIT_FAILED));
         }
-        file.params().map_err(|e| e.to_string())?
+        file.params()?
     };
     let report = prepared.report(&device, &params);
     if show.json {
-        let ratios = ratio_checks(data, &device, &params).map_err(|e| e.to_string())?;
+        let ratios = ratio_checks(data, &device, &params)?;
         let doc = serde_json::json!({ "report": report, "ratios": ratios });
         println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
     } else {
@@ -139,8 +174,9 @@ fn calibrate(data: &Path, models: &Path, refit: bool, show: &Show) -> Result<Exi
     let note = FittedFile {
         fit: report.fit.clone(),
         held_out: report.held_out.clone(),
-        ..FittedFile::parse(&std::fs::read_to_string(&fitted_path).map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?
+        ..FittedFile::parse(
+            &std::fs::read_to_string(&fitted_path).map_err(CalibrateError::file(&fitted_path))?,
+        )?
     }
     .note();
     if show.trace.is_some() || show.roofline {
@@ -156,8 +192,8 @@ fn show_model(
     prepared: &Prepared,
     show: &Show,
     note: &str,
-) -> Result<(), String> {
-    let arch = load_model(models, &show.model).map_err(|e| e.to_string())?;
+) -> Result<(), CalibrateError> {
+    let arch = load_model(models, &show.model)?;
     let plan = |phase, seq| {
         plan_for(
             &show.model,
@@ -167,7 +203,6 @@ fn show_model(
             seq,
             &PlanOptions::reference(),
         )
-        .map_err(|e| e.to_string())
     };
     let prefill = time_plan(
         &plan(Phase::Prefill, prepared.data.prefill_seq_len)?,
@@ -195,10 +230,9 @@ fn show_model(
             ("decode 2", &decode),
             ("decode 3", &decode),
         ];
-        let mut text =
-            serde_json::to_string(&chrome_trace(&runs, note)).map_err(|e| e.to_string())?;
+        let mut text = serde_json::to_string(&chrome_trace(&runs, note))?;
         text.push('\n');
-        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(path, text).map_err(CalibrateError::file(path))?;
         println!(
             "wrote {} (modeled timeline; open in ui.perfetto.dev or chrome://tracing)",
             path.display()
@@ -259,9 +293,9 @@ fn print_report(prepared: &Prepared, report: &Report) {
     line("held-out", &report.held_out);
 }
 
-fn print_ratios(data: &Path, device: &Device, params: &Params) -> Result<(), String> {
+fn print_ratios(data: &Path, device: &Device, params: &Params) -> Result<(), CalibrateError> {
     println!();
-    for check in ratio_checks(data, device, params).map_err(|e| e.to_string())? {
+    for check in ratio_checks(data, device, params)? {
         println!(
             "{}: modeled {:.2}x, published {:.2}x ({:+.1}%)",
             check.name,

@@ -13,15 +13,17 @@ use std::process::ExitCode;
 
 use skillc_runtime::exec::artifacts::clock;
 use skillc_runtime::exec::artifacts::record::PhaseStatus;
+use skillc_runtime::exec::fault::UnknownFault;
 use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Fault};
 
-use skillc_runtime::model::prompt::{ModelText, PromptInput};
+use skillc_runtime::model::gguf::GgufError;
+use skillc_runtime::model::prompt::{ModelText, PromptError, PromptInput};
 use skillc_runtime::model::source::ModelSource;
 
 use super::bundle_file;
 use super::progress::Display;
 use super::{EXIT_FAILED, EXIT_USAGE};
-use crate::outdir::{Claim, Kind};
+use crate::outdir::{Claim, Kind, OutError};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -84,6 +86,29 @@ pub struct Args {
     pub stop_after: Option<u8>,
 }
 
+/// Why `deploy` could not run or write its result (exit 2).
+#[derive(Debug, thiserror::Error)]
+enum CommandError {
+    #[error(transparent)]
+    Bundle(#[from] bundle_file::BundleFileError),
+    #[error(transparent)]
+    Fault(#[from] UnknownFault),
+    #[error("--prompt-ids: `{0}` is not a token id (expected e.g. 128000,791,6864)")]
+    PromptIds(String),
+    #[error(transparent)]
+    Model(#[from] GgufError),
+    #[error(transparent)]
+    Prompt(#[from] PromptError),
+    #[error("cannot locate skillc itself: {0}")]
+    Executable(#[source] std::io::Error),
+    #[error(transparent)]
+    Out(#[from] OutError),
+    #[error(transparent)]
+    Deploy(#[from] exec::DeployError),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
 pub fn run(args: Args) -> ExitCode {
     match execute(&args) {
         Ok(code) => code,
@@ -94,7 +119,7 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-fn execute(args: &Args) -> Result<ExitCode, String> {
+fn execute(args: &Args) -> Result<ExitCode, CommandError> {
     let loaded = bundle_file::load(&args.bundle)?;
     let bundle_notes = match loaded.report_notes(args.allow_modified) {
         Ok(notes) => notes,
@@ -107,7 +132,7 @@ fn execute(args: &Args) -> Result<ExitCode, String> {
     let faults = args
         .plant
         .iter()
-        .map(|f| f.parse::<Fault>().map_err(|e| e.to_string()))
+        .map(|f| f.parse::<Fault>())
         .collect::<Result<Vec<_>, _>>()?;
     let prompts = prompts(args)?;
     let model_name = args
@@ -118,11 +143,9 @@ fn execute(args: &Args) -> Result<ExitCode, String> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("deploy-{model_name}")));
-    let program =
-        std::env::current_exe().map_err(|e| format!("cannot locate skillc itself: {e}"))?;
+    let program = std::env::current_exe().map_err(CommandError::Executable)?;
     let mut progress = Display::new(args.quiet);
-    let claim = Claim::new(&out, Kind::Deploy, args.force, &mut |m| progress.note(m))
-        .map_err(|e| e.to_string())?;
+    let claim = Claim::new(&out, Kind::Deploy, args.force, &mut |m| progress.note(m))?;
     let options = DeployOptions {
         model_dir: args.model.clone(),
         out_dir: claim.staging().to_path_buf(),
@@ -136,10 +159,10 @@ fn execute(args: &Args) -> Result<ExitCode, String> {
         stop_after: args.stop_after,
         bundle_notes,
     };
-    let outcome = exec::deploy(&bundle, &options, &mut progress).map_err(|e| e.to_string())?;
-    claim.commit().map_err(|e| e.to_string())?;
+    let outcome = exec::deploy(&bundle, &options, &mut progress)?;
+    claim.commit()?;
     if args.json {
-        let json = serde_json::to_string_pretty(&outcome.report).map_err(|e| e.to_string())?;
+        let json = serde_json::to_string_pretty(&outcome.report)?;
         println!("{json}");
     } else {
         print_summary(&outcome.report, &out);
@@ -153,7 +176,7 @@ fn execute(args: &Args) -> Result<ExitCode, String> {
 
 /// The verification prompts given (ids, text, chat messages, in that order),
 /// or `None` for the default ones.
-fn prompts(args: &Args) -> Result<Option<Vec<Vec<u32>>>, String> {
+fn prompts(args: &Args) -> Result<Option<Vec<Vec<u32>>>, CommandError> {
     let mut inputs: Vec<PromptInput> = args
         .prompt_ids
         .iter()
@@ -164,21 +187,21 @@ fn prompts(args: &Args) -> Result<Option<Vec<Vec<u32>>>, String> {
     if inputs.is_empty() {
         return Ok(None);
     }
-    let source = ModelSource::locate(&args.model).map_err(|e| e.to_string())?;
+    let source = ModelSource::locate(&args.model)?;
     let text = ModelText::for_model(&args.model, source.gguf());
-    inputs
+    let prompts = inputs
         .iter()
-        .map(|input| text.encode(input).map(|p| p.ids).map_err(|e| e.to_string()))
-        .collect::<Result<Vec<_>, _>>()
-        .map(Some)
+        .map(|input| text.encode(input).map(|p| p.ids))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Some(prompts))
 }
 
-fn parse_ids(text: &str) -> Result<Vec<u32>, String> {
+fn parse_ids(text: &str) -> Result<Vec<u32>, CommandError> {
     text.split(',')
         .map(|t| {
-            t.trim().parse::<u32>().map_err(|_| {
-                format!("--prompt-ids: `{t}` is not a token id (expected e.g. 128000,791,6864)")
-            })
+            t.trim()
+                .parse::<u32>()
+                .map_err(|_| CommandError::PromptIds(t.to_string()))
         })
         .collect()
 }

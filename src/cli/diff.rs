@@ -25,15 +25,27 @@ pub struct Args {
     pub json: bool,
 }
 
-fn read_bundle(path: &Path) -> Result<Bundle, String> {
+/// Why one side of the diff cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    #[error(transparent)]
+    Input(#[from] skillc_runtime::input::InputError),
+    #[error("{}: not a bundle: {source}", crate::syntax::display_path(file))]
+    NotABundle {
+        file: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+fn read_bundle(path: &Path) -> Result<Bundle, ReadError> {
     let file = if path.is_dir() {
         path.join(BUNDLE_JSON)
     } else {
         path.to_path_buf()
     };
-    let shown = crate::syntax::display_path(&file);
-    let text = skillc_runtime::input::read_to_string(&file).map_err(|e| e.to_string())?;
-    serde_json::from_str(&text).map_err(|e| format!("{shown}: not a bundle: {e}"))
+    let text = skillc_runtime::input::read_to_string(&file)?;
+    serde_json::from_str(&text).map_err(|source| ReadError::NotABundle { file, source })
 }
 
 pub fn run(args: Args) -> ExitCode {

@@ -86,7 +86,18 @@ pub fn params(params: &[syntax::Param]) -> BTreeMap<String, Value> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unlowered {
     pub key: String,
-    pub reason: String,
+    pub reason: LowerError,
+}
+
+/// A fix value outside the bundle's closed expression language.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LowerError {
+    #[error("a list with computed or non-integer items for a parameter without named slots")]
+    ComputedList,
+    #[error("`not` has no value as a parameter")]
+    Not,
+    #[error("`{0}` gives a truth value, not a parameter value")]
+    TruthValue(&'static str),
 }
 
 /// A fix clause as a bundle remedy. A list value for a parameter with named slots
@@ -139,7 +150,7 @@ fn is_literal(e: &syntax::Expr) -> bool {
 }
 
 /// A remedy expression in the bundle's closed language.
-pub fn expr(e: &syntax::Expr) -> Result<Expr, String> {
+pub fn expr(e: &syntax::Expr) -> Result<Expr, LowerError> {
     Ok(match &e.kind {
         ExprKind::Number(q) => Expr::Lit(number_value(q)),
         ExprKind::Str(s) | ExprKind::Word(s) => Expr::Lit(Value::Text(s.clone())),
@@ -159,10 +170,7 @@ pub fn expr(e: &syntax::Expr) -> Result<Expr, String> {
                 .collect();
             match ints {
                 Some(ints) => Expr::Lit(Value::IntList(ints)),
-                None => return Err(
-                    "a list with computed or non-integer items for a parameter without named slots"
-                        .to_string(),
-                ),
+                None => return Err(LowerError::ComputedList),
             }
         }
         ExprKind::Unary {
@@ -186,7 +194,7 @@ pub fn expr(e: &syntax::Expr) -> Result<Expr, String> {
         },
         ExprKind::Unary {
             op: UnaryOp::Not, ..
-        } => return Err("`not` has no value as a parameter".to_string()),
+        } => return Err(LowerError::Not),
         ExprKind::Binary { op, lhs, rhs } => {
             let op = match op {
                 syntax::BinaryOp::Add => BinaryOp::Add,
@@ -194,12 +202,7 @@ pub fn expr(e: &syntax::Expr) -> Result<Expr, String> {
                 syntax::BinaryOp::Mul => BinaryOp::Mul,
                 syntax::BinaryOp::Div => BinaryOp::Div,
                 syntax::BinaryOp::Rem => BinaryOp::Rem,
-                other => {
-                    return Err(format!(
-                        "`{}` gives a truth value, not a parameter value",
-                        other.symbol()
-                    ))
-                }
+                other => return Err(LowerError::TruthValue(other.symbol())),
             };
             Expr::Binary {
                 op,

@@ -21,12 +21,15 @@ pub struct KernelCheck {
 }
 
 /// Why a recorded validation did not run.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum CheckError {
     #[error(transparent)]
     Harness(#[from] HarnessError),
     #[error("the hardware would refuse it: {0}")]
     Refused(String),
+    /// The configuration breaks the device's constraints.
+    #[error(transparent)]
+    Constraints(#[from] super::Refusal),
 }
 
 /// Runs `launch` (every partition of an LM head) on seeded inputs and compares

@@ -68,7 +68,7 @@ pub fn kernel_metric(metric: &str, result: &ActionResult, emu: &Emulator) -> Rep
     };
     let launch = match &run.launch {
         Ok(launch) => launch,
-        Err(why) => return Replayed::Refused(why.clone()),
+        Err(why) => return Replayed::Refused(why.to_string()),
     };
     let seconds = || cost::time_standalone(launch, &emu.device, &emu.params);
     match metric {
@@ -81,7 +81,7 @@ pub fn kernel_metric(metric: &str, result: &ActionResult, emu: &Emulator) -> Rep
         },
         _ => match &run.check {
             None => Replayed::NotRun(run.not_run.clone()),
-            Some(Err(why)) => Replayed::Refused(why.clone()),
+            Some(Err(why)) => Replayed::Refused(why.to_string()),
             Some(Ok(check)) => {
                 let c = check.comparison;
                 match metric {

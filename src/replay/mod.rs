@@ -38,7 +38,7 @@ use serde::Serialize;
 use skillc_runtime::model::oracle::compare::{
     check_reference, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
 };
-use skillc_runtime::model::Model;
+use skillc_runtime::model::{Model, ModelError};
 use skillc_runtime::ops::{self, Effect, Op, OpKind, PlanChange};
 use skillc_runtime::xdna2::builder::unsupported_features;
 use skillc_runtime::xdna2::kernels::Precision;
@@ -148,11 +148,16 @@ pub enum ActionResult {
     Model(model_run::Run),
 }
 
+/// The constraints a kernel configuration breaks, which the hardware would refuse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", measure::join(.0))]
+pub struct Refusal(pub Vec<skillc_runtime::xdna2::constraints::ConstraintViolation>);
+
 #[derive(Debug, Clone)]
 pub struct KernelRun {
-    pub launch: Result<Launch, String>,
+    pub launch: Result<Launch, Refusal>,
     /// `None` when the functional scope skipped the run.
-    pub check: Option<Result<KernelCheck, String>>,
+    pub check: Option<Result<KernelCheck, harness::CheckError>>,
     pub not_run: String,
 }
 
@@ -326,13 +331,12 @@ impl Walk<'_> {
     }
 
     /// The model's weights (read, or seeded when the directory has none).
-    fn model(&mut self) -> Result<&Model, String> {
-        if self.model.is_none() {
-            let model = Model::load(&self.options.model_dir, Some(self.options.seed))
-                .map_err(|e| e.to_string())?;
-            self.model = Some(model);
-        }
-        self.model.as_ref().ok_or_else(|| "no model".to_string())
+    fn model(&mut self) -> Result<&Model, ModelError> {
+        let model = match self.model.take() {
+            Some(model) => model,
+            None => Model::load(&self.options.model_dir, Some(self.options.seed))?,
+        };
+        Ok(self.model.insert(model))
     }
 
     fn load_weights(&mut self) -> ActionResult {
@@ -346,7 +350,7 @@ impl Walk<'_> {
                     .sum();
                 ActionResult::Values(vec![("nan_count", bad as f64)], bad == 0)
             }
-            Err(why) => ActionResult::Problem(why),
+            Err(why) => ActionResult::Problem(why.to_string()),
         }
     }
 
@@ -364,7 +368,7 @@ impl Walk<'_> {
         };
         let model = match self.model() {
             Ok(model) => model,
-            Err(why) => return ActionResult::Problem(why),
+            Err(why) => return ActionResult::Problem(why.to_string()),
         };
         match check_reference(model, &reference, tolerance) {
             Ok(check) => {
@@ -412,7 +416,7 @@ impl Walk<'_> {
             launch: if violations.is_empty() {
                 Ok(launch)
             } else {
-                Err(measure::join(&violations))
+                Err(Refusal(violations))
             },
             check: None,
             not_run: "select-tiling only chooses a configuration".into(),
@@ -433,25 +437,22 @@ impl Walk<'_> {
         };
         let violations = launch.check(&self.emu.device);
         if !violations.is_empty() {
-            let why = measure::join(&violations);
+            let why = Refusal(violations);
             return ActionResult::Kernel(Box::new(KernelRun {
                 launch: Err(why.clone()),
-                check: Some(Err(why)),
+                check: Some(Err(why.into())),
                 not_run: String::new(),
             }));
         }
         let check = match self.options.functional {
             Functional::None => None,
-            Functional::Kernels | Functional::Full => Some(
-                harness::validate(
-                    &launch,
-                    &self.emu.arch,
-                    &self.emu.device,
-                    tolerance(&launch, p),
-                    self.options.seed,
-                )
-                .map_err(|e| e.to_string()),
-            ),
+            Functional::Kernels | Functional::Full => Some(harness::validate(
+                &launch,
+                &self.emu.arch,
+                &self.emu.device,
+                tolerance(&launch, p),
+                self.options.seed,
+            )),
         };
         ActionResult::Kernel(Box::new(KernelRun {
             launch: Ok(launch),
@@ -558,7 +559,7 @@ impl Walk<'_> {
                             v.clone(),
                             format!("computed from {}", self.graph.node(applying).id),
                         ),
-                        Err(why) => ("?".to_string(), why.clone()),
+                        Err(why) => ("?".to_string(), why.to_string()),
                     };
                     let j = Judgement {
                         outcome: if agree {
@@ -738,7 +739,7 @@ impl Walk<'_> {
         };
         match self.runner.run(model, device, state, run, prompts) {
             Ok(outcome) => ActionResult::Values(outcome.values, outcome.pass),
-            Err(why) => ActionResult::Problem(why),
+            Err(why) => ActionResult::Problem(why.to_string()),
         }
     }
 
@@ -788,9 +789,9 @@ fn action_verdict(result: &ActionResult) -> Result<bool, Replayed> {
         ActionResult::NotRun(why) => Err(Replayed::NotRun(why.clone())),
         ActionResult::Problem(why) => Err(Replayed::Problem(why.clone())),
         ActionResult::Kernel(run) => match (&run.launch, &run.check) {
-            (Err(why), _) => Err(Replayed::Refused(why.clone())),
+            (Err(why), _) => Err(Replayed::Refused(why.to_string())),
             (Ok(_), Some(Ok(check))) => Ok(check.comparison.passed()),
-            (Ok(_), Some(Err(why))) => Err(Replayed::Refused(why.clone())),
+            (Ok(_), Some(Err(why))) => Err(Replayed::Refused(why.to_string())),
             (Ok(_), None) => Ok(true),
         },
     }

@@ -18,14 +18,14 @@
 use std::collections::BTreeMap;
 
 use skillc_runtime::model::arch::Architecture;
-use skillc_runtime::model::oracle::{blocks, LogitRows, Reference};
+use skillc_runtime::model::oracle::{blocks, LogitRows, Reference, ReferenceError};
 use skillc_runtime::model::tensor::BfTensor;
 use skillc_runtime::model::weights::{LayerWeights, SandwichNorms, Weights};
 use skillc_runtime::model::Model;
 use skillc_runtime::rng::SplitMix64;
-use skillc_runtime::xdna2::builder::plan_for;
+use skillc_runtime::xdna2::builder::{plan_for, PlanError};
 use skillc_runtime::xdna2::device::Device;
-use skillc_runtime::xdna2::interpreter::{Interpreter, NpuPath};
+use skillc_runtime::xdna2::interpreter::{ExecError, Interpreter, NpuPath};
 use skillc_runtime::xdna2::numerics::cosine;
 use skillc_runtime::xdna2::plan::{Phase, Plan, PlanOptions};
 
@@ -56,10 +56,23 @@ pub struct Outcome {
     pub pass: bool,
 }
 
+/// Why a model-level run could not be made.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ModelRunError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Npu(#[from] ExecError),
+    #[error(transparent)]
+    Reference(#[from] ReferenceError),
+    #[error("the model has no layer {0}")]
+    NoLayer(usize),
+}
+
 /// Runs model-level checks, remembering results by everything that changes them.
 pub struct Runner {
     seed: u64,
-    cache: BTreeMap<String, Result<Outcome, String>>,
+    cache: BTreeMap<String, Result<Outcome, ModelRunError>>,
 }
 
 impl Runner {
@@ -78,7 +91,7 @@ impl Runner {
         state: &State,
         run: Run,
         prompts: usize,
-    ) -> Result<Outcome, String> {
+    ) -> Result<Outcome, ModelRunError> {
         let key = format!(
             "{run:?}/{prompts}/{:?}/{}/{}/{}",
             state.rope,
@@ -101,10 +114,10 @@ impl Runner {
         state: &State,
         run: Run,
         prompts: usize,
-    ) -> Result<Outcome, String> {
+    ) -> Result<Outcome, ModelRunError> {
         let npu_weights = npu_weights(&model.arch, &model.weights, state);
         let mut npu = Interpreter::new(device, &model.arch, &npu_weights, NpuPath::CORRECT);
-        let mut reference = Reference::new(model).map_err(|e| e.to_string())?;
+        let mut reference = Reference::new(model)?;
         let prompts: Vec<Vec<u32>> = (0..prompts.max(1))
             .map(|i| self.prompt(&model.arch, i))
             .collect();
@@ -149,7 +162,7 @@ impl Runner {
                     layer_outputs(&mut npu, &mut reference, &prefill, &prompts[0])?;
                 let (Some(ours), Some(theirs)) = (npu_layers.get(layer), ref_layers.get(layer))
                 else {
-                    return Err(format!("the model has no layer {layer}"));
+                    return Err(ModelRunError::NoLayer(layer));
                 };
                 let hidden = model.arch.hidden_size;
                 let per_position = ours
@@ -214,8 +227,8 @@ fn plan(
     phase: Phase,
     seq_len: usize,
     options: &PlanOptions,
-) -> Result<Plan, String> {
-    plan_for("replay", &model.arch, device, phase, seq_len, options).map_err(|e| e.to_string())
+) -> Result<Plan, PlanError> {
+    plan_for("replay", &model.arch, device, phase, seq_len, options)
 }
 
 /// One prompt of the verify gate: both sides greedy-decode; at the first
@@ -229,14 +242,10 @@ fn verify_prompt(
     prompt: &[u32],
     tokens: usize,
     top_k: usize,
-) -> Result<(bool, usize), String> {
-    let mut ours = npu.prefill(prefill, prompt).map_err(|e| e.to_string())?;
+) -> Result<(bool, usize), ModelRunError> {
+    let mut ours = npu.prefill(prefill, prompt)?;
     reference.reset();
-    let mut theirs = reference
-        .prefill(prompt, LogitRows::Last)
-        .map_err(|e| e.to_string())?
-        .logits
-        .data;
+    let mut theirs = reference.prefill(prompt, LogitRows::Last)?.logits.data;
     let mut nan = 0;
     for _ in 0..tokens {
         nan += ours.iter().filter(|v| !v.is_finite()).count();
@@ -249,8 +258,8 @@ fn verify_prompt(
             };
             return Ok((in_top(&ours, b) && in_top(&theirs, a), nan));
         }
-        ours = npu.decode(decode, a as u32).map_err(|e| e.to_string())?;
-        theirs = reference.decode_step(b as u32).map_err(|e| e.to_string())?;
+        ours = npu.decode(decode, a as u32)?;
+        theirs = reference.decode_step(b as u32)?;
     }
     Ok((nan == 0, nan))
 }
@@ -264,14 +273,13 @@ fn layer_outputs(
     reference: &mut Reference<'_>,
     prefill: &Plan,
     prompt: &[u32],
-) -> Result<(Layers, Layers), String> {
+) -> Result<(Layers, Layers), ModelRunError> {
     npu.capture_layers(true);
-    npu.prefill(prefill, prompt).map_err(|e| e.to_string())?;
+    npu.prefill(prefill, prompt)?;
     let ours = npu.take_layer_outputs();
     reference.reset();
     let theirs = reference
-        .prefill(prompt, LogitRows::Last)
-        .map_err(|e| e.to_string())?
+        .prefill(prompt, LogitRows::Last)?
         .layer_outputs
         .into_iter()
         .map(|m| m.data)

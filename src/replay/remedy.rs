@@ -10,7 +10,7 @@ use skillc_runtime::bundle::{BinaryOp, Expr, Value};
 use skillc_runtime::model::arch::Architecture;
 use skillc_runtime::ops;
 
-use crate::distill::values;
+use crate::distill::values::{self, LowerError};
 use crate::graph::{ActionData, Remedy};
 
 use super::params::Params;
@@ -22,7 +22,22 @@ pub struct FixCheck {
     /// The value the applying action wrote.
     pub applied: String,
     /// The value the remedy computes, or why it cannot.
-    pub computed: Result<String, String>,
+    pub computed: Result<String, FixError>,
+}
+
+/// Why a remedy assignment computes no value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FixError {
+    #[error(transparent)]
+    Lower(#[from] LowerError),
+    #[error("`{0}` has no value on the failed action")]
+    NoValue(String),
+    #[error("arithmetic out of range")]
+    OutOfRange,
+    #[error("{0} has no value here")]
+    NoFunctionValue(String),
+    #[error("{0} is not a number")]
+    NotANumber(String),
 }
 
 impl FixCheck {
@@ -60,7 +75,7 @@ pub fn check(
         .map(|p| FixCheck {
             key: p.key.clone(),
             applied: slot_text(applied, &p.key).unwrap_or_default(),
-            computed: Err(p.reason),
+            computed: Err(p.reason.into()),
         })
         .collect();
     for (key, expr) in &lowered.set {
@@ -101,14 +116,14 @@ fn eval(
     expr: &Expr,
     vars: &BTreeMap<String, i64>,
     current: Option<i64>,
-) -> Result<Computed, String> {
+) -> Result<Computed, FixError> {
     match expr {
         Expr::Lit(Value::Int(i)) => Ok(Computed::Number(*i)),
         Expr::Lit(other) => Ok(Computed::Literal(other.clone())),
         Expr::Var(name) => vars
             .get(name)
             .map(|v| Computed::Number(*v))
-            .ok_or_else(|| format!("`{name}` has no value on the failed action")),
+            .ok_or_else(|| FixError::NoValue(name.clone())),
         Expr::Binary { op, lhs, rhs } => {
             let (l, r) = (
                 number(eval(lhs, vars, current)?)?,
@@ -121,26 +136,24 @@ fn eval(
                 BinaryOp::Div => (r != 0).then(|| l.div_euclid(r)),
                 BinaryOp::Rem => (r != 0).then(|| l.rem_euclid(r)),
             };
-            value
-                .map(Computed::Number)
-                .ok_or_else(|| "arithmetic out of range".into())
+            value.map(Computed::Number).ok_or(FixError::OutOfRange)
         }
         Expr::Call { func, args } => {
             let args = args
                 .iter()
                 .map(|a| eval(a, vars, current).and_then(number))
-                .collect::<Result<Vec<i64>, String>>()?;
+                .collect::<Result<Vec<i64>, FixError>>()?;
             ops::eval_function(func, &args, current)
                 .map(Computed::Number)
-                .ok_or_else(|| format!("{func} has no value here"))
+                .ok_or_else(|| FixError::NoFunctionValue(func.clone()))
         }
     }
 }
 
-fn number(v: Computed) -> Result<i64, String> {
+fn number(v: Computed) -> Result<i64, FixError> {
     match v {
         Computed::Number(n) | Computed::Literal(Value::Int(n)) => Ok(n),
-        other => Err(format!("{} is not a number", text(&other))),
+        other => Err(FixError::NotANumber(text(&other))),
     }
 }
 

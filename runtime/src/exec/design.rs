@@ -11,8 +11,11 @@ use serde::{Deserialize, Serialize};
 use super::artifacts::record::ModeledTimes;
 use crate::bundle::Value;
 use crate::model::arch::Architecture;
-use crate::ops::{effect, BufferKey, Effect, KernelChoice, KernelSettings, Op, OpKind, PlanChange};
-use crate::xdna2::builder::plan_for;
+use crate::ops::{
+    effect, ApplyError, BufferKey, Effect, KernelChoice, KernelSettings, Op, OpKind, ParamError,
+    PlanChange,
+};
+use crate::xdna2::builder::{plan_for, PlanError};
 use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
 use crate::xdna2::interpreter::NpuPath;
@@ -44,6 +47,27 @@ pub struct Design {
     /// By site key (`gemm 2048x2048x512`).
     pub tilings: BTreeMap<String, Tiling>,
     pub path: NpuPath,
+}
+
+/// Why a design cannot be built into plans or cannot take a change.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DesignError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    #[error("tile {0:?} is not [tile_m, tile_k_l2, tile_k_l1, tile_n]")]
+    TileShape(Vec<usize>),
+    #[error("`key=shared` keys one weight buffer for every layer, the bug the reference trajectory recorded; the runtime keys static weights per layer")]
+    SharedStaticWeights,
+    #[error("`{0}` changes nothing the runtime models")]
+    NotModeled(OpKind),
+    #[error("a flash-attention configuration fix must name a layout")]
+    NoLayout,
+    #[error("tiling fixes apply to a GEMM site; none failed here")]
+    NoGemmSite,
 }
 
 /// The prefill plan (SEQ_LEN rows) and the decode plan (SEQ_LEN context).
@@ -82,7 +106,7 @@ impl Design {
         model: &str,
         arch: &Architecture,
         device: &Device,
-    ) -> Result<Plans, String> {
+    ) -> Result<Plans, DesignError> {
         Ok(Plans {
             prefill: self.plan(model, arch, device, Phase::Prefill, SEQ_LEN)?,
             decode: self.plan(model, arch, device, Phase::Decode, SEQ_LEN)?,
@@ -98,9 +122,8 @@ impl Design {
         device: &Device,
         phase: Phase,
         seq_len: usize,
-    ) -> Result<Plan, String> {
-        let mut plan = plan_for(model, arch, device, phase, seq_len, &self.options)
-            .map_err(|e| e.to_string())?;
+    ) -> Result<Plan, DesignError> {
+        let mut plan = plan_for(model, arch, device, phase, seq_len, &self.options)?;
         for launch in launches_mut(&mut plan) {
             if let Some(t) = self.tilings.get(&site_key(launch)) {
                 apply_tiling(launch, t);
@@ -234,16 +257,14 @@ pub fn shape_of(launch: &Launch) -> Vec<usize> {
 }
 
 /// A GEMM launch's spec with a kernel choice's settings applied.
-pub fn gemm_with(spec: &GemmSpec, settings: &KernelSettings) -> Result<GemmSpec, String> {
+pub fn gemm_with(spec: &GemmSpec, settings: &KernelSettings) -> Result<GemmSpec, DesignError> {
     let mut s = *spec;
     if let Some(herd) = settings.herd {
         s.herd = herd;
     }
     if let Some(tile) = &settings.tile {
         let [tile_m, tile_k_l2, tile_k_l1, tile_n] = tile[..] else {
-            return Err(format!(
-                "tile {tile:?} is not [tile_m, tile_k_l2, tile_k_l1, tile_n]"
-            ));
+            return Err(DesignError::TileShape(tile.clone()));
         };
         s.tile = GemmTile {
             tile_m,
@@ -269,21 +290,20 @@ pub fn apply_change(
     device: &Device,
     op: &Op,
     site: Option<&Launch>,
-) -> Result<(), String> {
-    match effect(op, arch, device).map_err(|e| e.to_string())? {
+) -> Result<(), DesignError> {
+    match effect(op, arch, device)? {
         Effect::Plan {
-            change: PlanChange::StaticWeights {
-                key: BufferKey::Shared,
-            },
+            change:
+                PlanChange::StaticWeights {
+                    key: BufferKey::Shared,
+                },
             ..
-        } => {
-            return Err("`key=shared` keys one weight buffer for every layer, the bug the reference trajectory recorded; the runtime keys static weights per layer".into())
-        }
+        } => return Err(DesignError::SharedStaticWeights),
         Effect::Plan { change, .. } => change.apply(&mut design.options),
         Effect::Path(change) => change.apply(&mut design.path),
         Effect::Kernel(settings) => apply_kernel_choice(design, &settings, site)?,
         Effect::Measures | Effect::Records | Effect::RopePairing(_) => {
-            return Err(format!("`{}` changes nothing the runtime models", op.kind()))
+            return Err(DesignError::NotModeled(op.kind()))
         }
     }
     Ok(())
@@ -295,12 +315,10 @@ fn apply_kernel_choice(
     design: &mut Design,
     settings: &KernelSettings,
     site: Option<&Launch>,
-) -> Result<(), String> {
+) -> Result<(), DesignError> {
     match site {
         Some(Launch::FlashAttention { .. }) => {
-            design.options.layout = settings
-                .layout
-                .ok_or("a flash-attention configuration fix must name a layout")?;
+            design.options.layout = settings.layout.ok_or(DesignError::NoLayout)?;
         }
         Some(launch @ Launch::Gemm { spec, .. }) => {
             let fixed = gemm_with(spec, settings)?;
@@ -313,7 +331,7 @@ fn apply_kernel_choice(
                 },
             );
         }
-        _ => return Err("tiling fixes apply to a GEMM site; none failed here".into()),
+        _ => return Err(DesignError::NoGemmSite),
     }
     Ok(())
 }
@@ -325,9 +343,9 @@ pub fn apply_changes(
     device: &Device,
     changes: &[(OpKind, BTreeMap<String, Value>)],
     site: Option<&Launch>,
-) -> Result<(), String> {
+) -> Result<(), DesignError> {
     for (kind, params) in changes {
-        let op = Op::read(*kind, params).map_err(|e| e.to_string())?;
+        let op = Op::read(*kind, params)?;
         apply_change(design, arch, device, &op, site)?;
     }
     Ok(())
@@ -458,8 +476,8 @@ mod tests {
             None,
         );
         assert_eq!(
-            without_rows,
-            Err("`cascade-ffn` needs parameter `rows`".into())
+            without_rows.unwrap_err().to_string(),
+            "`cascade-ffn` needs parameter `rows`"
         );
         assert_eq!(design, Design::baseline(), "nothing applied");
         let rows = BTreeMap::from([("rows".to_string(), Value::Int(2))]);
@@ -485,7 +503,8 @@ mod tests {
             let op = Op::PartitionLmHead { parts };
             let err = apply_change(&mut design, &arch, &device, &op, None).unwrap_err();
             assert!(
-                err.contains("exceeds the model's LM-head row blocks"),
+                err.to_string()
+                    .contains("exceeds the model's LM-head row blocks"),
                 "{err}"
             );
         }
@@ -499,7 +518,7 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(
-            err,
+            err.to_string(),
             "`partition-lm-head` parameter `parts` = 0: must be above 0"
         );
         assert_eq!(design, Design::baseline());

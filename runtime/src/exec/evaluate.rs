@@ -74,8 +74,10 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
         plan.schema_version == PLAN_SCHEMA,
         plan.schema_version.clone(),
     );
-    let source = ModelSource::locate(model_dir)
-        .map_err(|e| DeployError::Usage(format!("the model cannot be read: {e}")))?;
+    let source = ModelSource::locate(model_dir).map_err(|e| DeployError::EvaluatedModel {
+        doing: "read",
+        source: Box::new(e.into()),
+    })?;
     let config = source.identity();
     let config_hash = sha256_file(&config)?;
     let identity = config
@@ -86,9 +88,10 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
         config_hash == plan.model.config_sha256,
         format!("{identity} sha256 {}", &config_hash[..16]),
     );
-    let arch = source
-        .architecture()
-        .map_err(|e| DeployError::io(&config, e))?;
+    let arch = source.architecture().map_err(|source| DeployError::Model {
+        path: config.clone(),
+        source: Box::new(source),
+    })?;
     let seed = match &plan.model.weights {
         WeightsRef::Random { seed } => Some(*seed),
         WeightsRef::Checkpoint { files } => {
@@ -106,7 +109,10 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
     let model = source
         .load(arch.clone(), seed)
         .map(Model::for_bf16_path)
-        .map_err(|e| DeployError::Usage(format!("the model cannot be loaded: {e}")))?;
+        .map_err(|source| DeployError::EvaluatedModel {
+            doing: "loaded",
+            source: Box::new(source),
+        })?;
     let rebuilt = plan.design.plans(&plan.model.name, &arch, &device);
     push(
         "plans are what the builder makes of the recorded design",
@@ -114,7 +120,7 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
         match &rebuilt {
             Ok(p) if p == &plan.plans => "identical".into(),
             Ok(_) => "plan.json differs from the rebuilt plans".into(),
-            Err(e) => e.clone(),
+            Err(e) => e.to_string(),
         },
     );
     let fp = fingerprint(&plan.plans, &plan.design.path);
@@ -183,7 +189,7 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
         ),
     );
 
-    let (runs, ref_nan) = reference_runs(&model, &plan.prompts).map_err(DeployError::Usage)?;
+    let (runs, ref_nan) = reference_runs(&model, &plan.prompts)?;
     let v = verify_npu(
         &device,
         &model,
@@ -192,8 +198,7 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
         &plan.prompts,
         &runs,
         None,
-    )
-    .map_err(DeployError::Usage)?;
+    )?;
     let expected = expected_launches(&plan.plans, &v.prompts);
     push(
         "fresh verification executed every launch of the plans",
@@ -245,8 +250,10 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, DeployError> {
     let text = std::fs::read_to_string(path).map_err(|e| DeployError::io(path, e))?;
-    serde_json::from_str(&text)
-        .map_err(|e| DeployError::io(path, format!("{}:{}: {e}", e.line(), e.column())))
+    serde_json::from_str(&text).map_err(|source| DeployError::Json {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Launches in one pass of a plan.

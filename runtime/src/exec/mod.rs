@@ -33,6 +33,7 @@ use std::path::PathBuf;
 
 pub use artifacts::record::{DeployReport, Verdict};
 pub use fault::Fault;
+pub use phases::prompts::PromptCheckError;
 pub use progress::{Progress, Silent};
 pub use run::deploy;
 
@@ -95,22 +96,105 @@ pub struct DeployOptions {
 }
 
 /// Problems that keep a run from starting or from writing its results (exit 2),
-/// as opposed to a failed gate (a report, exit 1).
+/// as opposed to a failed gate (a report, exit 1). Each keeps the error it came
+/// from as its source.
 #[derive(Debug, thiserror::Error)]
 pub enum DeployError {
     #[error("bundle: {0}")]
     Bundle(String),
-    #[error("{path}: {message}")]
-    Io { path: String, message: String },
+    /// A file that could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file the input reader refused (not a regular file, unreadable, not text).
+    #[error("{}: {source}", path.display())]
+    Input {
+        path: PathBuf,
+        #[source]
+        source: crate::input::Problem,
+    },
+    /// A JSON file that does not parse as what it should be.
+    #[error("{}: {}:{}: {source}", path.display(), source.line(), source.column())]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A value that does not serialize into the file it is written to.
+    #[error("{}: {source}", path.display())]
+    Serialize {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Registry {
+        path: PathBuf,
+        #[source]
+        source: artifacts::registry::RegistryError,
+    },
+    /// A model (or the config phase 7 re-reads) that cannot be read.
+    #[error("{}: {source}", path.display())]
+    Model {
+        path: PathBuf,
+        #[source]
+        source: Box<crate::model::ModelError>,
+    },
+    /// The transformers reference shipped beside a model.
+    #[error("{}: {source}", path.display())]
+    Fixture {
+        path: PathBuf,
+        #[source]
+        source: crate::model::oracle::compare::CompareError,
+    },
+    #[error("{}: cannot start the evaluator: {source}", program.display())]
+    Evaluator {
+        program: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Prompts(#[from] phases::prompts::PromptCheckError),
+    #[error(transparent)]
+    Design(#[from] design::DesignError),
+    #[error(transparent)]
+    Reference(#[from] crate::model::oracle::ReferenceError),
+    #[error(transparent)]
+    Load(Box<crate::model::ModelError>),
+    #[error(transparent)]
+    Compare(#[from] crate::model::oracle::compare::CompareError),
+    /// Phase 7's evaluator cannot open the model the plan was made for.
+    #[error("the model cannot be {doing}: {source}")]
+    EvaluatedModel {
+        doing: &'static str,
+        #[source]
+        source: Box<crate::model::ModelError>,
+    },
+    #[error(transparent)]
+    Npu(#[from] crate::xdna2::interpreter::ExecError),
+    #[error(transparent)]
+    Harness(#[from] crate::xdna2::harness::HarnessError),
+    #[error("no model loaded")]
+    NoModel,
     #[error("{0}")]
     Usage(String),
 }
 
+// Boxed: a model error is several times the size of the others.
+impl From<crate::model::ModelError> for DeployError {
+    fn from(e: crate::model::ModelError) -> Self {
+        DeployError::Load(Box::new(e))
+    }
+}
+
 impl DeployError {
-    pub fn io(path: &std::path::Path, e: impl std::fmt::Display) -> Self {
+    pub fn io(path: &std::path::Path, source: std::io::Error) -> Self {
         DeployError::Io {
-            path: path.display().to_string(),
-            message: e.to_string(),
+            path: path.to_path_buf(),
+            source,
         }
     }
 }

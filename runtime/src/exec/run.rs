@@ -174,18 +174,18 @@ impl<'a> Run<'a> {
     }
 
     /// The plans of the current design.
-    pub fn plans(&self) -> Result<Plans, String> {
+    pub fn plans(&self) -> Result<Plans, DeployError> {
         let (Some(arch), Some(name)) = (self.arch.as_ref(), self.model_name()) else {
-            return Err("no model loaded".into());
+            return Err(DeployError::NoModel);
         };
-        self.design.plans(&name, arch, &self.device)
+        Ok(self.design.plans(&name, arch, &self.device)?)
     }
 
     /// Modeled decode of the current design at a `context` other than the
     /// production one (the published decode figures were measured at short context).
-    pub fn decode_at(&self, context: usize) -> Result<ContextDecode, String> {
+    pub fn decode_at(&self, context: usize) -> Result<ContextDecode, DeployError> {
         let (Some(arch), Some(name)) = (self.arch.as_ref(), self.model_name()) else {
-            return Err("no model loaded".into());
+            return Err(DeployError::NoModel);
         };
         let plan = self
             .design
@@ -563,8 +563,11 @@ fn run_phase(run: &mut Run<'_>, index: u8, rec: &mut PhaseRecord) -> Result<Phas
 /// Writes report.json, report.md and the run's trajectory.
 pub(crate) fn write_report(run: &Run<'_>) -> Result<(), DeployError> {
     let out = &run.options.out_dir;
-    let json = serde_json::to_string_pretty(&run.report)
-        .map_err(|e| DeployError::io(&out.join(files::REPORT_JSON), e))?;
+    let json =
+        serde_json::to_string_pretty(&run.report).map_err(|source| DeployError::Serialize {
+            path: out.join(files::REPORT_JSON),
+            source,
+        })?;
     write(&out.join(files::REPORT_JSON), &(json + "\n"))?;
     write(&out.join(files::REPORT_MD), &report_md::render(&run.report))?;
     let dir = out.join(files::TRAJECTORY_DIR);

@@ -354,7 +354,16 @@ struct RawEntry {
     end: u64,
 }
 
-fn header_json(bytes: &[u8]) -> Result<Value, String> {
+/// Why a safetensors header is not JSON text.
+#[derive(Debug, Error)]
+enum HeaderError {
+    #[error("the header is not UTF-8 text")]
+    NotUtf8,
+    #[error("the header is not valid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+}
+
+fn header_json(bytes: &[u8]) -> Result<Value, HeaderError> {
     let n = bytes
         .get(..8)
         .and_then(|b| b.try_into().ok())
@@ -363,8 +372,8 @@ fn header_json(bytes: &[u8]) -> Result<Value, String> {
     let text = bytes
         .get(8..8usize.saturating_add(n))
         .and_then(|b| std::str::from_utf8(b).ok())
-        .ok_or_else(|| "the header is not UTF-8 text".to_string())?;
-    serde_json::from_str(text).map_err(|e| format!("the header is not valid JSON: {e}"))
+        .ok_or(HeaderError::NotUtf8)?;
+    serde_json::from_str(text).map_err(HeaderError::Json)
 }
 
 fn header_entries(bytes: &[u8]) -> Vec<RawEntry> {
@@ -393,7 +402,7 @@ fn header_entries(bytes: &[u8]) -> Vec<RawEntry> {
 
 fn explain_header_json(bytes: &[u8]) -> String {
     let map = match header_json(bytes) {
-        Err(problem) => return problem,
+        Err(problem) => return problem.to_string(),
         Ok(Value::Object(map)) => map,
         Ok(_) => return "the header is JSON but not an object of tensors".into(),
     };

@@ -29,8 +29,12 @@ pub struct Location {
 /// Why a config was not turned into an [`Architecture`].
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum ConfigError {
-    #[error("cannot read {}: {message}", path.display())]
-    Io { path: PathBuf, message: String },
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: crate::input::Problem,
+    },
     #[error("not valid JSON: {message}")]
     Syntax { message: String, at: Location },
     #[error("the config must be a JSON object, found {found}")]
@@ -106,7 +110,7 @@ pub fn load_config(path: &Path) -> Result<Architecture, ConfigError> {
     };
     let text = crate::input::read_to_string(&file).map_err(|e| ConfigError::Io {
         path: file.clone(),
-        message: e.problem.to_string(),
+        source: e.problem,
     })?;
     parse_config(&text)
 }

@@ -25,7 +25,29 @@ pub enum TokenizerError {
     #[error("{TOKENIZER_FILE}: {0}")]
     Invalid(String),
     #[error("the GGUF vocabulary: {0}")]
-    Gguf(String),
+    Gguf(#[source] VocabError),
+}
+
+/// Why a GGUF file's `tokenizer.ggml.*` keys make no tokenizer.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum VocabError {
+    #[error("`{0}` is missing or not an array")]
+    NotAnArray(String),
+    #[error("`{0}` holds a non-string")]
+    NotAString(String),
+    #[error("`tokenizer.ggml.pre` = \"{0}\" is not known (known: gpt2, smollm, llama-bpe, qwen2); put the model's tokenizer.json beside it")]
+    UnknownPreTokenizer(String),
+    #[error("`tokenizer.ggml.model` is missing")]
+    NoModel,
+    #[error("`tokenizer.ggml.model` = \"{0}\": only byte-level BPE (gpt2) vocabularies are built from GGUF metadata; put the model's tokenizer.json beside it")]
+    NotBytePairs(String),
+    #[error("merge \"{0}\" is not two tokens")]
+    Merge(String),
+    #[error("the BOS id is outside the vocabulary")]
+    BosOutside,
+    /// The tokenizers crate refused the tokenizer built from the keys.
+    #[error("{0}")]
+    Built(String),
 }
 
 /// A loaded tokenizer.
@@ -58,10 +80,10 @@ impl TextTokenizer {
     #[cfg(feature = "tokenizer")]
     pub fn from_gguf(file: &GgufFile) -> Result<Self, TokenizerError> {
         let json = gguf_vocab::tokenizer_json(file).map_err(TokenizerError::Gguf)?;
-        let inner: tokenizers::Tokenizer = json
-            .to_string()
-            .parse()
-            .map_err(|e: tokenizers::Error| TokenizerError::Gguf(e.to_string()))?;
+        let inner: tokenizers::Tokenizer =
+            json.to_string().parse().map_err(|e: tokenizers::Error| {
+                TokenizerError::Gguf(VocabError::Built(e.to_string()))
+            })?;
         Ok(Self { inner })
     }
 
@@ -130,6 +152,7 @@ impl TextTokenizer {
 mod gguf_vocab {
     use serde_json::{json, Map, Value as Json};
 
+    use super::VocabError;
     use crate::model::gguf::{GgufFile, Value};
 
     /// llama.cpp's token types that are added tokens: control (special) and
@@ -137,22 +160,22 @@ mod gguf_vocab {
     const CONTROL: u64 = 3;
     const USER_DEFINED: u64 = 4;
 
-    fn strings<'f>(file: &'f GgufFile, key: &str) -> Result<Vec<&'f str>, String> {
+    fn strings<'f>(file: &'f GgufFile, key: &str) -> Result<Vec<&'f str>, VocabError> {
         let list = file
             .get(key)
             .and_then(Value::as_array)
-            .ok_or_else(|| format!("`{key}` is missing or not an array"))?;
+            .ok_or_else(|| VocabError::NotAnArray(key.to_string()))?;
         list.iter()
             .map(|v| {
                 v.as_str()
-                    .ok_or_else(|| format!("`{key}` holds a non-string"))
+                    .ok_or_else(|| VocabError::NotAString(key.to_string()))
             })
             .collect()
     }
 
     /// The pre-tokenizer of `tokenizer.ggml.pre`: GPT-2's byte-level regex,
     /// or the split regex of the Llama-3 and Qwen2 vocabularies.
-    fn pre_tokenizer(pre: &str, add_prefix_space: bool) -> Result<Json, String> {
+    fn pre_tokenizer(pre: &str, add_prefix_space: bool) -> Result<Json, VocabError> {
         let byte_level = |use_regex: bool| {
             json!({"type": "ByteLevel", "add_prefix_space": add_prefix_space,
                    "trim_offsets": true, "use_regex": use_regex})
@@ -171,25 +194,17 @@ mod gguf_vocab {
             "qwen2" => split(
                 r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
             ),
-            other => {
-                return Err(format!(
-                    "`tokenizer.ggml.pre` = \"{other}\" is not known (known: gpt2, smollm, llama-bpe, qwen2); \
-                     put the model's tokenizer.json beside it"
-                ))
-            }
+            other => return Err(VocabError::UnknownPreTokenizer(other.to_string())),
         })
     }
 
-    pub fn tokenizer_json(file: &GgufFile) -> Result<Json, String> {
+    pub fn tokenizer_json(file: &GgufFile) -> Result<Json, VocabError> {
         let model = file
             .get("tokenizer.ggml.model")
             .and_then(Value::as_str)
-            .ok_or("`tokenizer.ggml.model` is missing")?;
+            .ok_or(VocabError::NoModel)?;
         if model != "gpt2" {
-            return Err(format!(
-                "`tokenizer.ggml.model` = \"{model}\": only byte-level BPE (gpt2) vocabularies \
-                 are built from GGUF metadata; put the model's tokenizer.json beside it"
-            ));
+            return Err(VocabError::NotBytePairs(model.to_string()));
         }
         let tokens = strings(file, "tokenizer.ggml.tokens")?;
         let merges = strings(file, "tokenizer.ggml.merges")?;
@@ -217,10 +232,10 @@ mod gguf_vocab {
             .map(|m| {
                 let (a, b) = m
                     .split_once(' ')
-                    .ok_or_else(|| format!("merge \"{m}\" is not two tokens"))?;
+                    .ok_or_else(|| VocabError::Merge(m.to_string()))?;
                 Ok(json!([a, b]))
             })
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<_, VocabError>>()?;
         let pre = file
             .get("tokenizer.ggml.pre")
             .and_then(Value::as_str)
@@ -230,9 +245,7 @@ mod gguf_vocab {
             .and_then(Value::as_u64);
         let post_processor = match bos.filter(|_| flag("tokenizer.ggml.add_bos_token")) {
             Some(id) => {
-                let text = tokens
-                    .get(id as usize)
-                    .ok_or("the BOS id is outside the vocabulary")?;
+                let text = tokens.get(id as usize).ok_or(VocabError::BosOutside)?;
                 let mut special = Map::new();
                 special.insert(
                     text.to_string(),

@@ -92,7 +92,7 @@ impl WeightOperands for DrawnWeights {
 
 /// Why the harness could not run a launch (as opposed to a refusal or a mismatch,
 /// which are results).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum HarnessError {
     /// The source has no such buffer or cannot fill it (the message names it).
     #[error("{message}")]

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use super::parse::cpu_time;
+use super::BenchError;
 use crate::cli::{EXIT_FAILED, EXIT_USAGE};
 use crate::distill::{self, Input};
 use crate::emit;
@@ -96,8 +97,8 @@ impl Run {
     }
 }
 
-fn directory_case(dir: &Path) -> Result<Case, String> {
-    let sources = syntax::load_dir(dir).map_err(|e| e.to_string())?;
+fn directory_case(dir: &Path) -> Result<Case, BenchError> {
+    let sources = syntax::load_dir(dir)?;
     let dir_name = dir
         .canonicalize()
         .ok()
@@ -121,7 +122,7 @@ fn synthetic_case(entries: usize, files: usize, seed: u64) -> Case {
     }
 }
 
-fn run_once(case: &Case) -> Result<Run, String> {
+fn run_once(case: &Case) -> Result<Run, BenchError> {
     let ((graph, diagnostics), front) = timed(|| {
         let (parsed, mut diagnostics) = syntax::parse_sources(&case.sources, 0);
         let (graph, more) = graph::build(parsed);
@@ -130,7 +131,10 @@ fn run_once(case: &Case) -> Result<Run, String> {
     });
     let errors = crate::diag::error_count(&diagnostics);
     if errors > 0 {
-        return Err(format!("{}: {errors} errors", case.label));
+        return Err(BenchError::Diagnostics {
+            label: case.label.clone(),
+            errors,
+        });
     }
     let shared = distill::shared_ids([&graph]);
     let input = Input {
@@ -141,7 +145,7 @@ fn run_once(case: &Case) -> Result<Run, String> {
     };
     let (distilled, distill) = timed(|| distill::distill(&case.dir_name, &[input]));
     let (rendered, emit) = timed(|| emit::render(&distilled.ir));
-    let rendered = rendered.map_err(|e| e.to_string())?;
+    let rendered = rendered?;
     Ok(Run {
         entries: graph.node_count(),
         files: rendered.files.len(),

@@ -16,6 +16,7 @@ use skillc_runtime::exec::artifacts::record::{DeployReport, PhaseStatus};
 use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch};
 use skillc_runtime::xdna2::calibration::{DataSet, Subject};
 
+use super::BenchError;
 use crate::cli::bundle_file;
 use crate::cli::progress::Display;
 use crate::outdir::{Claim, Kind};
@@ -64,13 +65,12 @@ struct Row {
     report: DeployReport,
 }
 
-pub fn bench(args: &Args) -> Result<(), String> {
+pub fn bench(args: &Args) -> Result<(), BenchError> {
     let loaded = bundle_file::load(&args.bundle)?;
     let bundle_notes = loaded.report_notes(false)?;
     let bundle = loaded.bundle;
     let mut progress = Display::new(false);
-    let program =
-        std::env::current_exe().map_err(|e| format!("cannot locate skillc itself: {e}"))?;
+    let program = std::env::current_exe().map_err(BenchError::Executable)?;
     let published = published_figures();
     let models: Vec<&str> = MODELS
         .iter()
@@ -83,8 +83,7 @@ pub fn bench(args: &Args) -> Result<(), String> {
         // The bench's own folders under target/: replaced whatever is in them.
         let claim = Claim::new(&args.out.join(model), Kind::Deploy, true, &mut |m| {
             progress.note(m)
-        })
-        .map_err(|e| e.to_string())?;
+        })?;
         let options = DeployOptions {
             model_dir: args.models.join(model),
             out_dir: claim.staging().to_path_buf(),
@@ -101,9 +100,13 @@ pub fn bench(args: &Args) -> Result<(), String> {
         let load = load_average();
         let cpu_before = cpu_seconds();
         let started = Instant::now();
-        let outcome =
-            exec::deploy(&bundle, &options, &mut progress).map_err(|e| format!("{model}: {e}"))?;
-        claim.commit().map_err(|e| e.to_string())?;
+        let outcome = exec::deploy(&bundle, &options, &mut progress).map_err(|source| {
+            BenchError::Deploy {
+                subject: model.to_string(),
+                source,
+            }
+        })?;
+        claim.commit()?;
         let wall_s = started.elapsed().as_secs_f64();
         let cpu_s = cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
         let parameters = outcome.report.model.as_ref().map_or(0, |m| m.parameters);

@@ -9,6 +9,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use super::BenchError;
 use skillc_runtime::model::config::load_config;
 use skillc_runtime::model::memory::human_bytes;
 use skillc_runtime::model::oracle::{blocks::argmax, Reference};
@@ -47,8 +48,8 @@ struct Step {
     same_argmax: bool,
 }
 
-pub fn bench(args: &Args) -> Result<(), String> {
-    let arch = load_config(&args.config).map_err(|e| format!("{}: {e}", args.config.display()))?;
+pub fn bench(args: &Args) -> Result<(), BenchError> {
+    let arch = load_config(&args.config).map_err(|e| BenchError::config(&args.config, e))?;
     let steps = args.steps.clamp(1, CONTEXT);
     let device = Device::npu2();
     let plan = plan_for(
@@ -58,11 +59,10 @@ pub fn bench(args: &Args) -> Result<(), String> {
         Phase::Decode,
         CONTEXT,
         &PlanOptions::reference(),
-    )
-    .map_err(|e| e.to_string())?;
-    let model = Model::random(arch, args.seed).map_err(|e| e.to_string())?;
+    )?;
+    let model = Model::random(arch, args.seed)?;
     let mut session = Interpreter::new(&device, &model.arch, &model.weights, NpuPath::CORRECT);
-    let mut reference = Reference::new(&model).map_err(|e| e.to_string())?;
+    let mut reference = Reference::new(&model)?;
     let mut token = 1u32;
     let mut results = Vec::with_capacity(steps);
     let mut progress = crate::cli::progress::Display::new(false);
@@ -72,10 +72,10 @@ pub fn bench(args: &Args) -> Result<(), String> {
             step + 1
         ));
         let start = Instant::now();
-        let emulated = session.decode(&plan, token).map_err(|e| e.to_string())?;
+        let emulated = session.decode(&plan, token)?;
         let emulator_s = start.elapsed().as_secs_f64();
         let start = Instant::now();
-        let expected = reference.decode_step(token).map_err(|e| e.to_string())?;
+        let expected = reference.decode_step(token)?;
         let reference_s = start.elapsed().as_secs_f64();
         results.push(Step {
             emulator_s,

@@ -19,6 +19,7 @@ use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Fault};
 use skillc_runtime::model::config::load_config;
 
 use super::deploy::{load_average, MODELS};
+use super::BenchError;
 use crate::cli::bundle_file;
 use crate::cli::progress::Display;
 use crate::outdir::{Claim, Kind};
@@ -112,22 +113,20 @@ fn short(v: f64) -> String {
     }
 }
 
-pub fn bench(args: &Args) -> Result<(), String> {
+pub fn bench(args: &Args) -> Result<(), BenchError> {
     let started = Instant::now();
     let loaded = bundle_file::load(&args.bundle)?;
     let notes = loaded.report_notes(false)?;
     let bundle = loaded.bundle;
     let faults = chosen_faults(&args.faults)?;
     let subjects = subjects(args)?;
-    let program =
-        std::env::current_exe().map_err(|e| format!("cannot locate skillc itself: {e}"))?;
+    let program = std::env::current_exe().map_err(BenchError::Executable)?;
     let mut progress = Display::new(false);
     let mut deploy = |subject: &Subject, fault: Option<Fault>, seed: u64, stop: Option<u8>| {
         let tag = fault.map_or(format!("unplanted-{seed}"), |f| f.to_string());
         progress.line(&format!("{}: {tag}", subject.name));
         let out = args.out.join(&subject.name).join(&tag);
-        let claim = Claim::new(&out, Kind::Deploy, true, &mut |m| progress.note(m))
-            .map_err(|e| e.to_string())?;
+        let claim = Claim::new(&out, Kind::Deploy, true, &mut |m| progress.note(m))?;
         let options = DeployOptions {
             model_dir: subject.dir.clone(),
             out_dir: claim.staging().to_path_buf(),
@@ -141,17 +140,25 @@ pub fn bench(args: &Args) -> Result<(), String> {
             stop_after: stop,
             bundle_notes: notes.clone(),
         };
-        let outcome = exec::deploy(&bundle, &options, &mut progress)
-            .map_err(|e| format!("{} {tag}: {e}", subject.name))?;
-        claim.commit().map_err(|e| e.to_string())?;
-        Ok::<DeployReport, String>(outcome.report)
+        let outcome = exec::deploy(&bundle, &options, &mut progress).map_err(|source| {
+            BenchError::Deploy {
+                subject: format!("{} {tag}", subject.name),
+                source,
+            }
+        })?;
+        claim.commit()?;
+        Ok::<DeployReport, BenchError>(outcome.report)
     };
     let mut matrix = Vec::new();
     for fault in &faults {
         let mut cells = Vec::new();
         for subject in &subjects {
-            let arch = load_config(&subject.dir.join("config.json"))
-                .map_err(|e| format!("{}: {e}", subject.name))?;
+            let arch = load_config(&subject.dir.join("config.json")).map_err(|source| {
+                BenchError::Config {
+                    subject: subject.name.clone(),
+                    source: Box::new(source),
+                }
+            })?;
             let cell = match fault.inert_on(&arch) {
                 Some(why) => Cell::Inert(why),
                 None => {
@@ -190,17 +197,14 @@ pub fn bench(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-fn chosen_faults(names: &[String]) -> Result<Vec<Fault>, String> {
+fn chosen_faults(names: &[String]) -> Result<Vec<Fault>, BenchError> {
     if names.is_empty() {
         return Ok(Fault::ALL.to_vec());
     }
-    names
-        .iter()
-        .map(|n| n.parse::<Fault>().map_err(|e| e.to_string()))
-        .collect()
+    names.iter().map(|n| Ok(n.parse::<Fault>()?)).collect()
 }
 
-fn subjects(args: &Args) -> Result<Vec<Subject>, String> {
+fn subjects(args: &Args) -> Result<Vec<Subject>, BenchError> {
     let mut out: Vec<Subject> = FIXTURES
         .iter()
         .map(|f| Subject {
@@ -223,7 +227,7 @@ fn subjects(args: &Args) -> Result<Vec<Subject>, String> {
     }
     for s in &out {
         if !s.dir.join("config.json").is_file() {
-            return Err(format!("{}: no config.json", s.dir.display()));
+            return Err(BenchError::NoConfig(s.dir.clone()));
         }
     }
     Ok(out)

@@ -42,9 +42,78 @@ pub fn run(cmd: BenchCommand) -> ExitCode {
     }
 }
 
+/// Why a bench could not run (a missing model, an unreadable bundle), each with
+/// the error it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Bundle(#[from] crate::cli::bundle_file::BundleFileError),
+    #[error("cannot locate skillc itself: {0}")]
+    Executable(#[source] std::io::Error),
+    #[error(transparent)]
+    Out(#[from] crate::outdir::OutError),
+    /// One deploy of the bench (`subject` names the model, and the fault).
+    #[error("{subject}: {source}")]
+    Deploy {
+        subject: String,
+        #[source]
+        source: skillc_runtime::exec::DeployError,
+    },
+    #[error("{subject}: {source}")]
+    Config {
+        subject: String,
+        #[source]
+        source: Box<skillc_runtime::model::config::ConfigError>,
+    },
+    #[error("{}: no config.json", .0.display())]
+    NoConfig(std::path::PathBuf),
+    #[error("{}: {source}", path.display())]
+    Model {
+        path: std::path::PathBuf,
+        #[source]
+        source: Box<skillc_runtime::model::ModelError>,
+    },
+    #[error(transparent)]
+    RandomModel(Box<skillc_runtime::model::ModelError>),
+    #[error(transparent)]
+    Fault(#[from] skillc_runtime::exec::fault::UnknownFault),
+    #[error(transparent)]
+    Plan(#[from] skillc_runtime::xdna2::builder::PlanError),
+    #[error(transparent)]
+    Npu(#[from] skillc_runtime::xdna2::interpreter::ExecError),
+    #[error(transparent)]
+    Reference(#[from] skillc_runtime::model::oracle::ReferenceError),
+    #[error(transparent)]
+    Load(#[from] crate::syntax::LoadError),
+    #[error("{label}: {errors} errors")]
+    Diagnostics { label: String, errors: usize },
+    #[error(transparent)]
+    Emit(#[from] crate::emit::EmitError),
+}
+
+impl BenchError {
+    /// A config that does not load, named by the path given.
+    pub fn config(
+        path: &std::path::Path,
+        source: skillc_runtime::model::config::ConfigError,
+    ) -> Self {
+        BenchError::Config {
+            subject: path.display().to_string(),
+            source: Box::new(source),
+        }
+    }
+}
+
+// Boxed, like the config error: a model error is several times the size of the others.
+impl From<skillc_runtime::model::ModelError> for BenchError {
+    fn from(e: skillc_runtime::model::ModelError) -> Self {
+        BenchError::RandomModel(Box::new(e))
+    }
+}
+
 /// A bench that could not run (a missing model, an unreadable bundle) is a usage
 /// problem: its message on stderr, exit 2.
-fn exit_code(result: Result<(), String>) -> ExitCode {
+fn exit_code(result: Result<(), BenchError>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

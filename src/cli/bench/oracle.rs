@@ -13,6 +13,7 @@ use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use super::BenchError;
 use rayon::prelude::*;
 use skillc_runtime::model::arch::Architecture;
 use skillc_runtime::model::config::load_config;
@@ -52,7 +53,7 @@ const TARGET_FRACTION: f64 = 0.5;
 /// Prompt length before the timed decode steps.
 const DECODE_PROMPT: usize = 8;
 
-pub fn measure(args: &Args) -> Result<(), String> {
+pub fn measure(args: &Args) -> Result<(), BenchError> {
     let load_at_start = load_average();
     let mut progress = crate::cli::progress::Display::new(false);
     progress.line(if args.model.is_some() {
@@ -62,11 +63,14 @@ pub fn measure(args: &Args) -> Result<(), String> {
     });
     let generation = Instant::now();
     let model = match &args.model {
-        Some(path) => Model::open(path, None).map_err(|e| format!("{}: {e}", path.display()))?,
+        Some(path) => Model::open(path, None).map_err(|source| BenchError::Model {
+            path: path.clone(),
+            source: Box::new(source),
+        })?,
         None => {
             let arch =
-                load_config(&args.config).map_err(|e| format!("{}: {e}", args.config.display()))?;
-            Model::random(arch, args.seed).map_err(|e| e.to_string())?
+                load_config(&args.config).map_err(|e| BenchError::config(&args.config, e))?;
+            Model::random(arch, args.seed)?
         }
     };
     let generation = generation.elapsed();
@@ -185,22 +189,22 @@ fn median(values: &[f64]) -> f64 {
     sorted[sorted.len() / 2]
 }
 
-fn time_decode(model: &Model, steps: usize, probe: &StreamProbe) -> Result<DecodeTiming, String> {
+fn time_decode(
+    model: &Model,
+    steps: usize,
+    probe: &StreamProbe,
+) -> Result<DecodeTiming, BenchError> {
     let steps = steps.max(1);
-    let mut reference = Reference::new(model).map_err(|e| e.to_string())?;
+    let mut reference = Reference::new(model)?;
     let prompt: Vec<u32> = (0..DECODE_PROMPT as u32).map(|i| 1 + i * 7).collect();
-    let mut logits = reference
-        .prefill(&prompt, LogitRows::Last)
-        .map_err(|e| e.to_string())?
-        .logits
-        .data;
+    let mut logits = reference.prefill(&prompt, LogitRows::Last)?.logits.data;
     let mut times = Vec::with_capacity(steps);
     let mut stream = Vec::with_capacity(steps);
     for _ in 0..steps {
         let next = skillc_runtime::model::oracle::blocks::argmax(&logits) as u32;
         stream.push(probe.pass());
         let start = Instant::now();
-        logits = reference.decode_step(next).map_err(|e| e.to_string())?;
+        logits = reference.decode_step(next)?;
         times.push(start.elapsed().as_secs_f64());
     }
     let arch = &model.arch;
@@ -231,15 +235,13 @@ fn prefill_flops(arch: &Architecture, t: usize) -> f64 {
     arch.num_layers as f64 * (projections + attention) + head
 }
 
-fn time_prefill(model: &Model, t: usize) -> Result<Duration, String> {
+fn time_prefill(model: &Model, t: usize) -> Result<Duration, BenchError> {
     let prompt: Vec<u32> = (0..t as u32)
         .map(|i| (i * 131 + 5) % model.arch.vocab_size as u32)
         .collect();
-    let mut reference = Reference::new(model).map_err(|e| e.to_string())?;
+    let mut reference = Reference::new(model)?;
     let start = Instant::now();
-    reference
-        .prefill(&prompt, LogitRows::Last)
-        .map_err(|e| e.to_string())?;
+    reference.prefill(&prompt, LogitRows::Last)?;
     Ok(start.elapsed())
 }
 

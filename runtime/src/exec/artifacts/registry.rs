@@ -15,6 +15,15 @@ use crate::xdna2::plan::Launch;
 
 pub const REGISTRY_SCHEMA: &str = "skillc.kernel-registry/1";
 
+/// Why a file is not a registry this runtime reads.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("not a kernel registry ({}:{}: {source})", source.line(), source.column())]
+    Syntax { source: serde_json::Error },
+    #[error("registry schema `{0}`, expected `{REGISTRY_SCHEMA}`")]
+    Schema(String),
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Registry {
     pub schema_version: String,
@@ -70,20 +79,14 @@ impl Registry {
 
     pub fn load(path: &Path) -> Result<Self, DeployError> {
         let text = std::fs::read_to_string(path).map_err(|e| DeployError::io(path, e))?;
-        let registry: Registry = serde_json::from_str(&text).map_err(|e| {
-            DeployError::io(
-                path,
-                format!("not a kernel registry ({}:{}: {e})", e.line(), e.column()),
-            )
-        })?;
+        let invalid = |source| DeployError::Registry {
+            path: path.to_path_buf(),
+            source,
+        };
+        let registry: Registry = serde_json::from_str(&text)
+            .map_err(|e| invalid(RegistryError::Syntax { source: e }))?;
         if registry.schema_version != REGISTRY_SCHEMA {
-            return Err(DeployError::io(
-                path,
-                format!(
-                    "registry schema `{}`, expected `{REGISTRY_SCHEMA}`",
-                    registry.schema_version
-                ),
-            ));
+            return Err(invalid(RegistryError::Schema(registry.schema_version)));
         }
         Ok(registry)
     }

@@ -21,9 +21,9 @@ use serde::{Deserialize, Serialize};
 use super::gate::format_value;
 use super::topk::{GreedyStep, GATE_K, GATE_N_TOKENS};
 use crate::exec::design::Plans;
-use crate::model::oracle::{LogitRows, Reference};
+use crate::model::oracle::{LogitRows, Reference, ReferenceError};
 use crate::model::Model;
-use crate::xdna2::interpreter::Interpreter;
+use crate::xdna2::interpreter::{ExecError, Interpreter};
 use crate::xdna2::padding::Padding;
 
 /// Threshold of the teacher-forced logits error. Derived from the bf16 error
@@ -69,13 +69,9 @@ impl ReferenceRun {
 }
 
 /// `GATE_N_TOKENS` greedy steps of the reference from `prompt` on a fresh cache.
-pub fn reference_run(model: &Model, prompt: &[u32]) -> Result<ReferenceRun, String> {
-    let mut reference = Reference::new(model).map_err(|e| e.to_string())?;
-    let mut logits = reference
-        .prefill(prompt, LogitRows::Last)
-        .map_err(|e| e.to_string())?
-        .logits
-        .data;
+pub fn reference_run(model: &Model, prompt: &[u32]) -> Result<ReferenceRun, ReferenceError> {
+    let mut reference = Reference::new(model)?;
+    let mut logits = reference.prefill(prompt, LogitRows::Last)?.logits.data;
     let mut run = ReferenceRun {
         prompt_len: prompt.len(),
         kv_width: model.arch.kv_dim(),
@@ -93,7 +89,7 @@ pub fn reference_run(model: &Model, prompt: &[u32]) -> Result<ReferenceRun, Stri
         if run.steps.len() == GATE_N_TOKENS {
             break;
         }
-        logits = reference.decode_step(token).map_err(|e| e.to_string())?;
+        logits = reference.decode_step(token)?;
     }
     run.kv = (0..model.arch.num_layers)
         .map(|l| {
@@ -224,10 +220,8 @@ pub fn teacher_forced(
     plans: &Plans,
     prompt: &[u32],
     reference: &ReferenceRun,
-) -> Result<ForcedRun, String> {
-    let mut logits = npu
-        .prefill(&plans.prefill, prompt)
-        .map_err(|e| e.to_string())?;
+) -> Result<ForcedRun, ExecError> {
+    let mut logits = npu.prefill(&plans.prefill, prompt)?;
     let kv_prefill = kv_error(npu, plans.prefill.padding, reference, Some(prompt.len()));
     let mut run = ForcedRun {
         steps: Vec::with_capacity(reference.steps.len()),
@@ -251,9 +245,7 @@ pub fn teacher_forced(
         let Some(token) = forced.next() else {
             break;
         };
-        logits = npu
-            .decode(&plans.decode, token)
-            .map_err(|e| e.to_string())?;
+        logits = npu.decode(&plans.decode, token)?;
     }
     run.errors.kv_decode = kv_error(npu, plans.decode.padding, reference, None);
     Ok(run)
@@ -270,11 +262,9 @@ pub fn teacher_forced_logits(
     prompt: &[u32],
     reference: &ReferenceRun,
     steps: usize,
-) -> Result<Worst, String> {
+) -> Result<Worst, ExecError> {
     let mut worst = Worst::none();
-    let mut logits = npu
-        .prefill(&plans.prefill, prompt)
-        .map_err(|e| e.to_string())?;
+    let mut logits = npu.prefill(&plans.prefill, prompt)?;
     let mut forced = reference.forced_tokens();
     for (step, expected) in reference.logits.iter().take(steps + 1).enumerate() {
         let e = if logits.len() == expected.len() {
@@ -286,9 +276,7 @@ pub fn teacher_forced_logits(
         let Some(token) = forced.next().filter(|_| step < steps) else {
             break;
         };
-        logits = npu
-            .decode(&plans.decode, token)
-            .map_err(|e| e.to_string())?;
+        logits = npu.decode(&plans.decode, token)?;
     }
     Ok(worst)
 }

@@ -13,8 +13,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use serde::{Deserialize, Serialize};
 
 use crate::model::features::{features, Feature};
-use crate::model::oracle::compare::{check_all, Agreement, ReferenceTensors, REFERENCE_FILE};
-use crate::model::Model;
+use crate::model::oracle::compare::{
+    check_all, Agreement, CompareError, ReferenceTensors, REFERENCE_FILE,
+};
+use crate::model::{Model, ModelError};
 
 /// One fixture's match against its transformers outputs.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,7 +25,17 @@ pub struct FixtureMatch {
     pub fixture: String,
     pub features: BTreeSet<Feature>,
     /// `Err` when the fixture could not be loaded or compared.
-    pub agreement: Result<Agreement, String>,
+    pub agreement: Result<Agreement, FixtureError>,
+}
+
+/// Why a fixture proves nothing: it does not load, or its reference does not
+/// compare.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FixtureError {
+    #[error(transparent)]
+    Load(#[from] ModelError),
+    #[error(transparent)]
+    Compare(#[from] CompareError),
 }
 
 impl FixtureMatch {
@@ -79,14 +91,14 @@ fn check_fixture(dir: &Path, tolerance: f64) -> Option<FixtureMatch> {
             return Some(FixtureMatch {
                 fixture,
                 features: BTreeSet::new(),
-                agreement: Err(e.to_string()),
+                agreement: Err(e.into()),
             })
         }
     };
     let agreement = ReferenceTensors::read(&dir.join(REFERENCE_FILE))
         .and_then(|r| check_all(&model, &r, tolerance))
         .map(|checks| Agreement::of(&checks))
-        .map_err(|e| e.to_string());
+        .map_err(FixtureError::from);
     Some(FixtureMatch {
         fixture,
         features: features(&model.arch),

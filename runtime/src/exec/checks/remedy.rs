@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::gate::GateCheck;
-use crate::bundle::{Bundle, Expr, Lesson, LessonKind, Remedy, Value};
+use crate::bundle::{Bundle, EvalError, Expr, Lesson, LessonKind, Remedy, Value};
 use crate::ops::OpKind;
 
 /// Condition keys that record where a lesson was observed, not what it is about.
@@ -106,14 +106,29 @@ pub fn candidates<'b>(bundle: &'b Bundle, failure: &Failure) -> Vec<&'b Lesson> 
 }
 
 /// Why a fix could not be evaluated.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RemedyError {
     #[error("`{op}` has no parameter or slot `{key}`")]
     UnknownParameter { op: OpKind, key: String },
     #[error("the action has no `{param}` to change slot `{key}` of")]
     MissingList { param: String, key: String },
-    #[error("`{key}`: {message}")]
-    Evaluation { key: String, message: String },
+    #[error("`{key}`: {source}")]
+    Evaluation {
+        key: String,
+        #[source]
+        source: EvaluationError,
+    },
+}
+
+/// Why one assignment of a fix has no usable value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EvaluationError {
+    #[error(transparent)]
+    Expr(#[from] EvalError),
+    #[error("evaluates to {0}")]
+    NotFinite(f64),
+    #[error("a list slot needs a number")]
+    NotANumber,
 }
 
 /// Applies `remedy` to the parameters of the action it fixes: every assignment is
@@ -148,9 +163,9 @@ pub fn apply_remedy(
             },
             None => action.get(param.name).and_then(number),
         };
-        let value = evaluate(expr, &vars, current).map_err(|message| RemedyError::Evaluation {
+        let value = evaluate(expr, &vars, current).map_err(|source| RemedyError::Evaluation {
             key: key.clone(),
-            message,
+            source,
         })?;
         match slot {
             Some(i) => {
@@ -160,7 +175,7 @@ pub fn apply_remedy(
                 let Some(v) = number(&value) else {
                     return Err(RemedyError::Evaluation {
                         key: key.clone(),
-                        message: "a list slot needs a number".into(),
+                        source: EvaluationError::NotANumber,
                     });
                 };
                 if let Some(cell) = list.get_mut(i) {
@@ -175,14 +190,18 @@ pub fn apply_remedy(
     Ok(out)
 }
 
-fn evaluate(expr: &Expr, vars: &BTreeMap<String, f64>, cap: Option<f64>) -> Result<Value, String> {
+fn evaluate(
+    expr: &Expr,
+    vars: &BTreeMap<String, f64>,
+    cap: Option<f64>,
+) -> Result<Value, EvaluationError> {
     match expr {
         Expr::Lit(v) => Ok(v.clone()),
         Expr::Var(name) if !vars.contains_key(name) => Ok(Value::Text(name.clone())),
         _ => {
-            let v = expr.eval(vars, cap).map_err(|e| e.to_string())?;
+            let v = expr.eval(vars, cap)?;
             if !v.is_finite() {
-                return Err(format!("evaluates to {v}"));
+                return Err(EvaluationError::NotFinite(v));
             }
             Ok(if v.fract() == 0.0 {
                 Value::Int(v as i64)

@@ -11,9 +11,10 @@ use super::topk::top_k_set_check;
 use crate::exec::artifacts::record::PromptVerdict;
 use crate::exec::design::Plans;
 use crate::model::oracle::PrefillOutput;
+use crate::model::oracle::ReferenceError;
 use crate::model::Model;
 use crate::xdna2::device::Device;
-use crate::xdna2::interpreter::{Counters, Interpreter, NpuPath};
+use crate::xdna2::interpreter::{Counters, ExecError, Interpreter, NpuPath};
 
 /// One layer of the diagnosis table (not a gate).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -56,7 +57,7 @@ pub fn verify_npu(
     prompts: &[Vec<u32>],
     reference_runs: &[ReferenceRun],
     diagnose: Option<&PrefillOutput>,
-) -> Result<NpuVerification, String> {
+) -> Result<NpuVerification, ExecError> {
     let mut npu = Interpreter::new(device, &model.arch, &model.weights, path);
     let mut verdicts = Vec::new();
     let mut non_finite = 0;
@@ -108,7 +109,7 @@ fn diagnose_layers(
 pub fn reference_runs(
     model: &Model,
     prompts: &[Vec<u32>],
-) -> Result<(Vec<ReferenceRun>, usize), String> {
+) -> Result<(Vec<ReferenceRun>, usize), ReferenceError> {
     let runs = prompts
         .iter()
         .map(|p| reference_run(model, p))

@@ -30,12 +30,12 @@ fn gguf_size(model: &std::path::Path, name: &str) -> u64 {
 }
 
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
-    let plans = run.plans().map_err(DeployError::Usage)?;
+    let plans = run.plans()?;
     let fp = fingerprint(&plans, &run.design.path);
     let times = modeled(&plans, &run.device, &run.params);
     let calibration = run.calibration_note();
     let (Some(model), Some(info)) = (run.model.as_ref(), run.report.model.clone()) else {
-        return Err(DeployError::Usage("no model loaded".into()));
+        return Err(DeployError::NoModel);
     };
     let weights = match &model.origin {
         WeightOrigin::Random { seed } => WeightsRef::Random { seed: *seed },
@@ -78,9 +78,11 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     );
     run.record_bundle_steps(rec, 6, OpKind::WriteArtifacts, StepOutcome::AsRecorded);
     let plan_path = out.join(files::PLAN);
-    let text = serde_json::to_string_pretty(&production)
-        .map_err(|e| DeployError::io(&plan_path, e))?
-        + "\n";
+    let text =
+        serde_json::to_string_pretty(&production).map_err(|source| DeployError::Serialize {
+            path: plan_path.clone(),
+            source,
+        })? + "\n";
     write(&plan_path, &text)?;
     run.write_registry()?;
     let trace_json = trace(&plans, &run.device, &run.params, &calibration);

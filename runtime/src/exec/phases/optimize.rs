@@ -22,7 +22,7 @@ use crate::exec::artifacts::record::{
 use crate::exec::artifacts::registry::RegistryRow;
 use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::checks::gate::{GateCheck, ThresholdSource};
-use crate::exec::design::{self, fingerprint, modeled, Design, Plans};
+use crate::exec::design::{self, fingerprint, modeled, Design, DesignError, Plans};
 use crate::exec::run::{PhaseEnd, Run};
 use crate::exec::DeployError;
 use crate::model::arch::Architecture;
@@ -90,7 +90,7 @@ pub(crate) fn run(
     phase: u8,
 ) -> Result<PhaseEnd, DeployError> {
     let t = target(phase);
-    let plans = run.plans().map_err(DeployError::Usage)?;
+    let plans = run.plans()?;
     let start = modeled(&plans, &run.device, &run.params);
     // One baseline for both phases: phase 3's verified plan (the report's
     // "baseline" column), not whatever phase 4 left for phase 5.
@@ -335,10 +335,11 @@ fn try_technique(
     let site = tune_site(&current.1, step);
     let mut rederived = None;
     let applied = Op::read(step.op, &step.params)
-        .map_err(|e| e.to_string())
+        .map_err(DesignError::from)
         .map(|op| fit_to_model(op, &arch, &run.device, &mut rederived))
         .and_then(|op| design::apply_change(&mut d, &arch, &run.device, &op, site.as_ref()));
     if let Err(why) = applied {
+        let why = why.to_string();
         return Ok((StepOutcome::NotApplicable { why }, None));
     }
     if d == current.0 {
@@ -544,8 +545,7 @@ fn probe_gate(
         ));
     };
     let mut npu = Interpreter::new(&run.device, &model.arch, &model.weights, design.path);
-    let worst = teacher_forced_logits(&mut npu, plans, prompt, reference, SHORT_STEPS)
-        .map_err(DeployError::Usage)?;
+    let worst = teacher_forced_logits(&mut npu, plans, prompt, reference, SHORT_STEPS)?;
     Ok(GateCheck::new(
         format!("probe: teacher-forced logits after {} {}", step.op, step.id),
         OpKind::VerifyModel,
@@ -582,10 +582,9 @@ fn short_check(
     let same = |x: &[f32], y: &[f32]| {
         x.len() == y.len() && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits())
     };
-    let usage = |e: crate::xdna2::interpreter::ExecError| DeployError::Usage(e.to_string());
     if !same(
-        &a.prefill(&old.0.prefill, prompt).map_err(usage)?,
-        &b.prefill(&new.0.prefill, prompt).map_err(usage)?,
+        &a.prefill(&old.0.prefill, prompt)?,
+        &b.prefill(&new.0.prefill, prompt)?,
     ) {
         return Ok(false);
     }
@@ -596,8 +595,8 @@ fn short_check(
         .unwrap_or_default();
     for token in fed {
         if !same(
-            &a.decode(&old.0.decode, token).map_err(usage)?,
-            &b.decode(&new.0.decode, token).map_err(usage)?,
+            &a.decode(&old.0.decode, token)?,
+            &b.decode(&new.0.decode, token)?,
         ) {
             return Ok(false);
         }
@@ -634,8 +633,7 @@ fn validate_new_sites(
         }
         run.progress
             .step(&format!("validate-kernel {key} (new configuration)"));
-        let check =
-            check_site(run, plans, &launch, run.design.path.rope).map_err(DeployError::Usage)?;
+        let check = check_site(run, plans, &launch, run.design.path.rope)?;
         let gate = kernel_gate(&key, &launch, &check);
         let passed = run.gate(rec, gate);
         if !passed {

@@ -23,7 +23,7 @@ use crate::model::oracle::blocks::argmax;
 use crate::model::oracle::compare::{
     check_all, Agreement, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
 };
-use crate::model::oracle::{LogitRows, Reference};
+use crate::model::oracle::{LogitRows, Reference, ReferenceError};
 use crate::model::scope::check_scope;
 use crate::model::source::ModelSource;
 use crate::model::{Model, ModelError, WeightOrigin};
@@ -127,8 +127,8 @@ fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, D
         .and_then(|s| s.architecture())
     {
         Ok(arch) => arch,
-        Err(ModelError::Config(ConfigError::Io { message, .. })) => {
-            return Err(DeployError::io(&path, message))
+        Err(ModelError::Config(ConfigError::Io { source, .. })) => {
+            return Err(DeployError::Input { path, source })
         }
         Err(e) => {
             let reason = match &e {
@@ -342,7 +342,12 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
     if fixture_path.exists() {
         match ReferenceTensors::read(&fixture_path) {
             Ok(t) => run.fixture = Some(t),
-            Err(e) => return Err(DeployError::io(&fixture_path, e)),
+            Err(source) => {
+                return Err(DeployError::Fixture {
+                    path: fixture_path,
+                    source,
+                })
+            }
         }
     }
     let reference_prompts = match &run.fixture {
@@ -351,14 +356,17 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
             .iter()
             .map(|p| f.token_ids(&ReferenceTensors::key(p, "input_ids")))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| DeployError::io(&fixture_path, e))?,
+            .map_err(|source| DeployError::Fixture {
+                path: fixture_path.clone(),
+                source,
+            })?,
         None => Vec::new(),
     };
     let prompts = match &run.options.prompts {
         Some(p) => p.clone(),
         None => default_prompts(&arch, run.options.seed, reference_prompts),
     };
-    check_prompts(&prompts, arch.vocab_size).map_err(DeployError::Usage)?;
+    check_prompts(&prompts, arch.vocab_size)?;
     run.report.prompts = prompts.clone();
     let (origin, recorded) = origin(run, OpKind::BuildReference);
     let action = run.traj.action(
@@ -376,7 +384,7 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
     let Some(model) = run.model.as_ref() else {
         return Ok(None);
     };
-    let stable = stable_top1(model, &prompts[0]).map_err(DeployError::Usage)?;
+    let stable = stable_top1(model, &prompts[0])?;
     let mut generations = Vec::with_capacity(prompts.len());
     let mut non_finite = stable.non_finite;
     for (i, prompt) in prompts.iter().enumerate() {
@@ -385,7 +393,7 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
             i + 1,
             prompts.len()
         ));
-        let reference_run = reference_run(model, prompt).map_err(DeployError::Usage)?;
+        let reference_run = reference_run(model, prompt)?;
         non_finite += reference_run.non_finite;
         generations.push(reference_run);
     }
@@ -444,13 +452,9 @@ struct Stability {
 
 /// Top-1 of the prompt's last position after one prefill vs after a prefill of all
 /// but the last token and one cached decode step (exercises the KV cache).
-fn stable_top1(model: &Model, prompt: &[u32]) -> Result<Stability, String> {
-    let mut whole = Reference::new(model).map_err(|e| e.to_string())?;
-    let a = whole
-        .prefill(prompt, LogitRows::Last)
-        .map_err(|e| e.to_string())?
-        .logits
-        .data;
+fn stable_top1(model: &Model, prompt: &[u32]) -> Result<Stability, ReferenceError> {
+    let mut whole = Reference::new(model)?;
+    let a = whole.prefill(prompt, LogitRows::Last)?.logits.data;
     if prompt.len() < 2 {
         return Ok(Stability {
             agree: true,
@@ -458,11 +462,9 @@ fn stable_top1(model: &Model, prompt: &[u32]) -> Result<Stability, String> {
         });
     }
     let (head, last) = prompt.split_at(prompt.len() - 1);
-    let mut split = Reference::new(model).map_err(|e| e.to_string())?;
-    split
-        .prefill(head, LogitRows::Last)
-        .map_err(|e| e.to_string())?;
-    let b = split.decode_step(last[0]).map_err(|e| e.to_string())?;
+    let mut split = Reference::new(model)?;
+    split.prefill(head, LogitRows::Last)?;
+    let b = split.decode_step(last[0])?;
     Ok(Stability {
         agree: argmax(&a) == argmax(&b),
         non_finite: non_finite(&a) + non_finite(&b),
@@ -532,13 +534,11 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
         WeightOrigin::Gguf { .. } => Some(
             ModelSource::locate(&run.options.model_dir)
                 .map_err(ModelError::from)
-                .and_then(|s| s.load(model.arch.clone(), None))
-                .map_err(|e| DeployError::Usage(e.to_string()))?,
+                .and_then(|s| s.load(model.arch.clone(), None))?,
         ),
         _ => None,
     };
-    let checks = check_all(exact.as_ref().unwrap_or(model), fixture, tol)
-        .map_err(|e| DeployError::Usage(e.to_string()))?;
+    let checks = check_all(exact.as_ref().unwrap_or(model), fixture, tol)?;
     let agreement = Agreement::of(&checks);
     let (worst, mismatched) = (agreement.worst, agreement.mismatched_tokens);
     let conditions = BTreeMap::from([

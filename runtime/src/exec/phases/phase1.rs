@@ -38,7 +38,9 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     }
     let plans = match run.plans() {
         Ok(p) => p,
-        Err(reason) => return Ok(run.fail_step(rec, 1, OpKind::EnumerateKernels, &reason)),
+        Err(reason) => {
+            return Ok(run.fail_step(rec, 1, OpKind::EnumerateKernels, &reason.to_string()))
+        }
     };
     let sites = design::sites(&plans);
     for (_, launch) in sites.values() {
@@ -68,7 +70,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     plant_tiling_faults(run, rec, &sites);
     let plans = match run.plans() {
         Ok(p) => p,
-        Err(reason) => return Ok(run.fail_step(rec, 1, OpKind::SelectTiling, &reason)),
+        Err(reason) => return Ok(run.fail_step(rec, 1, OpKind::SelectTiling, &reason.to_string())),
     };
     for key in design::sites(&plans).into_keys() {
         run.progress.step(&format!("validate-kernel {key}"));
@@ -197,7 +199,7 @@ fn place_dimensions(
                 rec,
                 1,
                 OpKind::EnumerateKernels,
-                &reason,
+                &reason.to_string(),
             )))
         }
     };
@@ -223,11 +225,11 @@ fn place_dimensions(
         };
         let mut d = run.design.clone();
         if let Err(e) = design::apply_changes(&mut d, &arch, &run.device, changes, Some(&site)) {
-            return Attempt::Inapplicable(e);
+            return Attempt::Inapplicable(e.to_string());
         }
         match d.plans(&name, &arch, &run.device) {
             Ok(plans) => Attempt::Checked(placement_gate(run, &plans).0),
-            Err(e) => Attempt::Inapplicable(e),
+            Err(e) => Attempt::Inapplicable(e.to_string()),
         }
     };
     let Some(fixed) = run.try_lessons(
@@ -245,8 +247,7 @@ fn place_dimensions(
         return Ok(Some(PhaseEnd::Failed(stop)));
     };
     if let Some(arch) = run.arch.clone() {
-        design::apply_changes(&mut run.design, &arch, &run.device, &fixed.changes, None)
-            .map_err(DeployError::Usage)?;
+        design::apply_changes(&mut run.design, &arch, &run.device, &fixed.changes, None)?;
     }
     report_padding(run, rec, &fixed.lesson);
     Ok(None)
@@ -586,9 +587,9 @@ pub(crate) fn check_site(
     plans: &Plans,
     launch: &Launch,
     path_rope: RopeTable,
-) -> Result<KernelCheck, String> {
+) -> Result<KernelCheck, DeployError> {
     let (Some(model), Some(arch)) = (run.model.as_ref(), run.arch.as_ref()) else {
-        return Err("no model loaded".into());
+        return Err(DeployError::NoModel);
     };
     let index = TensorIndex::new(&model.weights);
     let lut = kernels::rope_lut(&table_frequencies(arch, path_rope), design::SEQ_LEN);
@@ -604,7 +605,7 @@ pub(crate) fn check_site(
         lut: &lut,
         seed: run.options.seed,
     };
-    validate(&ctx, launch).map_err(|e| e.to_string())
+    Ok(validate(&ctx, launch)?)
 }
 
 /// The first buffer a launch reads (to find which plan declares it).
@@ -690,7 +691,7 @@ fn validate_site(
 ) -> Result<Option<PhaseEnd>, DeployError> {
     let mut failure = None;
     for _ in 0..MAX_ROUNDS {
-        let plans = run.plans().map_err(DeployError::Usage)?;
+        let plans = run.plans()?;
         let Some((_, launch)) = design::sites(&plans).remove(key) else {
             return Err(DeployError::Usage(format!(
                 "{key} disappeared from the plans"
@@ -725,8 +726,7 @@ fn validate_site(
         let action = run
             .traj
             .action(OpKind::ValidateKernel, &vparams, &ActionLinks::default());
-        let check =
-            check_site(run, &plans, &launch, run.design.path.rope).map_err(DeployError::Usage)?;
+        let check = check_site(run, &plans, &launch, run.design.path.rope)?;
         let gate = kernel_gate(key, &launch, &check);
         let obs = run.traj.observe(None, &[&gate], Some(&action));
         if run.gate(rec, gate.clone()) {
@@ -750,18 +750,18 @@ fn validate_site(
             let mut d = run.design.clone();
             if let Err(e) = design::apply_changes(&mut d, &arch, &run.device, changes, Some(&site))
             {
-                return Attempt::Inapplicable(e);
+                return Attempt::Inapplicable(e.to_string());
             }
             let plans = match d.plans(&name, &arch, &run.device) {
                 Ok(p) => p,
-                Err(e) => return Attempt::Inapplicable(e),
+                Err(e) => return Attempt::Inapplicable(e.to_string()),
             };
             let Some((_, relaunch)) = design::sites(&plans).remove(&site_key(&site)) else {
                 return Attempt::Inapplicable("the fix removed the kernel from the plan".into());
             };
             match check_site(run, &plans, &relaunch, d.path.rope) {
                 Ok(check) => Attempt::Checked(kernel_gate(key, &relaunch, &check)),
-                Err(e) => Attempt::Inapplicable(e),
+                Err(e) => Attempt::Inapplicable(e.to_string()),
             }
         };
         match run.try_lessons(rec, &failed, &obs, (op, &params), &mut attempt) {

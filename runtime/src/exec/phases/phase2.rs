@@ -53,7 +53,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         );
         run.progress.step("validate-block layer 0");
         let design = run.design.clone();
-        let gates = block_gates(run, &design, &cos_min, &pos_min).map_err(DeployError::Usage)?;
+        let gates = block_gates(run, &design, &cos_min, &pos_min)?;
         let refs: Vec<&GateCheck> = gates.iter().collect();
         let obs = run.traj.observe(
             Some("layer 0 on the NPU vs the reference"),
@@ -83,7 +83,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             };
             let mut d = run.design.clone();
             if let Err(e) = design::apply_changes(&mut d, &arch, &run.device, changes, None) {
-                return Attempt::Inapplicable(e);
+                return Attempt::Inapplicable(e.to_string());
             }
             if d == run.design {
                 return Attempt::Inapplicable("the fix changes nothing in this deployment".into());
@@ -93,7 +93,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
                     Some(g) => Attempt::Checked(g),
                     None => Attempt::Inapplicable("the gate disappeared".into()),
                 },
-                Err(e) => Attempt::Inapplicable(e),
+                Err(e) => Attempt::Inapplicable(e.to_string()),
             }
         };
         let params = failure.params.clone();
@@ -171,7 +171,7 @@ fn prerequisites(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<(), DeployE
     let Some(arch) = run.arch.clone() else {
         return Ok(());
     };
-    let plans = run.plans().map_err(DeployError::Usage)?;
+    let plans = run.plans()?;
     let padded = plans.prefill.buffers.values().any(|b| {
         matches!(&b.source, Some(WeightSource::Tensor { name, transforms })
             if name.contains("self_attn") && transforms.iter().any(|t| matches!(t, Transform::PadHeads { .. })))
@@ -240,10 +240,8 @@ pub(crate) fn ensure_reference_prefill(run: &mut Run<'_>) -> Result<(), DeployEr
         return Ok(());
     };
     let prompt = run.report.prompts.first().cloned().unwrap_or_default();
-    let mut reference = Reference::new(model).map_err(|e| DeployError::Usage(e.to_string()))?;
-    let out = reference
-        .prefill(&prompt, LogitRows::Last)
-        .map_err(|e| DeployError::Usage(e.to_string()))?;
+    let mut reference = Reference::new(model)?;
+    let out = reference.prefill(&prompt, LogitRows::Last)?;
     run.reference_prefill = Some(out);
     Ok(())
 }
@@ -318,22 +316,24 @@ fn block_gates(
     design: &Design,
     cos_min: &Threshold,
     pos_min: &Threshold,
-) -> Result<Vec<GateCheck>, String> {
+) -> Result<Vec<GateCheck>, DeployError> {
     let (Some(model), Some(arch), Some(name), Some(reference)) = (
         run.model.as_ref(),
         run.arch.as_ref(),
         run.model_name(),
         run.reference_prefill.as_ref(),
     ) else {
-        return Err("phase 2 needs the model and the reference prefill".into());
+        return Err(DeployError::Usage(
+            "phase 2 needs the model and the reference prefill".into(),
+        ));
     };
     let plans = design.plans(&name, arch, &run.device)?;
     let mut npu = Interpreter::new(&run.device, &model.arch, &model.weights, design.path);
     let prompt = run.report.prompts.first().cloned().unwrap_or_default();
-    let outputs = npu
-        .prefill_layers(&plans.prefill, &prompt, 1)
-        .map_err(|e| e.to_string())?;
-    let ours = outputs.first().ok_or("the NPU block produced no output")?;
+    let outputs = npu.prefill_layers(&plans.prefill, &prompt, 1)?;
+    let ours = outputs
+        .first()
+        .ok_or_else(|| DeployError::Usage("the NPU block produced no output".into()))?;
     let theirs = &reference.layer_outputs[0].data;
     let conditions = BTreeMap::from([
         ("layer".to_string(), Value::Int(0)),

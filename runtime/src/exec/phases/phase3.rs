@@ -45,7 +45,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         "verify-model: {GATE_N_TOKENS} teacher-forced steps x {} prompts on the NPU",
         run.report.prompts.len()
     ));
-    let plans = run.plans().map_err(DeployError::Usage)?;
+    let plans = run.plans()?;
     let verification = run_verification(run, &plans, run.design.path, true)?;
     let gates = verify_gates(run, &verification);
     let refs: Vec<&GateCheck> = gates.iter().collect();
@@ -76,11 +76,11 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             };
             let mut d = run.design.clone();
             if let Err(e) = design::apply_changes(&mut d, &arch, &run.device, changes, None) {
-                return Attempt::Inapplicable(e);
+                return Attempt::Inapplicable(e.to_string());
             }
             let plans = match d.plans(&name, &arch, &run.device) {
                 Ok(p) => p,
-                Err(e) => return Attempt::Inapplicable(e),
+                Err(e) => return Attempt::Inapplicable(e.to_string()),
             };
             match run_verification(run, &plans, d.path, false) {
                 Ok(v) => match verify_gates(run, &v)
@@ -121,7 +121,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             }
         }
     }
-    let plans = run.plans().map_err(DeployError::Usage)?;
+    let plans = run.plans()?;
     let fp = fingerprint(&plans, &run.design.path);
     run.verified.insert(
         fp,
@@ -184,9 +184,9 @@ pub(crate) fn run_verification(
     diagnose: bool,
 ) -> Result<NpuVerification, DeployError> {
     let Some(model) = run.model.as_ref() else {
-        return Err(DeployError::Usage("no model loaded".into()));
+        return Err(DeployError::NoModel);
     };
-    verify_npu(
+    Ok(verify_npu(
         &run.device,
         model,
         plans,
@@ -198,8 +198,7 @@ pub(crate) fn run_verification(
         } else {
             None
         },
-    )
-    .map_err(DeployError::Usage)
+    )?)
 }
 
 /// Switches on the planted decode-side defects (`--plant`) in the NPU path. They

@@ -31,7 +31,10 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         .arg("--model")
         .arg(&run.options.model_dir)
         .output()
-        .map_err(|e| DeployError::io(program, format!("cannot start the evaluator: {e}")))?;
+        .map_err(|source| DeployError::Evaluator {
+            program: program.to_path_buf(),
+            source,
+        })?;
     let code = output.status.code().unwrap_or(-1);
     let path = run.options.out_dir.join(files::EVALUATION_JSON);
     let evaluation: Option<Evaluation> = std::fs::read_to_string(&path)

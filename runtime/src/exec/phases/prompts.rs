@@ -52,20 +52,36 @@ fn drawn_prompt(arch: &Architecture, seed: u64, index: usize, len: usize) -> Vec
     ids
 }
 
+/// Why user-given prompts cannot run (prompts are numbered from 1).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PromptCheckError {
+    #[error("no prompt given")]
+    None,
+    #[error("prompt {0} is empty")]
+    Empty(usize),
+    #[error("prompt {prompt} holds token id {id}, outside the vocabulary (size {vocab})")]
+    OutsideVocabulary {
+        prompt: usize,
+        id: u32,
+        vocab: usize,
+    },
+}
+
 /// Checks user-given prompts against the vocabulary.
-pub fn check_prompts(prompts: &[Vec<u32>], vocab: usize) -> Result<(), String> {
+pub fn check_prompts(prompts: &[Vec<u32>], vocab: usize) -> Result<(), PromptCheckError> {
     if prompts.is_empty() {
-        return Err("no prompt given".into());
+        return Err(PromptCheckError::None);
     }
     for (i, p) in prompts.iter().enumerate() {
         if p.is_empty() {
-            return Err(format!("prompt {} is empty", i + 1));
+            return Err(PromptCheckError::Empty(i + 1));
         }
-        if let Some(id) = p.iter().find(|&&id| id as usize >= vocab) {
-            return Err(format!(
-                "prompt {} holds token id {id}, outside the vocabulary (size {vocab})",
-                i + 1
-            ));
+        if let Some(&id) = p.iter().find(|&&id| id as usize >= vocab) {
+            return Err(PromptCheckError::OutsideVocabulary {
+                prompt: i + 1,
+                id,
+                vocab,
+            });
         }
     }
     Ok(())

@@ -33,7 +33,7 @@ use crate::model::weights::Weights;
 use crate::xdna2::constraints::ConstraintViolation;
 use crate::xdna2::device::Device;
 use crate::xdna2::kernels::{self, KernelError};
-use crate::xdna2::plan::{Phase, Plan};
+use crate::xdna2::plan::{Phase, Plan, TransformError};
 use weights::TensorIndex;
 
 /// Frequencies of the RoPE table.
@@ -130,7 +130,7 @@ pub struct Counters {
     pub tokens: u64,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ExecError {
     #[error("plan refused: {}", .0.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("; "))]
     Refused(Vec<ConstraintViolation>),
@@ -148,8 +148,14 @@ pub enum ExecError {
     NotATensor(String),
     #[error("buffer `{buffer}` names `{tensor}`, which the model does not have")]
     MissingTensor { buffer: String, tensor: String },
-    #[error("buffer `{buffer}`: {message}")]
-    Transform { buffer: String, message: String },
+    #[error("buffer `{buffer}`: {source}")]
+    Transform {
+        buffer: String,
+        #[source]
+        source: TransformError,
+    },
+    #[error("buffer `{0}`: a GEMM weight must be pre-transposed ([N, K] read as B)")]
+    NotTransposed(String),
     #[error("{got} tokens do not fit the plan's {rows} rows")]
     TooManyTokens { got: usize, rows: usize },
     #[error("the prompt is empty")]

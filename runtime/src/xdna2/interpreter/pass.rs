@@ -207,10 +207,7 @@ impl<'m> Pass<'_, 'm> {
         match launch {
             Launch::Gemm { a, b, out, spec } => {
                 if !self.transposed(b) {
-                    return Err(ExecError::Transform {
-                        buffer: b.clone(),
-                        message: "a GEMM weight must be pre-transposed ([N, K] read as B)".into(),
-                    });
+                    return Err(ExecError::NotTransposed(b.clone()));
                 }
                 let x = self.get(a)?.clone();
                 let y = gemm_rows(d, spec, &x, self.rows, &self.weight(b)?).map_err(err)?;

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use super::ExecError;
 use crate::model::tensor::BfTensor;
 use crate::model::weights::Weights;
-use crate::xdna2::plan::{Plan, Transform, WeightSource};
+use crate::xdna2::plan::{Plan, Transform, TransformError, WeightSource};
 
 /// Checkpoint tensors by name.
 pub struct TensorIndex<'m> {
@@ -78,15 +78,18 @@ pub fn resolve<'m>(
         cols,
     };
     for t in transforms {
-        data = apply(data, t).map_err(|message| ExecError::Transform {
+        data = apply(data, t).map_err(|source| ExecError::Transform {
             buffer: name.to_string(),
-            message,
+            source,
         })?;
     }
     Ok(data)
 }
 
-fn apply<'m>(data: WeightData<'m>, transform: &Transform) -> Result<WeightData<'m>, String> {
+fn apply<'m>(
+    data: WeightData<'m>,
+    transform: &Transform,
+) -> Result<WeightData<'m>, TransformError> {
     match *transform {
         // Numerically a no-op for the emulator (see the module documentation).
         Transform::Transpose => Ok(data),
@@ -116,11 +119,12 @@ fn apply<'m>(data: WeightData<'m>, transform: &Transform) -> Result<WeightData<'
         } => {
             let cols = data.cols;
             if start + rows > data.rows || padded_rows < rows {
-                return Err(format!(
-                    "rows {start}..{} of a {}-row tensor padded to {padded_rows}",
-                    start + rows,
-                    data.rows
-                ));
+                return Err(TransformError::Rows {
+                    start,
+                    end: start + rows,
+                    len: data.rows,
+                    padded_rows,
+                });
             }
             let bits = match data.bits {
                 Cow::Borrowed(b) => Cow::Borrowed(&b[start * cols..(start + rows) * cols]),
@@ -141,7 +145,7 @@ fn pad_heads<'m>(
     padded_heads: usize,
     kv_heads: usize,
     head_dim: usize,
-) -> Result<WeightData<'m>, String> {
+) -> Result<WeightData<'m>, TransformError> {
     let (bits, rows, cols) = crate::xdna2::plan::pad_heads(
         &data.bits,
         data.rows,

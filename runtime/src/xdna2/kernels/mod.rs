@@ -128,7 +128,7 @@ impl std::fmt::Display for Herd {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum KernelError {
     /// The configuration breaks hardware constraints; the kernel did not run.
     #[error("{} refused: {}", .kernel.name(), join(.violations))]
