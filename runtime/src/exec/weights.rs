@@ -114,6 +114,14 @@ fn apply<'m>(data: WeightData<'m>, transform: &Transform) -> Result<WeightData<'
             };
             Ok(WeightData { bits, rows, cols })
         }
+        Transform::Broadcast { rows } => {
+            let row = data.bits.into_owned();
+            Ok(WeightData {
+                cols: row.len(),
+                bits: Cow::Owned(row.repeat(rows)),
+                rows,
+            })
+        }
     }
 }
 

@@ -616,6 +616,11 @@ fn materialize<'w>(
                 data = WeightData::Owned(Arc::new(padded));
                 cols = new_cols;
             }
+            Transform::Broadcast { rows } => {
+                let row = data.bits().to_vec();
+                cols = row.len();
+                data = WeightData::Owned(Arc::new(row.repeat(rows)));
+            }
         }
     }
     Ok(data)
