@@ -63,6 +63,12 @@ pub enum Code {
     ActionWithoutObservation,
     FixesPassingObservation,
     EmptySession,
+    // Skills (`skill` declarations and `in` clauses), in their own range.
+    InvalidSkill,
+    DuplicateSkill,
+    UnknownSkill,
+    SkillWithoutMembers,
+    LessonWithoutSkill,
     // Distillation (`skillc build`), in their own range.
     DuplicateTrajectory,
     StepConflict,
@@ -108,6 +114,11 @@ impl Code {
         Code::ActionWithoutObservation,
         Code::FixesPassingObservation,
         Code::EmptySession,
+        Code::InvalidSkill,
+        Code::DuplicateSkill,
+        Code::UnknownSkill,
+        Code::SkillWithoutMembers,
+        Code::LessonWithoutSkill,
     ];
 
     /// Codes of `skillc build` (distillation), in their own range; `ALL` holds the
@@ -158,6 +169,11 @@ impl Code {
             Code::ActionWithoutObservation => "W0005",
             Code::FixesPassingObservation => "W0006",
             Code::EmptySession => "W0007",
+            Code::InvalidSkill => "E0041",
+            Code::DuplicateSkill => "E0042",
+            Code::UnknownSkill => "E0043",
+            Code::SkillWithoutMembers => "W0011",
+            Code::LessonWithoutSkill => "W0012",
             Code::DuplicateTrajectory => "E0101",
             Code::StepConflict => "W0101",
             Code::UnloweredFix => "W0102",

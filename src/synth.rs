@@ -3,8 +3,8 @@
 //! is an action of the phase's vocabulary and the observation that measures it; about
 //! one step in ten fails its gate and is followed by a lesson (symptom, cause,
 //! executable fix, evidence) and a corrected action that supersedes the failed one and
-//! `fixes … by` the lesson; notes, decisions that revert, and explicit `after` edges
-//! are sprinkled in. The output checks clean (no errors, no warnings), which a test
+//! `fixes … by` the lesson; every lesson joins one declared skill; notes, decisions
+//! that revert, and explicit `after` edges are sprinkled in. The output checks clean (no errors, no warnings), which a test
 //! holds it to.
 
 use std::fmt::Write;
@@ -54,6 +54,7 @@ pub fn generate_files(entries: usize, seed: u64, files: usize) -> Vec<(String, S
         next_id: 1,
         written: 0,
         session: 0,
+        declared: false,
     };
     writer.out.push_str(
         "trajectory \"synthetic\"\n  model \"meta-llama/Llama-3.2-1B\"\n  target npu2\n  baseline \"none\"\n",
@@ -82,6 +83,8 @@ struct Writer {
     next_id: u64,
     written: usize,
     session: u64,
+    /// Whether the skill the lessons join has been declared (just before the first).
+    declared: bool,
 }
 
 /// One step's action: operation and parameters, plus what a failure of it looks like
@@ -356,9 +359,15 @@ impl Writer {
                 "profile-decode tokens=(tokens * 2)",
             ),
         };
+        if !self.declared {
+            self.declared = true;
+            self.out.push_str(
+                "skill debug-synthetic debug \"Repair the gates a synthetic session fails\"\n  trigger \"a synthetic gate fails\"\n",
+            );
+        }
         let _ = writeln!(
             self.out,
-            "{id} lesson \"{} needs care in synthetic session {}\"\n    symptom {} fails {symptom}\n    cause {cause}\n    fix {fix}\n    evidence {evidence}",
+            "{id} lesson \"{} needs care in synthetic session {}\"\n    symptom {} fails {symptom}\n    cause {cause}\n    fix {fix}\n    evidence {evidence}\n    in debug-synthetic",
             step.op, self.session, step.op
         );
         self.written += 1;

@@ -65,8 +65,8 @@ fn argument_order_does_not_change_a_merged_bundle() {
     assert_eq!(forward.1, backward.1);
 }
 
-/// Appending one lesson to a trajectory changes its skill directory, the SKILL.md of
-/// the phase that lists it and bundle.json, nothing else.
+/// Appending one lesson to a declared skill changes that skill's directory, the
+/// SKILL.md of the phase that lists it and bundle.json, nothing else.
 #[test]
 fn adding_a_lesson_changes_only_the_files_it_belongs_to() {
     let root = scratch("one-lesson");
@@ -82,7 +82,8 @@ fn adding_a_lesson_changes_only_the_files_it_belongs_to() {
          cause herd_n > N / tile_n\n    \
          fix select-tiling herd=[8, 1]\n    \
          when kernel=gemm\n    \
-         evidence o13\n",
+         evidence o13\n    \
+         in debug-gemm-corruption\n",
     );
     fs::write(&kernels, text).expect("write");
 
@@ -103,7 +104,7 @@ fn adding_a_lesson_changes_only_the_files_it_belongs_to() {
         .collect();
     let expected = BTreeSet::from([
         "bundle.json",
-        "debug-validate-kernel-gemm/SKILL.md",
+        "debug-gemm-corruption/SKILL.md",
         "phase-1-kernel-validation/SKILL.md",
     ]);
     assert_eq!(changed, expected);

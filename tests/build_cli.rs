@@ -66,7 +66,7 @@ fn check_passes_when_fresh_and_fails_with_a_diff_when_stale() {
         .replace("mismatches == 0", "mismatches <= 5");
     fs::write(&phase, edited).expect("write");
     fs::write(out.join("stray.md"), "not generated\n").expect("write");
-    fs::remove_file(out.join("opt-gemv-decode/SKILL.md")).expect("remove");
+    fs::remove_file(out.join("opt-lm-head/SKILL.md")).expect("remove");
 
     let stale = skillc(&[&args[..], &["--check"]].concat(), None);
     assert_eq!(stale.status.code(), Some(1));

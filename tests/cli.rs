@@ -73,7 +73,7 @@ fn graph_prints_dot_and_json() {
     let graph: serde_json::Value = serde_json::from_slice(&json.stdout).expect("graph JSON");
     assert_eq!(
         graph["nodes"][0]["at"],
-        "trajectories/example/00-header.traj:11:1"
+        "trajectories/example/00-header.traj:23:1"
     );
 }
 

@@ -20,10 +20,11 @@ fn skillc(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-#[test]
-fn fixture_passes_through_the_newer_config_layout() {
-    let dir = format!("{FIXTURES}/qwen25-tiny");
-    let config = format!("{dir}/config.transformers5.json");
+/// `skillc reference` on a fixture through one of its config files: PASS with
+/// 16/16 greedy tokens; returns the output.
+fn passes(fixture: &str, config: &str) -> String {
+    let dir = format!("{FIXTURES}/{fixture}");
+    let config = format!("{dir}/{config}");
     let (code, out, err) = skillc(&["reference", "--model", &dir, "--config", &config]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
@@ -31,6 +32,22 @@ fn fixture_passes_through_the_newer_config_layout() {
         "{out}"
     );
     assert!(out.contains("\nPASS: worst ratio"), "{out}");
+    out
+}
+
+#[test]
+fn fixture_passes_through_the_newer_config_layout() {
+    passes("qwen25-tiny", "config.transformers5.json");
+}
+
+/// Gemma 3 (sandwich and (1 + w) norms, scaled embeddings, q/k norm, local and
+/// global RoPE, a window of 8 under a 20-token prompt) in both config layouts.
+#[test]
+fn gemma3_passes_in_both_config_layouts() {
+    for config in ["config.json", "config.transformers5.json"] {
+        let out = passes("gemma3-tiny", config);
+        assert!(out.contains("sliding-window attention (window 8) on 5 of 6 layers"));
+    }
 }
 
 #[test]

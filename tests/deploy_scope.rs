@@ -1,47 +1,64 @@
-//! Phase 0's scope check through `skillc deploy`: a mixture-of-experts config is
-//! refused with the reason, Gemma 3 is refused naming each feature the runtime
-//! cannot execute, and usage problems exit 2 before any phase runs.
+//! Phase 0's scope check through `skillc deploy`: mixture-of-experts, MLA,
+//! encoder-decoder and partial-rotary configs are refused with the reason,
+//! Gemma 3 is refused naming each feature the NPU plans cannot express yet, and
+//! usage problems exit 2 before any phase runs.
 
 mod deploy_support;
 
 use deploy_support::{deploy, llama1b, repo, scratch, skillc};
 use skillc_runtime::exec::record::{PhaseStatus, Verdict};
 
+/// Each architecture outside the dense decoder-only families, refused at phase 0
+/// with the feature and why (`tests/data/deploy/out-of-scope/<case>`).
 #[test]
-fn a_mixture_of_experts_is_refused_at_phase_0_with_the_reason() {
-    let out = scratch("moe");
-    let outcome = deploy(
-        llama1b(),
-        &repo("tests/data/deploy/out-of-scope/moe"),
-        &out,
-        &[],
-    );
-    assert_eq!(outcome.exit_code, 1);
-    let r = &outcome.report;
-    assert_eq!(r.verdict, Verdict::Refused);
-    assert_eq!(r.phases[0].status, PhaseStatus::Failed);
-    assert!(r.phases[1..]
-        .iter()
-        .all(|p| p.status == PhaseStatus::NotRun));
-    let stop = r.stop.as_ref().expect("stop");
-    insta::assert_snapshot!(stop.reason, @"out of scope (mixture of experts, from `num_experts`): routed expert MLPs are not supported; only dense decoder-only models are");
-    assert!(out.join("report.md").is_file() && out.join("trajectory/00-deploy.traj").is_file());
+fn architectures_outside_the_families_are_refused_at_phase_0_with_the_reason() {
+    let cases = [
+        ("moe", "mixture of experts"),
+        ("mla", "multi-head latent attention"),
+        ("encoder-decoder", "encoder-decoder"),
+        ("partial-rotary", "partial rotary embeddings"),
+    ];
+    let mut reasons = String::new();
+    for (case, feature) in cases {
+        let out = scratch(case);
+        let model = repo(&format!("tests/data/deploy/out-of-scope/{case}"));
+        let outcome = deploy(llama1b(), &model, &out, &[]);
+        assert_eq!(outcome.exit_code, 1, "{case}");
+        let r = &outcome.report;
+        assert_eq!(r.verdict, Verdict::Refused, "{case}");
+        assert_eq!(r.phases[0].status, PhaseStatus::Failed, "{case}");
+        assert!(
+            r.phases[1..]
+                .iter()
+                .all(|p| p.status == PhaseStatus::NotRun),
+            "{case}"
+        );
+        let stop = r.stop.as_ref().expect("stop");
+        assert!(stop.reason.contains(feature), "{case}: {}", stop.reason);
+        assert!(
+            out.join("report.md").is_file() && out.join("trajectory/00-deploy.traj").is_file(),
+            "{case}"
+        );
+        reasons += &format!("{case}: {}\n", stop.reason);
+    }
+    insta::assert_snapshot!(reasons);
 }
 
 #[test]
-fn gemma_3_is_refused_naming_each_unsupported_feature() {
+fn gemma_3_is_refused_naming_each_feature_the_npu_plans_lack() {
     let out = scratch("gemma");
     let outcome = deploy(llama1b(), &repo("../shared/models/gemma-3-1b"), &out, &[]);
     assert_eq!(outcome.exit_code, 1);
     let stop = outcome.report.stop.as_ref().expect("stop");
     assert_eq!(
         (stop.phase, stop.metric.as_str(), stop.value),
-        (0, "blockers", 5.0)
+        (0, "blockers", 6.0)
     );
     for feature in [
-        "gemma3 normalisation",
-        "gemma3 embedding scale",
-        "gemma3 attention scale and local RoPE",
+        "(1 + w) RMSNorm on the NPU",
+        "sandwich norms on the NPU",
+        "the embedding scale on the NPU",
+        "a local RoPE base on the NPU (sliding-window layers rotate with base 10000",
         "a GELU MLP on the NPU",
         "sliding-window attention on the NPU (window 512",
     ] {

@@ -241,6 +241,13 @@ pub struct SkillSet {
     /// Skill directory name, `opt-…` or `debug-…`.
     pub name: String,
     pub kind: LessonKind,
+    /// What the skill does, as its `skill` declaration says; empty for a skill the
+    /// compiler grouped by operation. Absent in bundles written before the field existed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub title: String,
+    /// The literal messages and symptoms that call for the skill, as declared.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<String>,
     pub description: String,
     pub trigger: String,
     pub hypotheses: Vec<Hypothesis>,

@@ -14,6 +14,8 @@ use serde::Serialize;
 pub const KEYWORDS: &[&str] = &[
     "trajectory",
     "session",
+    "skill",
+    "trigger",
     "phase",
     "model",
     "target",
@@ -34,6 +36,7 @@ pub const KEYWORDS: &[&str] = &[
     "symptom",
     "cause",
     "fix",
+    "in",
     "fails",
     "with",
     "and",

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use skillc_runtime::model::arch::{Architecture, RopeScaling};
+use skillc_runtime::model::arch::{Architecture, NormWeight, RopeScaling};
 use skillc_runtime::model::config::load_config;
 use skillc_runtime::model::oracle::compare::{
     check_reference, ReferenceCheck, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
@@ -16,15 +16,23 @@ use skillc_runtime::model::oracle::compare::{
 use skillc_runtime::model::oracle::Reference;
 use skillc_runtime::model::Model;
 
+/// Every transformers-checked fixture of `shared/fixtures`.
+const FIXTURES: [&str; 7] = [
+    "gemma3-tiny",
+    "llama32-odd",
+    "llama32-tiny",
+    "qwen25-odd",
+    "qwen25-tiny",
+    "qwen3-tiny",
+    "smollm2-tiny",
+];
+
 fn fixtures() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
-        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
-    assert_eq!(dirs.len(), 4, "the four shared fixtures");
+    let dirs: Vec<PathBuf> = FIXTURES.iter().map(|name| root.join(name)).collect();
+    for dir in &dirs {
+        assert!(dir.join(REFERENCE_FILE).is_file(), "{}", dir.display());
+    }
     dirs
 }
 
@@ -125,4 +133,46 @@ fn dropping_llama3_rope_scaling_fails_the_check() {
 fn dropping_qk_norm_or_changing_rope_theta_fails_the_check() {
     assert!(!check_without("qwen3-tiny", |a| a.qk_norm = false).passed());
     assert!(!check_without("smollm2-tiny", |a| a.rope_theta = 10_000.0).passed());
+}
+
+/// Each Gemma-3 feature moves the logits far beyond the tolerance when dropped
+/// (`reference.json` → `sensitivity_max_abs_prefill_logit_delta` measured 14.9
+/// without the window, 6.0 with the global base on local layers, 4.1 without
+/// the embedding scale, 9.0 without q/k norm), so each is proven by the match.
+#[test]
+fn dropping_any_gemma3_feature_fails_the_check() {
+    type Drop = fn(&mut Architecture);
+    let drops: [(&str, Drop); 6] = [
+        ("sliding window", |a| a.sliding_window = None),
+        ("local RoPE base", |a| a.local_rope = None),
+        ("embedding scale", |a| a.scale_embeddings = false),
+        ("(1 + w) norms", |a| a.norm_weight = NormWeight::Direct),
+        ("q/k norm", |a| a.qk_norm = false),
+        ("attention scalar", |a| {
+            a.query_pre_attn_scalar = Some(256.0)
+        }),
+    ];
+    for (feature, drop) in drops {
+        let check = check_without("gemma3-tiny", drop);
+        let logits = check
+            .rows
+            .iter()
+            .find(|r| r.name == "prefill_logits")
+            .unwrap();
+        assert!(
+            !logits.pass && logits.max_abs_error > 0.1,
+            "without the {feature}: {:.3e}",
+            logits.max_abs_error
+        );
+    }
+}
+
+/// Without the sandwich norms the layer's `post_attention_layernorm` weight is
+/// read as the pre-MLP norm (what a Llama-style loader would do): the check
+/// must see it.
+#[test]
+fn reading_gemma3_as_a_plain_pre_norm_model_fails_the_check() {
+    let check = check_without("gemma3-tiny", |a| a.sandwich_norms = false);
+    assert!(!check.passed());
+    assert!(check.worst_ratio() > 1e-2, "{:.3e}", check.worst_ratio());
 }

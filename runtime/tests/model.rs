@@ -1,5 +1,5 @@
-//! Model construction beyond the fixtures: the memory refusal, the scope
-//! refusal, and the KV cache's consistency on seeded random models.
+//! Model construction beyond the fixtures: the memory refusal and the KV
+//! cache's consistency on seeded random models, sliding-window layers included.
 
 use std::path::Path;
 
@@ -24,13 +24,6 @@ fn a_model_that_does_not_fit_is_refused_with_the_numbers() {
     assert!(check_fits(estimate, Some(64 << 30)).is_ok());
 }
 
-#[test]
-fn gemma3_is_classified_but_not_executed() {
-    let arch = load_config(&shared_config("gemma-3-1b")).unwrap();
-    let err = Model::random(arch, 1).unwrap_err();
-    insta::assert_snapshot!(err.to_string());
-}
-
 fn small_random(extra: &str) -> Model {
     let config = format!(
         r#"{{"model_type":"qwen3","num_hidden_layers":2,"hidden_size":64,
@@ -40,18 +33,31 @@ fn small_random(extra: &str) -> Model {
     Model::random(parse_config(&config).unwrap(), 11).unwrap()
 }
 
+/// A Gemma-3 layout (window 3 on every layer but each second one) with
+/// seeded weights.
+fn small_gemma(window: Option<u64>) -> Model {
+    let sliding = match window {
+        Some(w) => format!(r#","sliding_window":{w},"sliding_window_pattern":2"#),
+        None => r#","sliding_window_pattern":1"#.into(),
+    };
+    let config = format!(
+        r#"{{"model_type":"gemma3_text","num_hidden_layers":4,"hidden_size":64,
+            "intermediate_size":96,"num_attention_heads":4,"num_key_value_heads":1,
+            "head_dim":32,"query_pre_attn_scalar":24,"vocab_size":300,
+            "rope_local_base_freq":10000,"rope_theta":1000000{sliding}}}"#
+    );
+    Model::random(parse_config(&config).unwrap(), 11).unwrap()
+}
+
 /// Logits of a prompt computed in one prefill equal those of prefilling the
 /// first token and decoding the rest one by one through the cache.
-#[test]
-fn cached_decode_agrees_with_prefill() {
-    let model = small_random("");
-    let ids: Vec<u32> = vec![3, 141, 59, 265, 35, 89, 79, 32];
-    let all = Reference::new(&model)
+fn assert_cached_decode_agrees_with_prefill(model: &Model, ids: &[u32]) -> Vec<Vec<f32>> {
+    let all = Reference::new(model)
         .unwrap()
-        .prefill(&ids, LogitRows::All)
+        .prefill(ids, LogitRows::All)
         .unwrap()
         .logits;
-    let mut stepwise = Reference::new(&model).unwrap();
+    let mut stepwise = Reference::new(model).unwrap();
     let first = stepwise.prefill(&ids[..1], LogitRows::Last).unwrap().logits;
     let mut rows = vec![first.data];
     for &id in &ids[1..] {
@@ -67,6 +73,14 @@ fn cached_decode_agrees_with_prefill() {
         assert!(err <= 1e-5 * scale, "position {k}: {err} vs scale {scale}");
     }
     assert_eq!(stepwise.position(), ids.len());
+    rows
+}
+
+const PROMPT: [u32; 8] = [3, 141, 59, 265, 35, 89, 79, 32];
+
+#[test]
+fn cached_decode_agrees_with_prefill() {
+    assert_cached_decode_agrees_with_prefill(&small_random(""), &PROMPT);
 }
 
 #[test]
@@ -100,14 +114,48 @@ fn bad_prompts_are_refused() {
     );
 }
 
+/// Beyond the window, a prefill (masking inside one pass) and a cached decode
+/// (dropping what slid out of the cache) attend to the same positions; and the
+/// window is really applied: the same weights without it give other logits
+/// once the prompt is longer than the window, and the same ones within it.
 #[test]
-fn sliding_window_runs_within_the_window_only() {
-    let model =
-        small_random(r#","use_sliding_window":true,"sliding_window":4,"max_window_layers":1"#);
-    let mut reference = Reference::new(&model).unwrap();
-    reference.prefill(&[1, 2, 3, 4], LogitRows::Last).unwrap();
-    let err = reference.decode_step(5).unwrap_err();
-    insta::assert_snapshot!(err.to_string());
+fn sliding_window_agrees_between_prefill_and_cached_decode_beyond_the_window() {
+    for model in [
+        small_gemma(Some(3)),
+        small_random(r#","use_sliding_window":true,"sliding_window":3,"max_window_layers":1"#),
+    ] {
+        let windowed = assert_cached_decode_agrees_with_prefill(&model, &PROMPT);
+        // A window longer than the prompt: the same layers (and RoPE bases), no mask.
+        let mut full_arch = model.arch.clone();
+        if let Some(sw) = &mut full_arch.sliding_window {
+            sw.window = 1 << 20;
+        }
+        let full = Model {
+            arch: full_arch,
+            ..model.clone()
+        };
+        let unwindowed = assert_cached_decode_agrees_with_prefill(&full, &PROMPT);
+        let differs = |k: usize| {
+            windowed[k]
+                .iter()
+                .zip(&unwindowed[k])
+                .any(|(a, b)| (a - b).abs() > 1e-3)
+        };
+        assert!(
+            !differs(0) && !differs(2),
+            "{}: inside the window",
+            model.arch.class_name
+        );
+        assert!((3..PROMPT.len()).all(differs), "beyond the window");
+    }
+}
+
+/// A Gemma-3 model without any sliding layer runs too (pattern 1: all global).
+#[test]
+fn gemma3_without_sliding_layers_decodes_like_it_prefills() {
+    let model = small_gemma(None);
+    assert!(model.arch.sliding_window.is_none());
+    assert_cached_decode_agrees_with_prefill(&model, &PROMPT);
 }
 
 /// F32 and F16 tensors holding bf16-exact values load to the same bits as the

@@ -10,7 +10,7 @@ use petgraph::graph::NodeIndex;
 use rayon::prelude::*;
 
 use super::checks;
-use super::ir::{DeadEndIr, LessonIr, PhaseIr, SourceIr, StepIr};
+use super::ir::{DeadEndIr, DeclaredSkillIr, LessonIr, NoteIr, PhaseIr, SourceIr, StepIr};
 use super::lessons;
 use super::path::{self, action, Cx, Fate, PHASE_COUNT};
 use super::{catalog, skills, values};
@@ -34,6 +34,8 @@ pub struct Input<'a> {
 /// A trajectory's share of the IR, before merging.
 pub struct Extracted<'a> {
     pub source: SourceIr,
+    /// The skills the trajectory declares, with the notes that joined them.
+    pub declared: Vec<DeclaredSkillIr>,
     /// Eight phases; `lessons` lists are filled after merging.
     pub phases: Vec<PhaseIr>,
     pub lessons: Vec<LessonIr>,
@@ -93,6 +95,7 @@ pub fn extract<'a>(input: &Input<'a>) -> Extracted<'a> {
         step_nodes.extend(part.step_nodes);
     }
     Extracted {
+        declared: declared(&cx),
         source,
         phases,
         lessons,
@@ -101,6 +104,39 @@ pub fn extract<'a>(input: &Input<'a>) -> Extracted<'a> {
         header_span: g.header.as_ref().map(|h| h.span),
         diagnostics,
     }
+}
+
+/// The trajectory's skill declarations, each with the notes and decisions that joined
+/// it, in trajectory order.
+fn declared(cx: &Cx) -> Vec<DeclaredSkillIr> {
+    let g = cx.g;
+    let mut skills: Vec<DeclaredSkillIr> = g
+        .skills
+        .iter()
+        .map(|s| DeclaredSkillIr {
+            name: s.name.clone(),
+            kind: s.kind,
+            title: s.title.clone(),
+            triggers: s.triggers.clone(),
+            notes: Vec::new(),
+            provenance: vec![cx.span_provenance(s.span, &s.name)],
+        })
+        .collect();
+    for (index, node) in g.nodes() {
+        let (NodeData::Note { text } | NodeData::Decision { text }, Some(skill)) =
+            (&node.data, node.skill)
+        else {
+            continue;
+        };
+        if let Some(declared) = skills.get_mut(skill) {
+            declared.notes.push(NoteIr {
+                id: cx.qualify(&node.id),
+                text: text.clone(),
+                provenance: cx.provenance(g.node(index)),
+            });
+        }
+    }
+    skills
 }
 
 /// The dead ends a lesson explains: action → (skill, lesson id) of the first one.
@@ -180,6 +216,7 @@ fn step(cx: &Cx, index: NodeIndex, texts: &HashMap<NodeIndex, Vec<String>>) -> S
         params,
         guarded_by: Vec::new(),
         notes: texts.get(&index).cloned().unwrap_or_default(),
+        skill: cx.g.skill_of(index).map(|s| s.name.clone()),
         provenance: vec![cx.provenance(node)],
     }
 }
@@ -212,15 +249,22 @@ fn dead_end(
         skill: String::new(),
         provenance: vec![cx.provenance(node)],
     };
+    let declared = cx.g.skill_of(index).map(|s| s.name.clone());
     if let Some((skill, lesson)) = explained.get(&index) {
         dead_end.skill = skill.clone();
         dead_end.explained_by = Some(lesson.clone());
-    } else if let Some(lesson) = lessons::from_dead_end(cx, index, outcome, &dead_end) {
+    } else if let Some(mut lesson) = lessons::from_dead_end(cx, index, outcome, &dead_end) {
+        if let Some(skill) = &declared {
+            lesson.skill = skill.clone();
+        }
         dead_end.skill = lesson.skill.clone();
         dead_end.explained_by = Some(lesson.id.clone());
         taught.push(lesson);
     } else {
         dead_end.skill = skills::dead_end_skill(&dead_end.op, &dead_end.params);
+    }
+    if let Some(skill) = declared {
+        dead_end.skill = skill;
     }
     Some(dead_end)
 }

@@ -25,6 +25,29 @@ pub struct SkillIr {
     pub lessons: BTreeMap<String, LessonIr>,
     /// `opt-…` and `debug-…` skills, sorted by name.
     pub skills: Vec<SkillSetIr>,
+    /// Skills the trajectories declare with `skill`, by name.
+    pub declared: BTreeMap<String, DeclaredSkillIr>,
+}
+
+/// A skill a trajectory declares: what it does and the literal situations that call
+/// for it, with the notes and decisions that joined it (`in <skill>`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeclaredSkillIr {
+    pub name: String,
+    pub kind: LessonKind,
+    pub title: String,
+    pub triggers: Vec<String>,
+    pub notes: Vec<NoteIr>,
+    pub provenance: Vec<Provenance>,
+}
+
+/// A note or decision, as recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoteIr {
+    /// The entry id (qualified like step ids).
+    pub id: String,
+    pub text: String,
+    pub provenance: Provenance,
 }
 
 /// One trajectory the bundle was built from.
@@ -67,6 +90,8 @@ pub struct StepIr {
     pub guarded_by: Vec<String>,
     /// Notes and decisions recorded about the action, in trajectory order.
     pub notes: Vec<String>,
+    /// The declared skill the action joined (`in <skill>`).
+    pub skill: Option<String>,
     pub provenance: Vec<Provenance>,
 }
 
@@ -190,6 +215,12 @@ pub enum DeadEndOutcome {
 pub struct SkillSetIr {
     pub name: String,
     pub kind: LessonKind,
+    /// What the skill does: the declaration's title, empty for a derived skill.
+    pub title: String,
+    /// The literal situations that call for it, from the declaration.
+    pub triggers: Vec<String>,
+    /// Notes and decisions that joined the skill.
+    pub context: Vec<NoteIr>,
     pub description: String,
     /// The whole trigger as one line (what `bundle.json` carries).
     pub trigger: String,

@@ -111,7 +111,10 @@ pub fn recorded(
         origin: LessonOrigin::Recorded,
         title: data.title.clone(),
         symptom_line: symptom_line(data.symptom.as_ref(), &symptom),
-        skill: skills::lesson_skill(kind, &symptom, &fix.op),
+        skill: g
+            .skill_of(index)
+            .map(|s| s.name.clone())
+            .unwrap_or_else(|| skills::lesson_skill(kind, &symptom, &fix.op)),
         symptom,
         cause,
         cause_condition,

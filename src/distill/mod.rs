@@ -99,6 +99,7 @@ pub fn distill(name: &str, inputs: &[Input]) -> Distilled {
         phases: merged.phases,
         lessons: merged.lessons,
         skills: Vec::new(),
+        declared: merged.declared,
     };
     finalize(&mut ir);
     diag::sort(&mut diagnostics);
@@ -109,6 +110,7 @@ pub fn distill(name: &str, inputs: &[Input]) -> Distilled {
 #[derive(Default)]
 struct Merged<'a> {
     sources: Vec<ir::SourceIr>,
+    declared: BTreeMap<String, ir::DeclaredSkillIr>,
     phases: Vec<PhaseIr>,
     lessons: BTreeMap<String, LessonIr>,
     /// Lesson content key → id, to find the same lesson in another trajectory.
@@ -152,6 +154,9 @@ fn lesson_key(lesson: &LessonIr) -> String {
 impl<'a> Merged<'a> {
     fn add(&mut self, t: Extracted<'a>, diagnostics: &mut Vec<Diagnostic>) {
         diagnostics.extend(t.diagnostics);
+        for skill in t.declared {
+            merge_declared(&mut self.declared, skill);
+        }
         let trajectory = t.source.trajectory.clone();
         self.sources.push(t.source);
         let mut renamed: HashMap<String, String> = HashMap::new();
@@ -207,6 +212,28 @@ impl<'a> Merged<'a> {
             {
                 dead_end.explained_by = Some(id.clone());
             }
+        }
+    }
+}
+
+/// The same skill declared by several trajectories is one skill: the first
+/// trajectory's title, every trigger once, every note.
+fn merge_declared(
+    declared: &mut BTreeMap<String, ir::DeclaredSkillIr>,
+    skill: ir::DeclaredSkillIr,
+) {
+    match declared.get_mut(&skill.name) {
+        Some(existing) => {
+            for trigger in skill.triggers {
+                if !existing.triggers.contains(&trigger) {
+                    existing.triggers.push(trigger);
+                }
+            }
+            existing.notes.extend(skill.notes);
+            existing.provenance.extend(skill.provenance);
+        }
+        None => {
+            declared.insert(skill.name.clone(), skill);
         }
     }
 }

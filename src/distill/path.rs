@@ -126,10 +126,15 @@ impl<'a> Cx<'a> {
     }
 
     pub fn provenance(&self, node: &Node) -> Provenance {
+        self.span_provenance(node.span, &node.id)
+    }
+
+    /// Provenance of anything with a span: `entry` names it (an entry id, a skill name).
+    pub fn span_provenance(&self, span: crate::syntax::Span, entry: &str) -> Provenance {
         Provenance {
-            file: self.paths.get(&node.span.file).cloned().unwrap_or_default(),
-            line: node.span.line,
-            entry: node.id.clone(),
+            file: self.paths.get(&span.file).cloned().unwrap_or_default(),
+            line: span.line,
+            entry: entry.to_string(),
         }
     }
 

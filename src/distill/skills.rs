@@ -105,14 +105,26 @@ pub fn skill_sets(ir: &SkillIr) -> Vec<SkillSetIr> {
                 ),
             });
         }
-        if !matches!(phase.index, 4 | 5) {
-            continue;
-        }
-        for step in phase.steps.iter().filter(|s| changes_the_plan(&s.op)) {
-            let m = members.entry(technique_skill(&step.op)).or_default();
+        for step in &phase.steps {
+            // Without declared skills, every plan change of phases 4–5 is a technique
+            // of its own operation; with them, a step belongs where it was declared.
+            let skill = match &step.skill {
+                Some(skill) => skill.clone(),
+                None if ir.declared.is_empty()
+                    && matches!(phase.index, 4 | 5)
+                    && changes_the_plan(&step.op) =>
+                {
+                    technique_skill(&step.op)
+                }
+                None => continue,
+            };
+            let m = members.entry(skill).or_default();
             m.applied_steps.push(step.id.clone());
             m.phases.insert(phase.index);
         }
+    }
+    for name in ir.declared.keys() {
+        members.entry(name.clone()).or_default();
     }
     let sources: Vec<&str> = ir.sources.iter().map(|s| s.trajectory.as_str()).collect();
     members
@@ -130,10 +142,11 @@ fn kernel_only(params: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
 }
 
 fn skill_set(ir: &SkillIr, name: String, m: Members, sources: &str) -> SkillSetIr {
-    let kind = if name.starts_with(OPT_PREFIX) {
-        LessonKind::Optimization
-    } else {
-        LessonKind::Debugging
+    let declared = ir.declared.get(&name);
+    let kind = match declared {
+        Some(d) => d.kind,
+        None if name.starts_with(OPT_PREFIX) => LessonKind::Optimization,
+        None => LessonKind::Debugging,
     };
     let mut hypotheses: Vec<HypothesisIr> = m
         .lessons
@@ -171,14 +184,21 @@ fn skill_set(ir: &SkillIr, name: String, m: Members, sources: &str) -> SkillSetI
     } else {
         String::new()
     };
-    let trigger = trigger_patterns
-        .iter()
-        .chain(std::iter::once(&trigger_note).filter(|n| !n.is_empty()))
-        .cloned()
-        .collect::<Vec<_>>()
-        .join("; or ");
-    let description =
-        match kind {
+    let trigger = match declared {
+        Some(d) => d.triggers.join("; "),
+        None => trigger_patterns
+            .iter()
+            .chain(std::iter::once(&trigger_note).filter(|n| !n.is_empty()))
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("; or "),
+    };
+    let description = match declared {
+        Some(d) => format!(
+            "{}. Use when: {trigger}. For an LLM deployment on an AMD XDNA 2 (npu2) NPU; distilled from trajectory {sources}.",
+            d.title.trim_end_matches('.')
+        ),
+        None => match kind {
             LessonKind::Debugging => format!(
             "Debugging skill for deploying LLMs on an AMD XDNA 2 (npu2) NPU: what to check and \
              fix, in order, when {trigger}. {}, {} and {}, for phase {phases}; distilled from \
@@ -197,10 +217,14 @@ fn skill_set(ir: &SkillIr, name: String, m: Members, sources: &str) -> SkillSetI
                     count(hypotheses.len(), "lesson", "lessons"),
                 )
             }
-        };
+        },
+    };
     SkillSetIr {
         name,
         kind,
+        title: declared.map(|d| d.title.clone()).unwrap_or_default(),
+        triggers: declared.map(|d| d.triggers.clone()).unwrap_or_default(),
+        context: declared.map(|d| d.notes.clone()).unwrap_or_default(),
         description,
         trigger,
         trigger_patterns,

@@ -58,6 +58,8 @@ pub fn lower(ir: &SkillIr) -> Bundle {
             .map(|s| SkillSet {
                 name: s.name.clone(),
                 kind: s.kind,
+                title: s.title.clone(),
+                triggers: s.triggers.clone(),
                 description: s.description.clone(),
                 trigger: s.trigger.clone(),
                 hypotheses: s

@@ -470,6 +470,18 @@ pub fn skill_page(
         metadata: meta,
     };
     let hypotheses = views::hypotheses(ir, skill);
+    let context: Vec<String> = skill
+        .context
+        .iter()
+        .map(|n| {
+            format!(
+                "- {}, {}: {}",
+                code_span(&n.id),
+                views::provenance(std::slice::from_ref(&n.provenance)),
+                literal(&n.text, 2)
+            )
+        })
+        .collect();
     let mut drafts = vec![Draft::new(
         match skill.kind {
             LessonKind::Debugging => "Trigger",
@@ -493,6 +505,9 @@ pub fn skill_page(
             }
             drafts.push(Draft::new("Applied in the trajectory", "applied", body, 80));
         }
+    }
+    if !context.is_empty() {
+        drafts.push(Draft::new("Context", "context", context.join("\n"), 60));
     }
     drafts.push(Draft::new(
         match skill.kind {
@@ -537,9 +552,10 @@ pub fn skill_page(
         ),
         10,
     ));
-    let title = match skill.kind {
-        LessonKind::Debugging => format!("Debugging: {}", skill.name),
-        LessonKind::Optimization => format!("Optimization: {}", skill.name),
+    let title = match (skill.kind, skill.title.is_empty()) {
+        (_, false) => skill.title.clone(),
+        (LessonKind::Debugging, true) => format!("Debugging: {}", skill.name),
+        (LessonKind::Optimization, true) => format!("Optimization: {}", skill.name),
     };
     assemble(
         t,
@@ -567,12 +583,26 @@ pub fn skill_page(
 /// about an optimization's operation.
 fn trigger(skill: &SkillSetIr) -> String {
     let mut paragraphs = Vec::new();
+    if !skill.triggers.is_empty() {
+        let items: Vec<String> = skill
+            .triggers
+            .iter()
+            .map(|t| format!("- {}", literal(t, 2)))
+            .collect();
+        paragraphs.push(format!(
+            "Use this skill when a run shows one of these:\n\n{}",
+            items.join("\n")
+        ));
+    }
     if !skill.trigger_patterns.is_empty() {
-        let intro = match skill.kind {
-            LessonKind::Debugging => {
+        let intro = match (skill.kind, skill.triggers.is_empty()) {
+            (_, false) => "The runtime's checks that show them (trajectory notation):",
+            (LessonKind::Debugging, true) => {
                 "Use this skill when one of these checks fails (trajectory notation):"
             }
-            LessonKind::Optimization => "Apply it when one of these shows (trajectory notation):",
+            (LessonKind::Optimization, true) => {
+                "Apply it when one of these shows (trajectory notation):"
+            }
         };
         let items: Vec<String> = skill
             .trigger_patterns
@@ -619,6 +649,7 @@ mod tests {
                 } else {
                     vec![]
                 },
+                skill: None,
                 provenance: vec![Provenance {
                     file: "t/00.traj".into(),
                     line: i as u32 + 1,

@@ -25,6 +25,8 @@ pub(super) struct Checked {
     pub span: Span,
     pub data: NodeData,
     pub references: Vec<Reference>,
+    /// The skill named by an `in` clause, resolved against the declared skills later.
+    pub skill: Option<Name>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -37,6 +39,10 @@ pub(super) fn check_entry(entry: Entry, phase: u8) -> Checked {
     let kind = entry.body.kind();
     checker.clause_placement(&entry, kind);
     let references = references(&entry, kind);
+    let skill = entry.clauses.iter().find_map(|c| match &c.kind {
+        ClauseKind::In(name) if allowed(&c.kind, kind) => Some(name.clone()),
+        _ => None,
+    });
     if let Some(conditions) = entry.clauses.iter().find_map(|c| match &c.kind {
         ClauseKind::When(params) => Some(params),
         _ => None,
@@ -94,6 +100,7 @@ pub(super) fn check_entry(entry: Entry, phase: u8) -> Checked {
         span,
         data,
         references,
+        skill,
         diagnostics: checker.diagnostics,
     }
 }
@@ -165,6 +172,8 @@ fn allowed(clause: &ClauseKind, kind: EntryKind) -> bool {
         ClauseKind::Fixes { .. } => kind == Action,
         ClauseKind::Supersedes(_) => matches!(kind, Action | Lesson | Decision),
         ClauseKind::Reverts(_) => matches!(kind, Action | Decision),
+        // An observation belongs through the lesson or action it is evidence of.
+        ClauseKind::In(_) => kind != Observation,
     }
 }
 

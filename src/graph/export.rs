@@ -13,6 +13,8 @@ struct JsonGraph<'a> {
     header: Option<JsonHeader<'a>>,
     files: Vec<&'a str>,
     sessions: Vec<JsonSession<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    skills: Vec<JsonSkill<'a>>,
     nodes: Vec<JsonNode<'a>>,
     edges: Vec<JsonEdge<'a>>,
 }
@@ -36,6 +38,15 @@ struct JsonSession<'a> {
 }
 
 #[derive(Serialize)]
+struct JsonSkill<'a> {
+    name: &'a str,
+    kind: skillc_runtime::bundle::LessonKind,
+    title: &'a str,
+    triggers: &'a [String],
+    at: String,
+}
+
+#[derive(Serialize)]
 struct JsonNode<'a> {
     id: &'a str,
     kind: EntryKind,
@@ -43,6 +54,8 @@ struct JsonNode<'a> {
     session: usize,
     at: String,
     effective: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    skill: Option<&'a str>,
     data: &'a NodeData,
 }
 
@@ -78,15 +91,27 @@ pub fn to_json(graph: &Graph) -> String {
                 at: graph.location(s.span),
             })
             .collect(),
+        skills: graph
+            .skills
+            .iter()
+            .map(|s| JsonSkill {
+                name: &s.name,
+                kind: s.kind,
+                title: &s.title,
+                triggers: &s.triggers,
+                at: graph.location(s.span),
+            })
+            .collect(),
         nodes: graph
             .nodes()
-            .map(|(_, node)| JsonNode {
+            .map(|(index, node)| JsonNode {
                 id: &node.id,
                 kind: node.kind,
                 phase: node.phase,
                 session: node.session,
                 at: graph.location(node.span),
                 effective: node.effective,
+                skill: graph.skill_of(index).map(|s| s.name.as_str()),
                 data: &node.data,
             })
             .collect(),
@@ -145,7 +170,7 @@ pub fn to_dot(graph: &Graph) -> String {
     out.push_str("  node [fontname=\"Helvetica\", fontsize=10];\n");
     out.push_str("  edge [fontname=\"Helvetica\", fontsize=8];\n");
     let mut session = usize::MAX;
-    for (_, node) in graph.nodes() {
+    for (index, node) in graph.nodes() {
         if node.session != session {
             if session != usize::MAX {
                 out.push_str("  }\n");
@@ -161,10 +186,11 @@ pub fn to_dot(graph: &Graph) -> String {
                 quote(&format!("phase {}{title} ({})", info.phase, info.timestamp))
             ));
         }
+        let skill = graph.skill_of(index).map(|s| s.name.as_str());
         out.push_str(&format!(
             "    {} [{}];\n",
             quote(&node.id),
-            node_style(node)
+            node_style(node, skill)
         ));
     }
     if session != usize::MAX {
@@ -189,7 +215,7 @@ pub fn to_dot(graph: &Graph) -> String {
     out
 }
 
-fn node_style(node: &Node) -> String {
+fn node_style(node: &Node, skill: Option<&str>) -> String {
     let (shape, fill, summary) = match &node.data {
         NodeData::Action(action) => ("box", "\"#dbe9f6\"", action.op.clone()),
         NodeData::Observation(observation) => {
@@ -217,10 +243,11 @@ fn node_style(node: &Node) -> String {
     if !node.effective {
         style.push_str(",dashed");
     }
+    let skill = skill.map_or(String::new(), |s| format!("\nin {s}"));
     format!(
         "shape={shape}, style={}, fillcolor={fill}, label={}",
         quote(&style),
-        quote(&format!("{}\n{summary}", node.id))
+        quote(&format!("{}\n{summary}{skill}", node.id))
     )
 }
 

@@ -26,6 +26,7 @@ mod expr;
 
 pub use expr::to_text as expr_text;
 mod resolve;
+pub mod skills;
 mod suggest;
 
 use std::collections::HashMap;
@@ -35,6 +36,8 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
 use serde::Serialize;
+
+use skillc_runtime::bundle::LessonKind;
 
 use crate::diag::Diagnostic;
 use crate::syntax::{
@@ -100,6 +103,8 @@ pub struct Graph {
     pub header: Option<HeaderInfo>,
     pub files: Vec<FileInfo>,
     pub sessions: Vec<SessionInfo>,
+    /// Declared skills, in the order written; [`Node::skill`] indexes this list.
+    pub skills: Vec<SkillInfo>,
     /// Nodes in trajectory order; edges from the citing entry to the cited one.
     pub inner: DiGraph<Node, Edge>,
     /// Entry id to node.
@@ -132,6 +137,22 @@ pub struct SessionInfo {
 /// Index into [`Graph::sessions`].
 pub type SessionId = usize;
 
+/// A declared skill: `skill debug-bo-corruption debug "title" trigger "…"`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SkillInfo {
+    /// The skill's directory name in the bundle.
+    pub name: String,
+    pub kind: LessonKind,
+    /// What the skill does.
+    pub title: String,
+    /// The literal messages and symptoms of a failing run that call for it.
+    pub triggers: Vec<String>,
+    pub span: Span,
+}
+
+/// Index into [`Graph::skills`].
+pub type SkillId = usize;
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Node {
     pub id: String,
@@ -142,6 +163,8 @@ pub struct Node {
     /// False when an effective entry reverts or supersedes this one (for an
     /// observation: when the action it measures is not effective).
     pub effective: bool,
+    /// The skill the entry joined with `in <skill>`.
+    pub skill: Option<SkillId>,
     pub data: NodeData,
 }
 
@@ -283,6 +306,11 @@ impl Graph {
 
     pub fn node(&self, index: NodeIndex) -> &Node {
         &self.inner[index]
+    }
+
+    /// The skill entry `index` joined with `in <skill>`, if any.
+    pub fn skill_of(&self, index: NodeIndex) -> Option<&SkillInfo> {
+        self.inner[index].skill.and_then(|s| self.skills.get(s))
     }
 
     /// Every node in trajectory order.

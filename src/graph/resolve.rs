@@ -34,6 +34,7 @@ struct Placed {
 #[derive(Default)]
 struct Broken {
     ids: HashSet<String>,
+    skills: HashSet<String>,
     any: bool,
 }
 
@@ -53,6 +54,7 @@ pub(super) fn build(files: Vec<ParsedFile>) -> (Graph, Vec<Diagnostic>) {
             })
             .collect(),
         sessions: Vec::new(),
+        skills: Vec::new(),
         inner: DiGraph::with_capacity(entry_count, entry_count * 2),
         index: HashMap::with_capacity(entry_count),
     };
@@ -66,25 +68,32 @@ pub(super) fn build(files: Vec<ParsedFile>) -> (Graph, Vec<Diagnostic>) {
         .collect();
 
     let mut references = Vec::with_capacity(checked.len());
+    let mut memberships = Vec::new();
     for (checked, session, phase) in checked {
-        graph.inner.add_node(Node {
+        let index = graph.inner.add_node(Node {
             id: checked.id,
             kind: checked.kind,
             phase,
             session,
             span: checked.span,
             effective: true,
+            skill: None,
             data: checked.data,
         });
         diagnostics.extend(checked.diagnostics);
         references.push(checked.references);
+        if let Some(name) = checked.skill {
+            memberships.push((index, name));
+        }
     }
 
     resolve_references(&mut graph, &references, &broken, &mut diagnostics);
+    super::skills::resolve_memberships(&mut graph, memberships, &broken.skills, &mut diagnostics);
     // Warnings about the graph's shape would mostly echo the syntax errors (an entry
     // that failed to parse leaves its neighbours unobserved or without evidence), so
     // they wait until the trajectory parses.
     let mut shape_warnings = Vec::new();
+    super::skills::warn_membership(&graph, &mut shape_warnings);
     derive_measured_actions(&mut graph, &mut shape_warnings);
     derive_lesson_edges(&mut graph, &mut shape_warnings);
     if !broken.any {
@@ -146,6 +155,7 @@ fn place(
                     previous_timestamp = Some(session.timestamp);
                     session_sizes.push(0);
                 }
+                Item::Skill(skill) => super::skills::declare(skill, graph, diagnostics),
                 Item::Unparsed(unparsed) => {
                     broken.any = true;
                     match unparsed.kind {
@@ -162,6 +172,9 @@ fn place(
                                 span: unparsed.span,
                             });
                             session_sizes.push(1);
+                        }
+                        UnparsedKind::Skill { name } => {
+                            broken.skills.insert(name);
                         }
                         UnparsedKind::Entry { id } => {
                             broken.ids.insert(id);

@@ -38,9 +38,9 @@ use serde::Serialize;
 use skillc_runtime::model::oracle::compare::{
     check_reference, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
 };
-use skillc_runtime::model::scope::check_scope;
 use skillc_runtime::model::Model;
 use skillc_runtime::ops;
+use skillc_runtime::xdna2::builder::unsupported_features;
 use skillc_runtime::xdna2::kernels::{Precision, QkvLayout};
 use skillc_runtime::xdna2::numerics::{self, Tolerance};
 use skillc_runtime::xdna2::plan::{Binding, Call, Launch, Phase, Step};
@@ -220,13 +220,9 @@ impl Walk<'_> {
         let p = Params(&action.params);
         match action.op.as_str() {
             "check-scope" => {
-                let report = check_scope(&self.emu.arch);
-                let reasons: Vec<String> = report
-                    .blockers
-                    .iter()
-                    .map(|b| b.feature.to_string())
-                    .collect();
-                ActionResult::Checked(report.executable(), reasons.join(", "))
+                let blockers = unsupported_features(&self.emu.arch);
+                let reasons: Vec<&str> = blockers.iter().map(|b| b.name).collect();
+                ActionResult::Checked(blockers.is_empty(), reasons.join(", "))
             }
             "select-tiling" => self.select(p),
             "validate-kernel" => self.validate(p),

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use skillc_runtime::model::arch::Architecture;
 use skillc_runtime::model::oracle::{blocks, LogitRows, Reference};
 use skillc_runtime::model::tensor::BfTensor;
-use skillc_runtime::model::weights::{LayerWeights, Weights};
+use skillc_runtime::model::weights::{LayerWeights, SandwichNorms, Weights};
 use skillc_runtime::model::Model;
 use skillc_runtime::rng::SplitMix64;
 use skillc_runtime::xdna2::builder::plan_for;
@@ -337,6 +337,10 @@ fn layer_as(source: &LayerWeights, from: usize, to: usize) -> LayerWeights {
         q_norm: rename_opt(&source.q_norm),
         k_norm: rename_opt(&source.k_norm),
         post_attention_norm: rename(&source.post_attention_norm),
+        sandwich: source.sandwich.as_ref().map(|s| SandwichNorms {
+            attention_out: rename(&s.attention_out),
+            mlp_out: rename(&s.mlp_out),
+        }),
         gate_proj: rename(&source.gate_proj),
         up_proj: rename(&source.up_proj),
         down_proj: rename(&source.down_proj),

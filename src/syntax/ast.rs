@@ -24,6 +24,7 @@ pub struct ParsedFile {
 pub enum Item {
     Header(Header),
     Session(Session),
+    Skill(SkillDecl),
     Entry(Entry),
     /// An item that failed to parse (its syntax error is already reported). Kept so
     /// the resolver knows an id or a session exists and does not report the
@@ -44,6 +45,7 @@ pub struct Unparsed {
 pub enum UnparsedKind {
     Header,
     Session,
+    Skill { name: String },
     Entry { id: String },
     Other,
 }
@@ -89,6 +91,19 @@ pub struct Session {
     #[serde(skip)]
     pub phase_span: Span,
     pub title: Option<Text>,
+    #[serde(skip)]
+    pub span: Span,
+}
+
+/// `skill debug-bo-corruption debug "title" trigger "…"…`: a skill the bundle will
+/// have. Name and kind are as written; the resolver checks them.
+#[derive(Debug, Clone, Serialize)]
+pub struct SkillDecl {
+    pub name: Name,
+    pub kind: Name,
+    pub title: Text,
+    /// The literal messages and symptoms of a failing run that call for the skill.
+    pub triggers: Vec<Text>,
     #[serde(skip)]
     pub span: Span,
 }
@@ -344,6 +359,8 @@ pub enum ClauseKind {
     Symptom(Symptom),
     Cause(Cause),
     Fix(Fix),
+    /// `in debug-bo-corruption`: the entry belongs to that skill.
+    In(Name),
 }
 
 impl ClauseKind {
@@ -361,6 +378,7 @@ impl ClauseKind {
             ClauseKind::Symptom(_) => "symptom",
             ClauseKind::Cause(_) => "cause",
             ClauseKind::Fix(_) => "fix",
+            ClauseKind::In(_) => "in",
         }
     }
 }

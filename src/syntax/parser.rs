@@ -154,6 +154,9 @@ fn is_keyword(rule: Rule) -> bool {
             | Rule::kw_and
             | Rule::kw_or
             | Rule::kw_not
+            | Rule::kw_skill
+            | Rule::kw_trigger
+            | Rule::kw_in
             | Rule::EOI
     )
 }
@@ -235,11 +238,13 @@ impl Builder<'_> {
                     Item::Entry(e) => (e.span.start, e.span.end),
                     Item::Header(h) => (h.span.start, h.span.end),
                     Item::Session(s) => (s.span.start, s.span.end),
+                    Item::Skill(s) => (s.span.start, s.span.end),
                     Item::Unparsed(_) => continue,
                 };
                 let (start, end) = (start as usize - base, end as usize - base);
-                // An entry cut short by the error would be checked with its tail missing.
-                if matches!(item, Item::Entry(_)) && end > line_start {
+                // An entry or skill cut short by the error would be checked with its tail
+                // missing.
+                if matches!(item, Item::Entry(_) | Item::Skill(_)) && end > line_start {
                     break;
                 }
                 kept_until = if start < line_start { end } else { at };
@@ -262,6 +267,7 @@ impl Builder<'_> {
         match pair.as_rule() {
             Rule::header => Some(Item::Header(self.header(pair))),
             Rule::session => Some(Item::Session(self.session(pair))),
+            Rule::skill => Some(Item::Skill(self.skill(pair))),
             Rule::entry => Some(Item::Entry(self.entry(pair))),
             _ => None,
         }
@@ -336,6 +342,35 @@ impl Builder<'_> {
             phase: phase.0,
             phase_span: phase.1,
             title,
+            span,
+        }
+    }
+
+    fn skill(&mut self, pair: Pair<'_, Rule>) -> SkillDecl {
+        let span = self.spans.span(&pair);
+        let empty = Name {
+            text: String::new(),
+            span,
+        };
+        let (mut name, mut kind, mut title) = (empty.clone(), empty, None);
+        let mut triggers = Vec::new();
+        for part in inner(pair) {
+            match part.as_rule() {
+                Rule::skill_name => name = self.name(&part),
+                Rule::skill_kind => kind = self.name(&part),
+                Rule::string | Rule::triple_string => title = Some(self.text(part)),
+                Rule::trigger_clause => triggers.extend(inner(part).map(|t| self.text(t))),
+                _ => {}
+            }
+        }
+        SkillDecl {
+            name,
+            kind,
+            title: title.unwrap_or_else(|| Text {
+                text: String::new(),
+                span,
+            }),
+            triggers,
             span,
         }
     }
@@ -618,6 +653,10 @@ impl Builder<'_> {
                 let assignments = parts.map(|p| self.assignment(p)).collect();
                 ClauseKind::Fix(Fix { op, assignments })
             }
+            Rule::in_clause => match inner(pair).next() {
+                Some(name) => ClauseKind::In(self.name(&name)),
+                None => return None,
+            },
             _ => return None,
         };
         Some(Clause { kind, span })

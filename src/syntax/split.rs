@@ -1,5 +1,5 @@
 //! Splits a file into item pieces before pest sees it. An item starts at a line whose
-//! first token is `trajectory`, `session` or `<id> <kind>` outside a `"""` block; the
+//! first token is `trajectory`, `session`, `skill` or `<id> <kind>` outside a `"""` block; the
 //! grammar guarantees no other line of a valid item can look like that, so a valid file
 //! splits into pieces that each parse, and a broken item costs one diagnostic without
 //! hiding the next ones. The scan is linear and also bounds bracket nesting, which
@@ -91,6 +91,17 @@ pub fn item_kind(text: &str) -> super::UnparsedKind {
     match word {
         b"trajectory" => super::UnparsedKind::Header,
         b"session" => super::UnparsedKind::Session,
+        b"skill" => {
+            let rest = &bytes[word.len()..];
+            let spaces = rest
+                .iter()
+                .take_while(|b| **b == b' ' || **b == b'\t')
+                .count();
+            let (name, _) = leading_word(&rest[spaces..]);
+            super::UnparsedKind::Skill {
+                name: String::from_utf8_lossy(name).into_owned(),
+            }
+        }
         _ => super::UnparsedKind::Entry {
             id: String::from_utf8_lossy(word).into_owned(),
         },
@@ -102,7 +113,7 @@ fn starts_item(line: &[u8]) -> bool {
     if word.is_empty() || !word[0].is_ascii_alphabetic() {
         return false;
     }
-    if word == b"trajectory" || word == b"session" {
+    if word == b"trajectory" || word == b"session" || word == b"skill" {
         return true;
     }
     if std::str::from_utf8(word).is_ok_and(is_reserved) {

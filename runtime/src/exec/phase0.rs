@@ -127,15 +127,10 @@ fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, D
     };
     let scope = check_scope(&arch);
     let npu = unsupported_features(&arch);
-    if !scope.executable() || !npu.is_empty() {
-        let reasons: Vec<String> = scope
-            .blockers
+    if !npu.is_empty() {
+        let reasons: Vec<String> = npu
             .iter()
-            .map(|b| format!("{} ({})", b.feature, b.reason))
-            .chain(
-                npu.iter()
-                    .map(|f| format!("{} on the NPU ({})", f.name, f.reason)),
-            )
+            .map(|f| format!("{} on the NPU ({})", f.name, f.reason))
             .collect();
         let reason = format!(
             "{} is outside the runtime's scope: {}",

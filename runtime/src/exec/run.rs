@@ -316,7 +316,8 @@ impl<'a> Run<'a> {
                 }
             };
             record.params = changes.first().map(|(_, p)| p.clone());
-            let lesson_id = self.traj.lesson(lesson, &[failing_obs]);
+            let skill = self.bundle.skills.iter().find(|s| s.name == lesson.skill);
+            let lesson_id = self.traj.lesson(lesson, skill, &[failing_obs]);
             let action_ids: Vec<String> = changes
                 .iter()
                 .map(|(op, params)| {

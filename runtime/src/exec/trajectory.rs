@@ -9,11 +9,11 @@
 //! Ids are prefixed with the run's slug (`qwen2.5-0.5b.a12`) so the run can be built
 //! together with other trajectories without collisions.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use super::gate::GateCheck;
-use crate::bundle::{BinaryOp, Expr, Lesson, Remedy, Symptom, Value};
+use crate::bundle::{BinaryOp, Expr, Lesson, LessonKind, Remedy, SkillSet, Symptom, Value};
 use crate::ops::is_keyword;
 
 /// Builds the text of one `.traj` file.
@@ -22,6 +22,8 @@ pub struct TrajectoryWriter {
     prefix: String,
     next: u32,
     text: String,
+    /// Skills already declared in this file.
+    declared: BTreeSet<String>,
 }
 
 /// Links of a new action.
@@ -49,6 +51,7 @@ impl TrajectoryWriter {
             prefix: id_slug(slug),
             next: 1,
             text,
+            declared: BTreeSet::new(),
         }
     }
 
@@ -164,8 +167,31 @@ impl TrajectoryWriter {
         id
     }
 
-    /// Restates a bundle lesson with new evidence.
-    pub fn lesson(&mut self, lesson: &Lesson, evidence: &[&str]) -> String {
+    /// Restates a bundle lesson with new evidence, in the bundle skill it belongs to
+    /// when that skill was declared (its declaration is restated once per file).
+    pub fn lesson(
+        &mut self,
+        lesson: &Lesson,
+        skill: Option<&SkillSet>,
+        evidence: &[&str],
+    ) -> String {
+        let skill = skill.filter(|s| !s.title.is_empty() && !s.triggers.is_empty());
+        if let Some(skill) = skill.filter(|s| !self.declared.contains(&s.name)) {
+            self.declared.insert(skill.name.clone());
+            let kind = match skill.kind {
+                LessonKind::Optimization => "opt",
+                LessonKind::Debugging => "debug",
+            };
+            let _ = writeln!(
+                self.text,
+                "skill {} {kind} {}",
+                skill.name,
+                quote(&skill.title)
+            );
+            for trigger in &skill.triggers {
+                let _ = writeln!(self.text, "  trigger {}", quote(trigger));
+            }
+        }
         let id = self.id('l');
         let mut out = format!("{id} lesson {}\n", quote(&lesson.title));
         let _ = writeln!(out, "    symptom{}", symptom(&lesson.symptom));
@@ -184,6 +210,9 @@ impl TrajectoryWriter {
         }
         if !evidence.is_empty() {
             let _ = writeln!(out, "    evidence {}", evidence.join(" "));
+        }
+        if let Some(skill) = skill {
+            let _ = writeln!(out, "    in {}", skill.name);
         }
         self.text.push_str(&out);
         id

@@ -56,13 +56,55 @@ impl DType {
     }
 }
 
-/// Sliding-window attention as the config declares it; classified and reported,
-/// not executed.
+/// Sliding-window attention as the config declares it: on the listed layers a
+/// query at position p attends to positions p − window + 1 ..= p (transformers'
+/// `kv_idx > q_idx − sliding_window`), in prefill and over the decode KV cache.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlidingWindow {
     pub window: u64,
-    /// Layers that use it (indices), from `layer_types` or `max_window_layers`.
+    /// Layers that use it (indices), from `layer_types`, `max_window_layers` or
+    /// `sliding_window_pattern`.
     pub layers: Vec<usize>,
+}
+
+impl SlidingWindow {
+    /// The first position a query at `position` still sees.
+    pub fn first_visible(&self, position: usize) -> usize {
+        (position + 1).saturating_sub(self.window as usize)
+    }
+}
+
+/// How an RMSNorm applies its weight to the normalised row x̂.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NormWeight {
+    /// `w · x̂` (Llama, Qwen).
+    #[default]
+    Direct,
+    /// `(1 + w) · x̂`, with `1 + w` formed in f32 (Gemma: checkpoints store the
+    /// offset from one, so a zero weight is the identity).
+    OffsetOne,
+}
+
+impl NormWeight {
+    pub fn is_direct(&self) -> bool {
+        *self == NormWeight::Direct
+    }
+
+    /// The factor the normalised value is multiplied by.
+    pub fn factor(self, w: f32) -> f32 {
+        match self {
+            NormWeight::Direct => w,
+            NormWeight::OffsetOne => 1.0 + w,
+        }
+    }
+}
+
+/// A RoPE base with its frequency scaling.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rope {
+    pub theta: f64,
+    pub scaling: RopeScaling,
 }
 
 /// A decoder-only transformer, fully resolved.
@@ -91,6 +133,26 @@ pub struct Architecture {
     pub activation: Activation,
     pub dtype: DType,
     pub sliding_window: Option<SlidingWindow>,
+    /// RoPE of the sliding-window layers when it differs from the global
+    /// `rope_theta`/`rope_scaling` (Gemma 3: `rope_local_base_freq`, unscaled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_rope: Option<Rope>,
+    /// `w` or `(1 + w)` in every RMSNorm, q/k norms and the final norm included.
+    #[serde(default, skip_serializing_if = "NormWeight::is_direct")]
+    pub norm_weight: NormWeight,
+    /// Gemma's sandwich norms: the attention and MLP outputs are normalised
+    /// (`post_attention_layernorm`, `post_feedforward_layernorm`) before their
+    /// residual add, and `pre_feedforward_layernorm` is the norm in front of the MLP.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub sandwich_norms: bool,
+    /// Embedding rows multiplied by √hidden_size (Gemma), see
+    /// [`Architecture::embedding_scale`].
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub scale_embeddings: bool,
+    /// Attention scores are scaled by `query_pre_attn_scalar^-1/2` instead of
+    /// `head_dim^-1/2` (Gemma).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_pre_attn_scalar: Option<f64>,
     pub bos_token_id: Option<u64>,
     pub eos_token_ids: Vec<u64>,
 }
@@ -109,6 +171,46 @@ impl Architecture {
         self.num_heads / self.num_kv_heads
     }
 
+    /// The multiplier of the embedding rows: √hidden_size rounded to f32, as
+    /// transformers' `embed_scale` buffer holds it (a float32 tensor, cast to
+    /// the weights' dtype at use: the f32 reference multiplies by exactly this;
+    /// a bf16 run by its bf16 rounding). 1 without `scale_embeddings`.
+    pub fn embedding_scale(&self) -> f32 {
+        if self.scale_embeddings {
+            (self.hidden_size as f64).sqrt() as f32
+        } else {
+            1.0
+        }
+    }
+
+    /// The factor on `q·k`: `query_pre_attn_scalar^-1/2` or `head_dim^-1/2`.
+    pub fn attention_scale(&self) -> f32 {
+        match self.query_pre_attn_scalar {
+            // transformers takes `query_pre_attn_scalar**-0.5` in f64.
+            Some(scalar) => scalar.powf(-0.5) as f32,
+            None => 1.0 / (self.head_dim as f32).sqrt(),
+        }
+    }
+
+    /// The sliding window of `layer`, if it has one.
+    pub fn window_of(&self, layer: usize) -> Option<&SlidingWindow> {
+        self.sliding_window
+            .as_ref()
+            .filter(|sw| sw.layers.contains(&layer))
+    }
+
+    /// The RoPE `layer` rotates with: the local one on sliding-window layers
+    /// when the model has one, the global one otherwise.
+    pub fn rope_of(&self, layer: usize) -> Rope {
+        match (&self.local_rope, self.window_of(layer)) {
+            (Some(local), Some(_)) => local.clone(),
+            _ => Rope {
+                theta: self.rope_theta,
+                scaling: self.rope_scaling.clone(),
+            },
+        }
+    }
+
     /// Parameter count, counting a tied LM head once.
     pub fn parameter_count(&self) -> u64 {
         let (h, f, v) = (
@@ -124,7 +226,14 @@ impl Architecture {
         if self.qk_norm {
             per_layer += 2 * self.head_dim as u64;
         }
+        if self.sandwich_norms {
+            per_layer += 2 * h;
+        }
         let head = if self.tie_word_embeddings { 0 } else { v * h };
         v * h + self.num_layers as u64 * per_layer + h + head
     }
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }

@@ -3,9 +3,10 @@
 //! Both layouts real checkpoints use are accepted: the classic one (`rope_theta`,
 //! `rope_scaling`, `torch_dtype`) and the transformers 5 one (`rope_parameters`,
 //! `dtype`, `layer_types`). Everything outside the decoder-only families the
-//! runtime knows (MoE, MLA, encoder-decoder, multimodal wrappers, quantized
-//! checkpoints) is refused here, naming the field that gave it away; so are sizes
-//! that are zero, absurd or inconsistent (heads not dividing). Every error carries
+//! runtime knows (MoE, MLA, encoder-decoder, multimodal wrappers, partial rotary
+//! embeddings, quantized checkpoints) is refused here, naming the field that
+//! gave it away and why; so are sizes that are zero, absurd or inconsistent
+//! (heads not dividing). Every error carries
 //! the dotted field path and, when the key occurs in the source text, its
 //! line and column so the CLI can point at it.
 
@@ -14,7 +15,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 use thiserror::Error;
 
-use super::arch::{Activation, Architecture, DType, Family, RopeScaling, SlidingWindow};
+use super::arch::{
+    Activation, Architecture, DType, Family, NormWeight, Rope, RopeScaling, SlidingWindow,
+};
 
 /// Line and column (1-based) of a key in the config text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -310,7 +313,9 @@ impl Config<'_> {
                 return Err(self.out_of_scope(
                     "mixture of experts",
                     key,
-                    "routed expert MLPs are not supported; only dense decoder-only models are"
+                    "routed expert MLPs are not supported: the reference, the plans and the cost \
+                     model have one dense FFN per layer, and routing tokens to experts is \
+                     data-dependent control flow neither expresses"
                         .into(),
                 ));
             }
@@ -320,7 +325,8 @@ impl Config<'_> {
                 return Err(self.out_of_scope(
                     "multi-head latent attention",
                     key,
-                    "low-rank compressed KV (MLA) is not supported; only MHA/GQA attention is"
+                    "low-rank compressed KV (MLA) is not supported: the attention kernels and the \
+                     KV cache take full per-head keys and values (MHA/GQA only)"
                         .into(),
                 ));
             }
@@ -329,7 +335,9 @@ impl Config<'_> {
             return Err(self.out_of_scope(
                 "encoder-decoder",
                 "is_encoder_decoder",
-                "only decoder-only models are supported".into(),
+                "only decoder-only models are supported: the reference and the plans have no \
+                 encoder pass and no cross-attention"
+                    .into(),
             ));
         }
         for key in ["encoder_layers", "decoder_layers", "num_decoder_layers"] {
@@ -337,9 +345,27 @@ impl Config<'_> {
                 return Err(self.out_of_scope(
                     "encoder-decoder",
                     key,
-                    "separate encoder and decoder stacks; only decoder-only models are supported"
+                    "separate encoder and decoder stacks; only decoder-only models are supported: \
+                     the reference and the plans have no encoder pass and no cross-attention"
                         .into(),
                 ));
+            }
+        }
+        for key in [
+            "partial_rotary_factor",
+            "rope_parameters.partial_rotary_factor",
+        ] {
+            if let Some(factor) = self.get(key).and_then(Value::as_f64) {
+                if factor != 1.0 {
+                    return Err(self.out_of_scope(
+                        "partial rotary embeddings",
+                        key,
+                        format!(
+                            "RoPE on a fraction {factor} of each head is not supported: the \
+                             reference and the NPU RoPE kernel rotate every dimension pair of a head"
+                        ),
+                    ));
+                }
             }
         }
         for key in ["text_config", "vision_config", "audio_config"] {
@@ -439,6 +465,9 @@ impl Config<'_> {
             None => default_max_positions(family),
         };
         let (rope_theta, rope_scaling) = self.rope(family)?;
+        let local_rope = self.local_rope(family, rope_theta, &rope_scaling)?;
+        let gemma = family == Family::Gemma3Text;
+        self.check_gemma(family)?;
         let rms_norm_eps = match self.opt_f64("rms_norm_eps")? {
             Some(eps) => self.positive("rms_norm_eps", eps)?,
             None => 1e-6,
@@ -466,6 +495,15 @@ impl Config<'_> {
             activation: self.activation(family)?,
             dtype: self.dtype()?,
             sliding_window: self.sliding_window(family, num_layers)?,
+            local_rope,
+            norm_weight: if gemma {
+                NormWeight::OffsetOne
+            } else {
+                NormWeight::Direct
+            },
+            sandwich_norms: gemma,
+            scale_embeddings: gemma,
+            query_pre_attn_scalar: self.query_pre_attn_scalar(family)?,
             bos_token_id: self.opt_uint("bos_token_id")?,
             eos_token_ids: self.eos_token_ids()?,
         })
@@ -517,16 +555,98 @@ impl Config<'_> {
         } else {
             (format!("{prefix}.rope_theta"), prefix.to_string())
         };
-        let theta = match self.opt_f64(&theta_field)? {
-            Some(t) => self.positive(&theta_field, t)?,
-            None => default_rope_theta(family),
+        let rope = self.rope_at(&theta_field, &scaling_prefix, default_rope_theta(family))?;
+        Ok((rope.theta, rope.scaling))
+    }
+
+    /// A RoPE base at `theta_field` (default `default_theta`) with the scaling
+    /// object at `scaling_prefix`.
+    fn rope_at(
+        &self,
+        theta_field: &str,
+        scaling_prefix: &str,
+        default_theta: f64,
+    ) -> Result<Rope, ConfigError> {
+        let theta = match self.opt_f64(theta_field)? {
+            Some(t) => self.positive(theta_field, t)?,
+            None => default_theta,
         };
-        if let Some(v) = self.get(&scaling_prefix) {
+        if let Some(v) = self.get(scaling_prefix) {
             if !v.is_object() {
-                return Err(self.wrong_type(&scaling_prefix, "an object or null", v));
+                return Err(self.wrong_type(scaling_prefix, "an object or null", v));
             }
         }
-        Ok((theta, self.rope_scaling(&scaling_prefix)?))
+        Ok(Rope {
+            theta,
+            scaling: self.rope_scaling(scaling_prefix)?,
+        })
+    }
+
+    /// The RoPE of sliding-window layers when it is not the global one:
+    /// transformers 5's `rope_parameters.sliding_attention`, or Gemma 3's
+    /// classic `rope_local_base_freq` (unscaled: transformers gives the local
+    /// rotary embedding the default rope type, whatever `rope_scaling` says;
+    /// 10000 when absent, its config default).
+    fn local_rope(
+        &self,
+        family: Family,
+        theta: f64,
+        scaling: &RopeScaling,
+    ) -> Result<Option<Rope>, ConfigError> {
+        let local = if self.get("rope_parameters.sliding_attention").is_some() {
+            let prefix = "rope_parameters.sliding_attention";
+            Some(self.rope_at(&format!("{prefix}.rope_theta"), prefix, theta)?)
+        } else if family == Family::Gemma3Text {
+            let theta = match self.opt_f64("rope_local_base_freq")? {
+                Some(t) => self.positive("rope_local_base_freq", t)?,
+                None => 10_000.0,
+            };
+            Some(Rope {
+                theta,
+                scaling: RopeScaling::Default,
+            })
+        } else {
+            None
+        };
+        Ok(local.filter(|l| !(l.theta == theta && l.scaling == *scaling)))
+    }
+
+    /// Gemma's attention-score scale: `query_pre_attn_scalar` (transformers'
+    /// default 256 when absent); other families scale by head_dim.
+    fn query_pre_attn_scalar(&self, family: Family) -> Result<Option<f64>, ConfigError> {
+        if family != Family::Gemma3Text {
+            return Ok(None);
+        }
+        match self.opt_f64("query_pre_attn_scalar")? {
+            Some(s) => Ok(Some(self.positive("query_pre_attn_scalar", s)?)),
+            None => Ok(Some(256.0)),
+        }
+    }
+
+    /// Gemma variants whose extra features are not implemented: Gemma 2's
+    /// logit soft-capping and EmbeddingGemma's bidirectional attention.
+    fn check_gemma(&self, family: Family) -> Result<(), ConfigError> {
+        if family != Family::Gemma3Text {
+            return Ok(());
+        }
+        for key in ["attn_logit_softcapping", "final_logit_softcapping"] {
+            if let Some(v) = self.opt_f64(key)? {
+                return Err(self.unsupported(
+                    key,
+                    v,
+                    "logit soft-capping (tanh(x / cap) · cap) is not implemented; Gemma 3 \
+                     checkpoints set it to null",
+                ));
+            }
+        }
+        if self.opt_bool("use_bidirectional_attention")? == Some(true) {
+            return Err(self.unsupported(
+                "use_bidirectional_attention",
+                true,
+                "bidirectional (encoder-style) attention is not a causal decoder",
+            ));
+        }
+        Ok(())
     }
 
     fn rope_scaling(&self, prefix: &str) -> Result<RopeScaling, ConfigError> {

@@ -18,7 +18,8 @@ pub struct MemoryEstimate {
     /// bf16 weights held in memory (generated or converted; mapped bf16 files
     /// are counted too, since the page cache must hold them to run at speed).
     pub weights: u64,
-    /// f32 keys and values for `context` positions in every layer.
+    /// f32 keys and values for `context` positions in every layer (at most
+    /// the window on sliding-window layers).
     pub kv_cache: u64,
     /// Prefill activations for `prefill_rows` rows (with the GEMM's transposed
     /// output), per-layer outputs kept for the gates and the logits rows.
@@ -40,9 +41,16 @@ impl MemoryEstimate {
         let rows = prefill_rows as u64;
         let per_row = 3 * h + q + 2 * kv + q + 4 * f;
         let activations = f32_bytes * (rows * per_row + l * rows * h + rows * v);
+        // Sliding-window layers hold at most their window (see the oracle's cache).
+        let held: u64 = (0..arch.num_layers)
+            .map(|layer| match arch.window_of(layer) {
+                Some(sw) => (sw.window as usize).min(context) as u64,
+                None => context as u64,
+            })
+            .sum();
         Self {
             weights: 2 * arch.parameter_count(),
-            kv_cache: f32_bytes * l * 2 * kv * context as u64,
+            kv_cache: f32_bytes * 2 * kv * held,
             activations,
             context,
             prefill_rows,

@@ -44,8 +44,6 @@ pub enum ModelError {
     Config(#[from] ConfigError),
     #[error("weights: {0}")]
     Weights(#[from] WeightsError),
-    #[error("out of scope: {0}")]
-    OutOfScope(String),
     #[error("no *.safetensors weights in the model directory; give a seed to use random weights")]
     NoWeights,
     #[error(
@@ -100,7 +98,6 @@ impl Model {
         dir: &Path,
         seed: Option<u64>,
     ) -> Result<Self, ModelError> {
-        check_executable(&arch)?;
         match Checkpoint::open(dir)? {
             Some(checkpoint) => {
                 check_fits(default_estimate(&arch), available_memory())?;
@@ -122,7 +119,6 @@ impl Model {
     /// Seeded random bf16 weights for `arch` (see [`random`]), refused up front
     /// when the estimate exceeds the available memory.
     pub fn random(arch: Architecture, seed: u64) -> Result<Self, ModelError> {
-        check_executable(&arch)?;
         check_fits(default_estimate(&arch), available_memory())?;
         let weights = random::random_weights(&arch, seed);
         Ok(Self {
@@ -147,21 +143,4 @@ pub fn check_fits(estimate: MemoryEstimate, available: Option<u64>) -> Result<()
         }),
         _ => Ok(()),
     }
-}
-
-fn check_executable(arch: &Architecture) -> Result<(), ModelError> {
-    let report = scope::check_scope(arch);
-    if report.executable() {
-        return Ok(());
-    }
-    let reasons: Vec<String> = report
-        .blockers
-        .iter()
-        .map(|b| format!("{} ({})", b.feature, b.reason))
-        .collect();
-    Err(ModelError::OutOfScope(format!(
-        "{} is not executable by the reference: {}",
-        arch.class_name,
-        reasons.join("; ")
-    )))
 }

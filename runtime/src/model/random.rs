@@ -7,10 +7,12 @@
 //! Scales keep activations O(1) through the layers, as the shared fixtures do:
 //! embeddings and projections N(0, 1/fan_in), norm weights exp(N(0, 0.25²)),
 //! biases N(0, 0.5²), and a final norm scaled so logits have a std near 3.5.
+//! Where norms apply `(1 + w)` (Gemma) the stored w is that draw minus one, so
+//! the factor a row is multiplied by has the same law in every family.
 
 use std::convert::Infallible;
 
-use super::arch::Architecture;
+use super::arch::{Architecture, NormWeight};
 use super::tensor::BfTensor;
 use super::weights::{build, TensorRole, TensorSpec, Weights};
 use crate::bf16;
@@ -50,12 +52,21 @@ fn random_tensor(arch: &Architecture, spec: &TensorSpec, seed: u64) -> BfTensor 
 enum Law {
     /// `scale · z`
     Normal { scale: f32 },
-    /// `factor · exp(scale · z)`: positive, around `factor` (norm weights).
-    LogNormal { scale: f32, factor: f32 },
+    /// `factor · exp(scale · z) + offset`: around `factor + offset` (norm
+    /// weights; offset −1 where the norm adds one back).
+    LogNormal {
+        scale: f32,
+        factor: f32,
+        offset: f32,
+    },
 }
 
 impl Law {
     fn of(arch: &Architecture, role: TensorRole) -> Self {
+        let offset = match arch.norm_weight {
+            NormWeight::Direct => 0.0,
+            NormWeight::OffsetOne => -1.0,
+        };
         match role {
             TensorRole::Embedding => Law::Normal {
                 scale: 1.0 / (arch.hidden_size as f32).sqrt(),
@@ -66,10 +77,12 @@ impl Law {
             TensorRole::Norm => Law::LogNormal {
                 scale: 0.25,
                 factor: 1.0,
+                offset,
             },
             TensorRole::FinalNorm => Law::LogNormal {
                 scale: 0.25,
                 factor: LOGIT_STD,
+                offset,
             },
             TensorRole::Bias => Law::Normal { scale: 0.5 },
         }
@@ -84,9 +97,13 @@ impl Law {
                     *b = bf16::from_f32(scale * rng.next_normal());
                 }
             }
-            Law::LogNormal { scale, factor } => {
+            Law::LogNormal {
+                scale,
+                factor,
+                offset,
+            } => {
                 for b in out {
-                    *b = bf16::from_f32(factor * (scale * rng.next_normal()).exp());
+                    *b = bf16::from_f32(factor * (scale * rng.next_normal()).exp() + offset);
                 }
             }
         }

@@ -1,64 +1,26 @@
-//! Phase 0's scope check on a parsed [`Architecture`]: what the reference can
-//! execute, what it cannot (with the reason), and the features worth reporting.
+//! Phase 0's description of a parsed [`Architecture`]: the structural features
+//! worth telling a deployment engineer about.
 //!
-//! Config parsing already refuses what is not a dense decoder-only model; this
-//! classifies what parsed, so a family can be described before it is executable.
+//! What the runtime refuses is refused before an architecture exists: config
+//! parsing (`config.rs`) names mixture-of-experts, multi-head latent attention,
+//! encoder–decoder stacks, multimodal wrappers, partial rotary embeddings and
+//! quantized checkpoints with the field that gave each away and why it is out
+//! of scope. Every architecture that parses, the CPU reference executes; what
+//! the NPU plans cannot place yet is listed by `xdna2::builder::unsupported_features`.
 
 use serde::Serialize;
 
-use super::arch::{Architecture, Family, RopeScaling};
-
-/// A feature that keeps the reference from executing the model.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Blocker {
-    pub feature: &'static str,
-    pub reason: String,
-}
+use super::arch::{Architecture, NormWeight, RopeScaling};
 
 /// The verdict of the scope check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ScopeReport {
-    /// Empty when the reference can execute the model.
-    pub blockers: Vec<Blocker>,
     /// Structural features worth telling a deployment engineer about.
     pub notes: Vec<String>,
 }
 
-impl ScopeReport {
-    pub fn executable(&self) -> bool {
-        self.blockers.is_empty()
-    }
-}
-
 pub fn check_scope(arch: &Architecture) -> ScopeReport {
-    ScopeReport {
-        blockers: blockers(arch),
-        notes: notes(arch),
-    }
-}
-
-fn blockers(arch: &Architecture) -> Vec<Blocker> {
-    match arch.family {
-        Family::Gemma3Text => vec![
-            Blocker {
-                feature: "gemma3 normalisation",
-                reason: "RMSNorm weights are applied as (1 + w), with extra norms after \
-                         attention and MLP (sandwich norms)"
-                    .into(),
-            },
-            Blocker {
-                feature: "gemma3 embedding scale",
-                reason: "embeddings are multiplied by sqrt(hidden_size)".into(),
-            },
-            Blocker {
-                feature: "gemma3 attention scale and local RoPE",
-                reason: "scores use query_pre_attn_scalar and sliding layers a separate RoPE \
-                         base (rope_local_base_freq)"
-                    .into(),
-            },
-        ],
-        Family::Llama | Family::Qwen2 | Family::Qwen3 => Vec::new(),
-    }
+    ScopeReport { notes: notes(arch) }
 }
 
 fn notes(arch: &Architecture) -> Vec<String> {
@@ -81,24 +43,33 @@ fn notes(arch: &Architecture) -> Vec<String> {
             arch.hidden_size
         ));
     }
-    match &arch.rope_scaling {
-        RopeScaling::Default => {}
-        RopeScaling::Llama3 {
-            factor,
-            original_max_position_embeddings,
-            ..
-        } => notes.push(format!(
-            "llama3 RoPE scaling (factor {factor}, original context {original_max_position_embeddings})"
-        )),
-        RopeScaling::Linear { factor } => {
-            notes.push(format!("linear RoPE scaling (factor {factor})"))
-        }
+    if let Some(note) = scaling_note("", &arch.rope_scaling) {
+        notes.push(note);
     }
     if arch.qkv_bias {
         notes.push("bias on q/k/v projections".into());
     }
     if arch.qk_norm {
         notes.push("per-head RMSNorm on q and k before RoPE".into());
+    }
+    if arch.norm_weight == NormWeight::OffsetOne {
+        notes.push("RMSNorm weights applied as (1 + w)".into());
+    }
+    if arch.sandwich_norms {
+        notes.push(
+            "sandwich norms: attention and MLP outputs normalised before each residual add".into(),
+        );
+    }
+    if arch.scale_embeddings {
+        notes.push(format!(
+            "embeddings scaled by sqrt(hidden_size) = {}",
+            arch.embedding_scale()
+        ));
+    }
+    if let Some(scalar) = arch.query_pre_attn_scalar {
+        notes.push(format!(
+            "attention scores scaled by query_pre_attn_scalar^-1/2 ({scalar})"
+        ));
     }
     if arch.tie_word_embeddings {
         notes.push(format!(
@@ -108,12 +79,39 @@ fn notes(arch: &Architecture) -> Vec<String> {
     }
     if let Some(sw) = &arch.sliding_window {
         notes.push(format!(
-            "sliding-window attention (window {}) on {} of {} layers: executed as full \
-             attention while a sequence fits the window, refused beyond it",
+            "sliding-window attention (window {}) on {} of {} layers, in prefill and over \
+             the decode KV cache",
             sw.window,
             sw.layers.len(),
             arch.num_layers
         ));
     }
+    if let Some(local) = &arch.local_rope {
+        let mut note = format!(
+            "sliding-window layers rotate with RoPE base {} (global layers {})",
+            local.theta, arch.rope_theta
+        );
+        if let Some(scaling) = scaling_note(" on the local base", &local.scaling) {
+            note += &format!("; {scaling}");
+        }
+        notes.push(note);
+    }
     notes
+}
+
+fn scaling_note(which: &str, scaling: &RopeScaling) -> Option<String> {
+    match scaling {
+        RopeScaling::Default => None,
+        RopeScaling::Llama3 {
+            factor,
+            original_max_position_embeddings,
+            ..
+        } => Some(format!(
+            "llama3 RoPE scaling{which} (factor {factor}, original context \
+             {original_max_position_embeddings})"
+        )),
+        RopeScaling::Linear { factor } => {
+            Some(format!("linear RoPE scaling{which} (factor {factor})"))
+        }
+    }
 }

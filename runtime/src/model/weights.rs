@@ -22,10 +22,25 @@ pub struct LayerWeights {
     /// Per-head RMSNorm weights `[head_dim]`, present with `qk_norm` (Qwen3).
     pub q_norm: Option<BfTensor>,
     pub k_norm: Option<BfTensor>,
+    /// The norm in front of the MLP: `post_attention_layernorm` (Llama, Qwen)
+    /// or `pre_feedforward_layernorm` (Gemma 3, whose `post_attention_layernorm`
+    /// is the sandwich norm on the attention output).
     pub post_attention_norm: BfTensor,
+    /// Gemma's sandwich norms on the attention and MLP outputs, present with
+    /// `sandwich_norms`.
+    pub sandwich: Option<SandwichNorms>,
     pub gate_proj: BfTensor,
     pub up_proj: BfTensor,
     pub down_proj: BfTensor,
+}
+
+/// The norms Gemma applies to a sublayer's output before the residual add.
+#[derive(Debug, Clone)]
+pub struct SandwichNorms {
+    /// `post_attention_layernorm`: on o_proj's output.
+    pub attention_out: BfTensor,
+    /// `post_feedforward_layernorm`: on down_proj's output.
+    pub mlp_out: BfTensor,
 }
 
 /// All weights of a model.
@@ -89,13 +104,15 @@ impl LayerWeights {
         all.extend(self.q_norm.iter().chain(&self.k_norm));
         all.extend([&self.q_proj, &self.k_proj, &self.v_proj]);
         all.extend(self.q_bias.iter().chain(&self.k_bias).chain(&self.v_bias));
-        all.extend([
-            &self.o_proj,
-            &self.post_attention_norm,
-            &self.gate_proj,
-            &self.up_proj,
-            &self.down_proj,
-        ]);
+        all.push(&self.o_proj);
+        if let Some(sandwich) = &self.sandwich {
+            all.push(&sandwich.attention_out);
+        }
+        all.push(&self.post_attention_norm);
+        all.extend([&self.gate_proj, &self.up_proj, &self.down_proj]);
+        if let Some(sandwich) = &self.sandwich {
+            all.push(&sandwich.mlp_out);
+        }
         all
     }
 }
@@ -218,24 +235,46 @@ fn layer<E>(arch: &Architecture, i: usize, get: &mut Getter<'_, E>) -> Result<La
     } else {
         (None, None, None)
     };
+    let o_proj = get(format!("{p}.self_attn.o_proj.weight"), vec![h, q], proj(q))?;
+    let norm = |get: &mut Getter<'_, E>, name: &str| {
+        get(format!("{p}.{name}.weight"), vec![h], TensorRole::Norm)
+    };
+    let attention_out = if arch.sandwich_norms {
+        Some(norm(get, "post_attention_layernorm")?)
+    } else {
+        None
+    };
+    let pre_mlp = if arch.sandwich_norms {
+        "pre_feedforward_layernorm"
+    } else {
+        "post_attention_layernorm"
+    };
+    let post_attention_norm = norm(get, pre_mlp)?;
+    let gate_proj = get(format!("{p}.mlp.gate_proj.weight"), vec![f, h], proj(h))?;
+    let up_proj = get(format!("{p}.mlp.up_proj.weight"), vec![f, h], proj(h))?;
+    let down_proj = get(format!("{p}.mlp.down_proj.weight"), vec![h, f], proj(f))?;
+    let sandwich = match attention_out {
+        Some(attention_out) => Some(SandwichNorms {
+            attention_out,
+            mlp_out: norm(get, "post_feedforward_layernorm")?,
+        }),
+        None => None,
+    };
     Ok(LayerWeights {
         input_norm,
         q_proj,
         k_proj,
         v_proj,
-        o_proj: get(format!("{p}.self_attn.o_proj.weight"), vec![h, q], proj(q))?,
+        o_proj,
         q_bias,
         k_bias,
         v_bias,
         q_norm,
         k_norm,
-        post_attention_norm: get(
-            format!("{p}.post_attention_layernorm.weight"),
-            vec![h],
-            TensorRole::Norm,
-        )?,
-        gate_proj: get(format!("{p}.mlp.gate_proj.weight"), vec![f, h], proj(h))?,
-        up_proj: get(format!("{p}.mlp.up_proj.weight"), vec![f, h], proj(h))?,
-        down_proj: get(format!("{p}.mlp.down_proj.weight"), vec![h, f], proj(f))?,
+        post_attention_norm,
+        sandwich,
+        gate_proj,
+        up_proj,
+        down_proj,
     })
 }

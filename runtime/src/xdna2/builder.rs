@@ -21,7 +21,7 @@ use super::plan::{
     Binding, Buffer, BufferClass, Call, HostOp, Launch, Phase, Plan, PlanOptions, Role, Step,
     Transform, WeightSource,
 };
-use crate::model::arch::{Activation, Architecture};
+use crate::model::arch::{Activation, Architecture, NormWeight};
 
 /// One optimization of the reference trajectory, as a plan transform.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -80,6 +80,49 @@ pub struct UnsupportedFeature {
 /// the first; phase 0 names them all).
 pub fn unsupported_features(arch: &Architecture) -> Vec<UnsupportedFeature> {
     let mut found = Vec::new();
+    if arch.norm_weight != NormWeight::Direct {
+        found.push(UnsupportedFeature {
+            name: "(1 + w) RMSNorm",
+            reason: "the norms multiply by 1 + w; the rmsnorm kernels apply w".into(),
+        });
+    }
+    if arch.sandwich_norms {
+        found.push(UnsupportedFeature {
+            name: "sandwich norms",
+            reason: "the attention and MLP outputs are normalised before their residual adds; \
+                     the plans add o_proj's and down_proj's outputs to the residual directly"
+                .into(),
+        });
+    }
+    if arch.scale_embeddings {
+        found.push(UnsupportedFeature {
+            name: "the embedding scale",
+            reason: "embedding rows are multiplied by sqrt(hidden_size); the plans feed them \
+                     unscaled"
+                .into(),
+        });
+    }
+    if let Some(scalar) = arch.query_pre_attn_scalar {
+        if scalar != arch.head_dim as f64 {
+            found.push(UnsupportedFeature {
+                name: "query_pre_attn_scalar",
+                reason: format!(
+                    "scores are scaled by {scalar}^-1/2; flash attention scales by head_dim^-1/2 ({})",
+                    arch.head_dim
+                ),
+            });
+        }
+    }
+    if let Some(local) = &arch.local_rope {
+        found.push(UnsupportedFeature {
+            name: "a local RoPE base",
+            reason: format!(
+                "sliding-window layers rotate with base {} and global ones with {}; the plans \
+                 hold one RoPE table",
+                local.theta, arch.rope_theta
+            ),
+        });
+    }
     if arch.activation != Activation::Silu {
         found.push(UnsupportedFeature {
             name: "a GELU MLP",

@@ -5,22 +5,29 @@
 
 use super::linear::dot_f32;
 use crate::bf16;
-use crate::model::arch::{Activation, Architecture, RopeScaling};
+use crate::model::arch::{Activation, Architecture, NormWeight, Rope, RopeScaling};
 
 /// RMSNorm of one vector: `w · (x · 1/sqrt(mean(x²) + eps))`, in that order.
 pub fn rms_norm(x: &[f32], weight: &[u16], eps: f32, out: &mut [f32]) {
+    rms_norm_with(x, weight, NormWeight::Direct, eps, out);
+}
+
+/// RMSNorm of one vector with the weight applied as `style` says:
+/// `factor(w) · (x · 1/sqrt(mean(x²) + eps))` (transformers' Gemma norm forms
+/// `1 + w` in f32 and multiplies the normalised row by it, the same product).
+pub fn rms_norm_with(x: &[f32], weight: &[u16], style: NormWeight, eps: f32, out: &mut [f32]) {
     let inv = inverse_rms(x, eps);
     for ((o, &v), &w) in out.iter_mut().zip(x).zip(weight) {
-        *o = bf16::to_f32(w) * (v * inv);
+        *o = style.factor(bf16::to_f32(w)) * (v * inv);
     }
 }
 
 /// RMSNorm in place, for each `weight.len()`-wide row of `x`.
-pub fn rms_norm_rows_in_place(x: &mut [f32], weight: &[u16], eps: f32) {
+pub fn rms_norm_rows_in_place(x: &mut [f32], weight: &[u16], style: NormWeight, eps: f32) {
     for row in x.chunks_exact_mut(weight.len()) {
         let inv = inverse_rms(row, eps);
         for (v, &w) in row.iter_mut().zip(weight) {
-            *v = bf16::to_f32(w) * (*v * inv);
+            *v = style.factor(bf16::to_f32(w)) * (*v * inv);
         }
     }
 }
@@ -74,10 +81,27 @@ pub fn llama3_inv_freq(
         .collect()
 }
 
-/// The inverse frequencies of `arch`, scaling applied.
+/// The inverse frequencies of `arch`'s global RoPE, scaling applied.
 pub fn inv_freq(arch: &Architecture) -> Vec<f32> {
-    let base = default_inv_freq(arch.rope_theta, arch.head_dim);
-    match arch.rope_scaling {
+    rope_inv_freq(
+        &Rope {
+            theta: arch.rope_theta,
+            scaling: arch.rope_scaling.clone(),
+        },
+        arch.head_dim,
+    )
+}
+
+/// The inverse frequencies layer `layer` rotates with (Gemma's sliding-window
+/// layers use the local base).
+pub fn layer_inv_freq(arch: &Architecture, layer: usize) -> Vec<f32> {
+    rope_inv_freq(&arch.rope_of(layer), arch.head_dim)
+}
+
+/// The inverse frequencies of one RoPE, scaling applied.
+pub fn rope_inv_freq(rope: &Rope, head_dim: usize) -> Vec<f32> {
+    let base = default_inv_freq(rope.theta, head_dim);
+    match rope.scaling {
         RopeScaling::Default => base,
         RopeScaling::Linear { factor } => base.iter().map(|f| f / factor as f32).collect(),
         RopeScaling::Llama3 {
@@ -132,19 +156,21 @@ pub fn softmax_in_place(x: &mut [f32]) {
     }
 }
 
-/// Causal attention of one query row over the first `positions` cached keys
-/// and values (`[positions, kv_dim]`, row-major). Query head h reads KV head
-/// `h / (heads / kv_heads)`; scores are `q·k / sqrt(head_dim)`.
+/// Attention of one query row over every key and value it sees (`[positions,
+/// kv_dim]`, row-major: the caller slices the causal range, and the window on
+/// sliding-window layers). Query head h reads KV head `h / (heads / kv_heads)`;
+/// scores are `q·k · attention_scale` (`head_dim^-1/2`, or Gemma's
+/// `query_pre_attn_scalar^-1/2`).
 pub fn attention_row(
     arch: &Architecture,
     q: &[f32],
     keys: &[f32],
     values: &[f32],
-    positions: usize,
     out: &mut [f32],
 ) {
     let (d, kv_dim, group) = (arch.head_dim, arch.kv_dim(), arch.gqa_group());
-    let scale = 1.0 / (d as f32).sqrt();
+    let scale = arch.attention_scale();
+    let positions = keys.len() / kv_dim;
     let mut scores = vec![0.0f32; positions];
     for (h, out_head) in out.chunks_exact_mut(d).enumerate() {
         let q_head = &q[h * d..(h + 1) * d];

@@ -2,9 +2,18 @@
 //!
 //! Weights stay bf16 (as loaded), every activation, the KV cache, norms, RoPE
 //! and softmax are f32, following transformers' eager float32 path:
-//! embedding → per layer [RMSNorm → q/k/v (+bias) → q/k RMSNorm → RoPE → GQA
-//! causal attention over the KV cache → o_proj → residual → RMSNorm → gated MLP
-//! → residual] → final RMSNorm → LM head.
+//! embedding (× √hidden for Gemma) → per layer [RMSNorm → q/k/v (+bias) → q/k
+//! RMSNorm → RoPE (the layer's base) → GQA causal attention over the KV cache
+//! (within the window on sliding-window layers) → o_proj (→ sandwich norm) →
+//! residual → RMSNorm → gated MLP (→ sandwich norm) → residual] → final RMSNorm
+//! → LM head. Every RMSNorm applies its weight as the architecture says (`w` or
+//! Gemma's `1 + w`).
+//!
+//! Sliding-window layers keep only the window in their cache: once a position
+//! can no longer be seen by any later query (it is `window` or more behind the
+//! next one) its keys and values are dropped, as transformers' sliding-window
+//! cache does, so decode beyond the window attends to exactly the last
+//! `window` positions.
 //!
 //! Numerics: one token's projections are GEMVs with a fixed summation order
 //! (identical on every machine); several tokens' go through the blocked GEMM,
@@ -30,30 +39,18 @@ use rayon::prelude::*;
 use thiserror::Error;
 
 use super::arch::Architecture;
-use super::scope::check_scope;
 use super::weights::{LayerWeights, Weights};
 use super::Model;
 
 /// Why the reference refused to run.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ReferenceError {
-    #[error("the reference cannot execute this model: {0}")]
-    OutOfScope(String),
     #[error("token id {id} at prompt position {index} is outside the vocabulary (size {vocab})")]
     TokenOutOfRange { id: u32, index: usize, vocab: usize },
     #[error("the weights have {weights} layers but the architecture {arch}")]
     LayerCount { weights: usize, arch: usize },
     #[error("the prompt is empty")]
     EmptyPrompt,
-    #[error(
-        "position {position} is beyond the sliding window ({window}) of layer {layer}; \
-         sliding-window attention is only executed while it equals full attention"
-    )]
-    BeyondSlidingWindow {
-        position: usize,
-        window: u64,
-        layer: usize,
-    },
 }
 
 /// Which prefill rows get logits: the LM head over a large vocabulary is the
@@ -104,11 +101,14 @@ pub struct PrefillOutput {
     pub logits: Matrix,
 }
 
-/// Keys and values of every layer, `[positions, kv_dim]` each, f32.
+/// Keys and values of every layer, `[held positions, kv_dim]` each, f32.
 #[derive(Debug, Clone)]
 struct KvCache {
     keys: Vec<Vec<f32>>,
     values: Vec<Vec<f32>>,
+    /// Per layer, the position of the first row held (above 0 once a
+    /// sliding-window layer has dropped what it can no longer see).
+    first: Vec<usize>,
     len: usize,
 }
 
@@ -117,12 +117,15 @@ struct KvCache {
 pub struct Reference<'m> {
     arch: &'m Architecture,
     weights: &'m Weights,
-    inv_freq: Vec<f32>,
+    /// The distinct RoPE frequency tables (one, or Gemma's global and local)
+    /// and which one each layer uses.
+    rope_tables: Vec<Vec<f32>>,
+    layer_rope: Vec<usize>,
     cache: KvCache,
 }
 
 impl<'m> Reference<'m> {
-    /// A reference with an empty cache; refuses models the scope check blocks.
+    /// A reference with an empty cache.
     pub fn new(model: &'m Model) -> Result<Self, ReferenceError> {
         Self::from_parts(&model.arch, &model.weights)
     }
@@ -133,13 +136,6 @@ impl<'m> Reference<'m> {
         arch: &'m Architecture,
         weights: &'m Weights,
     ) -> Result<Self, ReferenceError> {
-        let scope = check_scope(arch);
-        if let Some(blocker) = scope.blockers.first() {
-            return Err(ReferenceError::OutOfScope(format!(
-                "{}: {}",
-                blocker.feature, blocker.reason
-            )));
-        }
         if weights.layers.len() != arch.num_layers {
             return Err(ReferenceError::LayerCount {
                 weights: weights.layers.len(),
@@ -147,13 +143,28 @@ impl<'m> Reference<'m> {
             });
         }
         let layers = arch.num_layers;
+        let mut rope_tables: Vec<Vec<f32>> = Vec::new();
+        let mut layer_rope = Vec::with_capacity(layers);
+        for layer in 0..layers {
+            let table = blocks::layer_inv_freq(arch, layer);
+            let index = match rope_tables.iter().position(|t| *t == table) {
+                Some(index) => index,
+                None => {
+                    rope_tables.push(table);
+                    rope_tables.len() - 1
+                }
+            };
+            layer_rope.push(index);
+        }
         Ok(Self {
             arch,
             weights,
-            inv_freq: blocks::inv_freq(arch),
+            rope_tables,
+            layer_rope,
             cache: KvCache {
                 keys: vec![Vec::new(); layers],
                 values: vec![Vec::new(); layers],
+                first: vec![0; layers],
                 len: 0,
             },
         })
@@ -169,6 +180,7 @@ impl<'m> Reference<'m> {
         for layer in self.cache.keys.iter_mut().chain(&mut self.cache.values) {
             layer.clear();
         }
+        self.cache.first.fill(0);
         self.cache.len = 0;
     }
 
@@ -214,16 +226,6 @@ impl<'m> Reference<'m> {
         if let Some((index, &id)) = ids.iter().enumerate().find(|(_, &id)| id as usize >= vocab) {
             return Err(ReferenceError::TokenOutOfRange { id, index, vocab });
         }
-        if let Some(sw) = &self.arch.sliding_window {
-            let last = self.cache.len + ids.len() - 1;
-            if last as u64 >= sw.window {
-                return Err(ReferenceError::BeyondSlidingWindow {
-                    position: last,
-                    window: sw.window,
-                    layer: sw.layers.first().copied().unwrap_or(0),
-                });
-            }
-        }
         Ok(())
     }
 
@@ -237,28 +239,41 @@ impl<'m> Reference<'m> {
         let (h, t) = (self.arch.hidden_size, ids.len());
         let start = self.cache.len;
         let mut x = Matrix::zeros(t, h);
+        let scale = self.arch.embedding_scale();
         for (row, &id) in x.data.chunks_exact_mut(h).zip(ids) {
             crate::bf16::slice_to_f32(self.weights.embed_tokens.row(id as usize), row);
+            if self.arch.scale_embeddings {
+                row.iter_mut().for_each(|v| *v *= scale);
+            }
         }
         let embeddings = if record {
             x.clone()
         } else {
             Matrix::zeros(0, h)
         };
-        let angles: Vec<(Vec<f32>, Vec<f32>)> = (start..start + t)
-            .map(|p| blocks::rope_angles(&self.inv_freq, p))
+        let angles: Vec<Vec<(Vec<f32>, Vec<f32>)>> = self
+            .rope_tables
+            .iter()
+            .map(|table| {
+                (start..start + t)
+                    .map(|p| blocks::rope_angles(table, p))
+                    .collect()
+            })
             .collect();
         let mut layer_outputs = Vec::new();
         for (i, layer) in self.weights.layers.iter().enumerate() {
-            self.attention_block(i, layer, &mut x, start, &angles);
+            let angles = &angles[self.layer_rope[i]];
+            self.attention_block(i, layer, &mut x, start, angles);
             self.mlp_block(layer, &mut x);
             if record {
                 layer_outputs.push(x.clone());
             }
         }
         self.cache.len += t;
+        self.drop_unseen_positions();
         let eps = self.arch.rms_norm_eps as f32;
-        blocks::rms_norm_rows_in_place(&mut x.data, self.weights.final_norm.bits(), eps);
+        let style = self.arch.norm_weight;
+        blocks::rms_norm_rows_in_place(&mut x.data, self.weights.final_norm.bits(), style, eps);
         let logits = self.logits(&x, rows);
         Ok(PrefillOutput {
             embeddings,
@@ -279,6 +294,24 @@ impl<'m> Reference<'m> {
         logits
     }
 
+    /// On sliding-window layers, drops the cached positions no query from the
+    /// next position on can see.
+    fn drop_unseen_positions(&mut self) {
+        let kv_dim = self.arch.kv_dim();
+        for layer in 0..self.arch.num_layers {
+            let Some(sw) = self.arch.window_of(layer) else {
+                continue;
+            };
+            let keep_from = sw.first_visible(self.cache.len);
+            let drop = keep_from.saturating_sub(self.cache.first[layer]);
+            if drop > 0 {
+                self.cache.keys[layer].drain(..drop * kv_dim);
+                self.cache.values[layer].drain(..drop * kv_dim);
+                self.cache.first[layer] += drop;
+            }
+        }
+    }
+
     /// `x += o_proj(attention(norm(x)))`, appending this layer's keys and
     /// values to the cache.
     fn attention_block(
@@ -291,9 +324,9 @@ impl<'m> Reference<'m> {
     ) {
         let arch = self.arch;
         let (t, d) = (x.rows, arch.head_dim);
-        let eps = arch.rms_norm_eps as f32;
+        let (eps, style) = (arch.rms_norm_eps as f32, arch.norm_weight);
         let mut normed = x.clone();
-        blocks::rms_norm_rows_in_place(&mut normed.data, layer.input_norm.bits(), eps);
+        blocks::rms_norm_rows_in_place(&mut normed.data, layer.input_norm.bits(), style, eps);
         let project = |w: &super::tensor::BfTensor, bias: Option<&super::tensor::BfTensor>| {
             let mut y = vec![0.0f32; t * w.rows()];
             linear::matmul(&normed.data, t, w, &mut y);
@@ -306,8 +339,8 @@ impl<'m> Reference<'m> {
         let mut k = project(&layer.k_proj, layer.k_bias.as_ref());
         let v = project(&layer.v_proj, layer.v_bias.as_ref());
         if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
-            blocks::rms_norm_rows_in_place(&mut q, qn.bits(), eps);
-            blocks::rms_norm_rows_in_place(&mut k, kn.bits(), eps);
+            blocks::rms_norm_rows_in_place(&mut q, qn.bits(), style, eps);
+            blocks::rms_norm_rows_in_place(&mut k, kn.bits(), style, eps);
         }
         for (qs, (cos, sin)) in q.chunks_exact_mut(arch.q_dim()).zip(angles) {
             qs.chunks_exact_mut(d)
@@ -320,17 +353,25 @@ impl<'m> Reference<'m> {
         self.cache.keys[i].extend_from_slice(&k);
         self.cache.values[i].extend_from_slice(&v);
         let (keys, values) = (&self.cache.keys[i], &self.cache.values[i]);
-        let q_dim = arch.q_dim();
+        let (held_from, kv_dim, q_dim) = (self.cache.first[i], arch.kv_dim(), arch.q_dim());
+        let window = arch.window_of(i);
         let mut attended = vec![0.0f32; t * q_dim];
         attended
             .par_chunks_mut(q_dim)
             .zip(q.par_chunks(q_dim))
             .enumerate()
             .for_each(|(r, (out, q_row))| {
-                blocks::attention_row(arch, q_row, keys, values, start + r + 1, out);
+                let position = start + r;
+                let from = window.map_or(0, |sw| sw.first_visible(position)) - held_from;
+                let seen = (from * kv_dim)..((position + 1 - held_from) * kv_dim);
+                blocks::attention_row(arch, q_row, &keys[seen.clone()], &values[seen], out);
             });
         let mut o = vec![0.0f32; t * arch.hidden_size];
         linear::matmul(&attended, t, &layer.o_proj, &mut o);
+        if let Some(sandwich) = &layer.sandwich {
+            let w = sandwich.attention_out.bits();
+            blocks::rms_norm_rows_in_place(&mut o, w, style, eps);
+        }
         for (xv, ov) in x.data.iter_mut().zip(&o) {
             *xv += ov;
         }
@@ -341,8 +382,9 @@ impl<'m> Reference<'m> {
         let t = x.rows;
         let f = self.arch.intermediate_size;
         let mut normed = x.clone();
-        let eps = self.arch.rms_norm_eps as f32;
-        blocks::rms_norm_rows_in_place(&mut normed.data, layer.post_attention_norm.bits(), eps);
+        let (eps, style) = (self.arch.rms_norm_eps as f32, self.arch.norm_weight);
+        let w = layer.post_attention_norm.bits();
+        blocks::rms_norm_rows_in_place(&mut normed.data, w, style, eps);
         let mut gate = vec![0.0f32; t * f];
         let mut up = vec![0.0f32; t * f];
         linear::matmul(&normed.data, t, &layer.gate_proj, &mut gate);
@@ -350,6 +392,10 @@ impl<'m> Reference<'m> {
         blocks::gated_activation(self.arch.activation, &mut gate, &up);
         let mut down = vec![0.0f32; t * self.arch.hidden_size];
         linear::matmul(&gate, t, &layer.down_proj, &mut down);
+        if let Some(sandwich) = &layer.sandwich {
+            let w = sandwich.mlp_out.bits();
+            blocks::rms_norm_rows_in_place(&mut down, w, style, eps);
+        }
         for (xv, dv) in x.data.iter_mut().zip(&down) {
             *xv += dv;
         }

@@ -131,6 +131,8 @@ def main():
     case("config-moe", with_config(model_type="qwen2_moe", num_experts=60, num_experts_per_tok=4))
     case("config-mla", with_config(model_type="deepseek_v3", kv_lora_rank=512, q_lora_rank=1536))
     case("config-encoder-decoder", with_config(model_type="t5", is_encoder_decoder=True))
+    case("config-partial-rotary", with_config(model_type="phi3", partial_rotary_factor=0.5))
+    case("config-logit-softcapping", with_config(model_type="gemma3_text", final_logit_softcapping=30.0))
     case("config-multimodal", with_config(model_type="gemma3", text_config={"hidden_size": 8}))
     case("config-quantized", with_config(quantization_config={"quant_method": "awq", "bits": 4}))
     case("config-unknown-model-type", with_config(model_type="mamba"))
