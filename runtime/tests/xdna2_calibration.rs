@@ -70,7 +70,13 @@ fn committed_fit_matches_the_data_set_and_the_model() {
 
 /// No 1 % move of one parameter inside its bounds improves the fit of the
 /// points `fitted` (indices into `prepared`).
-fn assert_local_optimum(prepared: &Prepared, device: &Device, params: &Params, fitted: &[usize], what: &str) {
+fn assert_local_optimum(
+    prepared: &Prepared,
+    device: &Device,
+    params: &Params,
+    fitted: &[usize],
+    what: &str,
+) {
     let objective = |p: &Params| -> f64 {
         let modeled = prepared.evaluate(device, p);
         fitted
@@ -98,7 +104,13 @@ fn assert_local_optimum(prepared: &Prepared, device: &Device, params: &Params, f
 fn committed_parameters_are_a_local_optimum() {
     let (prepared, device) = prepared();
     let params = FittedFile::committed().params().expect("params");
-    assert_local_optimum(&prepared, &device, &params, &fit_point_indices(&prepared), "fit");
+    assert_local_optimum(
+        &prepared,
+        &device,
+        &params,
+        &fit_point_indices(&prepared),
+        "fit",
+    );
 }
 
 /// Each family's refit: its dropped points are the kernel shapes only that
@@ -140,7 +152,11 @@ fn leave_one_family_out_is_what_the_refits_give() {
         let errors = family_errors(&prepared, &device, &params, models);
         assert_eq!(errors.len(), 2 * models.len(), "{}", f.family);
         for (id, e) in &errors {
-            assert!((e - f.errors[id]).abs() < 1e-9, "{id}: {e} vs {}", f.errors[id]);
+            assert!(
+                (e - f.errors[id]).abs() < 1e-9,
+                "{id}: {e} vs {}",
+                f.errors[id]
+            );
         }
         points += errors.len();
     }
@@ -160,14 +176,27 @@ fn a_family_leaves_out_its_own_shapes_only() {
             .collect()
     };
     let qwen25 = dropped("qwen2.5");
-    assert!(qwen25.contains(&"gemm-2048x8960x1536".to_string()), "{qwen25:?}");
-    assert!(qwen25.contains(&"fa-2048-d64-h14-kv2".to_string()), "{qwen25:?}");
+    assert!(
+        qwen25.contains(&"gemm-2048x8960x1536".to_string()),
+        "{qwen25:?}"
+    );
+    assert!(
+        qwen25.contains(&"fa-2048-d64-h14-kv2".to_string()),
+        "{qwen25:?}"
+    );
     assert!(dropped("qwen3").contains(&"gemv-2560x9728".to_string()));
     assert!(dropped("llama-3.2").contains(&"gemv-16384x3072".to_string()));
     for family in families.keys() {
         let ids = dropped(family);
-        for reference in ["gemm-2048x2048x2048", "gemv-16384x2048", "fa-2048-d64-h32-kv8"] {
-            assert!(!ids.contains(&reference.to_string()), "{family}: {reference}");
+        for reference in [
+            "gemm-2048x2048x2048",
+            "gemv-16384x2048",
+            "fa-2048-d64-h32-kv8",
+        ] {
+            assert!(
+                !ids.contains(&reference.to_string()),
+                "{family}: {reference}"
+            );
         }
     }
 }
@@ -181,11 +210,23 @@ fn reported_bounds_are_the_ones_the_parameters_sit_at() {
     let now = bound_checks(&prepared, &device, &file.params().expect("params"));
     assert_eq!(now.len(), file.bounds.len());
     for (a, b) in now.iter().zip(&file.bounds) {
-        assert_eq!((&a.param, a.side, &a.pulled_by.len()), (&b.param, b.side, &b.pulled_by.len()));
-        assert!((a.gain - b.gain).abs() < 1e-9, "{}: {} vs {}", a.param, a.gain, b.gain);
+        assert_eq!(
+            (&a.param, a.side, &a.pulled_by.len()),
+            (&b.param, b.side, &b.pulled_by.len())
+        );
+        assert!(
+            (a.gain - b.gain).abs() < 1e-9,
+            "{}: {} vs {}",
+            a.param,
+            a.gain,
+            b.gain
+        );
     }
     for b in &file.bounds {
-        let spec = Params::SPECS.iter().find(|s| s.name == b.param).expect("spec");
+        let spec = Params::SPECS
+            .iter()
+            .find(|s| s.name == b.param)
+            .expect("spec");
         let bound = match b.side {
             Side::Lower => spec.lower,
             Side::Upper => spec.upper,
@@ -206,7 +247,11 @@ fn targets_hold() {
     assert!(file.fit.worst_error <= 0.35, "{:?}", file.fit);
     assert_eq!(file.held_out.points, 16);
     assert!(file.held_out.median_error <= 0.10, "{:?}", file.held_out);
-    assert!(file.held_out.median_signed_error.abs() <= 0.10, "{:?}", file.held_out);
+    assert!(
+        file.held_out.median_signed_error.abs() <= 0.10,
+        "{:?}",
+        file.held_out
+    );
     assert!(
         file.leave_one_family_out.summary.median_error <= 0.15,
         "{:?}",
@@ -285,7 +330,10 @@ fn nine_models_have_the_published_call_structure() {
     for (model, prefill, decode) in section_6 {
         let arch = load_model(&default_models_dir(), model).expect("config");
         let published = &data.published_plans[model];
-        for (phase, seq, calls) in [(Phase::Prefill, 2048, prefill), (Phase::Decode, 128, decode)] {
+        for (phase, seq, calls) in [
+            (Phase::Prefill, 2048, prefill),
+            (Phase::Decode, 128, decode),
+        ] {
             let plan = published_plan(model, &arch, &device, phase, seq, published)
                 .unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(plan.calls_per_layer(), calls, "{model} {phase:?}");
@@ -305,11 +353,25 @@ fn a_structure_that_misstates_its_calls_is_refused() {
     published.calls_per_layer = [3, 5];
     let err = published_plan("qwen3-4b", &arch, &device, Phase::Prefill, 2048, &published)
         .expect_err("7 calls built, 3 claimed");
-    assert!(matches!(err, PublishedError::Calls { published: 3, built: 7, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            PublishedError::Calls {
+                published: 3,
+                built: 7,
+                ..
+            }
+        ),
+        "{err}"
+    );
     published.o_ffn_calls.pop();
     let err = published_plan("qwen3-4b", &arch, &device, Phase::Prefill, 2048, &published)
         .expect_err("the split runs 6 of 8 launches");
-    assert!(err.to_string().contains("the O+FFN split runs 6 launches, the group has 8"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("the O+FFN split runs 6 launches, the group has 8"),
+        "{err}"
+    );
 }
 
 /// The nine models under the reference plan structure: every plan places, no

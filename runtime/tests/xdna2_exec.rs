@@ -13,6 +13,7 @@ use skillc_runtime::xdna2::calibration::{ablation_options, data_dir, DataSet};
 use skillc_runtime::xdna2::device::Device;
 use skillc_runtime::xdna2::exec::Session;
 use skillc_runtime::xdna2::plan::{Launch, Phase, Plan, PlanOptions, Step, WeightSource};
+use skillc_runtime::xdna2::published::checking_device;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(concat!(
@@ -50,14 +51,16 @@ fn run_fixture(name: &str) {
 /// Runs the fixture's plans under `options`, each changed by `plant` first.
 fn run_fixture_with(name: &str, options: &PlanOptions, plant: impl Fn(&mut Plan)) {
     let model = Model::load(&fixture(name), None).expect("fixture loads");
-    let device = Device::npu2();
+    let npu2 = Device::npu2();
     let tokens = prompt(name);
     let mut prefill =
-        plan_for(name, &model.arch, &device, Phase::Prefill, SEQ, options).expect("plan");
-    let mut decode =
-        plan_for(name, &model.arch, &device, Phase::Decode, SEQ, options).expect("plan");
+        plan_for(name, &model.arch, &npu2, Phase::Prefill, SEQ, options).expect("plan");
+    let mut decode = plan_for(name, &model.arch, &npu2, Phase::Decode, SEQ, options).expect("plan");
     plant(&mut prefill);
     plant(&mut decode);
+    // A published structure stitches more launches per call than skillc's
+    // own plans are kept to; the plan's own count is its limit.
+    let device = checking_device(&npu2, &prefill);
 
     let mut session = Session::new(&model.arch, &model.weights, &device);
     session.capture_layers(true);

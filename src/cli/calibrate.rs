@@ -302,7 +302,14 @@ fn print_bounds(bounds: &[BoundCheck]) {
         let pulls: Vec<String> = b
             .pulled_by
             .iter()
-            .map(|p| format!("{} {:+.1}% -> {:+.1}%", p.id, 100.0 * p.error, 100.0 * p.past))
+            .map(|p| {
+                format!(
+                    "{} {:+.1}% -> {:+.1}%",
+                    p.id,
+                    100.0 * p.error,
+                    100.0 * p.past
+                )
+            })
             .collect();
         println!(
             "    binds: 1% past it the objective drops {:.2e}; pulled by {}",

@@ -558,7 +558,8 @@ impl<'a> Builder<'a> {
             let qn_w = self.layer_vector("q_norm", "self_attn.q_norm.weight", d.head_dim, class);
             let kn_w = self.layer_vector("k_norm", "self_attn.k_norm.weight", d.head_dim, class);
             let (qn, kn) = (self.act("qn", rows * qd), self.act("kn", rows * kvd));
-            for (x, w, out, heads) in [(&q_in, qn_w, &qn, d.heads), (&k_in, kn_w, &kn, d.kv_heads)] {
+            for (x, w, out, heads) in [(&q_in, qn_w, &qn, d.heads), (&k_in, kn_w, &kn, d.kv_heads)]
+            {
                 launches.push(Launch::QkRmsnorm {
                     x: x.clone(),
                     weight: w,

@@ -696,8 +696,10 @@ impl Summary {
     /// as the worst).
     pub fn of_errors(errors: &[(&str, f64)]) -> Summary {
         let finite = |e: f64| if e.is_finite() { e } else { f64::INFINITY };
-        let mut absolute: Vec<(f64, &str)> =
-            errors.iter().map(|(id, e)| (finite(*e).abs(), *id)).collect();
+        let mut absolute: Vec<(f64, &str)> = errors
+            .iter()
+            .map(|(id, e)| (finite(*e).abs(), *id))
+            .collect();
         absolute.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut signed: Vec<f64> = errors.iter().map(|(_, e)| finite(*e)).collect();
         signed.sort_by(f64::total_cmp);
@@ -978,7 +980,13 @@ mod tests {
 
     #[test]
     fn a_summary_reports_the_bias_beside_the_error() {
-        let errors = [("a", -0.2), ("b", -0.1), ("c", 0.05), ("d", -0.3), ("e", 0.4)];
+        let errors = [
+            ("a", -0.2),
+            ("b", -0.1),
+            ("c", 0.05),
+            ("d", -0.3),
+            ("e", 0.4),
+        ];
         let s = Summary::of_errors(&errors);
         assert_eq!((s.points, s.negative, s.worst_id.as_str()), (5, 3, "e"));
         assert!((s.median_error - 0.2).abs() < 1e-12, "{s:?}");

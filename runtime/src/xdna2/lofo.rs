@@ -96,7 +96,11 @@ fn model_signatures(prepared: &Prepared, model: &str) -> BTreeSet<Signature> {
 /// The held-out models of each family, by family.
 pub fn families(prepared: &Prepared) -> BTreeMap<String, BTreeSet<String>> {
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for p in prepared.points.iter().filter(|p| p.point.set == PointSet::HeldOut) {
+    for p in prepared
+        .points
+        .iter()
+        .filter(|p| p.point.set == PointSet::HeldOut)
+    {
         if let Some(model) = p.model() {
             let family = prepared
                 .data

@@ -103,7 +103,7 @@ impl PublishedPlan {
 /// stitch 9 launches (`rms_qkv_bias_rope`) and 19 (`lm_head_gemv`) into one
 /// ELF, past the 8 the device description keeps skillc's own plans to (a
 /// compile-time limit, calibration §1), so the launch limit is the plan's own.
-fn checking_device(device: &Device, plan: &Plan) -> Device {
+pub fn checking_device(device: &Device, plan: &Plan) -> Device {
     let mut device = device.clone();
     device.limits.launches_per_call_max = device
         .limits
