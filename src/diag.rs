@@ -56,6 +56,8 @@ pub enum Code {
     EmptySymptom,
     SelfReference,
     NestingTooDeep,
+    ParameterOutOfRange,
+    NumberUnderflow,
     LessonWithoutEvidence,
     VerdictContradictsThreshold,
     SessionOutOfOrder,
@@ -73,6 +75,7 @@ pub enum Code {
     DuplicateTrajectory,
     StepConflict,
     UnloweredFix,
+    DroppedItem,
 }
 
 impl Code {
@@ -107,6 +110,8 @@ impl Code {
         Code::EmptySymptom,
         Code::SelfReference,
         Code::NestingTooDeep,
+        Code::ParameterOutOfRange,
+        Code::NumberUnderflow,
         Code::LessonWithoutEvidence,
         Code::VerdictContradictsThreshold,
         Code::SessionOutOfOrder,
@@ -127,6 +132,7 @@ impl Code {
         Code::DuplicateTrajectory,
         Code::StepConflict,
         Code::UnloweredFix,
+        Code::DroppedItem,
     ];
 
     /// The stable code: `E` for errors, `W` for warnings.
@@ -162,6 +168,8 @@ impl Code {
             Code::EmptySymptom => "E0028",
             Code::SelfReference => "E0029",
             Code::NestingTooDeep => "E0030",
+            Code::ParameterOutOfRange => "E0031",
+            Code::NumberUnderflow => "E0032",
             Code::LessonWithoutEvidence => "W0001",
             Code::VerdictContradictsThreshold => "W0002",
             Code::SessionOutOfOrder => "W0003",
@@ -177,6 +185,7 @@ impl Code {
             Code::DuplicateTrajectory => "E0101",
             Code::StepConflict => "W0101",
             Code::UnloweredFix => "W0102",
+            Code::DroppedItem => "W0103",
         }
     }
 

@@ -4,13 +4,16 @@
 //! Data flow (see DESIGN.md): `syntax` parses `.traj` files into an AST with spans,
 //! `graph` resolves it into the action/lesson graph and validates it, `distill`
 //! turns the graph into the skill IR, `emit` lowers the IR to skill directories and
-//! `bundle.json`. `cli` is the only place that renders diagnostics.
+//! `bundle.json`. `outdir` owns the folders `build` and `deploy` write. `cli` is the
+//! only place that renders diagnostics.
 
 pub mod cli;
 pub mod diag;
+pub mod digest;
 pub mod distill;
 pub mod emit;
 pub mod graph;
+pub mod outdir;
 pub mod replay;
 pub mod syntax;
 pub mod synth;

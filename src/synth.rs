@@ -9,6 +9,8 @@
 
 use std::fmt::Write;
 
+use skillc_runtime::ops::OpKind;
+
 /// Small deterministic generator (SplitMix64): benchmarks must not depend on a crate's
 /// random stream changing between versions.
 struct Rng(u64);
@@ -90,7 +92,7 @@ struct Writer {
 /// One step's action: operation and parameters, plus what a failure of it looks like
 /// and how the lesson fixes it.
 struct Step {
-    op: &'static str,
+    op: OpKind,
     params: String,
 }
 
@@ -169,12 +171,12 @@ impl Writer {
         let (op, params) = match phase {
             0 => match rng.below(3) {
                 0 => (
-                    "load-weights",
+                    OpKind::LoadWeights,
                     format!("source=checkpoint seed={}", rng.below(100)),
                 ),
-                1 => ("build-reference", String::new()),
+                1 => (OpKind::BuildReference, String::new()),
                 _ => (
-                    "compare-reference",
+                    OpKind::CompareReference,
                     "against=transformers tol=1e-3".to_string(),
                 ),
             },
@@ -182,7 +184,7 @@ impl Writer {
                 let shape = shape(rng);
                 match rng.below(3) {
                     0 => (
-                        "select-tiling",
+                        OpKind::SelectTiling,
                         format!(
                             "kernel={} shape={shape} herd=[8,4] tile=[64,256,32,{}]",
                             rng.pick(&["gemm", "gemv"]),
@@ -190,57 +192,63 @@ impl Writer {
                         ),
                     ),
                     1 => (
-                        "validate-kernel",
+                        OpKind::ValidateKernel,
                         format!("kernel=gemm shape={shape} rtol=1.6e-2 atol=4e-2"),
                     ),
-                    _ => ("register-kernel", format!("kernel=gemm shape={shape}")),
+                    _ => (OpKind::RegisterKernel, format!("kernel=gemm shape={shape}")),
                 }
             }
             2 => match rng.below(2) {
-                0 => ("build-block", format!("layer={}", rng.below(16))),
+                0 => (OpKind::BuildBlock, format!("layer={}", rng.below(16))),
                 _ => (
-                    "validate-block",
+                    OpKind::ValidateBlock,
                     format!("layer={} cosine_min=0.99 position_min=0.98", rng.below(16)),
                 ),
             },
             3 => match rng.below(2) {
-                0 => ("build-model", String::new()),
-                _ => ("verify-model", "tokens=32 top_k=5".to_string()),
+                0 => (OpKind::BuildModel, String::new()),
+                _ => (OpKind::VerifyModel, "tokens=32 top_k=5".to_string()),
             },
             4 => match rng.below(3) {
                 0 => (
-                    "merge-launches",
+                    OpKind::MergeLaunches,
                     format!(
                         "group={}",
                         rng.pick(&["rms_gemms_rope", "o_ffn", "attn_out"])
                     ),
                 ),
                 1 => (
-                    "tune-tiling",
+                    OpKind::TuneTiling,
                     format!(
                         "kernel=gemm tile=[64,256,32,{}] herd=[8,4]",
                         32 << rng.below(3)
                     ),
                 ),
                 _ => (
-                    "profile-prefill",
+                    OpKind::ProfilePrefill,
                     "seq_len=2048 warmup=5 iters=20".to_string(),
                 ),
             },
             5 => match rng.below(4) {
-                0 => ("gemv-decode", "herd=[8,1]".to_string()),
-                1 => ("partition-lm-head", format!("parts={}", 2 << rng.below(3))),
-                2 => ("cascade-ffn", "rows=4".to_string()),
-                _ => ("profile-decode", format!("tokens={}", 20 + rng.below(100))),
+                0 => (OpKind::GemvDecode, "herd=[8,1]".to_string()),
+                1 => (
+                    OpKind::PartitionLmHead,
+                    format!("parts={}", 2 << rng.below(3)),
+                ),
+                2 => (OpKind::CascadeFfn, "rows=4".to_string()),
+                _ => (
+                    OpKind::ProfileDecode,
+                    format!("tokens={}", 20 + rng.below(100)),
+                ),
             },
             6 => match rng.below(3) {
-                0 => ("write-artifacts", String::new()),
-                1 => ("record-lessons", String::new()),
-                _ => ("profile-decode", "tokens=100".to_string()),
+                0 => (OpKind::WriteArtifacts, String::new()),
+                1 => (OpKind::RecordLessons, String::new()),
+                _ => (OpKind::ProfileDecode, "tokens=100".to_string()),
             },
             _ => match rng.below(2) {
-                0 => ("evaluate", "fresh_process=true".to_string()),
-                _ => ("verify-model", "tokens=32 top_k=5".to_string()),
+                0 => (OpKind::Evaluate, "fresh_process=true".to_string()),
+                _ => (OpKind::VerifyModel, "tokens=32 top_k=5".to_string()),
             },
         };
         Step { op, params }

@@ -65,8 +65,9 @@ fn argument_order_does_not_change_a_merged_bundle() {
     assert_eq!(forward.1, backward.1);
 }
 
-/// Appending one lesson to a declared skill changes that skill's directory, the
-/// SKILL.md of the phase that lists it and bundle.json, nothing else.
+/// Appending one lesson to a declared skill changes that skill's directory (its page
+/// and the provenance of what it cites), the SKILL.md of the phase that lists it, the
+/// entry skill's count of placed lessons and bundle.json, nothing else.
 #[test]
 fn adding_a_lesson_changes_only_the_files_it_belongs_to() {
     let root = scratch("one-lesson");
@@ -105,14 +106,16 @@ fn adding_a_lesson_changes_only_the_files_it_belongs_to() {
     let expected = BTreeSet::from([
         "bundle.json",
         "debug-gemm-corruption/SKILL.md",
+        "debug-gemm-corruption/references/provenance.md",
+        "deploy-new-llm/SKILL.md",
         "phase-1-kernel-validation/SKILL.md",
     ]);
     assert_eq!(changed, expected);
     fs::remove_dir_all(&root).ok();
 }
 
-/// A long trajectory keeps every SKILL.md body under 500 lines by moving long
-/// sections to `references/`.
+/// A long trajectory keeps every SKILL.md body under 200 lines by moving long
+/// sections to `references/`; the worked example lists every recorded step.
 #[test]
 fn long_sections_move_to_references() {
     let root = scratch("long");
@@ -128,20 +131,28 @@ fn long_sections_move_to_references() {
             64 + i
         ));
     }
+    for i in 0..150 {
+        text.push_str(&format!(
+            "t{i} action select-tiling kernel=gemm shape=[{},64,64]\no{i} observe mismatches = 1 == 0 -> fail\n",
+            64 + i
+        ));
+    }
     fs::write(dir.join("00.traj"), text).expect("write");
     let (built, _) = build(&[dir], None);
     let phase = &built.rendered.files["phase-1-kernel-validation/SKILL.md"];
     assert!(
-        phase.contains("read [references/steps.md](references/steps.md)"),
+        phase.contains("is in [references/dead-ends.md](references/dead-ends.md)"),
         "{phase}"
     );
-    let steps = &built.rendered.files["phase-1-kernel-validation/references/steps.md"];
-    assert!(steps.contains("400. `register-kernel kernel=gemm shape=[463,64,64]`"));
+    let dead_ends = &built.rendered.files["phase-1-kernel-validation/references/dead-ends.md"];
+    assert!(dead_ends.contains("`select-tiling kernel=gemm shape=[213,64,64]`"));
+    let example = &built.rendered.files["phase-1-kernel-validation/references/worked-example.md"];
+    assert!(example.contains("400. `register-kernel kernel=gemm shape=[463,64,64]`"));
     for (path, content) in &built.rendered.files {
         if path.ends_with("SKILL.md") {
             let body = content.splitn(3, "---\n").nth(2).unwrap_or_default();
             assert!(
-                body.lines().count() < 500,
+                body.lines().count() < 200,
                 "{path}: {} lines",
                 body.lines().count()
             );

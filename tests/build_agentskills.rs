@@ -2,7 +2,8 @@
 //! validate DIR`) accepts every skill directory skillc generates: the example
 //! trajectory, every build case (hostile text included) and a long trajectory whose
 //! sections move to `references/`. Skipped, with a notice, only when neither the
-//! `agentskills` command nor Python with `skills_ref` is installed (CI installs it).
+//! `agentskills` command nor Python with `skills_ref` is installed, and never when
+//! `CI` is set: then a missing validator fails the test (`.ci/run` installs it).
 
 mod build_support;
 
@@ -28,6 +29,11 @@ fn validator() -> Option<Vec<String>> {
         return Some(vec!["python3".into(), "-m".into(), "skills_ref.cli".into()]);
     }
     None
+}
+
+/// Whether the `CI` variable says this is a CI run (`.ci/run` sets it).
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
 }
 
 fn long_trajectory(root: &Path) -> PathBuf {
@@ -56,10 +62,11 @@ fn long_trajectory(root: &Path) -> PathBuf {
 #[test]
 fn agentskills_validate_accepts_every_generated_skill() {
     let Some(validator) = validator() else {
-        println!(
-            "NOTICE: skipping the Agent Skills validation: neither `agentskills` nor \
-             `python3 -m skills_ref.cli` is available (pip install skills-ref)"
-        );
+        let missing = "neither `agentskills` nor `python3 -m skills_ref.cli` is available \
+                       (pip install -r .ci/requirements.txt)";
+        // In CI a missing validator is a broken setup, not a reason to pass.
+        assert!(!in_ci(), "CI is set but {missing}");
+        eprintln!("NOTICE: skipping the Agent Skills validation: {missing}");
         return;
     };
     let root = scratch("agentskills");
@@ -74,7 +81,7 @@ fn agentskills_validate_accepts_every_generated_skill() {
     for (i, dirs) in builds.iter().enumerate() {
         let (built, _) = build(dirs, None);
         let out = root.join(format!("bundle-{i}"));
-        write_bundle(&out, &built.rendered).expect("write bundle");
+        write_bundle(&out, &built.rendered, false, &mut |_| {}).expect("write bundle");
         for skill in built.rendered.skill_dirs() {
             let dir = out.join(skill);
             let run = Command::new(&validator[0])

@@ -81,10 +81,24 @@ fn a_rebuild_replaces_the_bundle_and_removes_stale_files() {
     let out = root.join("example");
     let args = ["build", "trajectories/example", "--out", path(&out)];
     assert!(skillc(&args, None).status.success());
-    fs::create_dir_all(out.join("debug-gone")).expect("mkdir");
-    fs::write(out.join("debug-gone/SKILL.md"), "old\n").expect("write");
-    assert!(skillc(&args, None).status.success());
-    assert!(!out.join("debug-gone").exists());
+    let skills = |dir: &Path| -> Vec<String> {
+        fs::read_dir(dir)
+            .expect("read")
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().join("SKILL.md").is_file())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let before = skills(&out);
+    // A smaller trajectory into the same folder: the skills only the first build
+    // wrote go (files skillc did not write would be refused: tests/hardening.rs).
+    let smaller = ["build", "tests/data/valid/minimal", "--out", path(&out)];
+    let rebuilt = skillc(&smaller, None);
+    assert!(rebuilt.status.success(), "{}", text(&rebuilt.stderr));
+    let after = skills(&out);
+    let gone: Vec<&String> = before.iter().filter(|s| !after.contains(s)).collect();
+    assert!(!gone.is_empty(), "{before:?} -> {after:?}");
+    assert!(after.len() < before.len());
     let siblings: Vec<_> = fs::read_dir(&root).expect("read").collect();
     assert_eq!(siblings.len(), 1, "no staging directory left behind");
     fs::remove_dir_all(&root).ok();
@@ -127,7 +141,10 @@ fn diff_reports_semantic_changes_with_provenance() {
     let text_before = fs::read_to_string(&kernels).expect("read");
     let mut edited = text_before
         .replace("tile=[64,256,32,32]", "tile=[64,256,32,56]")
-        .replace("mean_rel_l1 = 3.1e-3 < 1e-2", "mean_rel_l1 = 3.1e-3 < 5e-3");
+        .replace(
+            "mismatches = 0 == 0  mean_rel_l1",
+            "mismatches = 0 <= 1  mean_rel_l1",
+        );
     edited.push_str(
         "\nl99 lesson \"A herd wider than the N tiles leaves columns idle\"\n    \
          symptom validate-kernel fails with mismatches > 0\n    \

@@ -43,6 +43,27 @@ fn literals(markdown: &str) -> BTreeSet<String> {
 }
 
 fn code_spans(line: &str) -> Vec<String> {
+    span_ranges(line)
+        .into_iter()
+        .map(|(text, _)| text)
+        .collect()
+}
+
+/// A line with its code spans cut out.
+fn outside_spans(line: &str) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    let mut out = String::new();
+    let mut at = 0;
+    for (_, range) in span_ranges(line) {
+        out.extend(&chars[at..range.start]);
+        at = range.end;
+    }
+    out.extend(&chars[at..]);
+    out
+}
+
+/// Every code span of a line: its text and the character range it occupies.
+fn span_ranges(line: &str) -> Vec<(String, std::ops::Range<usize>)> {
     let chars: Vec<char> = line.chars().collect();
     let mut spans = Vec::new();
     let mut i = 0;
@@ -77,7 +98,7 @@ fn code_spans(line: &str) -> Vec<String> {
                 {
                     text = text[1..text.len() - 1].to_string();
                 }
-                spans.push(text);
+                spans.push((text, i..end + open));
                 i = end + open;
             }
             None => i = start,
@@ -135,6 +156,50 @@ fn free_text_round_trips_literally() {
             "not rendered literally: {text:?}"
         );
     }
+}
+
+/// Issue 15 row 13: the header name (newline, HTML, a code fence) lands in every
+/// body as a code span; before, it was written raw and a renderer read the rest of
+/// the file as a code block.
+#[test]
+fn a_hostile_header_name_is_escaped_in_every_body() {
+    let dir = repo("tests/data/hardening/hostile-name");
+    let (built, _) = build(&[dir], Some("hostile-name"));
+    let name = visible_controls("evil\n```\n<b>bold</b> _x_").replace('\n', "\u{23CE}");
+    let mut cited = 0;
+    for (path, content) in &built.rendered.files {
+        if !path.ends_with(".md") {
+            continue;
+        }
+        let body = content.splitn(3, "---\n").nth(2).unwrap_or(content);
+        cited += usize::from(literals(body).contains(&name));
+        let mut open_fence: Option<String> = None;
+        for line in body.lines() {
+            let trimmed = line.trim();
+            if let Some(fence) = &open_fence {
+                if trimmed == fence {
+                    open_fence = None;
+                }
+                continue;
+            }
+            let ticks = trimmed.chars().take_while(|c| *c == '`').count();
+            if ticks >= 3 {
+                assert_eq!(
+                    &trimmed[ticks..],
+                    "text",
+                    "{path}: a fence the emitter did not write: {line}"
+                );
+                open_fence = Some("`".repeat(ticks));
+                continue;
+            }
+            let prose = outside_spans(line);
+            assert!(
+                !prose.contains("<b>") && !prose.contains("_x_"),
+                "{path}: raw header name: {line}"
+            );
+        }
+    }
+    assert!(cited >= 8, "the name is cited in {cited} bodies");
 }
 
 #[test]

@@ -71,6 +71,7 @@ fn random_weights_from_a_config_alone() {
         "1,2,3",
         "--max-new-tokens",
         "4",
+        "--ignore-eos",
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -117,6 +118,61 @@ fn text_prompt_through_tokenizer_json() {
     let (code, out, err) = skillc(&["reference", "--model", &model, "--prompt", "hello world"]);
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("prompt (2 tokens): 1,2"), "{out}");
-    assert!(out.contains("text: "), "{out}");
+    assert!(out.contains("prompt (2 tokens, as text): 1,2"), "{out}");
+    assert!(out.contains("output:\n"), "{out}");
+}
+
+const SMOLLM2: &str = "../shared/models/smollm2-135m-instruct-q4_1";
+
+/// The headline command: a chat message to the real GGUF model answers in
+/// text, and the oracle passes against transformers on both prompts.
+#[cfg(feature = "tokenizer")]
+#[test]
+fn chat_with_the_real_gguf_model() {
+    let (code, out, err) = skillc(&[
+        "reference",
+        "--model",
+        SMOLLM2,
+        "--chat",
+        "What is the capital of France?",
+    ]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert!(
+        out.contains("stopped at end-of-sequence): 504,3575,282,4649,314,7042,30,2\noutput:\nThe capital of France is Paris.\n"),
+        "{out}"
+    );
+    assert_eq!(out.matches("PASS: worst ratio").count(), 2, "{out}");
+}
+
+/// Every malformed GGUF file is refused through the CLI with exit 1 (bad
+/// data) and a message, never a panic.
+#[test]
+fn malformed_gguf_files_exit_with_a_message() {
+    let dir = "runtime/tests/data/gguf";
+    let mut cases = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.ends_with(".gguf") || name.starts_with("ok-") {
+            continue;
+        }
+        let (code, _, err) = skillc(&[
+            "reference",
+            "--model",
+            &path.to_string_lossy(),
+            "--prompt-ids",
+            "1",
+        ]);
+        assert_eq!(code, 1, "{name}: {err}");
+        assert!(err.starts_with("error: "), "{name}: {err}");
+        assert!(!err.contains("panicked"), "{name}: {err}");
+        cases += 1;
+    }
+    assert!(cases >= 15, "{cases}");
+    let (code, _, err) = skillc(&[
+        "reference",
+        "--model",
+        "runtime/tests/data/gguf/absent.gguf",
+    ]);
+    assert_eq!(code, 2, "a missing file is a usage error: {err}");
 }

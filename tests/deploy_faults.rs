@@ -6,8 +6,11 @@
 
 mod deploy_support;
 
-use deploy_support::{deploy, fixture, llama1b, scratch, summary, with_test_lessons};
+use deploy_support::{
+    deploy, deploy_seeded, fixture, llama1b, scratch, summary, with_test_lessons,
+};
 use skillc_runtime::bundle::Bundle;
+use skillc_runtime::exec::artifacts::record::PhaseStatus;
 use skillc_runtime::exec::Fault;
 
 struct Case {
@@ -142,11 +145,11 @@ fn with_the_test_lessons_every_fault_is_repaired_by_its_lesson() {
 #[test]
 fn the_unscaled_rope_table_is_invisible_to_a_short_prompt() {
     use skillc_runtime::exec::design::Design;
-    use skillc_runtime::exec::gate::cosine;
-    use skillc_runtime::exec::npu::{NpuModel, RopeTable};
     use skillc_runtime::model::oracle::{LogitRows, Reference};
     use skillc_runtime::model::Model;
     use skillc_runtime::xdna2::device::Device;
+    use skillc_runtime::xdna2::interpreter::{Interpreter, RopeTable};
+    use skillc_runtime::xdna2::numerics::cosine;
 
     let model = Model::load(&fixture("llama32-tiny"), None).unwrap();
     let prompt: Vec<u32> = (1..40).collect();
@@ -159,12 +162,86 @@ fn the_unscaled_rope_table_is_invisible_to_a_short_prompt() {
         let mut design = Design::baseline();
         design.path.rope = rope;
         let plans = design.plans("llama32-tiny", &model.arch, &device).unwrap();
-        let mut npu = NpuModel::new(&device, &model, &plans.prefill, &plans.decode, design.path);
-        let out = npu.prefill_layers(&prompt, 1).unwrap();
+        let mut npu = Interpreter::new(&device, &model.arch, &model.weights, design.path);
+        let out = npu.prefill_layers(&plans.prefill, &prompt, 1).unwrap();
         cosine(&out[0], &reference.layer_outputs[0].data)
     };
     let (scaled, unscaled) = (block(RopeTable::Scaled), block(RopeTable::Unscaled));
     assert!(scaled > 0.999, "{scaled}");
     assert!(unscaled > 0.99, "the phase-2 gate would pass: {unscaled}");
     assert!((scaled - unscaled).abs() < 1e-3, "{scaled} vs {unscaled}");
+}
+
+/// The decode-side faults leave prefill alone, so phases 1 and 2 end passed; the
+/// teacher-forced gate of phase 3 stops the deployment on every tiny fixture,
+/// with the KV cache after prefill still within its limit (the fault is in the
+/// decode steps, and the gate says so).
+#[test]
+fn decode_faults_are_stopped_by_the_teacher_forced_gate_on_every_fixture() {
+    let faults = [
+        Fault::DecodeRopeOffByOne,
+        Fault::KvWrongSlot,
+        Fault::StaleKv,
+        Fault::GqaMapping,
+    ];
+    let fixtures = ["llama32-tiny", "qwen25-tiny", "qwen3-tiny", "smollm2-tiny"];
+    for fault in faults {
+        for name in fixtures {
+            let out = scratch(&format!("decode-{fault}-{name}"));
+            let outcome = deploy(llama1b(), &fixture(name), &out, &[fault]);
+            let r = &outcome.report;
+            assert_eq!(outcome.exit_code, 1, "{fault} on {name}:\n{}", summary(r));
+            let stop = r.stop.as_ref().expect("a stop record");
+            assert_eq!(
+                (stop.phase, stop.gate.as_str()),
+                (3, "verify: teacher-forced logits"),
+                "{fault} on {name}"
+            );
+            let gate = |wanted: &str| {
+                r.gates()
+                    .find(|(p, g)| *p == 3 && g.name == wanted)
+                    .map(|(_, g)| g.passed)
+            };
+            assert_eq!(
+                gate("verify: KV cache after prefill"),
+                Some(true),
+                "{fault}"
+            );
+            assert_eq!(
+                gate("verify: KV cache after decode"),
+                Some(false),
+                "{fault}"
+            );
+            for phase in [1, 2] {
+                let status = r.phases.iter().find(|p| p.index == phase).map(|p| p.status);
+                assert_eq!(status, Some(PhaseStatus::Passed), "{fault} on {name}");
+            }
+        }
+    }
+}
+
+/// No false alarm: the four fixtures' configs with seeded random weights (no
+/// checkpoint, no transformers outputs) and three seeds each deploy to the end,
+/// every phase-3 gate passing, and the evaluator's only warning is the one about
+/// the missing transformers reference.
+#[test]
+fn unplanted_random_weight_deployments_pass_the_decode_gates_with_three_seeds() {
+    let fixtures = ["llama32-tiny", "qwen25-tiny", "qwen3-tiny", "smollm2-tiny"];
+    for name in fixtures {
+        let model = scratch(&format!("config-only-{name}"));
+        std::fs::copy(fixture(name).join("config.json"), model.join("config.json"))
+            .expect("config.json copies");
+        for seed in 0..3 {
+            let out = scratch(&format!("random-{name}-{seed}"));
+            let outcome = deploy_seeded(llama1b(), &model, &out, &[], seed);
+            let r = &outcome.report;
+            assert_eq!(outcome.exit_code, 0, "{name} seed {seed}:\n{}", summary(r));
+            let failed: Vec<&str> = r
+                .gates()
+                .filter(|(p, g)| *p == 3 && !g.passed)
+                .map(|(_, g)| g.name.as_str())
+                .collect();
+            assert!(failed.is_empty(), "{name} seed {seed}: {failed:?}");
+        }
+    }
 }

@@ -6,7 +6,7 @@
 mod deploy_support;
 
 use deploy_support::{check, deploy, fixture, llama1b, scratch, summary};
-use skillc_runtime::exec::record::{PhaseStatus, Verdict};
+use skillc_runtime::exec::artifacts::record::{PhaseStatus, Verdict};
 
 const FIXTURES: [&str; 4] = ["llama32-tiny", "qwen25-tiny", "qwen3-tiny", "smollm2-tiny"];
 
@@ -27,9 +27,13 @@ fn every_fixture_deploys_with_phase_0_gated_against_transformers() {
         );
         let transformers: Vec<_> = r
             .gates()
-            .filter(|(p, g)| *p == 0 && g.op == "compare-reference")
+            .filter(|(p, g)| *p == 0 && g.op.name() == "compare-reference")
             .collect();
-        assert_eq!(transformers.len(), 2, "{name}: error and token gates");
+        assert_eq!(
+            transformers.len(),
+            3,
+            "{name}: error, token and non-finite gates"
+        );
         assert!(transformers.iter().all(|(_, g)| g.passed), "{name}");
         let evaluation = r.evaluation.as_ref().expect("phase 7 ran");
         assert_eq!(evaluation.exit_code, 0, "{name}: {:?}", evaluation.findings);
@@ -87,7 +91,7 @@ fn a_second_run_writes_the_same_artifacts() {
 /// q_proj and its bias, columns of o_proj — and the run still matches the reference.
 #[test]
 fn non_aligned_heads_deploy_with_phantom_heads() {
-    use skillc_runtime::exec::record::StepOrigin;
+    use skillc_runtime::exec::artifacts::record::StepOrigin;
     let out = scratch("padded-heads");
     let outcome = deploy(
         llama1b(),

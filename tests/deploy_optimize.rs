@@ -8,7 +8,7 @@
 mod deploy_support;
 
 use deploy_support::{check, deploy, llama1b, repo, scratch};
-use skillc_runtime::exec::record::{StepOrigin, StepOutcome};
+use skillc_runtime::exec::artifacts::record::{StepOrigin, StepOutcome};
 
 #[test]
 fn a_prefill_step_that_lost_in_phase_4_is_kept_when_re_tried_after_phase_5() {

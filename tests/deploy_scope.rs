@@ -6,7 +6,7 @@
 mod deploy_support;
 
 use deploy_support::{deploy, llama1b, repo, scratch, skillc};
-use skillc_runtime::exec::record::{PhaseStatus, Verdict};
+use skillc_runtime::exec::artifacts::record::{PhaseStatus, Verdict};
 
 /// Each architecture outside the dense decoder-only families, refused at phase 0
 /// with the feature and why (`tests/data/deploy/out-of-scope/<case>`).

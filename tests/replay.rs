@@ -186,3 +186,31 @@ fn the_command_exits_1_on_any_disagreement() {
         2
     );
 }
+
+/// A partition count beyond the model's LM-head row blocks is refused by the
+/// operation's one definition (`ops::effect`, which deploy applies too) with the
+/// bound it breaks, before any plan is built; a count within it replays.
+#[test]
+fn partitions_beyond_the_model_are_refused_with_its_bound() {
+    let report = replay_dir(
+        &root().join("tests/replay/parts-beyond-the-model"),
+        Functional::Kernels,
+    );
+    let outcome = |entry: &str| {
+        let row = report
+            .rows
+            .iter()
+            .find(|r| r.entry == entry)
+            .expect("the entry is compared");
+        (row.outcome, row.reason.clone())
+    };
+    for (entry, parts) in [("t5.parts.obs", "100000"), ("t5.huge.obs", "1000000000000")] {
+        let (verdict, reason) = outcome(entry);
+        assert_eq!(verdict, Outcome::Disagree, "{entry}");
+        assert_eq!(
+            reason,
+            format!("`partition-lm-head` parts={parts} exceeds the model's LM-head row blocks (4)")
+        );
+    }
+    assert_eq!(outcome("t5.fits.obs").0, Outcome::Agree);
+}

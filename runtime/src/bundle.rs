@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::ops::{Op, OpKind};
+
 /// Bumped on any incompatible change; the executor refuses other versions.
 pub const SCHEMA_VERSION: &str = "skillc.bundle/1";
 
@@ -30,6 +32,56 @@ pub struct Bundle {
     /// sha256 of every generated file, by path relative to the bundle root
     /// (bundle.json itself excluded).
     pub files: BTreeMap<String, String>,
+}
+
+impl Bundle {
+    /// Every step and dead end read as a typed operation, and every literal a
+    /// remedy assigns checked against its parameter: kinds and ranges, so a
+    /// hand-edited `parts=0`, `rtol=-1` or `tile=[0,0,0,0]` is refused before
+    /// anything runs. A bundle the compiler wrote has none.
+    pub fn parameter_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for phase in &self.phases {
+            for step in &phase.steps {
+                if let Err(e) = Op::read(step.op, &step.params) {
+                    problems.push(format!("step {}: {e}", step.id));
+                }
+            }
+            for dead_end in &phase.dead_ends {
+                if let Err(e) = Op::read(dead_end.op, &dead_end.params) {
+                    problems.push(format!("dead end {}: {e}", dead_end.id));
+                }
+            }
+        }
+        for lesson in self.lessons.values() {
+            for remedy in std::iter::once(&lesson.fix).chain(&lesson.then) {
+                for (key, expr) in &remedy.set {
+                    if let Some(problem) = remedy.literal_problem(key, expr) {
+                        problems.push(format!("lesson {}: {problem}", lesson.id));
+                    }
+                }
+            }
+        }
+        problems
+    }
+}
+
+impl Remedy {
+    /// Why a literal this remedy assigns to `key` is not a value of that parameter
+    /// or slot. Computed values are checked when they are evaluated.
+    fn literal_problem(&self, key: &str, expr: &Expr) -> Option<String> {
+        let Some((param, slot)) = self.op.spec().resolve_param(key) else {
+            return Some(format!("`{}` has no parameter or slot `{key}`", self.op));
+        };
+        let numbers: Vec<f64> = match (expr, slot) {
+            (Expr::Lit(Value::Int(i)), _) => vec![*i as f64],
+            (Expr::Lit(Value::Float(f)), _) => vec![*f],
+            (Expr::Lit(Value::IntList(items)), None) => items.iter().map(|&i| i as f64).collect(),
+            _ => return None,
+        };
+        let bad = numbers.iter().find(|&&n| !param.bound.admits(n))?;
+        Some(format!("`{}` {key}={bad}: {}", self.op, param.bound.rule()))
+    }
 }
 
 /// One trajectory the bundle was built from.
@@ -74,7 +126,7 @@ pub struct Phase {
 pub struct DeadEnd {
     /// Stable within the bundle, like step ids.
     pub id: String,
-    pub op: String,
+    pub op: OpKind,
     pub params: BTreeMap<String, Value>,
     /// `reverted by <entry>`, `superseded by <entry>` or `failed`.
     pub outcome: String,
@@ -96,8 +148,7 @@ pub struct DeadEnd {
 pub struct Step {
     /// Stable within the bundle, e.g. `p1-s03`.
     pub id: String,
-    /// An operation of `ops::OPERATIONS`.
-    pub op: String,
+    pub op: OpKind,
     pub params: BTreeMap<String, Value>,
     /// Lessons whose fixes change this step.
     pub guarded_by: Vec<String>,
@@ -160,7 +211,7 @@ pub struct Gate {
     pub unit: String,
     pub baseline: Baseline,
     /// The operation whose result the gate reads, e.g. `validate-kernel`.
-    pub op: Option<String>,
+    pub op: Option<OpKind>,
     /// Conditions the value was observed under (shape, seq_len, kernel, …).
     pub conditions: BTreeMap<String, Value>,
     /// The value the trajectory recorded when the gate passed.
@@ -201,6 +252,10 @@ pub struct Lesson {
     /// `fix` clauses). Absent in bundles written before the field existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub then: Vec<Remedy>,
+    /// The fix in words, as recorded (the file, flag or command to change). Absent in
+    /// bundles written before the field existed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub fix_text: String,
     /// Phases where the lesson applies.
     pub phases: Vec<u8>,
     /// The skill set it belongs to, e.g. `debug-gemm-silent-corruption`.
@@ -216,7 +271,7 @@ pub struct Lesson {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Symptom {
     /// Operation whose gate failed, e.g. `validate-kernel`.
-    pub op: Option<String>,
+    pub op: Option<OpKind>,
     /// Parameters that must match (e.g. `kernel = gemm`).
     pub params: BTreeMap<String, Value>,
     pub metric: Option<String>,
@@ -229,7 +284,7 @@ pub struct Symptom {
 /// An executable fix: run `op` with these parameter changes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Remedy {
-    pub op: String,
+    pub op: OpKind,
     /// Parameter or list component (`tile_n`) → new value.
     pub set: BTreeMap<String, Expr>,
 }
@@ -438,5 +493,69 @@ mod tests {
         assert_eq!(serde_json::to_string(&v).unwrap(), "[8,4]");
         let back: Value = serde_json::from_str("2048").unwrap();
         assert_eq!(back, Value::Int(2048));
+    }
+
+    #[test]
+    fn operations_are_read_once_and_unknown_ones_refused() {
+        let step =
+            r#"{"id":"p1-s1","op":"select-tiling","params":{},"guarded_by":[],"provenance":[]}"#;
+        let read: Step = serde_json::from_str(step).unwrap();
+        assert_eq!(read.op, OpKind::SelectTiling);
+        assert_eq!(serde_json::to_string(&read).unwrap(), step);
+        let unknown = step.replace("select-tiling", "launch-rockets");
+        let err = serde_json::from_str::<Step>(&unknown).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`launch-rockets` is not an operation of the runtime"),
+            "{err}"
+        );
+    }
+
+    fn committed() -> Bundle {
+        let path = format!(
+            "{}/../generated-skills/llama1b/bundle.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(path).expect("the committed bundle");
+        serde_json::from_str(&text).expect("it parses")
+    }
+
+    #[test]
+    fn hand_edited_values_out_of_range_are_named() {
+        let bundle = committed();
+        assert_eq!(bundle.parameter_problems(), Vec::<String>::new());
+        let mut edited = bundle.clone();
+        let mut set = |op: OpKind, key: &str, value: Value| {
+            let step = edited
+                .phases
+                .iter_mut()
+                .flat_map(|p| p.steps.iter_mut())
+                .find(|s| s.op == op)
+                .expect("the bundle has the operation");
+            step.params.insert(key.into(), value);
+            step.id.clone()
+        };
+        let parts = set(OpKind::PartitionLmHead, "parts", Value::Int(0));
+        let tile = set(
+            OpKind::SelectTiling,
+            "tile",
+            Value::IntList(vec![0, 0, 0, 0]),
+        );
+        let rtol = set(OpKind::ValidateKernel, "rtol", Value::Float(-1.0));
+        let lesson = edited.lessons.values_mut().next().expect("a lesson");
+        lesson.fix = Remedy {
+            op: OpKind::CascadeFfn,
+            set: BTreeMap::from([("rows".into(), Expr::Lit(Value::Int(0)))]),
+        };
+        let lesson_id = lesson.id.clone();
+        assert_eq!(
+            edited.parameter_problems(),
+            vec![
+                format!("step {tile}: `select-tiling` parameter `tile` = 0: must be above 0"),
+                format!("step {rtol}: `validate-kernel` parameter `rtol` = -1.0: must be above 0"),
+                format!("step {parts}: `partition-lm-head` parameter `parts` = 0: must be above 0"),
+                format!("lesson {lesson_id}: `cascade-ffn` rows=0: must be above 0"),
+            ]
+        );
     }
 }

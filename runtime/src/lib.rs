@@ -3,10 +3,12 @@
 //!
 //! Data flow: `model` (config → architecture, safetensors → weights, oracle) feeds
 //! `xdna2` (kernels, plans, cost model, traces); `exec` drives both from a bundle.
+//! `input` is how every user-supplied file is opened.
 
 pub mod bf16;
 pub mod bundle;
 pub mod exec;
+pub mod input;
 pub mod model;
 pub mod ops;
 pub mod rng;

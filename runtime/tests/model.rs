@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use skillc_runtime::model::config::{load_config, parse_config};
-use skillc_runtime::model::memory::MemoryEstimate;
+use skillc_runtime::model::memory::{Available, Limit, MemoryEstimate};
 use skillc_runtime::model::oracle::{LogitRows, Reference, ReferenceError};
 use skillc_runtime::model::{check_fits, Model};
 
@@ -19,9 +19,15 @@ fn shared_config(model: &str) -> std::path::PathBuf {
 fn a_model_that_does_not_fit_is_refused_with_the_numbers() {
     let arch = load_config(&shared_config("qwen3-4b")).unwrap();
     let estimate = MemoryEstimate::for_reference(&arch, 2048, 512);
-    let err = check_fits(estimate, Some(4 << 30)).unwrap_err();
+    let machine = |bytes| {
+        Some(Available {
+            bytes,
+            limit: Limit::Machine,
+        })
+    };
+    let err = check_fits(estimate, machine(4 << 30)).unwrap_err();
     insta::assert_snapshot!(err.to_string());
-    assert!(check_fits(estimate, Some(64 << 30)).is_ok());
+    assert!(check_fits(estimate, machine(64 << 30)).is_ok());
 }
 
 fn small_random(extra: &str) -> Model {

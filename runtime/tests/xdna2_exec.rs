@@ -11,7 +11,8 @@ use skillc_runtime::model::Model;
 use skillc_runtime::xdna2::builder::plan_for;
 use skillc_runtime::xdna2::calibration::{ablation_options, data_dir, DataSet};
 use skillc_runtime::xdna2::device::Device;
-use skillc_runtime::xdna2::exec::Session;
+use skillc_runtime::xdna2::interpreter::{Interpreter, NpuPath};
+use skillc_runtime::xdna2::numerics::cosine;
 use skillc_runtime::xdna2::plan::{Launch, Phase, Plan, PlanOptions, Step, WeightSource};
 use skillc_runtime::xdna2::published::checking_device;
 
@@ -35,13 +36,6 @@ fn prompt(name: &str) -> Vec<u32> {
         .collect()
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
-    let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    dot / (na * nb)
-}
-
 const SEQ: usize = 128;
 
 fn run_fixture(name: &str) {
@@ -62,7 +56,7 @@ fn run_fixture_with(name: &str, options: &PlanOptions, plant: impl Fn(&mut Plan)
     // own plans are kept to; the plan's own count is its limit.
     let device = checking_device(&npu2, &prefill);
 
-    let mut session = Session::new(&model.arch, &model.weights, &device);
+    let mut session = Interpreter::new(&device, &model.arch, &model.weights, NpuPath::CORRECT);
     session.capture_layers(true);
     let npu = session.prefill(&prefill, &tokens).expect("prefill runs");
     let mut reference = Reference::new(&model).expect("reference");
@@ -70,14 +64,11 @@ fn run_fixture_with(name: &str, options: &PlanOptions, plant: impl Fn(&mut Plan)
         .prefill(&tokens, LogitRows::Last)
         .expect("reference prefill");
     let hidden = model.arch.hidden_size;
-    for (layer, (emulated, expected)) in session
-        .layer_outputs
-        .iter()
-        .zip(&out.layer_outputs)
-        .enumerate()
-    {
-        let emulated = skillc_runtime::bf16::to_f32_vec(&emulated[..tokens.len() * hidden]);
-        let c = cosine(&emulated, &expected.data);
+    let layers = session.take_layer_outputs();
+    assert_eq!(layers.len(), out.layer_outputs.len());
+    for (layer, (emulated, expected)) in layers.iter().zip(&out.layer_outputs).enumerate() {
+        assert_eq!(emulated.len(), tokens.len() * hidden, "real rows only");
+        let c = cosine(emulated, &expected.data);
         assert!(c >= 0.99, "{name} layer {layer}: cosine {c}");
     }
     let c = cosine(&npu, &out.logits.data);
@@ -166,7 +157,7 @@ fn ablation_cells_and_the_naive_plan_give_bit_identical_logits() {
         .map(|options| {
             let plan =
                 plan_for(name, &model.arch, &device, Phase::Prefill, SEQ, options).expect("plan");
-            Session::new(&model.arch, &model.weights, &device)
+            Interpreter::new(&device, &model.arch, &model.weights, NpuPath::CORRECT)
                 .prefill(&plan, &tokens)
                 .expect("runs")
         })
@@ -208,7 +199,7 @@ fn a_gemm_tile_that_does_not_divide_n_corrupts_the_output_silently() {
         bad.check(&device).is_ok(),
         "the hardware does not refuse it"
     );
-    let mut session = Session::new(&model.arch, &model.weights, &device);
+    let mut session = Interpreter::new(&device, &model.arch, &model.weights, NpuPath::CORRECT);
     let ok = session.prefill(&good, &tokens).expect("runs");
     let corrupt = session.prefill(&bad, &tokens).expect("runs, silently");
     assert!(
@@ -247,7 +238,7 @@ fn phantom_heads_pad_a_non_aligned_model_exactly() {
         });
     assert_eq!(fa_heads, Some(16));
     let tokens: Vec<u32> = (0..20).map(|i| (i * 37 % 1024) as u32).collect();
-    let npu = Session::new(&model.arch, &model.weights, &device)
+    let npu = Interpreter::new(&device, &model.arch, &model.weights, NpuPath::CORRECT)
         .prefill(&plan, &tokens)
         .expect("runs");
     let expected = Reference::new(&model)
@@ -262,9 +253,22 @@ fn phantom_heads_pad_a_non_aligned_model_exactly() {
 /// silent-corruption tiling comes back with mismatches (it is not refused).
 #[test]
 fn phase_one_validation_sees_the_silent_corruption() {
-    use skillc_runtime::xdna2::validate::validate_launch;
+    use skillc_runtime::xdna2::harness::{tolerance_of, DrawnWeights, Harness, Scale};
     let model = Model::load(&fixture("qwen3-tiny"), None).expect("fixture loads");
     let device = Device::npu2();
+    let weights = DrawnWeights { seed: 3 };
+    let harness = Harness {
+        device: &device,
+        arch: &model.arch,
+        weights: &weights,
+        rope_table: None,
+        seed: 3,
+    };
+    let validate_launch = |launch: &Launch| {
+        harness
+            .check(launch, tolerance_of(launch), Scale::Production)
+            .expect("the harness runs it")
+    };
     for phase in [Phase::Prefill, Phase::Decode] {
         let plan = plan_for(
             "qwen3-tiny",
@@ -277,13 +281,13 @@ fn phase_one_validation_sees_the_silent_corruption() {
         .expect("plan");
         for (_, call) in plan.calls() {
             for launch in &call.launches {
-                let v = validate_launch(&device, launch, 3).expect("places");
+                let v = validate_launch(launch);
                 assert!(
                     v.passed(),
                     "{} {}: {:?}",
                     v.kernel.name(),
                     v.shape,
-                    v.comparison
+                    v.outcome
                 );
             }
         }
@@ -311,10 +315,51 @@ fn phase_one_validation_sees_the_silent_corruption() {
         out: "c".into(),
         spec,
     };
-    assert!(validate_launch(&device, &launch(spec), 1)
-        .expect("runs")
-        .passed());
-    let v = validate_launch(&device, &launch(corrupt), 1)
-        .expect("runs: the hardware does not refuse it");
-    assert!(v.comparison.mismatches > 0, "{v:?}");
+    assert!(validate_launch(&launch(spec)).passed());
+    let v = validate_launch(&launch(corrupt));
+    let mismatches = v
+        .comparison()
+        .expect("the hardware does not refuse it")
+        .mismatches;
+    assert!(mismatches > 0, "{v:?}");
+}
+
+/// The interpreter runs a prompt's real rows only; on them it must give the bits
+/// the production launches give over all the plan's rows (here a prompt padded to
+/// the plan's 2048 rows with its last token, which the causal mask keeps from
+/// every real row). 100 tokens span two key blocks of the trimmed attention and
+/// one cascade stage (512 keys) of the production launch: the trimmed launch must
+/// keep the production's stage boundaries to agree.
+#[test]
+fn real_rows_only_give_the_bits_of_the_full_production_launch() {
+    let name = "qwen25-tiny";
+    let model = Model::load(&fixture(name), None).expect("fixture loads");
+    let device = Device::npu2();
+    let plan = plan_for(
+        name,
+        &model.arch,
+        &device,
+        Phase::Prefill,
+        2048,
+        &PlanOptions::reference(),
+    )
+    .expect("plan");
+    let base = prompt(name);
+    let tokens: Vec<u32> = base.iter().cycle().take(100).copied().collect();
+    let mut padded = tokens.clone();
+    padded.resize(plan.seq_len, *tokens.last().expect("a token"));
+    let layers = |ids: &[u32]| {
+        let mut npu = Interpreter::new(&device, &model.arch, &model.weights, NpuPath::CORRECT);
+        npu.capture_layers(true);
+        npu.prefill(&plan, ids).expect("prefill runs");
+        npu.layer_outputs().to_vec()
+    };
+    let (trimmed, full) = (layers(&tokens), layers(&padded));
+    let real = tokens.len() * model.arch.hidden_size;
+    assert_eq!(trimmed.len(), model.arch.num_layers);
+    for (layer, (t, f)) in trimmed.iter().zip(&full).enumerate() {
+        assert_eq!(t.len(), real);
+        let differ = t.iter().zip(&f[..real]).filter(|(a, b)| a != b).count();
+        assert_eq!(differ, 0, "layer {layer}: {differ} of {real} values differ");
+    }
 }

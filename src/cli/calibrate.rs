@@ -49,8 +49,10 @@ pub struct Args {
     /// Print the modeled roofline of the model's prefill and decode.
     #[arg(long)]
     pub roofline: bool,
-    /// Print the report as JSON (points, summaries, bounds, leave-one-family-out, speed-ups).
-    #[arg(long)]
+    /// Print the report (every point, the summaries with their signed bias,
+    /// the bounds, leave-one-family-out, the published ratios) as one JSON
+    /// document instead of the tables.
+    #[arg(long, conflicts_with_all = ["trace", "roofline"])]
     pub json: bool,
 }
 
@@ -86,10 +88,18 @@ fn calibrate(data: &Path, models: &Path, refit: bool, show: &Show) -> Result<Exi
     let device = Device::from_json(&device_text).map_err(|e| e.to_string())?;
     let arch = load_model(models, REFERENCE_MODEL).map_err(|e| e.to_string())?;
     let fitted_path = data.join("fitted.json");
+    // With --json, stdout holds the document alone.
+    let say = |line: String| {
+        if show.json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    };
     if refit {
         let (dataset, _) = DataSet::load(data).map_err(|e| e.to_string())?;
         for path in write_plan_files(&dataset, data, &arch, &device).map_err(|e| e.to_string())? {
-            eprintln!("wrote runtime/data/xdna2/{path}");
+            say(format!("wrote runtime/data/xdna2/{path}"));
         }
     }
     let prepared = Prepared::load(&device, data, models).map_err(|e| e.to_string())?;
@@ -99,11 +109,10 @@ fn calibrate(data: &Path, models: &Path, refit: bool, show: &Show) -> Result<Exi
         let file = fitted_file(&prepared, &device, &outcome, &report);
         std::fs::write(&fitted_path, file.to_json())
             .map_err(|e| format!("{}: {e}", fitted_path.display()))?;
-        // Progress on stderr, so `--json` stays one document.
-        eprintln!(
+        say(format!(
             "fit: {} evaluations, objective {:.4}; wrote runtime/data/xdna2/fitted.json",
             outcome.evaluations, outcome.objective
-        );
+        ));
         file
     } else {
         let stale =
@@ -128,31 +137,24 @@ fn calibrate(data: &Path, models: &Path, refit: bool, show: &Show) -> Result<Exi
     let report = prepared.report(&device, &params);
     let ratios = ratio_checks(data, &device, &params).map_err(|e| e.to_string())?;
     if show.json {
-        let document = serde_json::json!({
+        let ratios: Vec<_> = ratios
+            .iter()
+            .map(|r| serde_json::json!({ "check": r, "error": r.error() }))
+            .collect();
+        let doc = serde_json::json!({
             "modeled": true,
-            "results": report.results,
-            "fit": report.fit,
-            "held_out": report.held_out,
+            "report": report,
             "bounds": file.bounds,
             "leave_one_family_out": file.leave_one_family_out,
-            "ratios": ratios.iter().map(|r| serde_json::json!({
-                "name": r.name,
-                "modeled": r.modeled,
-                "published": r.published,
-                "error": r.error(),
-                "source": r.source,
-            })).collect::<Vec<_>>(),
+            "ratios": ratios,
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&document).map_err(|e| e.to_string())?
-        );
-        return Ok(ExitCode::SUCCESS);
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+    } else {
+        print_report(&prepared, &report);
+        print_bounds(&file.bounds);
+        print_families(&file.leave_one_family_out);
+        print_ratios(&ratios);
     }
-    print_report(&prepared, &report);
-    print_bounds(&file.bounds);
-    print_families(&file.leave_one_family_out);
-    print_ratios(&ratios);
     let note = FittedFile {
         fit: report.fit.clone(),
         held_out: report.held_out.clone(),

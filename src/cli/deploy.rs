@@ -1,28 +1,40 @@
 //! `skillc deploy BUNDLE --model DIR`: runs a skill bundle on a model with the
 //! runtime's executor, phase by phase on the emulated XDNA 2 backend, and writes the
 //! plan, the reports, the trace, the kernel registry and the run's trajectory.
+//!
+//! The bundle is read through [`bundle_file`] (hashes checked, texts capped); the
+//! output folder is claimed through [`crate::outdir`], so the run writes into a
+//! fresh sibling that replaces the folder whole at the end, and a second deploy
+//! into the same folder waits.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use skillc_runtime::bundle::Bundle;
-use skillc_runtime::exec::gate::GateCheck;
-use skillc_runtime::exec::record::PhaseStatus;
-use skillc_runtime::exec::{self, clock, DeployOptions, EvaluatorLaunch, Fault, Progress, Silent};
+use skillc_runtime::exec::artifacts::clock;
+use skillc_runtime::exec::artifacts::record::PhaseStatus;
+use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Fault};
 
+use skillc_runtime::model::prompt::{ModelText, PromptInput};
+use skillc_runtime::model::source::ModelSource;
+
+use super::bundle_file;
+use super::progress::Display;
 use super::{EXIT_FAILED, EXIT_USAGE};
+use crate::outdir::{Claim, Kind};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The skill bundle: a directory holding bundle.json (e.g. generated-skills/llama1b)
     /// or the bundle.json file itself.
     pub bundle: PathBuf,
-    /// The model: a Hugging Face folder (config.json, optional *.safetensors and
-    /// reference.safetensors) or a config alone (seeded random weights).
+    /// The model: a GGUF file or a directory holding one, a Hugging Face folder
+    /// (config.json, optional *.safetensors and reference.safetensors) or a
+    /// config alone (seeded random weights).
     #[arg(long)]
     pub model: PathBuf,
-    /// Output directory [default: deploy-<model directory name>].
+    /// Output directory [default: deploy-<model directory name>, in the current
+    /// directory].
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Seed of random weights and of the drawn verification prompts.
@@ -31,16 +43,31 @@ pub struct Args {
     /// A verification prompt as comma-separated token ids; repeat for several.
     #[arg(long = "prompt-ids", value_name = "IDS")]
     pub prompt_ids: Vec<String>,
+    /// A verification prompt as text (the model's tokenizer); repeat for several.
+    #[arg(long = "prompt", value_name = "TEXT")]
+    pub prompt_text: Vec<String>,
+    /// A verification prompt as a user message through the model's chat
+    /// template; repeat for several.
+    #[arg(long = "chat", value_name = "TEXT")]
+    pub chat: Vec<String>,
     /// A kernel registry from an earlier run whose configurations are tried first.
     #[arg(long)]
     pub registry: Option<PathBuf>,
     /// Print report.json on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
-    /// Show progress on stderr even when it is not a terminal (one line per event,
-    /// with elapsed seconds).
+    /// No progress on stderr (by default a status line on a terminal, one line per
+    /// event with elapsed seconds otherwise).
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Replace the output directory even when it holds files skillc did not write
+    /// (or changed since).
     #[arg(long)]
-    pub progress: bool,
+    pub force: bool,
+    /// Run a bundle whose files differ from bundle.json's hashes (hand-edited or
+    /// incomplete); the report lists the differences.
+    #[arg(long)]
+    pub allow_modified: bool,
     /// Plant a fault in the NPU path (tests of the gates): gemm-n-not-multiple,
     /// drop-qkv-bias, no-llama3-rope, skip-qk-norm, l1-overflow.
     #[arg(long = "plant", value_name = "FAULT", hide = true)]
@@ -58,22 +85,21 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 fn execute(args: &Args) -> Result<ExitCode, String> {
-    let bundle = load_bundle(&args.bundle)?;
+    let loaded = bundle_file::load(&args.bundle)?;
+    let bundle_notes = match loaded.report_notes(args.allow_modified) {
+        Ok(notes) => notes,
+        Err(refusal) => {
+            eprintln!("error: {refusal}");
+            return Ok(ExitCode::from(EXIT_FAILED));
+        }
+    };
+    let bundle = loaded.bundle;
     let faults = args
         .plant
         .iter()
         .map(|f| f.parse::<Fault>().map_err(|e| e.to_string()))
         .collect::<Result<Vec<_>, _>>()?;
-    let prompts = if args.prompt_ids.is_empty() {
-        None
-    } else {
-        Some(
-            args.prompt_ids
-                .iter()
-                .map(|p| parse_ids(p))
-                .collect::<Result<Vec<_>, _>>()?,
-        )
-    };
+    let prompts = prompts(args)?;
     let model_name = args
         .model
         .file_name()
@@ -84,27 +110,22 @@ fn execute(args: &Args) -> Result<ExitCode, String> {
         .unwrap_or_else(|| PathBuf::from(format!("deploy-{model_name}")));
     let program =
         std::env::current_exe().map_err(|e| format!("cannot locate skillc itself: {e}"))?;
+    let mut progress = Display::new(args.quiet);
+    let claim = Claim::new(&out, Kind::Deploy, args.force, &mut |m| progress.note(m))
+        .map_err(|e| e.to_string())?;
     let options = DeployOptions {
         model_dir: args.model.clone(),
-        out_dir: out.clone(),
+        out_dir: claim.staging().to_path_buf(),
         seed: args.seed,
         prompts,
         faults,
         started: clock::now(),
         evaluator: EvaluatorLaunch::Process(program),
         registry: args.registry.clone(),
+        bundle_notes,
     };
-    let mut terminal = TerminalProgress {
-        lines: args.progress,
-        started: std::time::Instant::now(),
-    };
-    let mut silent = Silent;
-    let progress: &mut dyn Progress = if args.progress || std::io::stderr().is_terminal() {
-        &mut terminal
-    } else {
-        &mut silent
-    };
-    let outcome = exec::deploy(&bundle, &options, progress).map_err(|e| e.to_string())?;
+    let outcome = exec::deploy(&bundle, &options, &mut progress).map_err(|e| e.to_string())?;
+    claim.commit().map_err(|e| e.to_string())?;
     if args.json {
         let json = serde_json::to_string_pretty(&outcome.report).map_err(|e| e.to_string())?;
         println!("{json}");
@@ -118,22 +139,26 @@ fn execute(args: &Args) -> Result<ExitCode, String> {
     })
 }
 
-/// Reads `bundle.json` from a bundle directory or a file path.
-pub fn load_bundle(path: &Path) -> Result<Bundle, String> {
-    let file = if path.is_dir() {
-        path.join("bundle.json")
-    } else {
-        path.to_path_buf()
-    };
-    let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-    serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "{}:{}:{}: not a skill bundle: {e}",
-            file.display(),
-            e.line(),
-            e.column()
-        )
-    })
+/// The verification prompts given (ids, text, chat messages, in that order),
+/// or `None` for the default ones.
+fn prompts(args: &Args) -> Result<Option<Vec<Vec<u32>>>, String> {
+    let mut inputs: Vec<PromptInput> = args
+        .prompt_ids
+        .iter()
+        .map(|p| parse_ids(p).map(PromptInput::Ids))
+        .collect::<Result<_, _>>()?;
+    inputs.extend(args.prompt_text.iter().cloned().map(PromptInput::Text));
+    inputs.extend(args.chat.iter().cloned().map(PromptInput::Chat));
+    if inputs.is_empty() {
+        return Ok(None);
+    }
+    let source = ModelSource::locate(&args.model).map_err(|e| e.to_string())?;
+    let text = ModelText::for_model(&args.model, source.gguf());
+    inputs
+        .iter()
+        .map(|input| text.encode(input).map(|p| p.ids).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 fn parse_ids(text: &str) -> Result<Vec<u32>, String> {
@@ -172,9 +197,9 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
             stop.phase,
             stop.gate,
             stop.metric,
-            exec::gate::format_value(stop.value),
+            exec::checks::gate::format_value(stop.value),
             stop.comparison,
-            exec::gate::format_value(stop.threshold),
+            exec::checks::gate::format_value(stop.threshold),
             stop.reason
         );
         for t in &stop.tried {
@@ -207,58 +232,4 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
         report.wall_s,
         out.join(exec::files::REPORT_MD).display()
     );
-}
-
-/// Progress on stderr: a status line redrawn in place on a terminal, or one
-/// timestamped line per event with `--progress`.
-#[derive(Debug)]
-struct TerminalProgress {
-    lines: bool,
-    started: std::time::Instant,
-}
-
-impl TerminalProgress {
-    fn stamp(&self) -> String {
-        format!("[{:7.1} s]", self.started.elapsed().as_secs_f64())
-    }
-}
-
-impl Progress for TerminalProgress {
-    fn phase(&mut self, index: u8, title: &str) {
-        eprintln!("{} phase {index}: {title}", self.stamp());
-    }
-
-    fn step(&mut self, text: &str) {
-        if self.lines {
-            eprintln!("{}   {text}", self.stamp());
-        } else {
-            eprint!("\r\x1b[2K  {text}");
-            let _ = std::io::stderr().flush();
-        }
-    }
-
-    fn gate(&mut self, gate: &GateCheck) {
-        if !gate.passed {
-            let clear = if self.lines { "" } else { "\r\x1b[2K" };
-            eprintln!(
-                "{clear}{}   FAIL {}: {}",
-                self.stamp(),
-                gate.name,
-                gate.summary()
-            );
-        }
-    }
-
-    fn phase_done(&mut self, index: u8, status: PhaseStatus, wall_s: f64) {
-        let word = if status == PhaseStatus::Passed {
-            "passed"
-        } else {
-            "FAILED"
-        };
-        let clear = if self.lines { "" } else { "\r\x1b[2K" };
-        eprintln!(
-            "{clear}{} phase {index} {word} in {wall_s:.1} s",
-            self.stamp()
-        );
-    }
 }

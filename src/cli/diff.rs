@@ -3,6 +3,7 @@
 //! skills added, removed or changed, each with its trajectory provenance.
 //!
 //! Exit codes: 0 no semantic difference, 1 differences, 2 unreadable input.
+//! `--json` prints the same changes as one JSON document.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -18,6 +19,10 @@ pub struct Args {
     pub old: PathBuf,
     /// The bundle after.
     pub new: PathBuf,
+    /// Print the changes as JSON (`sections`, each with `title` and `changes`:
+    /// `sign`, `text`, `provenance`) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn read_bundle(path: &Path) -> Result<Bundle, String> {
@@ -27,7 +32,7 @@ fn read_bundle(path: &Path) -> Result<Bundle, String> {
         path.to_path_buf()
     };
     let shown = crate::syntax::display_path(&file);
-    let text = std::fs::read_to_string(&file).map_err(|e| format!("{shown}: {e}"))?;
+    let text = skillc_runtime::input::read_to_string(&file).map_err(|e| e.to_string())?;
     serde_json::from_str(&text).map_err(|e| format!("{shown}: not a bundle: {e}"))
 }
 
@@ -40,7 +45,14 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let diff = semantic_diff::diff(&old, &new);
-    print!("{}", diff.render());
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&diff).unwrap_or_default()
+        );
+    } else {
+        print!("{}", diff.render());
+    }
     if diff.is_empty() {
         ExitCode::SUCCESS
     } else {

@@ -55,10 +55,18 @@ pub fn run(args: Args) -> ExitCode {
         Format::Json => export::to_json(graph),
     };
     let written = match &args.output {
-        Some(path) => std::fs::write(path, &text).map_err(|e| format!("{}: {e}", path.display())),
-        None => std::io::stdout()
-            .write_all(text.as_bytes())
-            .map_err(|e| e.to_string()),
+        Some(path) => std::fs::write(path, &text).map_err(|e| {
+            format!(
+                "{}: {}",
+                path.display(),
+                skillc_runtime::input::describe(&e)
+            )
+        }),
+        None => match std::io::stdout().write_all(text.as_bytes()) {
+            // `| head` stopped reading: not a failure.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            other => other.map_err(|e| skillc_runtime::input::describe(&e)),
+        },
     };
     match written {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,12 +8,14 @@ use clap::{Parser, Subcommand};
 
 pub mod bench;
 pub mod build;
+pub mod bundle_file;
 pub mod calibrate;
 pub mod check;
 pub mod deploy;
 pub mod diff;
 pub mod evaluate;
 pub mod graph;
+pub mod progress;
 pub mod reference;
 pub mod render;
 pub mod replay;

@@ -8,33 +8,44 @@ use std::process::ExitCode;
 
 use skillc_runtime::model::checkpoint::WeightsError;
 use skillc_runtime::model::config::{load_config, ConfigError};
+use skillc_runtime::model::gguf::{GgufError, GgufFile};
+use skillc_runtime::model::memory::human_bytes;
 use skillc_runtime::model::oracle::compare::{
-    check_reference, ReferenceCheck, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
+    check_all, ReferenceCheck, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
 };
-use skillc_runtime::model::oracle::{blocks, LogitRows, Reference};
+use skillc_runtime::model::oracle::{blocks, Reference, ReferenceError};
+use skillc_runtime::model::prompt::{EncodedPrompt, ModelText, PromptInput};
 use skillc_runtime::model::scope::check_scope;
-use skillc_runtime::model::tokenizer::TextTokenizer;
-use skillc_runtime::model::{Model, ModelError, WeightOrigin};
+use skillc_runtime::model::{companion_dir, gguf_source, Model, ModelError, WeightOrigin};
 
 use crate::cli::{EXIT_FAILED, EXIT_USAGE};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Model directory: config.json, *.safetensors (or none, with --seed),
-    /// optionally tokenizer.json and reference.safetensors.
+    /// The model: a GGUF file, a directory holding one, or a Hugging Face
+    /// directory (config.json, *.safetensors or none with --seed); tokenizer.json
+    /// and reference.safetensors are read from beside it.
     #[arg(long)]
     pub model: PathBuf,
     /// Config file to use instead of MODEL/config.json (e.g. config.transformers5.json).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Prompt token ids, comma-separated.
-    #[arg(long, value_delimiter = ',', conflicts_with = "prompt")]
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["prompt", "chat"])]
     pub prompt_ids: Option<Vec<u32>>,
-    /// Prompt text (needs tokenizer.json and a build with the `tokenizer` feature).
-    #[arg(long)]
+    /// Prompt text, tokenized as it stands.
+    #[arg(long, conflicts_with = "chat")]
     pub prompt: Option<String>,
-    #[arg(long, default_value_t = 16)]
+    /// A user message, put through the model's chat template (with the
+    /// assistant's generation prompt).
+    #[arg(long)]
+    pub chat: Option<String>,
+    /// Tokens to generate at most.
+    #[arg(long, default_value_t = 32)]
     pub max_new_tokens: usize,
+    /// Keep generating past the end-of-sequence token.
+    #[arg(long)]
+    pub ignore_eos: bool,
     /// Seed for random weights when the directory holds none.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -44,6 +55,10 @@ pub struct Args {
     /// Show the k most likely next tokens after the prompt.
     #[arg(long, default_value_t = 5)]
     pub top_k: usize,
+    /// Print the result (model, prompt, top-k, greedy tokens and text and, with a
+    /// reference file, every tensor's error and the verdict) as one JSON document.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -59,16 +74,15 @@ pub fn run(args: Args) -> ExitCode {
 type Failure = (u8, String);
 
 fn execute(args: &Args) -> Result<ExitCode, Failure> {
-    let config_path = args
-        .config
-        .clone()
-        .unwrap_or_else(|| args.model.join("config.json"));
-    let arch = load_config(&config_path).map_err(|e| config_failure(&config_path, &e))?;
-    let model = Model::load_with_arch(arch, &args.model, args.seed).map_err(model_failure)?;
-    print_summary(&args.model, &model);
+    let (model, gguf) = load_model(args)?;
+    if !args.json {
+        print_summary(&args.model, &model);
+    }
+    let text = ModelText::for_model(&args.model, gguf.as_ref());
 
-    let reference_path = args.model.join(REFERENCE_FILE);
-    let reference = if reference_path.is_file() {
+    let reference_path = companion_dir(&args.model).join(REFERENCE_FILE);
+    // `exists`: a reference that is not a regular file is refused, not skipped.
+    let reference = if reference_path.exists() {
         Some(
             ReferenceTensors::read(&reference_path)
                 .map_err(|e| (EXIT_FAILED, format!("error: {e}")))?,
@@ -76,56 +90,144 @@ fn execute(args: &Args) -> Result<ExitCode, Failure> {
     } else {
         None
     };
-    let tokenizer = TextTokenizer::load(&args.model).ok();
-    let prompt = prompt_ids(args, reference.as_ref(), tokenizer.as_ref())?;
-    run_greedy(args, &model, &prompt, tokenizer.as_ref())?;
-
-    let Some(reference) = reference else {
-        return Ok(ExitCode::SUCCESS);
+    let prompt = prompt(args, reference.as_ref(), &text)?;
+    let greedy = run_greedy(args, &model, &prompt, &text)?;
+    let checks = match &reference {
+        Some(reference) => check_all(&model, reference, args.tolerance)
+            .map_err(|e| (EXIT_FAILED, format!("error: {e}")))?,
+        None => Vec::new(),
     };
-    let check = check_reference(&model, &reference, args.tolerance)
-        .map_err(|e| (EXIT_FAILED, format!("error: {e}")))?;
-    print_check(&check);
-    Ok(if check.passed() {
+    if args.json {
+        print_json(&args.model, &model, &greedy, &checks);
+    } else {
+        print_greedy(args.top_k, &greedy);
+        for check in &checks {
+            print_check(check);
+        }
+    }
+    Ok(if checks.iter().all(ReferenceCheck::passed) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_FAILED)
     })
 }
 
-/// The prompt: ids given, else text through the tokenizer, else the reference
-/// file's prompt.
-fn prompt_ids(
+/// The reference's greedy run on the prompt.
+#[derive(Debug, serde::Serialize)]
+struct Greedy {
+    prompt: Vec<u32>,
+    /// How the prompt was given: ids, text or chat.
+    prompt_kind: String,
+    prompt_text: Option<String>,
+    /// The most likely next tokens after the prompt, with their logits.
+    top_k: Vec<(usize, f32)>,
+    tokens: Vec<u32>,
+    stopped_at_eos: bool,
+    text: Option<String>,
+}
+
+fn print_json(dir: &Path, model: &Model, greedy: &Greedy, checks: &[ReferenceCheck]) {
+    let arch = &model.arch;
+    let weights = match &model.origin {
+        WeightOrigin::Checkpoint { files } => serde_json::json!({ "files": files }),
+        WeightOrigin::Random { seed } => serde_json::json!({ "random_seed": seed }),
+        WeightOrigin::Gguf { file, formats } => {
+            serde_json::json!({ "gguf": file, "formats": formats })
+        }
+    };
+    let checks: Vec<serde_json::Value> = checks
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "passed": c.passed(),
+                "worst_ratio": c.worst_ratio(),
+                "detail": c,
+            })
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "model": {
+            "path": dir.display().to_string(),
+            "class_name": arch.class_name,
+            "layers": arch.num_layers,
+            "hidden_size": arch.hidden_size,
+            "heads": arch.num_heads,
+            "kv_heads": arch.num_kv_heads,
+            "head_dim": arch.head_dim,
+            "intermediate_size": arch.intermediate_size,
+            "vocab_size": arch.vocab_size,
+            "parameters": arch.parameter_count(),
+            "weights": weights,
+        },
+        "greedy": greedy,
+        "checks": checks,
+    });
+    println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+}
+
+/// The model `--model` names: a GGUF file (or a directory holding one and no
+/// config.json), else a Hugging Face directory read with `--config` or its
+/// config.json.
+fn load_model(args: &Args) -> Result<(Model, Option<GgufFile>), Failure> {
+    if !args.model.exists() {
+        return Err((
+            EXIT_USAGE,
+            format!("error: {}: no such file or directory", args.model.display()),
+        ));
+    }
+    if args.config.is_none() {
+        let gguf = gguf_source(&args.model).map_err(|e| (gguf_exit(&e), format!("error: {e}")))?;
+        if let Some(file) = gguf {
+            let model = Model::from_gguf(&file).map_err(model_failure)?;
+            return Ok((model, Some(file)));
+        }
+    }
+    let config_path = args
+        .config
+        .clone()
+        .unwrap_or_else(|| args.model.join("config.json"));
+    let arch = load_config(&config_path).map_err(|e| config_failure(&config_path, &e))?;
+    let model = Model::load_with_arch(arch, &args.model, args.seed).map_err(model_failure)?;
+    Ok((model, None))
+}
+
+/// A file that cannot be opened is a usage error; a malformed one a failure.
+fn gguf_exit(err: &GgufError) -> u8 {
+    match err {
+        GgufError::Io { .. } => EXIT_USAGE,
+        _ => EXIT_FAILED,
+    }
+}
+
+/// The prompt: ids given, else text (plain or chat) through the model's
+/// tokenizer, else the reference file's first prompt.
+fn prompt(
     args: &Args,
     reference: Option<&ReferenceTensors>,
-    tokenizer: Option<&TextTokenizer>,
-) -> Result<Vec<u32>, Failure> {
-    if let Some(ids) = &args.prompt_ids {
-        return Ok(ids.clone());
-    }
-    if let Some(text) = &args.prompt {
-        let loaded;
-        let tokenizer = match tokenizer {
-            Some(t) => t,
-            None => {
-                loaded = TextTokenizer::load(&args.model)
-                    .map_err(|e| (EXIT_USAGE, format!("error: {e}")))?;
-                &loaded
+    text: &ModelText,
+) -> Result<EncodedPrompt, Failure> {
+    let input = match (&args.prompt_ids, &args.prompt, &args.chat) {
+        (Some(ids), _, _) => PromptInput::Ids(ids.clone()),
+        (_, Some(t), _) => PromptInput::Text(t.clone()),
+        (_, _, Some(message)) => PromptInput::Chat(message.clone()),
+        _ => match reference {
+            Some(reference) => {
+                let first = reference.prompts().into_iter().next().unwrap_or_default();
+                let ids = reference
+                    .token_ids(&ReferenceTensors::key(&first, "input_ids"))
+                    .map_err(|e| (EXIT_FAILED, format!("error: {e}")))?;
+                PromptInput::Ids(ids)
             }
-        };
-        return tokenizer
-            .encode(text, true)
-            .map_err(|e| (EXIT_USAGE, format!("error: {e}")));
-    }
-    match reference {
-        Some(reference) => reference
-            .token_ids("input_ids")
-            .map_err(|e| (EXIT_FAILED, format!("error: {e}"))),
-        None => Err((
-            EXIT_USAGE,
-            "error: no prompt: give --prompt-ids (or --prompt with a tokenizer)".into(),
-        )),
-    }
+            None => {
+                return Err((
+                    EXIT_USAGE,
+                    "error: no prompt: give --prompt TEXT, --chat TEXT or --prompt-ids".into(),
+                ))
+            }
+        },
+    };
+    text.encode(&input)
+        .map_err(|e| (EXIT_USAGE, format!("error: {e}")))
 }
 
 fn print_summary(dir: &Path, model: &Model) {
@@ -133,6 +235,14 @@ fn print_summary(dir: &Path, model: &Model) {
     let origin = match &model.origin {
         WeightOrigin::Checkpoint { files } => files.join(", "),
         WeightOrigin::Random { seed } => format!("random bf16 weights, seed {seed}"),
+        WeightOrigin::Gguf { file, formats } => {
+            let counts: Vec<String> = formats.iter().map(|(f, n)| format!("{n} {f}")).collect();
+            format!(
+                "{file} ({}; {} as stored)",
+                counts.join(", "),
+                human_bytes(model.weights.stored_bytes())
+            )
+        }
     };
     println!(
         "model {}: {} — {} layers, hidden {}, {} heads / {} kv × {}, ffn {}, vocab {}, {} parameters",
@@ -156,41 +266,74 @@ fn print_summary(dir: &Path, model: &Model) {
 fn run_greedy(
     args: &Args,
     model: &Model,
-    prompt: &[u32],
-    tokenizer: Option<&TextTokenizer>,
-) -> Result<(), Failure> {
-    let failure =
-        |e: skillc_runtime::model::oracle::ReferenceError| (EXIT_FAILED, format!("error: {e}"));
+    prompt: &EncodedPrompt,
+    text: &ModelText,
+) -> Result<Greedy, Failure> {
+    let failure = |e: ReferenceError| (EXIT_FAILED, format!("error: {e}"));
     let mut reference = Reference::new(model).map_err(failure)?;
-    println!("prompt ({} tokens): {}", prompt.len(), join(prompt));
-    let prefill = reference
-        .prefill(prompt, LogitRows::Last)
+    let stop: Vec<u32> = if args.ignore_eos {
+        Vec::new()
+    } else {
+        model
+            .arch
+            .eos_token_ids
+            .iter()
+            .map(|&id| id as u32)
+            .collect()
+    };
+    let generation = reference
+        .generate(&prompt.ids, args.max_new_tokens, &stop)
         .map_err(failure)?;
-    let logits = prefill.logits.last_row();
-    let top: Vec<String> = blocks::top_k(logits, args.top_k)
+    Ok(Greedy {
+        prompt: prompt.ids.clone(),
+        prompt_kind: prompt.kind.to_string(),
+        prompt_text: prompt.text.clone(),
+        top_k: blocks::top_k(&generation.first_logits, args.top_k),
+        text: text.decode(&generation.tokens),
+        stopped_at_eos: generation.stopped,
+        tokens: generation.tokens,
+    })
+}
+
+fn print_greedy(k: usize, greedy: &Greedy) {
+    println!(
+        "prompt ({} tokens, as {}): {}",
+        greedy.prompt.len(),
+        greedy.prompt_kind,
+        join(&greedy.prompt)
+    );
+    if let Some(t) = &greedy.prompt_text {
+        println!("prompt text: {t:?}");
+    }
+    let top: Vec<String> = greedy
+        .top_k
         .iter()
         .map(|(id, logit)| format!("{id} ({logit:.3})"))
         .collect();
-    println!("top-{} after the prompt: {}", args.top_k, top.join(", "));
-    let mut tokens = Vec::with_capacity(args.max_new_tokens);
-    if args.max_new_tokens > 0 {
-        tokens.push(blocks::argmax(logits) as u32);
+    println!("top-{k} after the prompt: {}", top.join(", "));
+    let end = if greedy.stopped_at_eos {
+        ", stopped at end-of-sequence"
+    } else {
+        ""
+    };
+    println!(
+        "greedy ({} tokens{end}): {}",
+        greedy.tokens.len(),
+        join(&greedy.tokens)
+    );
+    if let Some(output) = &greedy.text {
+        println!("output:\n{output}");
     }
-    while tokens.len() < args.max_new_tokens {
-        let last = tokens[tokens.len() - 1];
-        let next = reference.decode_step(last).map_err(failure)?;
-        tokens.push(blocks::argmax(&next) as u32);
-    }
-    println!("greedy ({} tokens): {}", tokens.len(), join(&tokens));
-    if let Some(text) = tokenizer.and_then(|t| t.decode(&tokens).ok()) {
-        println!("text: {text:?}");
-    }
-    Ok(())
 }
 
 fn print_check(check: &ReferenceCheck) {
+    let name = if check.name.is_empty() {
+        String::new()
+    } else {
+        format!("`{}` ", check.name)
+    };
     println!(
-        "\nreference check against {REFERENCE_FILE} (prompt of {} tokens, tolerance max|Δ| ≤ {:e} · max|ref|)",
+        "\nreference check against {REFERENCE_FILE} ({name}prompt of {} tokens, tolerance max|Δ| ≤ {:e} · max|ref|)",
         check.prompt.len(),
         check.tolerance
     );

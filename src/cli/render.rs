@@ -134,6 +134,11 @@ struct JsonRelated<'a> {
 
 /// Machine-readable diagnostics: byte offsets `start`/`end` and 1-based line/col.
 pub fn json(diagnostics: &[Diagnostic], sources: &Sources<'_>) -> String {
+    serde_json::to_string_pretty(&json_value(diagnostics, sources)).unwrap_or_default() + "\n"
+}
+
+/// [`json`] as a value, for commands that embed it in their own document.
+pub fn json_value(diagnostics: &[Diagnostic], sources: &Sources<'_>) -> serde_json::Value {
     let errors = crate::diag::error_count(diagnostics);
     let report = JsonReport {
         errors,
@@ -163,5 +168,5 @@ pub fn json(diagnostics: &[Diagnostic], sources: &Sources<'_>) -> String {
             })
             .collect(),
     };
-    serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
+    serde_json::to_value(&report).unwrap_or_default()
 }

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use super::progress::Display;
 use super::render::{self, Sources};
 use super::{EXIT_FAILED, EXIT_USAGE};
 use crate::replay::{self, Functional, Outcome, Report};
@@ -41,6 +42,10 @@ pub struct Args {
     pub problems_only: bool,
     #[arg(long, value_enum, default_value = "human")]
     pub format: Format,
+    /// No progress on stderr (by default the entry being replayed, redrawn on a
+    /// terminal, otherwise a line every few seconds).
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -69,19 +74,33 @@ pub fn run(args: Args) -> ExitCode {
         functional: args.functional,
         seed: args.seed,
     };
-    let report = match replay::replay(graph, &options) {
+    let mut display = Display::new(args.quiet);
+    let mut last_line = Instant::now();
+    let mut progress = |done: usize, total: usize, id: &str| {
+        let text = format!("replaying entry {id} ({}/{total})", done + 1);
+        // A pipe gets a line every few seconds, not one per entry.
+        if display.redraws() || last_line.elapsed().as_secs() >= 5 || done == 0 {
+            display.status(&text);
+            last_line = Instant::now();
+        }
+    };
+    let report = match replay::replay_with_progress(graph, &options, &mut progress) {
         Ok(report) => report,
         Err(error) => {
             eprintln!("error: {error}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    drop(display);
     let text = match args.format {
         Format::Human => human(&report, args.problems_only, started.elapsed().as_secs_f64()),
         Format::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
     };
-    if std::io::stdout().write_all(text.as_bytes()).is_err() {
-        return ExitCode::from(EXIT_USAGE);
+    match std::io::stdout().write_all(text.as_bytes()) {
+        // `| head` stopped reading: not a failure.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return ExitCode::SUCCESS,
+        Err(_) => return ExitCode::from(EXIT_USAGE),
+        Ok(()) => {}
     }
     if report.agrees() {
         ExitCode::SUCCESS

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 
 use petgraph::graph::NodeIndex;
 use skillc_runtime::bundle::{Baseline, Comparison, Symptom, Value};
+use skillc_runtime::ops::OpKind;
 
-use super::ir::{DeadEndOutcome, FigureSource, GateIr, TargetIr};
+use super::ir::{CheckIr, DeadEndOutcome, FigureSource, GateIr, PredicateIr, TargetIr};
 use super::path::{action, observation, Cx, Fate};
-use super::{skills, values, IDENTITY_PARAMS};
-use crate::emit::notation;
+use super::{catalog, skills, values, IDENTITY_PARAMS};
 use crate::graph::{ActionData, EdgeKind, Node, ObservationData};
 use crate::syntax::{self, CmpOp, Measurement, Verdict};
 
@@ -36,10 +36,8 @@ fn conditions(
     conditions
 }
 
-fn op_of(cx: &Cx, measured: Option<NodeIndex>) -> Option<String> {
-    measured
-        .and_then(|a| action(cx.g.node(a)))
-        .map(|a| a.op.clone())
+fn op_of(cx: &Cx, measured: Option<NodeIndex>) -> Option<OpKind> {
+    measured.and_then(|a| action(cx.g.node(a))).map(|a| a.op)
 }
 
 fn figure_source(data: &ObservationData) -> FigureSource {
@@ -83,18 +81,27 @@ pub fn at_least_as_strict(a: (Comparison, f64), b: (Comparison, f64)) -> bool {
 
 /// The key gates are merged and compared under: operation, metric, kernel and
 /// direction. Shapes are left out so a gate carries over to a new model's shapes.
-pub fn gate_key(g: &GateIr) -> (Option<String>, String, Option<String>, i8) {
-    let kernel = g.conditions.get("kernel").map(notation::value);
-    (
-        g.op.clone(),
-        g.metric.clone(),
-        kernel,
-        direction(g.comparison),
-    )
+pub fn gate_key(g: &GateIr) -> (Option<OpKind>, String, Option<String>, i8) {
+    let kernel = g.conditions.get("kernel").map(values::key_text);
+    (g.op, g.metric.clone(), kernel, direction(g.comparison))
 }
 
-/// Per key, the strictest check that passed on the effective path of the phase;
-/// among equally strict ones the latest.
+/// Whether `gate` is one of the phase's exit criteria (see
+/// [`catalog::PhaseSpec::exit_criteria`]) and measured on the whole model, not in
+/// one cell of an ablation.
+fn decides_the_phase(phase: usize, gate: &GateIr) -> bool {
+    let Some(spec) = catalog::phase(phase as u8) else {
+        return false;
+    };
+    let criterion = spec
+        .exit_criteria
+        .iter()
+        .any(|(op, metric)| gate.op == Some(*op) && gate.metric == *metric);
+    criterion && !gate.conditions.contains_key("cell")
+}
+
+/// Per key, the strictest check that passed on the effective path of the phase
+/// among its exit criteria; among equally strict ones the latest.
 pub fn gates(cx: &Cx, phase: usize) -> Vec<GateIr> {
     let mut best: BTreeMap<_, (f64, GateIr)> = BTreeMap::new();
     for (node, data, measured) in path_observations(cx, phase) {
@@ -105,6 +112,9 @@ pub fn gates(cx: &Cx, phase: usize) -> Vec<GateIr> {
             let Some((threshold, gate)) = gate_from(cx, node, data, measured, m) else {
                 continue;
             };
+            if !decides_the_phase(phase, &gate) {
+                continue;
+            }
             let key = gate_key(&gate);
             let replace = best.get(&key).is_none_or(|(current, existing)| {
                 at_least_as_strict(
@@ -158,7 +168,7 @@ fn gate_from(
 /// Performance figures at the end of the phase: per metric, operation and
 /// conditions, the last value recorded on the effective path.
 pub fn targets(cx: &Cx, phase: usize, model: &str) -> Vec<TargetIr> {
-    let mut last: BTreeMap<(String, Option<String>, String), TargetIr> = BTreeMap::new();
+    let mut last: BTreeMap<(String, Option<OpKind>, String), TargetIr> = BTreeMap::new();
     for (node, data, measured) in path_observations(cx, phase) {
         for m in &data.measurements {
             let metric = &m.metric.text;
@@ -177,7 +187,7 @@ pub fn targets(cx: &Cx, phase: usize, model: &str) -> Vec<TargetIr> {
             let key = (
                 metric.clone(),
                 op_of(cx, measured),
-                notation::params(None, &conditions),
+                values::params_key(&conditions),
             );
             last.insert(
                 key,
@@ -228,12 +238,12 @@ pub fn failed(cx: &Cx, action: NodeIndex) -> Vec<NodeIndex> {
         .collect()
 }
 
-/// Those failed observations in trajectory notation: the violated measurements (or
-/// all of them, or the label) and `-> fail`.
-pub fn failed_checks(cx: &Cx, action: NodeIndex) -> Vec<String> {
+/// Those failed observations as checks: the violated measurements (or all of them),
+/// or the label when there is no measurement.
+pub fn failed_checks(cx: &Cx, action: NodeIndex) -> Vec<CheckIr> {
     failed_observations(cx, action)
         .into_iter()
-        .map(|(_, data)| failed_check(data))
+        .map(|(o, data)| failed_check(&cx.qualify(&cx.g.node(o).id), data))
         .collect()
 }
 
@@ -244,7 +254,7 @@ fn violated(m: &Measurement) -> Option<(CmpOp, f64, f64)> {
     (!t.op.holds(value, limit)).then_some((t.op, limit, value))
 }
 
-fn failed_check(data: &ObservationData) -> String {
+fn failed_check(entry: &str, data: &ObservationData) -> CheckIr {
     let violations: Vec<&Measurement> = data
         .measurements
         .iter()
@@ -255,26 +265,25 @@ fn failed_check(data: &ObservationData) -> String {
     } else {
         violations
     };
-    let mut parts: Vec<String> = shown.iter().map(|m| measurement(m)).collect();
-    if parts.is_empty() {
-        parts.extend(data.label.as_deref().map(notation::quoted));
+    CheckIr {
+        entry: entry.to_string(),
+        measurements: shown.iter().map(|m| measurement(m)).collect(),
+        label: data.label.clone().unwrap_or_default(),
     }
-    parts.push("-> fail".to_string());
-    parts.join(" ")
 }
 
-fn measurement(m: &Measurement) -> String {
-    let quantity = |q: &syntax::Quantity| {
-        notation::quantity(
-            values::number(q),
-            q.unit.as_ref().map_or("", |u| u.text.as_str()),
-        )
+/// A measurement as written: the value, and the threshold it was held to.
+fn measurement(m: &Measurement) -> (PredicateIr, Option<PredicateIr>) {
+    let predicate = |cmp: CmpOp, q: &syntax::Quantity| PredicateIr {
+        metric: m.metric.text.clone(),
+        cmp,
+        value: values::number(q),
+        unit: q.unit.as_ref().map_or_else(String::new, |u| u.text.clone()),
     };
-    let mut text = format!("{} = {}", m.metric.text, quantity(&m.value));
-    if let Some(t) = &m.threshold {
-        text.push_str(&format!(" {} {}", t.op.symbol(), quantity(&t.value)));
-    }
-    text
+    (
+        predicate(CmpOp::Eq, &m.value),
+        m.threshold.as_ref().map(|t| predicate(t.op, &t.value)),
+    )
 }
 
 /// The first failed check of an abandoned action as a symptom: the action's
@@ -288,7 +297,7 @@ pub fn dead_end_symptom(cx: &Cx, index: NodeIndex, data: &ActionData) -> Option<
             let (op, limit, value) = violated(m)?;
             let (comparison, limit) = negate(op, limit, value);
             Some(Symptom {
-                op: Some(data.op.clone()),
+                op: Some(data.op),
                 params: kernel_only(&values::params(&data.params)),
                 metric: Some(m.metric.text.clone()),
                 comparison: Some(comparison),

@@ -1,8 +1,9 @@
 //! One trajectory's graph → its share of the skill IR: per phase the effective path
-//! as steps, exit gates, targets and dead ends, plus the trajectory's lessons. Ids
-//! are the trajectory's entry ids (qualified when several trajectories share one),
-//! so nothing here depends on counters over the whole graph. Phases are extracted
-//! in parallel and collected in order.
+//! as steps, exit gates, targets and dead ends, the trajectory's lessons, every note
+//! with its place, the skills it declares and the text of every entry. Ids are the
+//! trajectory's entry ids (qualified when several trajectories share one), so nothing
+//! here depends on counters over the whole graph. Phases are extracted in parallel
+//! and collected in order.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -10,13 +11,17 @@ use petgraph::graph::NodeIndex;
 use rayon::prelude::*;
 
 use super::checks;
-use super::ir::{DeadEndIr, DeclaredSkillIr, LessonIr, NoteIr, PhaseIr, SourceIr, StepIr};
+use super::ir::{
+    DeadEndIr, DeadEndOutcome, DeclaredSkillIr, DroppedIr, EntryIr, LessonIr, NoteIr, NotePlace,
+    PhaseIr, SourceIr, StepIr,
+};
 use super::lessons;
+use super::notes;
 use super::path::{self, action, Cx, Fate, PHASE_COUNT};
-use super::{catalog, skills, values};
+use super::{catalog, values};
 use crate::diag::Diagnostic;
-use crate::emit::bundle_json::sha256_hex;
-use crate::graph::{Graph, NodeData};
+use crate::digest::sha256_hex;
+use crate::graph::{EdgeKind, Graph, NodeData};
 use crate::syntax::{FileId, SourceFile, Span};
 
 /// One trajectory to distill.
@@ -34,12 +39,16 @@ pub struct Input<'a> {
 /// A trajectory's share of the IR, before merging.
 pub struct Extracted<'a> {
     pub source: SourceIr,
-    /// The skills the trajectory declares, with the notes that joined them.
+    /// The skills the trajectory declares.
     pub declared: Vec<DeclaredSkillIr>,
     /// Eight phases; `lessons` lists are filled after merging.
     pub phases: Vec<PhaseIr>,
     pub lessons: Vec<LessonIr>,
+    pub notes: Vec<NoteIr>,
+    pub entries: Vec<EntryIr>,
+    pub dropped: Vec<DroppedIr>,
     pub graph: &'a Graph,
+    pub sources: &'a [SourceFile],
     /// Step id → the action it came from, for conflict reports.
     pub step_nodes: HashMap<String, NodeIndex>,
     pub header_span: Option<Span>,
@@ -80,12 +89,14 @@ pub fn extract<'a>(input: &Input<'a>) -> Extracted<'a> {
     let g = input.graph;
     let (paths, source) = source(input);
     let cx = Cx::new(g, paths, source.trajectory.clone(), input.shared_ids);
-    let texts = path::attached_texts(g);
+    let notes = notes::place(&cx);
+    let places = Places::new(&notes);
     let mut diagnostics = Vec::new();
-    let (mut lessons, explained) = recorded_lessons(&cx, &mut diagnostics);
+    let mut dropped = Vec::new();
+    let (mut lessons, explained) = recorded_lessons(&cx, &places, &mut dropped, &mut diagnostics);
     let parts: Vec<PhasePart> = (0..PHASE_COUNT)
         .into_par_iter()
-        .map(|p| phase(&cx, p, &texts, &explained, &source.model))
+        .map(|p| phase(&cx, p, &places, &notes, &explained, &source.model))
         .collect();
     let mut phases = Vec::with_capacity(PHASE_COUNT);
     let mut step_nodes = HashMap::new();
@@ -96,72 +107,148 @@ pub fn extract<'a>(input: &Input<'a>) -> Extracted<'a> {
     }
     Extracted {
         declared: declared(&cx),
+        entries: entries(&cx, input.sources),
         source,
         phases,
         lessons,
+        notes,
+        dropped,
         graph: g,
+        sources: input.sources,
         step_nodes,
         header_span: g.header.as_ref().map(|h| h.span),
         diagnostics,
     }
 }
 
-/// The trajectory's skill declarations, each with the notes and decisions that joined
-/// it, in trajectory order.
+/// Note ids by the place they land, in trajectory order.
+struct Places(BTreeMap<NotePlace, Vec<String>>);
+
+impl Places {
+    fn new(notes: &[NoteIr]) -> Self {
+        let mut places: BTreeMap<NotePlace, Vec<String>> = BTreeMap::new();
+        for note in notes {
+            places
+                .entry(note.place.clone())
+                .or_default()
+                .push(note.id.clone());
+        }
+        Places(places)
+    }
+
+    fn at(&self, place: NotePlace) -> Vec<String> {
+        self.0.get(&place).cloned().unwrap_or_default()
+    }
+}
+
+/// The trajectory's skill declarations, in trajectory order.
 fn declared(cx: &Cx) -> Vec<DeclaredSkillIr> {
-    let g = cx.g;
-    let mut skills: Vec<DeclaredSkillIr> = g
-        .skills
+    cx.g.skills
         .iter()
         .map(|s| DeclaredSkillIr {
             name: s.name.clone(),
             kind: s.kind,
             title: s.title.clone(),
             triggers: s.triggers.clone(),
-            notes: Vec::new(),
             provenance: vec![cx.span_provenance(s.span, &s.name)],
         })
-        .collect();
-    for (index, node) in g.nodes() {
-        let (NodeData::Note { text } | NodeData::Decision { text }, Some(skill)) =
-            (&node.data, node.skill)
-        else {
-            continue;
-        };
-        if let Some(declared) = skills.get_mut(skill) {
-            declared.notes.push(NoteIr {
-                id: cx.qualify(&node.id),
-                text: text.clone(),
-                provenance: cx.provenance(g.node(index)),
-            });
-        }
-    }
-    skills
+        .collect()
 }
 
-/// The dead ends a lesson explains: action → (skill, lesson id) of the first one.
-type Explained = HashMap<NodeIndex, (String, String)>;
+/// The source text of every entry and skill declaration.
+fn entries(cx: &Cx, sources: &[SourceFile]) -> Vec<EntryIr> {
+    let text = |span: Span| {
+        sources
+            .get(span.file.0 as usize)
+            .and_then(|f| f.text.get(span.start as usize..span.end as usize))
+            .map(|t| t.trim_end().to_string())
+            .unwrap_or_default()
+    };
+    let mut entries: Vec<EntryIr> =
+        cx.g.nodes()
+            .map(|(_, node)| EntryIr {
+                id: cx.qualify(&node.id),
+                provenance: cx.provenance(node),
+                text: text(node.span),
+            })
+            .collect();
+    entries.extend(cx.g.skills.iter().map(|s| EntryIr {
+        id: s.name.clone(),
+        provenance: cx.span_provenance(s.span, &s.name),
+        text: text(s.span),
+    }));
+    entries
+}
 
-fn recorded_lessons(cx: &Cx, diagnostics: &mut Vec<Diagnostic>) -> (Vec<LessonIr>, Explained) {
+/// The dead ends a lesson explains, through recorded edges: action → lesson id.
+type Explained = HashMap<NodeIndex, String>;
+
+fn recorded_lessons(
+    cx: &Cx,
+    places: &Places,
+    dropped: &mut Vec<DroppedIr>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> (Vec<LessonIr>, Explained) {
+    let g = cx.g;
     let mut found = Vec::new();
     let mut explained = Explained::new();
-    for (index, node) in cx.g.nodes() {
-        let (NodeData::Lesson(data), true) = (&node.data, node.effective) else {
+    for (index, node) in g.nodes() {
+        let NodeData::Lesson(data) = &node.data else {
             continue;
         };
-        let Some(lesson) = lessons::recorded(cx, index, data, diagnostics) else {
+        if !node.effective {
+            let by = g
+                .sources(index, EdgeKind::Supersedes)
+                .first()
+                .map_or_else(String::new, |s| g.node(*s).id.clone());
+            dropped.push(DroppedIr {
+                id: cx.qualify(&node.id),
+                what: "lesson",
+                reason: format!("superseded by lesson `{by}`"),
+                provenance: cx.provenance(node),
+                span: node.span,
+            });
+            continue;
+        }
+        let Some(mut lesson) = lessons::recorded(cx, index, data, diagnostics) else {
             continue;
         };
-        for action in lessons::explained_actions(cx.g, index) {
+        lesson.diagnosis = places.at(NotePlace::Diagnosis(lesson.id.clone()));
+        lesson.notes = places.at(NotePlace::Lesson(lesson.id.clone()));
+        for action in explained_actions(cx, index) {
             if matches!(cx.fate(action), Fate::Dead(_)) {
-                explained
-                    .entry(action)
-                    .or_insert_with(|| (lesson.skill.clone(), lesson.id.clone()));
+                explained.entry(action).or_insert_with(|| lesson.id.clone());
             }
         }
         found.push(lesson);
     }
     (found, explained)
+}
+
+/// Actions a lesson explains: those its evidence measured, and those the actions
+/// applying it replaced.
+fn explained_actions(cx: &Cx, lesson: NodeIndex) -> Vec<NodeIndex> {
+    let g = cx.g;
+    let mut actions = Vec::new();
+    for evidence in g.targets(lesson, EdgeKind::Evidence) {
+        actions.extend(
+            g.targets(evidence, EdgeKind::After)
+                .into_iter()
+                .filter(|a| action(g.node(*a)).is_some()),
+        );
+    }
+    let appliers: Vec<String> = lessons::appliers(cx, lesson)
+        .into_iter()
+        .map(|a| g.node(a).id.clone())
+        .collect();
+    for (index, _) in g.nodes() {
+        if let Fate::Dead(DeadEndOutcome::Superseded { by }) = cx.fate(index) {
+            if appliers.contains(by) {
+                actions.push(index);
+            }
+        }
+    }
+    actions
 }
 
 /// One phase of the IR, the lessons its dead ends taught, and where its steps came from.
@@ -174,7 +261,8 @@ struct PhasePart {
 fn phase(
     cx: &Cx,
     p: usize,
-    texts: &HashMap<NodeIndex, Vec<String>>,
+    places: &Places,
+    notes: &[NoteIr],
     explained: &Explained,
     model: &str,
 ) -> PhasePart {
@@ -184,7 +272,7 @@ fn phase(
     let mut taught = Vec::new();
     let dead_ends = cx.actions[p]
         .iter()
-        .filter_map(|&a| dead_end(cx, a, texts, explained, &mut taught))
+        .filter_map(|&a| dead_end(cx, a, places, notes, explained, &mut taught))
         .collect();
     PhasePart {
         phase: PhaseIr {
@@ -192,42 +280,50 @@ fn phase(
             name: spec.name.to_string(),
             title: spec.title.to_string(),
             sessions: path::session_titles(cx.g, spec.index),
-            steps: order.iter().map(|&a| step(cx, a, texts)).collect(),
+            steps: order.iter().filter_map(|&a| step(cx, a, places)).collect(),
             exit_gates: checks::gates(cx, p),
             lessons: Vec::new(),
             targets: checks::targets(cx, p, model),
             dead_ends,
+            context: places.at(NotePlace::Phase(spec.index)),
         },
         lessons: taught,
         step_nodes,
     }
 }
 
-/// A step; `guarded_by` is filled once every lesson of every trajectory is known.
-fn step(cx: &Cx, index: NodeIndex, texts: &HashMap<NodeIndex, Vec<String>>) -> StepIr {
-    let node = cx.g.node(index);
-    let (op, params) = action(node).map_or_else(
-        || (String::new(), BTreeMap::new()),
-        |data| (data.op.clone(), values::params(&data.params)),
-    );
-    StepIr {
-        id: cx.step_id(index),
-        op,
-        params,
+/// A step (ordered steps are actions); `guarded_by` is filled once every lesson of
+/// every trajectory is known.
+fn step(cx: &Cx, index: NodeIndex, places: &Places) -> Option<StepIr> {
+    let g = cx.g;
+    let node = g.node(index);
+    let data = action(node)?;
+    let id = cx.step_id(index);
+    Some(StepIr {
+        entry: cx.qualify(&node.id),
+        op: data.op,
+        params: values::params(&data.params),
         guarded_by: Vec::new(),
-        notes: texts.get(&index).cloned().unwrap_or_default(),
-        skill: cx.g.skill_of(index).map(|s| s.name.clone()),
+        applies: g
+            .targets(index, EdgeKind::By)
+            .into_iter()
+            .map(|l| cx.qualify(&g.node(l).id))
+            .collect(),
+        notes: places.at(NotePlace::Step(id.clone())),
+        skill: g.skill_of(index).map(|s| s.name.clone()),
+        id,
         provenance: vec![cx.provenance(node)],
-    }
+    })
 }
 
-/// The dead end an abandoned action leaves, kept in the skill of the lesson that
-/// explains it, else of a lesson distilled from it (pushed to `taught`), else of
-/// its own operation.
+/// The dead end an abandoned action leaves, kept in the skill it joined, else the
+/// skill of the lesson that explains it, else of a lesson distilled from it (pushed
+/// to `taught`); with none of these it stays on its phase's page only.
 fn dead_end(
     cx: &Cx,
     index: NodeIndex,
-    texts: &HashMap<NodeIndex, Vec<String>>,
+    places: &Places,
+    notes: &[NoteIr],
     explained: &Explained,
     taught: &mut Vec<LessonIr>,
 ) -> Option<DeadEndIr> {
@@ -236,35 +332,41 @@ fn dead_end(
     };
     let node = cx.g.node(index);
     let data = action(node)?;
+    let id = cx.qualify(&node.id);
     let mut dead_end = DeadEndIr {
-        id: cx.qualify(&node.id),
+        reasons: places.at(NotePlace::DeadEnd(id.clone())),
+        id,
         phase: node.phase,
-        op: data.op.clone(),
+        op: data.op,
         params: values::params(&data.params),
         outcome: cx.outcome(outcome),
         symptom: checks::dead_end_symptom(cx, index, data),
-        failed_checks: checks::failed_checks(cx, index),
-        reasons: texts.get(&index).cloned().unwrap_or_default(),
+        failed: checks::failed_checks(cx, index),
         explained_by: None,
-        skill: String::new(),
+        skill: None,
         provenance: vec![cx.provenance(node)],
     };
     let declared = cx.g.skill_of(index).map(|s| s.name.clone());
-    if let Some((skill, lesson)) = explained.get(&index) {
-        dead_end.skill = skill.clone();
+    if let Some(lesson) = explained.get(&index) {
         dead_end.explained_by = Some(lesson.clone());
-    } else if let Some(mut lesson) = lessons::from_dead_end(cx, index, outcome, &dead_end) {
-        if let Some(skill) = &declared {
-            lesson.skill = skill.clone();
-        }
-        dead_end.skill = lesson.skill.clone();
-        dead_end.explained_by = Some(lesson.id.clone());
-        taught.push(lesson);
     } else {
-        dead_end.skill = skills::dead_end_skill(&dead_end.op, &dead_end.params);
+        let reasons: Vec<String> = dead_end
+            .reasons
+            .iter()
+            .filter_map(|r| notes.iter().find(|n| &n.id == r))
+            .map(|n| n.text.clone())
+            .collect();
+        if let Some(mut lesson) = lessons::from_dead_end(cx, index, outcome, &dead_end, &reasons) {
+            if let Some(skill) = &declared {
+                lesson.skill = skill.clone();
+            }
+            dead_end.skill = Some(lesson.skill.clone());
+            dead_end.explained_by = Some(lesson.id.clone());
+            taught.push(lesson);
+        }
     }
-    if let Some(skill) = declared {
-        dead_end.skill = skill;
+    if declared.is_some() {
+        dead_end.skill = declared;
     }
     Some(dead_end)
 }

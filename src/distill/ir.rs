@@ -1,9 +1,14 @@
 //! The skill IR: what the distiller extracts from the action/lesson graph and the
-//! emitter lowers to SKILL.md files and `bundle.json`. Plain data, no behaviour.
+//! emitter lowers to SKILL.md files and `bundle.json`. Plain, typed data: values,
+//! checks, symptoms and conditions are kept as data and printed by the emitter's
+//! printer (`emit::print`), never stored as pre-rendered notation; free text is kept
+//! as the engineer wrote it.
 //!
 //! Values, remedies and provenance reuse the bundle schema's types so that lowering
 //! to `bundle.json` is a copy; the IR additionally keeps what only the Markdown half
-//! shows (free text, dead ends, whether a figure was measured or modeled).
+//! shows: notes and decisions with the place each one lands, dead ends, how lessons
+//! were diagnosed and applied, the trajectory text of every cited entry, and whether a
+//! figure was measured or modeled.
 
 use std::collections::BTreeMap;
 
@@ -11,8 +16,13 @@ use skillc_runtime::bundle::{
     Baseline, Comparison, LessonKind, Provenance, Remedy, Symptom, Value,
 };
 
-/// A whole bundle: eight phases, the lessons they refer to and the cross-phase
-/// optimization and debugging skills.
+use skillc_runtime::ops::OpKind;
+
+use crate::syntax::{CmpOp, Expr, Span};
+
+/// A whole bundle: eight phases, the lessons they refer to, the cross-phase
+/// optimization and debugging skills, every note, and the account of where each
+/// recorded note, lesson and dead end went.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SkillIr {
     /// Bundle name, e.g. `llama1b`; also the output directory name.
@@ -27,27 +37,12 @@ pub struct SkillIr {
     pub skills: Vec<SkillSetIr>,
     /// Skills the trajectories declare with `skill`, by name.
     pub declared: BTreeMap<String, DeclaredSkillIr>,
-}
-
-/// A skill a trajectory declares: what it does and the literal situations that call
-/// for it, with the notes and decisions that joined it (`in <skill>`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct DeclaredSkillIr {
-    pub name: String,
-    pub kind: LessonKind,
-    pub title: String,
-    pub triggers: Vec<String>,
-    pub notes: Vec<NoteIr>,
-    pub provenance: Vec<Provenance>,
-}
-
-/// A note or decision, as recorded.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NoteIr {
-    /// The entry id (qualified like step ids).
-    pub id: String,
-    pub text: String,
-    pub provenance: Provenance,
+    /// Every note and decision by id, with the place it lands.
+    pub notes: BTreeMap<String, NoteIr>,
+    /// The trajectory text of every entry, by id, for the bundle's provenance files.
+    pub entries: BTreeMap<String, EntryIr>,
+    /// Recorded items that reach no page, each with the reason.
+    pub dropped: Vec<DroppedIr>,
 }
 
 /// One trajectory the bundle was built from.
@@ -58,6 +53,73 @@ pub struct SourceIr {
     pub target: String,
     /// Path relative to the trajectory directory's parent → sha256 of the content.
     pub files: BTreeMap<String, String>,
+}
+
+/// An entry as written in its trajectory file, for citations to resolve inside the
+/// bundle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EntryIr {
+    /// As the bundle shows it (qualified when trajectories share the id).
+    pub id: String,
+    pub provenance: Provenance,
+    /// The entry's source text, from its id to the start of the next item.
+    pub text: String,
+}
+
+/// A skill a trajectory declares: what it does and the literal situations that call
+/// for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeclaredSkillIr {
+    pub name: String,
+    pub kind: LessonKind,
+    pub title: String,
+    pub triggers: Vec<String>,
+    pub provenance: Vec<Provenance>,
+}
+
+/// A note or a decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NoteIr {
+    /// The entry id (qualified like step ids).
+    pub id: String,
+    pub decision: bool,
+    pub phase: u8,
+    pub text: String,
+    pub place: NotePlace,
+    pub provenance: Provenance,
+    /// Where it was written, for diagnostics.
+    pub span: Span,
+}
+
+/// Where a note lands, found through its `in` and `about` (or `reverts`,
+/// `supersedes`) edges only.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NotePlace {
+    /// It joined the skill with `in`.
+    Skill(String),
+    /// About a failed observation that is the lesson's evidence: how the failure was
+    /// diagnosed.
+    Diagnosis(String),
+    /// About the lesson itself (its sources, its reading).
+    Lesson(String),
+    /// About a step, or an observation of it.
+    Step(String),
+    /// About an abandoned action, or the decision that undid it.
+    DeadEnd(String),
+    /// No `about`, or about entries that have different places: the phase's context.
+    Phase(u8),
+}
+
+/// A recorded item that reaches no page of the bundle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DroppedIr {
+    pub id: String,
+    /// `lesson`, `note`, `dead end`.
+    pub what: &'static str,
+    pub reason: String,
+    pub provenance: Provenance,
+    /// Where it was written, for the warning that reports the drop.
+    pub span: Span,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -77,6 +139,9 @@ pub struct PhaseIr {
     pub targets: Vec<TargetIr>,
     /// Actions tried in this phase and abandoned.
     pub dead_ends: Vec<DeadEndIr>,
+    /// Ids of the notes and decisions of the phase that belong to no single step,
+    /// lesson, dead end or skill.
+    pub context: Vec<String>,
 }
 
 /// One executable action on the effective path.
@@ -84,11 +149,15 @@ pub struct PhaseIr {
 pub struct StepIr {
     /// `p<phase>-<entry id>`, qualified by trajectory when entry ids collide.
     pub id: String,
-    pub op: String,
+    /// The trajectory entry it came from (qualified like the id).
+    pub entry: String,
+    pub op: OpKind,
     pub params: BTreeMap<String, Value>,
     /// Ids of lessons whose fixes change this step, sorted.
     pub guarded_by: Vec<String>,
-    /// Notes and decisions recorded about the action, in trajectory order.
+    /// Lessons this step applied (`fixes … by <lesson>`), in the order written.
+    pub applies: Vec<String>,
+    /// Ids of the notes and decisions about the action, in trajectory order.
     pub notes: Vec<String>,
     /// The declared skill the action joined (`in <skill>`).
     pub skill: Option<String>,
@@ -120,7 +189,7 @@ pub struct GateIr {
     pub unit: String,
     pub baseline: Baseline,
     /// The operation whose result the gate reads.
-    pub op: Option<String>,
+    pub op: Option<OpKind>,
     pub conditions: BTreeMap<String, Value>,
     /// The value the trajectory recorded when the gate passed.
     pub recorded: Option<f64>,
@@ -144,8 +213,40 @@ pub struct TargetIr {
 pub enum LessonOrigin {
     /// Written as a `lesson` entry.
     Recorded,
-    /// Distilled from an abandoned action and the action that replaced it.
-    DeadEnd,
+    /// Distilled from the abandoned action with this id and the action that
+    /// replaced it.
+    DeadEnd(String),
+}
+
+/// `metric cmp value unit`, as a symptom or a failed check writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PredicateIr {
+    pub metric: String,
+    pub cmp: CmpOp,
+    pub value: f64,
+    /// As written; empty when none.
+    pub unit: String,
+}
+
+/// A lesson's whole symptom: the text, the failing operation with the lesson's
+/// conditions, and every predicate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SymptomIr {
+    pub text: String,
+    pub op: Option<OpKind>,
+    pub params: BTreeMap<String, Value>,
+    pub predicates: Vec<PredicateIr>,
+}
+
+/// An observation that failed: its violated measurements (all of them when none is
+/// violated), or its label when it has none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckIr {
+    /// The observation's entry id.
+    pub entry: String,
+    /// Measured value, then the threshold when there is one.
+    pub measurements: Vec<(PredicateIr, Option<PredicateIr>)>,
+    pub label: String,
 }
 
 /// Symptom → cause → fix, with its evidence.
@@ -154,17 +255,26 @@ pub struct LessonIr {
     pub id: String,
     pub kind: LessonKind,
     pub origin: LessonOrigin,
+    /// As recorded; empty for a lesson distilled from a dead end.
     pub title: String,
-    /// The machine-matchable symptom (its first predicate only: the bundle holds one).
-    pub symptom: Symptom,
-    /// The whole symptom in trajectory notation, every predicate included.
-    pub symptom_line: String,
+    /// The whole symptom, every predicate included.
+    pub symptom: SymptomIr,
+    /// The machine-matchable symptom (one predicate: the bundle holds one).
+    pub machine: Symptom,
     pub cause: String,
-    /// The cause as an executable condition, in trajectory notation.
-    pub cause_condition: Option<String>,
+    /// The cause as an executable condition.
+    pub cause_condition: Option<Expr>,
     pub fix: Remedy,
     /// Further fix clauses, applied in order after `fix`.
     pub then: Vec<Remedy>,
+    /// The fix in words (`fix "…" op …`), one text per clause that has one.
+    pub fix_text: Vec<String>,
+    /// Steps (or abandoned actions) that applied the lesson, by step or entry id.
+    pub applied_by: Vec<String>,
+    /// Notes about its evidence: how the failure was diagnosed.
+    pub diagnosis: Vec<String>,
+    /// Notes about the lesson itself.
+    pub notes: Vec<String>,
     /// Phases where the lesson applies, sorted.
     pub phases: Vec<u8>,
     /// The skill it belongs to (`opt-…` / `debug-…`).
@@ -183,20 +293,20 @@ pub struct DeadEndIr {
     /// The abandoned action's entry id (qualified like step ids).
     pub id: String,
     pub phase: u8,
-    pub op: String,
+    pub op: OpKind,
     pub params: BTreeMap<String, Value>,
     pub outcome: DeadEndOutcome,
     /// The first failed check as a machine-matchable symptom (the comparison that
     /// held instead of the threshold), when a check with a threshold failed.
     pub symptom: Option<Symptom>,
-    /// Checks that failed after the action, in trajectory notation.
-    pub failed_checks: Vec<String>,
-    /// Notes and decisions explaining why it was abandoned.
+    /// Checks that failed after the action.
+    pub failed: Vec<CheckIr>,
+    /// Ids of the notes and decisions explaining why it was abandoned.
     pub reasons: Vec<String>,
-    /// The recorded lesson that explains the failure, if one does.
+    /// The lesson that explains the failure, if one does.
     pub explained_by: Option<String>,
-    /// The debugging skill that keeps it.
-    pub skill: String,
+    /// The skill that keeps it; `None`: only its phase page shows it.
+    pub skill: Option<String>,
     pub provenance: Vec<Provenance>,
 }
 
@@ -210,7 +320,8 @@ pub enum DeadEndOutcome {
     Failed,
 }
 
-/// One cross-phase skill: a trigger and hypotheses (lessons) in the order to try.
+/// One cross-phase skill: what calls for it, its hypotheses (debugging) or lessons
+/// (optimization) in order, the steps that apply it and the dead ends it keeps.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SkillSetIr {
     pub name: String,
@@ -219,27 +330,22 @@ pub struct SkillSetIr {
     pub title: String,
     /// The literal situations that call for it, from the declaration.
     pub triggers: Vec<String>,
-    /// Notes and decisions that joined the skill.
-    pub context: Vec<NoteIr>,
-    pub description: String,
-    /// The whole trigger as one line (what `bundle.json` carries).
-    pub trigger: String,
-    /// Failure patterns in trajectory notation, any of which calls for the skill.
-    pub trigger_patterns: Vec<String>,
-    /// When the skill applies besides the patterns (optimization skills), or empty.
-    pub trigger_note: String,
+    /// The runtime's checks that show its lessons' and dead ends' symptoms.
+    pub patterns: Vec<Symptom>,
+    /// Ids of the notes and decisions that joined the skill.
+    pub context: Vec<String>,
     pub hypotheses: Vec<HypothesisIr>,
-    /// Steps of the effective path that apply the technique (optimization skills).
+    /// Steps of the effective path that apply the technique.
     pub applied_steps: Vec<String>,
-    /// Ids of dead ends kept as debugging knowledge (debugging skills).
+    /// Ids of dead ends it keeps.
     pub dead_ends: Vec<String>,
+    /// Phases its members belong to, sorted.
+    pub phases: Vec<u8>,
     pub evidence_count: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct HypothesisIr {
     pub lesson: String,
-    /// How to confirm the hypothesis before applying its fix.
-    pub check: String,
     pub evidence_count: u32,
 }

@@ -1,35 +1,23 @@
 //! Lessons of one trajectory: recorded `lesson` entries lowered to symptom → cause
-//! → executable fix with their evidence and the steps their fixes change; and
-//! lessons distilled from a dead end that a later action replaced without any
-//! recorded lesson explaining why ("tried X; it failed with Y; Z replaced it").
+//! → executable fix (and the fix in words) with their evidence and the steps that
+//! applied them; and lessons distilled from a dead end that a later action replaced
+//! without any recorded lesson explaining why ("tried X; it failed with Y; Z
+//! replaced it"). Steps and dead ends are linked to a lesson only through recorded
+//! edges: `fixes … by`, `evidence`, `supersedes`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::graph::NodeIndex;
 use skillc_runtime::bundle::{Comparison, Expr, LessonKind, Provenance, Remedy, Symptom, Value};
-use skillc_runtime::ops::{self, Better};
+use skillc_runtime::ops::{self, Better, OpKind};
 
 use super::checks;
-use super::ir::{DeadEndIr, DeadEndOutcome, LessonIr, LessonOrigin};
+use super::ir::{DeadEndIr, DeadEndOutcome, LessonIr, LessonOrigin, PredicateIr, SymptomIr};
 use super::path::{action, Cx};
 use super::{skills, values};
 use crate::diag::{Code, Diagnostic};
-use crate::emit::notation;
-use crate::graph::{self, EdgeKind, Graph, LessonData, Node};
+use crate::graph::{EdgeKind, LessonData, Node};
 use crate::syntax::{self, EntryKind};
-
-/// Actions a lesson explains: those its fixes change and those its evidence measured.
-pub fn explained_actions(g: &Graph, lesson: NodeIndex) -> Vec<NodeIndex> {
-    let mut actions = g.targets(lesson, EdgeKind::Changes);
-    for evidence in g.targets(lesson, EdgeKind::Evidence) {
-        match g.node(evidence).kind {
-            EntryKind::Observation => actions.extend(g.measured_action(evidence)),
-            EntryKind::Action => actions.push(evidence),
-            _ => {}
-        }
-    }
-    actions
-}
 
 fn kind_of(metrics: impl IntoIterator<Item = impl AsRef<str>>) -> LessonKind {
     if metrics
@@ -68,6 +56,14 @@ fn lowered_remedies(
     remedies
 }
 
+/// The actions that applied a lesson (`fixes … by <lesson>`).
+pub fn appliers(cx: &Cx, lesson: NodeIndex) -> Vec<NodeIndex> {
+    cx.g.sources(lesson, EdgeKind::By)
+        .into_iter()
+        .filter(|a| cx.g.node(*a).kind == EntryKind::Action)
+        .collect()
+}
+
 /// A recorded lesson; `None` when it has no fix (a front-end error).
 pub fn recorded(
     cx: &Cx,
@@ -79,18 +75,15 @@ pub fn recorded(
     let node = g.node(index);
     let mut remedies = lowered_remedies(node, data, diagnostics).into_iter();
     let fix = remedies.next()?;
-    let symptom = symptom(data.symptom.as_ref(), &values::params(&data.conditions));
+    let conditions = values::params(&data.conditions);
+    let machine = machine_symptom(data.symptom.as_ref(), &conditions);
     let kind = kind_of(
         data.symptom
             .iter()
             .flat_map(|s| s.predicates.iter().map(|p| p.metric.text.as_str())),
     );
-    let mut changed: Vec<NodeIndex> = g.targets(index, EdgeKind::Changes);
-    changed.extend(g.sources(index, EdgeKind::By));
-    let guarded: BTreeSet<NodeIndex> = changed
-        .into_iter()
-        .filter_map(|a| cx.replacement(a))
-        .collect();
+    let appliers = appliers(cx, index);
+    let guarded: BTreeSet<NodeIndex> = appliers.iter().filter_map(|a| cx.replacement(*a)).collect();
     let mut phases: BTreeSet<u8> = guarded.iter().map(|a| g.node(*a).phase).collect();
     phases.insert(node.phase);
     let evidence: Vec<Provenance> = g
@@ -101,7 +94,7 @@ pub fn recorded(
     let (cause, cause_condition) = match &data.cause {
         Some(c) => (
             c.text.as_ref().map(|t| t.text.clone()).unwrap_or_default(),
-            c.condition.as_ref().map(graph::expr_text),
+            c.condition.clone(),
         ),
         None => (String::new(), None),
     };
@@ -110,22 +103,39 @@ pub fn recorded(
         kind,
         origin: LessonOrigin::Recorded,
         title: data.title.clone(),
-        symptom_line: symptom_line(data.symptom.as_ref(), &symptom),
+        symptom: whole_symptom(data.symptom.as_ref(), &machine),
         skill: g
             .skill_of(index)
             .map(|s| s.name.clone())
-            .unwrap_or_else(|| skills::lesson_skill(kind, &symptom, &fix.op)),
-        symptom,
+            .unwrap_or_else(|| skills::lesson_skill(kind, &machine, fix.op)),
+        machine,
         cause,
         cause_condition,
         fix,
         then: remedies.collect(),
+        fix_text: data
+            .remedies
+            .iter()
+            .filter_map(|r| r.text.clone())
+            .collect(),
+        applied_by: appliers.iter().map(|a| applier_id(cx, *a)).collect(),
+        diagnosis: Vec::new(),
+        notes: Vec::new(),
         phases: phases.into_iter().collect(),
         guards: guarded.iter().map(|a| cx.step_id(*a)).collect(),
         evidence_count: u32::try_from(evidence.len()).unwrap_or(u32::MAX),
         evidence,
         provenance: vec![cx.provenance(node)],
     })
+}
+
+/// A step id for an applier on the path, else its entry id.
+fn applier_id(cx: &Cx, action: NodeIndex) -> String {
+    if cx.is_step(action) {
+        cx.step_id(action)
+    } else {
+        cx.qualify(&cx.g.node(action).id)
+    }
 }
 
 /// Whether a predicate describes a metric on its bad side (`cosine < 0.99`,
@@ -143,7 +153,7 @@ fn describes_failure(metric: &str, comparison: Comparison) -> bool {
 /// parameters, and one predicate (in the metric's canonical unit): the first that
 /// describes the failure, else the first. The bundle holds one predicate; the
 /// SKILL.md shows them all.
-fn symptom(s: Option<&syntax::Symptom>, conditions: &BTreeMap<String, Value>) -> Symptom {
+fn machine_symptom(s: Option<&syntax::Symptom>, conditions: &BTreeMap<String, Value>) -> Symptom {
     let predicates: Vec<_> = s
         .iter()
         .flat_map(|s| s.predicates.iter())
@@ -157,7 +167,7 @@ fn symptom(s: Option<&syntax::Symptom>, conditions: &BTreeMap<String, Value>) ->
     Symptom {
         op: s
             .and_then(|s| s.failing_op.as_ref())
-            .map(|n| n.text.clone()),
+            .and_then(|n| n.text.parse().ok()),
         params: conditions.clone(),
         metric: first.map(|(p, _)| p.metric.text.clone()),
         comparison: first.map(|(_, c)| c),
@@ -169,51 +179,59 @@ fn symptom(s: Option<&syntax::Symptom>, conditions: &BTreeMap<String, Value>) ->
     }
 }
 
-/// Every predicate of the symptom, as the language writes them.
-fn symptom_line(s: Option<&syntax::Symptom>, machine: &Symptom) -> String {
-    let Some(s) = s else {
-        return notation::symptom(machine);
-    };
-    let mut line = String::new();
-    if let Some(op) = &machine.op {
-        line.push_str(op);
-        if !machine.params.is_empty() {
-            line.push_str(&format!(
-                "({})",
-                notation::params(Some(op), &machine.params)
-            ));
-        }
-        line.push_str(" fails");
+/// Every predicate of the symptom, as written.
+fn whole_symptom(s: Option<&syntax::Symptom>, machine: &Symptom) -> SymptomIr {
+    SymptomIr {
+        text: machine.text.clone(),
+        op: machine.op,
+        params: machine.params.clone(),
+        predicates: s
+            .iter()
+            .flat_map(|s| s.predicates.iter())
+            .map(|p| PredicateIr {
+                metric: p.metric.text.clone(),
+                cmp: p.op,
+                value: values::number(&p.value),
+                unit: p
+                    .value
+                    .unit
+                    .as_ref()
+                    .map_or_else(String::new, |u| u.text.clone()),
+            })
+            .collect(),
     }
-    let predicates: Vec<String> = s
-        .predicates
-        .iter()
-        .map(|p| {
-            let unit = p.value.unit.as_ref().map_or("", |u| u.text.as_str());
-            format!(
-                "{} {} {}",
-                p.metric.text,
-                p.op.symbol(),
-                notation::quantity(values::number(&p.value), unit)
-            )
-        })
-        .collect();
-    if !predicates.is_empty() {
-        if !line.is_empty() {
-            line.push_str(" with ");
-        }
-        line.push_str(&predicates.join(" and "));
+}
+
+/// The symptom of a distilled lesson: its one machine predicate.
+fn machine_only(machine: &Symptom) -> SymptomIr {
+    SymptomIr {
+        text: machine.text.clone(),
+        op: machine.op,
+        params: machine.params.clone(),
+        predicates: machine
+            .metric
+            .iter()
+            .zip(machine.comparison)
+            .zip(machine.value)
+            .map(|((metric, cmp), value)| PredicateIr {
+                metric: metric.clone(),
+                cmp: values::cmp_op(cmp),
+                value,
+                unit: values::canonical_unit(metric).to_string(),
+            })
+            .collect(),
     }
-    line
 }
 
 /// A lesson distilled from a dead end that a later action replaced and no recorded
-/// lesson explains: the failed check is the symptom, the replacement's changes the fix.
+/// lesson explains: the failed check is the symptom, the replacement's changes the fix,
+/// the notes that explain the dead end the cause.
 pub fn from_dead_end(
     cx: &Cx,
     index: NodeIndex,
     outcome: &DeadEndOutcome,
     dead_end: &DeadEndIr,
+    reasons: &[String],
 ) -> Option<LessonIr> {
     let DeadEndOutcome::Superseded { by } = outcome else {
         return None;
@@ -223,10 +241,10 @@ pub fn from_dead_end(
     let replacement = g.find(by)?;
     let replacement_data = action(g.node(replacement))?;
     let fix = Remedy {
-        op: replacement_data.op.clone(),
+        op: replacement_data.op,
         set: changed_params(
-            &replacement_data.op,
-            &dead_end.op,
+            replacement_data.op,
+            dead_end.op,
             &dead_end.params,
             &values::params(&replacement_data.params),
         ),
@@ -242,25 +260,22 @@ pub fn from_dead_end(
     Some(LessonIr {
         id: dead_end.id.clone(),
         kind,
-        origin: LessonOrigin::DeadEnd,
-        title: format!(
-            "tried `{}`; it failed ({}) and `{}` replaced it",
-            notation::call(&dead_end.op, &dead_end.params),
-            dead_end.failed_checks.join("; "),
-            cx.qualify(by)
-        ),
-        symptom_line: notation::symptom(&symptom),
-        skill: skills::lesson_skill(kind, &symptom, &fix.op),
-        cause: if dead_end.reasons.is_empty() {
-            "not recorded: the trajectory shows only the failed check and the replacement"
-                .to_string()
-        } else {
-            dead_end.reasons.join("\n\n")
-        },
-        symptom,
+        origin: LessonOrigin::DeadEnd(dead_end.id.clone()),
+        title: String::new(),
+        symptom: machine_only(&symptom),
+        skill: skills::lesson_skill(kind, &symptom, fix.op),
+        machine: symptom,
+        cause: reasons.join("\n\n"),
         cause_condition: None,
         fix,
         then: Vec::new(),
+        fix_text: Vec::new(),
+        applied_by: replacement_step
+            .map(|s| cx.step_id(s))
+            .into_iter()
+            .collect(),
+        diagnosis: Vec::new(),
+        notes: Vec::new(),
         phases: phases.into_iter().collect(),
         guards: replacement_step
             .map(|s| cx.step_id(s))
@@ -275,12 +290,12 @@ pub fn from_dead_end(
 /// The parameters of `new` that differ from `old`, as literal assignments; list
 /// parameters with named slots change slot by slot.
 fn changed_params(
-    new_op: &str,
-    old_op: &str,
+    new_op: OpKind,
+    old_op: OpKind,
     old: &BTreeMap<String, Value>,
     new: &BTreeMap<String, Value>,
 ) -> BTreeMap<String, Expr> {
-    let spec = ops::operation(new_op);
+    let spec = Some(new_op.spec());
     let mut set = BTreeMap::new();
     for (key, value) in new {
         let before = (new_op == old_op).then(|| old.get(key)).flatten();

@@ -19,16 +19,17 @@ use skillc_runtime::bundle::{Comparison, Value};
 use skillc_runtime::ops;
 
 use crate::diag::{self, Code, Diagnostic};
-use crate::emit::notation;
 use crate::graph::{Graph, NodeData};
-use crate::syntax::Span;
+use crate::syntax::{SourceFile, Span};
 
 pub mod catalog;
 mod checks;
 mod extract;
 pub mod ir;
 mod lessons;
+mod notes;
 mod path;
+pub mod placement;
 pub mod skills;
 pub mod values;
 
@@ -100,8 +101,21 @@ pub fn distill(name: &str, inputs: &[Input]) -> Distilled {
         lessons: merged.lessons,
         skills: Vec::new(),
         declared: merged.declared,
+        notes: merged.notes,
+        entries: merged.entries,
+        dropped: merged.dropped,
     };
     finalize(&mut ir);
+    for drop in placement::account(&ir).dropped {
+        diagnostics.push(
+            Diagnostic::new(
+                Code::DroppedItem,
+                drop.span,
+                format!("{} `{}` reaches no page of the bundle: {}", drop.what, drop.id, drop.reason),
+            )
+            .with_hint("everything a trajectory records should land somewhere; attach it with `about` or `in <skill>`, or remove it"),
+        );
+    }
     diag::sort(&mut diagnostics);
     Distilled { ir, diagnostics }
 }
@@ -111,12 +125,15 @@ pub fn distill(name: &str, inputs: &[Input]) -> Distilled {
 struct Merged<'a> {
     sources: Vec<ir::SourceIr>,
     declared: BTreeMap<String, ir::DeclaredSkillIr>,
+    notes: BTreeMap<String, ir::NoteIr>,
+    entries: BTreeMap<String, ir::EntryIr>,
+    dropped: Vec<ir::DroppedIr>,
     phases: Vec<PhaseIr>,
     lessons: BTreeMap<String, LessonIr>,
     /// Lesson content key → id, to find the same lesson in another trajectory.
     lesson_keys: HashMap<String, String>,
     /// Step id → the action it came from (first trajectory that has it).
-    step_nodes: HashMap<String, (&'a Graph, NodeIndex)>,
+    step_nodes: HashMap<String, (&'a Graph, NodeIndex, &'a [SourceFile])>,
 }
 
 /// Where parameter `key` of an action was written (the action itself if nowhere).
@@ -128,6 +145,21 @@ fn param_span(graph: &Graph, action: NodeIndex, key: &str) -> Span {
     }
 }
 
+/// The value of parameter `key` as written in the trajectory (`herd=[8,2]` → `[8,2]`).
+fn written_value(graph: &Graph, sources: &[SourceFile], action: NodeIndex, key: &str) -> String {
+    let NodeData::Action(data) = &graph.node(action).data else {
+        return String::new();
+    };
+    data.param(key)
+        .and_then(|p| {
+            let file = sources.get(p.value.span.file.0 as usize)?;
+            file.text
+                .get(p.value.span.start as usize..p.value.span.end as usize)
+        })
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// Identity of a step across trajectories: operation and identity parameters.
 fn step_key(step: &StepIr) -> String {
     let identity: BTreeMap<String, Value> = step
@@ -136,18 +168,17 @@ fn step_key(step: &StepIr) -> String {
         .filter(|(k, _)| IDENTITY_PARAMS.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    notation::call(&step.op, &identity)
+    format!("{} {}", step.op, values::params_key(&identity))
 }
 
 /// Identity of a lesson across trajectories: kind, symptom pattern and fixes.
 fn lesson_key(lesson: &LessonIr) -> String {
-    let then: Vec<String> = lesson.then.iter().map(notation::remedy).collect();
     format!(
         "{:?}|{}|{}|{}",
         lesson.kind,
-        notation::symptom(&lesson.symptom),
-        notation::remedy(&lesson.fix),
-        then.join("|")
+        serde_json::to_string(&lesson.machine).unwrap_or_default(),
+        serde_json::to_string(&lesson.fix).unwrap_or_default(),
+        serde_json::to_string(&lesson.then).unwrap_or_default(),
     )
 }
 
@@ -157,6 +188,10 @@ impl<'a> Merged<'a> {
         for skill in t.declared {
             merge_declared(&mut self.declared, skill);
         }
+        let notes = t.notes;
+        self.entries
+            .extend(t.entries.into_iter().map(|e| (e.id.clone(), e)));
+        self.dropped.extend(t.dropped);
         let trajectory = t.source.trajectory.clone();
         self.sources.push(t.source);
         let mut renamed: HashMap<String, String> = HashMap::new();
@@ -169,6 +204,7 @@ impl<'a> Merged<'a> {
                     kept: &self.step_nodes,
                     incoming: &t.step_nodes,
                     graph,
+                    sources: t.sources,
                     trajectory: &trajectory,
                 };
                 into.phase(phase, incoming, &mut renamed, diagnostics);
@@ -176,7 +212,7 @@ impl<'a> Merged<'a> {
         }
         for (id, node) in t.step_nodes {
             if !renamed.contains_key(&id) {
-                self.step_nodes.insert(id, (graph, node));
+                self.step_nodes.insert(id, (graph, node, t.sources));
             }
         }
         let mut lessons_renamed: HashMap<String, String> = HashMap::new();
@@ -202,6 +238,21 @@ impl<'a> Merged<'a> {
                 }
             }
         }
+        for mut note in notes {
+            note.place = match note.place {
+                ir::NotePlace::Step(id) => {
+                    ir::NotePlace::Step(renamed.get(&id).cloned().unwrap_or(id))
+                }
+                ir::NotePlace::Diagnosis(id) => {
+                    ir::NotePlace::Diagnosis(lessons_renamed.get(&id).cloned().unwrap_or(id))
+                }
+                ir::NotePlace::Lesson(id) => {
+                    ir::NotePlace::Lesson(lessons_renamed.get(&id).cloned().unwrap_or(id))
+                }
+                other => other,
+            };
+            self.notes.insert(note.id.clone(), note);
+        }
         // Ids are qualified where trajectories share them, so a merged-away id can
         // only have been cited by this trajectory's dead ends.
         for dead_end in self.phases.iter_mut().flat_map(|p| p.dead_ends.iter_mut()) {
@@ -217,7 +268,7 @@ impl<'a> Merged<'a> {
 }
 
 /// The same skill declared by several trajectories is one skill: the first
-/// trajectory's title, every trigger once, every note.
+/// trajectory's title, every trigger once.
 fn merge_declared(
     declared: &mut BTreeMap<String, ir::DeclaredSkillIr>,
     skill: ir::DeclaredSkillIr,
@@ -229,7 +280,6 @@ fn merge_declared(
                     existing.triggers.push(trigger);
                 }
             }
-            existing.notes.extend(skill.notes);
             existing.provenance.extend(skill.provenance);
         }
         None => {
@@ -242,6 +292,14 @@ fn merge_lesson(existing: &mut LessonIr, other: LessonIr) {
     existing.evidence_count = existing.evidence_count.saturating_add(other.evidence_count);
     existing.evidence.extend(other.evidence);
     existing.provenance.extend(other.provenance);
+    existing.diagnosis.extend(other.diagnosis);
+    existing.notes.extend(other.notes);
+    existing.applied_by.extend(other.applied_by);
+    for text in other.fix_text {
+        if !existing.fix_text.contains(&text) {
+            existing.fix_text.push(text);
+        }
+    }
     let phases: BTreeSet<u8> = existing
         .phases
         .iter()
@@ -254,9 +312,10 @@ fn merge_lesson(existing: &mut LessonIr, other: LessonIr) {
 }
 
 struct MergeInto<'m, 'a> {
-    kept: &'m HashMap<String, (&'a Graph, NodeIndex)>,
+    kept: &'m HashMap<String, (&'a Graph, NodeIndex, &'a [SourceFile])>,
     incoming: &'m HashMap<String, NodeIndex>,
     graph: &'a Graph,
+    sources: &'a [SourceFile],
     trajectory: &'m str,
 }
 
@@ -277,6 +336,7 @@ impl MergeInto<'_, '_> {
         merge_gates(&mut phase.exit_gates, incoming.exit_gates);
         merge_targets(&mut phase.targets, incoming.targets);
         phase.dead_ends.extend(incoming.dead_ends);
+        phase.context.extend(incoming.context);
     }
 
     /// Matches the k-th occurrence of each step key; unmatched incoming steps go
@@ -336,6 +396,7 @@ impl MergeInto<'_, '_> {
             }
         }
         step.notes.extend(other.notes);
+        step.applies.extend(other.applies);
         step.provenance.extend(other.provenance);
     }
 
@@ -344,30 +405,35 @@ impl MergeInto<'_, '_> {
         step: &StepIr,
         other_id: &str,
         key: &str,
-        kept: &Value,
-        dropped: &Value,
+        _kept: &Value,
+        _dropped: &Value,
     ) -> Option<Diagnostic> {
-        let span = param_span(self.graph, *self.incoming.get(other_id)?, key);
+        let incoming = *self.incoming.get(other_id)?;
+        let span = param_span(self.graph, incoming, key);
+        let (graph, action, sources) = *self.kept.get(&step.id)?;
         let kept_in = step
             .provenance
             .first()
             .map_or_else(String::new, |p| format!("{}:{}", p.file, p.line));
-        let mut d = Diagnostic::new(
+        let identity: Vec<String> = IDENTITY_PARAMS
+            .iter()
+            .filter(|k| step.params.contains_key(**k))
+            .map(|k| format!("{k}={}", written_value(graph, sources, action, k)))
+            .collect();
+        let kept = written_value(graph, sources, action, key);
+        let d = Diagnostic::new(
             Code::StepConflict,
             span,
             format!(
-                "`{key}` of step `{}` is {} in trajectory `{}` but {} in {kept_in}; the bundle keeps {}",
-                step_key(step),
-                notation::value(dropped),
+                "`{key}` of step `{} {}` is {} in trajectory `{}` but {kept} in {kept_in}; the bundle keeps {kept}",
+                step.op,
+                identity.join(" "),
+                written_value(self.graph, self.sources, incoming, key),
                 self.trajectory,
-                notation::value(kept),
-                notation::value(kept),
             ),
         )
-        .with_hint("trajectories merge in name order and the first one's value wins; make them agree, or build them separately");
-        if let Some((graph, action)) = self.kept.get(&step.id) {
-            d = d.with_related(param_span(graph, *action, key), "the value kept");
-        }
+        .with_hint("trajectories merge in name order and the first one's value wins; make them agree, or build them separately")
+        .with_related(param_span(graph, action, key), "the value kept");
         Some(d)
     }
 }
@@ -409,7 +475,7 @@ fn merge_gates(gates: &mut Vec<GateIr>, incoming: Vec<GateIr>) {
 }
 
 fn target_key(t: &TargetIr) -> (String, String) {
-    (t.metric.clone(), notation::params(None, &t.conditions))
+    (t.metric.clone(), values::params_key(&t.conditions))
 }
 
 fn merge_targets(targets: &mut Vec<TargetIr>, incoming: Vec<TargetIr>) {
@@ -451,6 +517,15 @@ fn finalize(ir: &mut SkillIr) {
             .filter(|l| l.phases.contains(&phase.index))
             .map(|l| l.id.clone())
             .collect();
+    }
+    for dead_end in ir.phases.iter_mut().flat_map(|p| p.dead_ends.iter_mut()) {
+        if dead_end.skill.is_none() {
+            dead_end.skill = dead_end
+                .explained_by
+                .as_ref()
+                .and_then(|l| ir.lessons.get(l))
+                .map(|l| l.skill.clone());
+        }
     }
     ir.skills = skills::skill_sets(ir);
 }

@@ -11,7 +11,7 @@ use skillc_runtime::bundle::Provenance;
 
 use super::ir::DeadEndOutcome;
 use crate::graph::{ActionData, EdgeKind, Graph, Node, NodeData, ObservationData};
-use crate::syntax::{EntryKind, FileId, Verdict};
+use crate::syntax::{EntryKind, FileId, ValueKind, Verdict};
 
 /// Phases a trajectory can have.
 pub const PHASE_COUNT: usize = 8;
@@ -27,21 +27,6 @@ pub enum Fate {
     Dropped,
     /// Not an action.
     None,
-}
-
-/// Operations that measure or check rather than change the deployment.
-pub fn is_check(op: &str) -> bool {
-    matches!(
-        op,
-        "validate-kernel"
-            | "validate-block"
-            | "verify-model"
-            | "compare-reference"
-            | "profile-prefill"
-            | "profile-decode"
-            | "diagnose-layers"
-            | "evaluate"
-    )
 }
 
 /// Per-trajectory context: the graph, what became of each node, nodes bucketed by
@@ -105,7 +90,7 @@ impl<'a> Cx<'a> {
                 _ => fates.push(Fate::None),
             }
         }
-        supersede_changed_actions(g, &mut fates);
+        supersede_culprits(g, &mut fates);
         Cx {
             g,
             paths,
@@ -192,8 +177,11 @@ impl<'a> Cx<'a> {
     }
 }
 
-/// Reverted or superseded by an effective entry, or whose last verdict failed: a
-/// dead end (a fixed check is dropped instead); otherwise a step.
+/// Reverted or superseded by an effective entry: a dead end. Otherwise what its last
+/// verdict says: a failure that an action of the same operation fixed is a dead end
+/// superseded by it (the action was redone); a failure fixed by an action of another
+/// operation leaves the action on the path (the fix was added beside it); a fixed
+/// check is dropped; an unfixed failure is a dead end.
 fn fate(g: &Graph, index: NodeIndex) -> Fate {
     let node = g.node(index);
     if !node.effective {
@@ -231,67 +219,78 @@ fn fate(g: &Graph, index: NodeIndex) -> Fate {
         .iter()
         .find(|f| g.node(**f).effective)
         .or(fixers.first());
-    let checks = action(node).is_some_and(|a| is_check(&a.op));
+    let op = action(node).map(|a| a.op);
     match fixer {
-        Some(_) if checks => Fate::Dropped,
-        Some(by) => Fate::Dead(DeadEndOutcome::Superseded {
-            by: g.node(*by).id.clone(),
-        }),
+        Some(_) if op.is_some_and(|o| o.measures()) => Fate::Dropped,
+        Some(by) if action(g.node(*by)).map(|a| a.op) == op => {
+            Fate::Dead(DeadEndOutcome::Superseded {
+                by: g.node(*by).id.clone(),
+            })
+        }
+        Some(_) => Fate::Step,
         None => Fate::Dead(DeadEndOutcome::Failed),
     }
 }
 
-/// An action that applies a lesson (`fixes … by <lesson>`) replaces the earlier
-/// action of the same operation that the lesson's fix changes (the graph's `changes`
-/// edge): `reuse-static-weights key=per-layer` fixing a failed check replaces the
-/// `reuse-static-weights key=shared` that caused it, even when the check, not the
-/// culprit, is what the failed observation measured.
-fn supersede_changed_actions(g: &Graph, fates: &mut [Fate]) {
+/// The actions an observation stands for: those it measures (`after`, written or
+/// derived), then, through written `after` references between actions, the ones they
+/// followed from, nearest first.
+pub fn after_chain(g: &Graph, observation: NodeIndex) -> Vec<NodeIndex> {
+    let mut chain: Vec<NodeIndex> = g
+        .targets(observation, EdgeKind::After)
+        .into_iter()
+        .filter(|t| g.node(*t).kind == EntryKind::Action)
+        .collect();
+    let mut next = 0;
+    while next < chain.len() {
+        let from = chain[next];
+        next += 1;
+        for target in g.written_targets(from, EdgeKind::After) {
+            if g.node(target).kind == EntryKind::Action && !chain.contains(&target) {
+                chain.push(target);
+            }
+        }
+    }
+    chain
+}
+
+/// An action that applies a lesson (`fixes … by`) replaces the earlier step of its
+/// own operation (and kernel) that the failures it fixes, or the lesson's evidence,
+/// stand for through recorded `after` references: `reuse-static-weights
+/// key=per-layer` fixing a failed verify replaces the `reuse-static-weights
+/// key=shared` the verify followed, even though the verify, not the culprit, is what
+/// the failed observation measured. Nothing is attributed by nearness alone.
+fn supersede_culprits(g: &Graph, fates: &mut [Fate]) {
     for (fixer, node) in g.nodes() {
-        let Some(fixer_op) = action(node).map(|a| a.op.as_str()) else {
+        let Some(data) = action(node) else {
             continue;
         };
+        let mut failures = g.targets(fixer, EdgeKind::Fixes);
         for lesson in g.targets(fixer, EdgeKind::By) {
-            for changed in g.targets(lesson, EdgeKind::Changes) {
-                let same_op = action(g.node(changed)).is_some_and(|a| a.op == fixer_op);
-                let fate = fates.get_mut(changed.index());
-                if let Some(fate @ Fate::Step) = fate {
-                    if same_op && changed < fixer {
-                        *fate = Fate::Dead(DeadEndOutcome::Superseded {
-                            by: node.id.clone(),
-                        });
-                    }
-                }
-            }
+            failures.extend(g.targets(lesson, EdgeKind::Evidence));
+        }
+        let culprit = failures
+            .into_iter()
+            .flat_map(|o| after_chain(g, o))
+            .find(|c| *c < fixer && same_target(g, *c, data));
+        if let Some(fate @ Fate::Step) = culprit.and_then(|c| fates.get_mut(c.index())) {
+            *fate = Fate::Dead(DeadEndOutcome::Superseded {
+                by: node.id.clone(),
+            });
         }
     }
 }
 
-/// Texts of notes and decisions, by the action they are about (directly, or about
-/// one of its observations), and decisions by the actions they revert.
-pub fn attached_texts(g: &Graph) -> HashMap<NodeIndex, Vec<String>> {
-    let mut texts: HashMap<NodeIndex, Vec<String>> = HashMap::new();
-    for (index, node) in g.nodes() {
-        let text = match &node.data {
-            NodeData::Note { text } | NodeData::Decision { text } => text,
-            _ => continue,
-        };
-        let mut targets = g.targets(index, EdgeKind::About);
-        targets.extend(g.targets(index, EdgeKind::Reverts));
-        targets.extend(g.targets(index, EdgeKind::Supersedes));
-        let mut seen = HashSet::new();
-        for target in targets {
-            let action = match g.node(target).kind {
-                EntryKind::Action => Some(target),
-                EntryKind::Observation => g.measured_action(target),
-                _ => None,
-            };
-            if let Some(action) = action.filter(|a| seen.insert(*a)) {
-                texts.entry(action).or_default().push(text.clone());
-            }
-        }
-    }
-    texts
+/// Whether `candidate` runs the operation of `fixer` on the same kernel.
+fn same_target(g: &Graph, candidate: NodeIndex, fixer: &ActionData) -> bool {
+    let Some(c) = action(g.node(candidate)) else {
+        return false;
+    };
+    let kernel = |a: &ActionData| match a.param("kernel").map(|p| &p.value.kind) {
+        Some(ValueKind::Ident(k) | ValueKind::Str(k)) => Some(k.clone()),
+        _ => None,
+    };
+    c.op == fixer.op && (kernel(fixer).is_none() || kernel(c) == kernel(fixer))
 }
 
 pub fn session_titles(g: &Graph, phase: u8) -> Vec<String> {

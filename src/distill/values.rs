@@ -55,10 +55,21 @@ fn int_list(items: &[syntax::Value]) -> Option<Vec<i64>> {
         .collect()
 }
 
+/// A list the bundle cannot compute with, kept as its items' text: words and numbers
+/// as written, strings quoted.
 fn list_notation(items: &[syntax::Value]) -> String {
     let parts: Vec<String> = items
         .iter()
-        .map(|item| crate::emit::notation::value(&value(item)))
+        .map(|item| match &item.kind {
+            ValueKind::Ident(s) => s.clone(),
+            ValueKind::Str(s) => format!("{s:?}"),
+            ValueKind::Bool(b) => b.to_string(),
+            ValueKind::Number(q) => match q.number {
+                Number::Int(i) => i.to_string(),
+                Number::Float(f) => format!("{f:?}"),
+            },
+            ValueKind::List(inner) => list_notation(inner),
+        })
         .collect();
     format!("[{}]", parts.join(", "))
 }
@@ -84,7 +95,7 @@ pub struct Unlowered {
 pub fn remedy(fix: &graph::Remedy) -> (Remedy, Vec<Unlowered>) {
     let mut set = BTreeMap::new();
     let mut problems = Vec::new();
-    let spec = ops::operation(&fix.op);
+    let spec = Some(fix.op.spec());
     for change in &fix.changes {
         let slots = spec
             .and_then(|op| op.param(&change.param))
@@ -116,13 +127,7 @@ pub fn remedy(fix: &graph::Remedy) -> (Remedy, Vec<Unlowered>) {
             },
         }
     }
-    (
-        Remedy {
-            op: fix.op.clone(),
-            set,
-        },
-        problems,
-    )
+    (Remedy { op: fix.op, set }, problems)
 }
 
 fn is_literal(e: &syntax::Expr) -> bool {
@@ -209,6 +214,17 @@ pub fn expr(e: &syntax::Expr) -> Result<Expr, String> {
     })
 }
 
+/// The language's comparison for a bundle comparison.
+pub fn cmp_op(c: Comparison) -> CmpOp {
+    match c {
+        Comparison::Lt => CmpOp::Lt,
+        Comparison::Le => CmpOp::Le,
+        Comparison::Gt => CmpOp::Gt,
+        Comparison::Ge => CmpOp::Ge,
+        Comparison::Eq => CmpOp::Eq,
+    }
+}
+
 /// The bundle's comparison for a language comparison; `!=` has none.
 pub fn comparison(op: CmpOp) -> Option<Comparison> {
     match op {
@@ -250,4 +266,18 @@ pub fn unit_of(metric: &str, q: &Quantity) -> String {
         },
         |u| u.text.clone(),
     )
+}
+
+/// A value as a comparison key: text as itself, anything else as its JSON. Keys only
+/// group and order; they are never shown.
+pub fn key_text(v: &Value) -> String {
+    match v {
+        Value::Text(t) => t.clone(),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
+
+/// Parameters as one comparison key.
+pub fn params_key(params: &BTreeMap<String, Value>) -> String {
+    serde_json::to_string(params).unwrap_or_default()
 }

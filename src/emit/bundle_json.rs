@@ -3,24 +3,15 @@
 
 use std::collections::BTreeMap;
 
+use crate::digest::sha256_hex;
 use rayon::prelude::*;
-use sha2::{Digest, Sha256};
 use skillc_runtime::bundle::{
     Bundle, DeadEnd, Gate, Hypothesis, Lesson, Phase, SkillSet, Source, Step, Target,
     SCHEMA_VERSION,
 };
 
-use crate::distill::ir::{DeadEndOutcome, GateIr, LessonIr, PhaseIr, SkillIr, TargetIr};
-
-/// Lowercase hex sha256.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
-    for byte in digest {
-        hex.push_str(&format!("{byte:02x}"));
-    }
-    hex
-}
+use super::print;
+use crate::distill::ir::{GateIr, LessonIr, PhaseIr, SkillIr, TargetIr};
 
 /// sha256 of every generated file (path relative to the bundle root → content).
 pub fn hashes(files: &BTreeMap<String, String>) -> BTreeMap<String, String> {
@@ -33,6 +24,7 @@ pub fn hashes(files: &BTreeMap<String, String>) -> BTreeMap<String, String> {
 
 /// The bundle for `ir`, `files` left empty for [`hashes`] of the rendered files.
 pub fn lower(ir: &SkillIr) -> Bundle {
+    let sources = print::sources(ir);
     Bundle {
         schema_version: SCHEMA_VERSION.to_string(),
         name: ir.name.clone(),
@@ -46,11 +38,11 @@ pub fn lower(ir: &SkillIr) -> Bundle {
                 files: s.files.clone(),
             })
             .collect(),
-        phases: ir.phases.iter().map(phase).collect(),
+        phases: ir.phases.iter().map(|p| phase(ir, p)).collect(),
         lessons: ir
             .lessons
             .iter()
-            .map(|(id, l)| (id.clone(), lesson(l)))
+            .map(|(id, l)| (id.clone(), lesson(ir, l)))
             .collect(),
         skills: ir
             .skills
@@ -60,14 +52,18 @@ pub fn lower(ir: &SkillIr) -> Bundle {
                 kind: s.kind,
                 title: s.title.clone(),
                 triggers: s.triggers.clone(),
-                description: s.description.clone(),
-                trigger: s.trigger.clone(),
+                description: print::skill_description(s, &sources),
+                trigger: print::trigger(s),
                 hypotheses: s
                     .hypotheses
                     .iter()
                     .map(|h| Hypothesis {
                         lesson: h.lesson.clone(),
-                        check: h.check.clone(),
+                        check: ir
+                            .lessons
+                            .get(&h.lesson)
+                            .map(print::hypothesis_check)
+                            .unwrap_or_default(),
                         evidence_count: h.evidence_count,
                     })
                     .collect(),
@@ -78,7 +74,7 @@ pub fn lower(ir: &SkillIr) -> Bundle {
     }
 }
 
-fn phase(p: &PhaseIr) -> Phase {
+fn phase(ir: &SkillIr, p: &PhaseIr) -> Phase {
     Phase {
         index: p.index,
         name: p.name.clone(),
@@ -88,7 +84,7 @@ fn phase(p: &PhaseIr) -> Phase {
             .iter()
             .map(|s| Step {
                 id: s.id.clone(),
-                op: s.op.clone(),
+                op: s.op,
                 params: s.params.clone(),
                 guarded_by: s.guarded_by.clone(),
                 provenance: s.provenance.clone(),
@@ -102,18 +98,19 @@ fn phase(p: &PhaseIr) -> Phase {
             .iter()
             .map(|d| DeadEnd {
                 id: d.id.clone(),
-                op: d.op.clone(),
+                op: d.op,
                 params: d.params.clone(),
-                outcome: match &d.outcome {
-                    DeadEndOutcome::Reverted { by } => format!("reverted by {by}"),
-                    DeadEndOutcome::Superseded { by } => format!("superseded by {by}"),
-                    DeadEndOutcome::Failed => "failed".to_string(),
-                },
+                outcome: print::outcome(&d.outcome),
                 symptom: d.symptom.clone(),
-                failed_checks: d.failed_checks.clone(),
-                reasons: d.reasons.clone(),
+                failed_checks: d.failed.iter().map(print::check).collect(),
+                reasons: d
+                    .reasons
+                    .iter()
+                    .filter_map(|id| ir.notes.get(id))
+                    .map(|n| n.text.clone())
+                    .collect(),
                 explained_by: d.explained_by.clone(),
-                skill: d.skill.clone(),
+                skill: d.skill.clone().unwrap_or_default(),
                 provenance: d.provenance.clone(),
             })
             .collect(),
@@ -127,7 +124,7 @@ fn gate(g: &GateIr) -> Gate {
         threshold: g.threshold,
         unit: g.unit.clone(),
         baseline: g.baseline.clone(),
-        op: g.op.clone(),
+        op: g.op,
         conditions: g.conditions.clone(),
         recorded: g.recorded,
         provenance: g.provenance.clone(),
@@ -145,21 +142,22 @@ fn target(t: &TargetIr) -> Target {
     }
 }
 
-fn lesson(l: &LessonIr) -> Lesson {
+fn lesson(ir: &SkillIr, l: &LessonIr) -> Lesson {
     // The bundle keeps one cause string; an executable condition without prose is
     // still worth reading there.
-    let cause = match (&l.cause, &l.cause_condition) {
-        (text, Some(condition)) if text.is_empty() => condition.clone(),
-        (text, _) => text.clone(),
+    let cause = match print::condition(l) {
+        Some(condition) if l.cause.is_empty() => condition,
+        _ => l.cause.clone(),
     };
     Lesson {
         id: l.id.clone(),
         kind: l.kind,
-        title: l.title.clone(),
-        symptom: l.symptom.clone(),
+        title: print::title(ir, l),
+        symptom: l.machine.clone(),
         cause,
         fix: l.fix.clone(),
         then: l.then.clone(),
+        fix_text: l.fix_text.join("\n\n"),
         phases: l.phases.clone(),
         skill: l.skill.clone(),
         evidence_count: l.evidence_count,

@@ -10,7 +10,8 @@
 
 use std::collections::BTreeMap;
 
-pub const NAME_MAX_CHARS: usize = 64;
+pub use crate::graph::skills::{skill_name, NAME_MAX_CHARS};
+
 pub const DESCRIPTION_MAX_CHARS: usize = 1024;
 
 /// The parsed form of the header, before writing.
@@ -41,47 +42,18 @@ impl FrontMatter {
     }
 }
 
-/// A valid skill name from any text: lowercase ASCII letters and digits, other runs
-/// of characters become one hyphen, no hyphen at either end, cut at a hyphen to at
-/// most 64 characters.
-pub fn skill_name(raw: &str) -> String {
-    let mut name = String::new();
-    for c in raw.chars() {
-        let c = c.to_ascii_lowercase();
-        if c.is_ascii_lowercase() || c.is_ascii_digit() {
-            name.push(c);
-        } else if !name.is_empty() && !name.ends_with('-') {
-            name.push('-');
-        }
-    }
-    while name.len() > NAME_MAX_CHARS {
-        match name[..NAME_MAX_CHARS].rfind('-') {
-            Some(cut) if cut > 0 => name.truncate(cut),
-            _ => name.truncate(NAME_MAX_CHARS),
-        }
-    }
-    let name = name.trim_end_matches('-').to_string();
-    if name.is_empty() {
-        "unnamed".to_string()
-    } else {
-        name
-    }
-}
-
 /// A description the spec accepts, derived deterministically from any text: one
-/// line (whitespace runs become one space), `<` and `>` replaced by `‹` and `›`,
-/// control characters dropped, at most 1024 characters (cut with `…`).
+/// line (whitespace runs become one space), no `<` or `>` (comparisons as `≥`, `≤`,
+/// `≠`, `→`, a lone `>` or `<` between spaces as "above" or "below", any other as a
+/// parenthesis), control characters dropped, at most 1024 characters (cut with `…`).
 pub fn description(raw: &str) -> String {
     let mut text = String::with_capacity(raw.len());
     for word in raw.split_whitespace() {
         if !text.is_empty() {
             text.push(' ');
         }
-        text.extend(word.chars().filter(|c| !c.is_control()).map(|c| match c {
-            '<' => '\u{2039}',
-            '>' => '\u{203A}',
-            c => c,
-        }));
+        let word: String = word.chars().filter(|c| !c.is_control()).collect();
+        text.push_str(&without_angles(&word));
     }
     if text.is_empty() {
         return "(no description)".to_string();
@@ -93,6 +65,21 @@ pub fn description(raw: &str) -> String {
         return cut;
     }
     text
+}
+
+/// One word with its angle brackets in words or symbols the spec accepts.
+fn without_angles(word: &str) -> String {
+    match word {
+        ">" => return "above".to_string(),
+        "<" => return "below".to_string(),
+        _ => {}
+    }
+    word.replace(">=", "\u{2265}")
+        .replace("<=", "\u{2264}")
+        .replace("!=", "\u{2260}")
+        .replace("->", "\u{2192}")
+        .replace('<', "(")
+        .replace('>', ")")
 }
 
 /// A double-quoted YAML scalar holding exactly `text`.
@@ -206,7 +193,11 @@ mod tests {
 
     #[test]
     fn descriptions_lose_angle_brackets_and_stay_short() {
-        assert_eq!(description("a <b>\n\n c"), "a \u{2039}b\u{203A} c");
+        assert_eq!(description("a <b>\n\n c"), "a (b) c");
+        assert_eq!(
+            description("x > 0 and y >= 1"),
+            "x above 0 and y \u{2265} 1"
+        );
         let long = description(&"word ".repeat(400));
         assert_eq!(long.chars().count(), DESCRIPTION_MAX_CHARS);
         assert!(long.ends_with("wor\u{2026}"));

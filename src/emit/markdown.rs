@@ -24,6 +24,28 @@ pub fn literal(text: &str, indent: usize) -> String {
     }
 }
 
+/// Text as one line of Markdown prose that renders as written: whitespace runs become
+/// one space and the characters that could open markup or an entity are escaped. For
+/// titles in headings and lists, where a code span would read badly.
+pub fn inline(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, word) in visible_controls(text).split_whitespace().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        for c in word.chars() {
+            if matches!(
+                c,
+                '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '~' | '&' | '#'
+            ) {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// One-line text as a code span. Newlines are shown as `⏎` so the span stays on one
 /// line; callers with multi-line text use [`literal`].
 pub fn code_span(text: &str) -> String {
@@ -31,6 +53,7 @@ pub fn code_span(text: &str) -> String {
     if !text.is_empty()
         && !text.starts_with(' ')
         && !text.bytes().any(|b| b == b'`' || b < 0x20 || b == 0x7f)
+        && !text.contains(super::cite::MARKERS)
     {
         return format!("`{text}`");
     }
@@ -48,6 +71,24 @@ pub fn code_span(text: &str) -> String {
         format!("{fence} {text} {fence}")
     } else {
         format!("{fence}{text}{fence}")
+    }
+}
+
+/// A name inside a sentence: unchanged when it holds nothing a Markdown reader
+/// treats specially (letters, digits, `-`, `.`, `+`, `/`, `:` and inner spaces),
+/// otherwise a code span, so an ordinary name reads as prose and a hostile one
+/// cannot open a fence, a tag or a new line.
+pub fn inline_name(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text.trim() == text
+        && text.chars().count() <= INLINE_MAX_CHARS
+        && text
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '-' | '.' | '+' | '/' | ':' | ' '));
+    if plain {
+        text.to_string()
+    } else {
+        code_span(text)
     }
 }
 
@@ -83,11 +124,13 @@ fn longest_backtick_run(text: &str) -> usize {
     longest
 }
 
-/// Replaces control characters other than `\t` and `\n` by their control pictures.
+/// Replaces control characters other than `\t` and `\n` by their control pictures,
+/// and the emitter's link markers by U+FFFD (trajectory text never becomes a link).
 pub fn visible_controls(text: &str) -> String {
     text.chars()
         .map(|c| match c {
             '\t' | '\n' => c,
+            c if super::cite::MARKERS.contains(&c) => '\u{FFFD}',
             '\u{7f}' => '\u{2421}',
             c if (c as u32) < 0x20 => char::from_u32(0x2400 + c as u32).unwrap_or('\u{FFFD}'),
             c => c,
@@ -152,6 +195,22 @@ mod tests {
         let block = literal("line 1\n```\nline 3", 2);
         assert_eq!(block, "\n  ````text\n  line 1\n  ```\n  line 3\n  ````");
         assert!(literal(&"x".repeat(200), 0).starts_with("\n```text\nxxx"));
+    }
+
+    #[test]
+    fn inline_text_escapes_markup() {
+        assert_eq!(inline("a <b>\n# c_d"), "a \\<b\\> \\# c\\_d");
+    }
+
+    #[test]
+    fn names_stay_plain_unless_markdown_would_read_them() {
+        assert_eq!(inline_name("llama1b+qwen-0.5b"), "llama1b+qwen-0.5b");
+        assert_eq!(
+            inline_name("a\n```\n<b>x</b>"),
+            "````a\u{23CE}```\u{23CE}<b>x</b>````"
+        );
+        assert_eq!(inline_name("_emphasis_"), "`_emphasis_`");
+        assert_eq!(inline_name(""), "*(empty)*");
     }
 
     #[test]

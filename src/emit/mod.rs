@@ -17,12 +17,17 @@ use crate::distill::ir::SkillIr;
 
 pub mod bundle_json;
 pub mod check;
+pub mod cite;
+mod entry_page;
 pub mod frontmatter;
+pub mod language;
 pub mod markdown;
 pub mod notation;
-mod pages;
+mod page;
+mod phase_page;
+pub mod print;
 pub mod semantic_diff;
-mod views;
+mod skill_page;
 pub mod write;
 
 /// The machine-readable file at the bundle root.
@@ -34,7 +39,7 @@ pub enum EmitError {
     Template(Box<handlebars::TemplateError>),
     #[error("template rendering failed: {0}")]
     Render(Box<handlebars::RenderError>),
-    #[error("SKILL.md of `{skill}` has a {lines}-line body, over the spec's limit of 500")]
+    #[error("SKILL.md of `{skill}` has a {lines}-line body even with every long section in references/ (limit {limit})", limit = page::BODY_MAX_LINES)]
     BodyTooLong { skill: String, lines: usize },
     #[error("phase index {0} is outside 0..=7")]
     UnknownPhase(u8),
@@ -73,18 +78,18 @@ pub fn render(ir: &SkillIr) -> Result<Rendered, EmitError> {
 
 /// Every SKILL.md and reference file, by path relative to the bundle root.
 fn render_pages(ir: &SkillIr) -> Result<BTreeMap<String, String>, EmitError> {
-    let templates = pages::Templates::new()?;
-    let index = views::Index::new(ir);
-    let mut dirs = vec![pages::entry_page(&templates, ir)?];
+    let templates = page::Templates::new()?;
+    let entries = cite::by_location(ir);
+    let mut dirs = vec![entry_page::page(&templates, ir, &entries)?];
     let phases: Vec<_> = ir
         .phases
         .par_iter()
-        .map(|phase| pages::phase_page(&templates, ir, phase))
+        .map(|phase| phase_page::page(&templates, ir, phase, &entries))
         .collect::<Result<_, _>>()?;
     let skills: Vec<_> = ir
         .skills
         .par_iter()
-        .map(|skill| pages::skill_page(&templates, ir, &index, skill))
+        .map(|skill| skill_page::page(&templates, ir, skill, &entries))
         .collect::<Result<_, _>>()?;
     dirs.extend(phases);
     dirs.extend(skills);

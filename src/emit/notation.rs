@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use skillc_runtime::bundle::{BinaryOp, Comparison, Expr, Remedy, Symptom, Value};
-use skillc_runtime::ops;
+use skillc_runtime::ops::{self, OpKind};
 
 /// A parameter value: identifiers bare, other text quoted with the language's escapes.
 pub fn value(v: &Value) -> String {
@@ -69,9 +69,9 @@ fn is_identifier(text: &str) -> bool {
 
 /// `op key=value …`, parameters in the operation's declared order, unknown ones
 /// after them alphabetically.
-pub fn call(op: &str, params: &BTreeMap<String, Value>) -> String {
+pub fn call(op: OpKind, params: &BTreeMap<String, Value>) -> String {
     let mut out = op.to_string();
-    for key in ordered_keys(op, params.keys().map(String::as_str)) {
+    for key in ordered_keys(Some(op), params.keys().map(String::as_str)) {
         if let Some(v) = params.get(key) {
             out.push_str(&format!(" {key}={}", value(v)));
         }
@@ -80,8 +80,8 @@ pub fn call(op: &str, params: &BTreeMap<String, Value>) -> String {
 }
 
 /// Parameters as `key=value` joined by spaces, in the operation's declared order.
-pub fn params(op: Option<&str>, params: &BTreeMap<String, Value>) -> String {
-    let keys = ordered_keys(op.unwrap_or(""), params.keys().map(String::as_str));
+pub fn params(op: Option<OpKind>, params: &BTreeMap<String, Value>) -> String {
+    let keys = ordered_keys(op, params.keys().map(String::as_str));
     keys.iter()
         .filter_map(|key| params.get(*key).map(|v| format!("{key}={}", value(v))))
         .collect::<Vec<_>>()
@@ -90,8 +90,8 @@ pub fn params(op: Option<&str>, params: &BTreeMap<String, Value>) -> String {
 
 /// Keys in the operation's declared order; a list slot (`tile_n`) ranks with its
 /// parameter, in slot order.
-fn ordered_keys<'a>(op: &str, keys: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
-    let declared = ops::operation(op).map(|spec| spec.params).unwrap_or(&[]);
+fn ordered_keys<'a>(op: Option<OpKind>, keys: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let declared = op.map_or(&[][..], |op| op.spec().params);
     let rank = |key: &str| {
         declared
             .iter()
@@ -115,8 +115,8 @@ fn ordered_keys<'a>(op: &str, keys: impl Iterator<Item = &'a str>) -> Vec<&'a st
 
 /// `op key=expr …`: the remedy as the language writes a `fix` clause.
 pub fn remedy(fix: &Remedy) -> String {
-    let mut out = fix.op.clone();
-    for key in ordered_keys(&fix.op, fix.set.keys().map(String::as_str)) {
+    let mut out = fix.op.to_string();
+    for key in ordered_keys(Some(fix.op), fix.set.keys().map(String::as_str)) {
         if let Some(e) = fix.set.get(key) {
             out.push_str(&format!(" {key}={}", fix_value(e)));
         }
@@ -193,8 +193,8 @@ pub fn check(metric: &str, comparison: Comparison, threshold: f64, unit: &str) -
 /// The machine-matchable part of a symptom: `op(params) fails with metric cmp value`.
 pub fn symptom(s: &Symptom) -> String {
     let mut out = String::new();
-    if let Some(op) = &s.op {
-        out.push_str(op);
+    if let Some(op) = s.op {
+        out.push_str(op.name());
         if !s.params.is_empty() {
             out.push_str(&format!("({})", params(Some(op), &s.params)));
         }
@@ -265,7 +265,7 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v))
         .collect();
         assert_eq!(
-            call("select-tiling", &params),
+            call(OpKind::SelectTiling, &params),
             "select-tiling kernel=gemm shape=[2048,896,896] tile=[64,256,32,32]"
         );
     }

@@ -6,6 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+use serde::Serialize;
+
 use skillc_runtime::bundle::{
     Baseline, Bundle, DeadEnd, Gate, Lesson, Phase, Provenance, SkillSet, Step, Target, Value,
 };
@@ -13,7 +15,8 @@ use skillc_runtime::bundle::{
 use super::notation;
 
 /// `+` added, `-` removed, `~` changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Sign {
     Added,
     Removed,
@@ -30,7 +33,7 @@ impl Sign {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Change {
     pub sign: Sign,
     pub text: String,
@@ -38,13 +41,13 @@ pub struct Change {
 }
 
 /// Changes grouped under a heading (`phase 1 (phase-1-kernel-validation)`, `lessons`, …).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Section {
     pub title: String,
     pub changes: Vec<Change>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct SemanticDiff {
     pub sections: Vec<Section>,
 }
@@ -270,7 +273,7 @@ fn phase_changes(o: &Phase, n: &Phase) -> Vec<Change> {
         &new_steps,
         |key, s: &Step| {
             (
-                format!("step {key}: {}", notation::call(&s.op, &s.params)),
+                format!("step {key}: {}", notation::call(s.op, &s.params)),
                 s.provenance.clone(),
             )
         },
@@ -343,7 +346,7 @@ fn phase_changes(o: &Phase, n: &Phase) -> Vec<Change> {
             (
                 format!(
                     "dead end {key}: {} ({})",
-                    notation::call(&d.op, &d.params),
+                    notation::call(d.op, &d.params),
                     d.outcome
                 ),
                 d.provenance.clone(),
@@ -353,8 +356,8 @@ fn phase_changes(o: &Phase, n: &Phase) -> Vec<Change> {
             let mut parts = Vec::new();
             field(
                 "action",
-                &notation::call(&o.op, &o.params),
-                &notation::call(&n.op, &n.params),
+                &notation::call(o.op, &o.params),
+                &notation::call(n.op, &n.params),
                 &mut parts,
             );
             field("outcome", &o.outcome, &n.outcome, &mut parts);
@@ -384,7 +387,7 @@ fn list(items: &[String]) -> String {
 
 fn step_changes(key: &str, o: &Step, n: &Step) -> Option<Described> {
     let mut parts = Vec::new();
-    field("op", &o.op, &n.op, &mut parts);
+    field("op", o.op.name(), n.op.name(), &mut parts);
     let keys: BTreeSet<&String> = o.params.keys().chain(n.params.keys()).collect();
     let show = |v: Option<&Value>| v.map_or_else(|| "(unset)".to_string(), notation::value);
     for k in keys {
@@ -411,8 +414,8 @@ fn step_changes(key: &str, o: &Step, n: &Step) -> Option<Described> {
 }
 
 fn gate_key(g: &Gate) -> String {
-    let subject = match &g.op {
-        Some(op) if g.conditions.is_empty() => op.clone(),
+    let subject = match g.op {
+        Some(op) if g.conditions.is_empty() => op.to_string(),
         Some(op) => format!("{op}({})", notation::params(Some(op), &g.conditions)),
         None => notation::params(None, &g.conditions),
     };

@@ -70,10 +70,16 @@ pub(super) fn check_entry(entry: Entry, phase: u8) -> Checked {
         span,
     } = entry;
     let data = match body {
-        EntryBody::Action(head) => NodeData::Action(ActionData {
-            op: head.op.text,
-            params: head.params,
-        }),
+        EntryBody::Action(head) => match head.op.text.parse() {
+            Ok(op) => NodeData::Action(ActionData {
+                op,
+                params: head.params,
+            }),
+            Err(_) => NodeData::UnknownAction {
+                op: head.op.text,
+                params: head.params,
+            },
+        },
         EntryBody::Observe(head) => NodeData::Observation(ObservationData {
             provenance: head.provenance.unwrap_or(Provenance::Measured),
             label: head.label.map(|t| t.text),
@@ -270,8 +276,9 @@ impl Checker {
             if let Some(close) = super::suggest::closest(&op.text, names.iter().copied()) {
                 diagnostic = diagnostic.with_hint(format!("did you mean `{close}`?"));
             } else {
-                diagnostic =
-                    diagnostic.with_hint("operations are listed in OPERATIONS, runtime/src/ops.rs");
+                diagnostic = diagnostic.with_hint(
+                    "operations are listed in OPERATIONS, runtime/src/ops/operations.rs",
+                );
             }
             self.push(diagnostic);
         }
@@ -374,8 +381,12 @@ impl Checker {
                     self.push(wrong("a float"));
                 }
                 self.no_unit(spec, q);
+                self.in_bounds(spec, q);
             }
-            (ValueKind::Number(q), ParamKind::Float) => self.no_unit(spec, q),
+            (ValueKind::Number(q), ParamKind::Float) => {
+                self.no_unit(spec, q);
+                self.in_bounds(spec, q);
+            }
             (ValueKind::Bool(_), ParamKind::Bool)
             | (ValueKind::Str(_), ParamKind::Str)
             | (ValueKind::Ident(_), ParamKind::Ident) => {}
@@ -388,7 +399,8 @@ impl Checker {
                 for item in items {
                     match &item.kind {
                         ValueKind::Number(q) if matches!(q.number, Number::Int(_)) => {
-                            self.no_unit(spec, q)
+                            self.no_unit(spec, q);
+                            self.in_bounds(spec, q);
                         }
                         other => self.push(Diagnostic::new(
                             Code::WrongValueKind,
@@ -410,6 +422,32 @@ impl Checker {
                 self.push(wrong("a word").with_hint("put text in double quotes"))
             }
             (other, _) => self.push(wrong(&describe_value(other))),
+        }
+    }
+
+    /// A literal outside its parameter's range (`shape=[0,…]`, `rtol=-1`): the
+    /// table's bound, the one replay and deploy enforce too.
+    fn in_bounds(&mut self, spec: &ParamSpec, quantity: &Quantity) {
+        let value = quantity.number.as_f64();
+        if !spec.bound.admits(value) {
+            let slot = if spec.kind == ParamKind::IntList {
+                " (every slot)"
+            } else {
+                ""
+            };
+            self.push(
+                Diagnostic::new(
+                    Code::ParameterOutOfRange,
+                    quantity.span,
+                    format!(
+                        "`{}` = {}: {}",
+                        spec.name,
+                        number_text(quantity.number),
+                        spec.bound.rule()
+                    ),
+                )
+                .with_hint(format!("{}{slot}: {}", spec.name, spec.doc)),
+            );
         }
     }
 
@@ -702,7 +740,8 @@ impl Checker {
                     data.cause.get_or_insert_with(|| cause.clone());
                 }
                 ClauseKind::Fix(fix) => {
-                    if let Some(remedy) = self.remedy(&fix.op, &fix.assignments, clause.span) {
+                    if let Some(mut remedy) = self.remedy(&fix.op, &fix.assignments, clause.span) {
+                        remedy.text = fix.text.as_ref().map(|t| t.text.clone());
                         data.remedies.push(remedy);
                     }
                 }
@@ -781,7 +820,8 @@ impl Checker {
             });
         }
         Some(Remedy {
-            op: spec.name.to_string(),
+            text: None,
+            op: spec.kind,
             changes,
             span,
         })
@@ -877,6 +917,7 @@ impl Checker {
                     ));
                 }
                 self.no_unit(param, q);
+                self.in_bounds(param, q);
             }
             ExprKind::Str(_) | ExprKind::Bool(_) | ExprKind::List(_) | ExprKind::Word(_) => self
                 .push(Diagnostic::new(

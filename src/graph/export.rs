@@ -217,7 +217,8 @@ pub fn to_dot(graph: &Graph) -> String {
 
 fn node_style(node: &Node, skill: Option<&str>) -> String {
     let (shape, fill, summary) = match &node.data {
-        NodeData::Action(action) => ("box", "\"#dbe9f6\"", action.op.clone()),
+        NodeData::Action(action) => ("box", "\"#dbe9f6\"", action.op.to_string()),
+        NodeData::UnknownAction { op, .. } => ("box", "\"#dbe9f6\"", op.clone()),
         NodeData::Observation(observation) => {
             let fill = match observation.outcome() {
                 Some(Verdict::Pass) => "\"#d5f0d5\"",

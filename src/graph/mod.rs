@@ -36,6 +36,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
 use serde::Serialize;
+use skillc_runtime::ops::OpKind;
 
 use skillc_runtime::bundle::LessonKind;
 
@@ -174,13 +175,23 @@ pub enum NodeData {
     Action(ActionData),
     Observation(ObservationData),
     Lesson(Box<LessonData>),
-    Note { text: String },
-    Decision { text: String },
+    Note {
+        text: String,
+    },
+    Decision {
+        text: String,
+    },
+    /// An action whose operation is not in the vocabulary: an error, kept as a
+    /// node so that references to it resolve and report nothing more.
+    UnknownAction {
+        op: String,
+        params: Vec<Param>,
+    },
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ActionData {
-    pub op: String,
+    pub op: OpKind,
     pub params: Vec<Param>,
 }
 
@@ -227,7 +238,10 @@ pub struct LessonData {
 /// One `fix` clause, resolved against the vocabulary.
 #[derive(Debug, Clone, Serialize)]
 pub struct Remedy {
-    pub op: String,
+    /// The fix in words, as written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    pub op: OpKind,
     pub changes: Vec<Change>,
     #[serde(skip)]
     pub span: Span,
@@ -326,6 +340,19 @@ impl Graph {
             .inner
             .edges_directed(index, Direction::Outgoing)
             .filter(|e| e.weight().kind == kind)
+            .map(|e| (e.id(), e.target()))
+            .collect();
+        found.sort();
+        found.into_iter().map(|(_, target)| target).collect()
+    }
+
+    /// Targets of `index`'s written (not derived) edges of `kind`, in the order
+    /// they were written.
+    pub fn written_targets(&self, index: NodeIndex, kind: EdgeKind) -> Vec<NodeIndex> {
+        let mut found: Vec<_> = self
+            .inner
+            .edges_directed(index, Direction::Outgoing)
+            .filter(|e| e.weight().kind == kind && !e.weight().derived)
             .map(|e| (e.id(), e.target()))
             .collect();
         found.sort();

@@ -4,6 +4,7 @@
 //! whole-graph checks (cycles, evidence, unmeasured actions) and the effective path.
 //! Every pass is linear in the number of entries and references.
 
+use skillc_runtime::ops::OpKind;
 use std::collections::{HashMap, HashSet};
 
 use petgraph::algo::{tarjan_scc, toposort};
@@ -593,13 +594,10 @@ fn derive_lesson_edges(graph: &mut Graph, diagnostics: &mut Vec<Diagnostic>) {
         );
     }
 
-    let mut actions_by_op: HashMap<&str, Vec<NodeIndex>> = HashMap::new();
+    let mut actions_by_op: HashMap<OpKind, Vec<NodeIndex>> = HashMap::new();
     for (index, node) in graph.nodes() {
         if let NodeData::Action(action) = &node.data {
-            actions_by_op
-                .entry(action.op.as_str())
-                .or_default()
-                .push(index);
+            actions_by_op.entry(action.op).or_default().push(index);
         }
     }
     for (index, node) in graph.nodes() {
@@ -637,7 +635,7 @@ fn derive_lesson_edges(graph: &mut Graph, diagnostics: &mut Vec<Diagnostic>) {
                 );
                 continue;
             }
-            let latest_before = actions_by_op.get(remedy.op.as_str()).and_then(|actions| {
+            let latest_before = actions_by_op.get(&remedy.op).and_then(|actions| {
                 let before = actions.partition_point(|a| *a < index);
                 before.checked_sub(1).map(|i| actions[i])
             });

@@ -229,3 +229,30 @@ fn keyword_span(span: Span, word: &str) -> Span {
         ..span
     }
 }
+
+/// A valid skill name from any text: lowercase ASCII letters and digits, other runs
+/// of characters become one hyphen, no hyphen at either end, cut at a hyphen to at
+/// most 64 characters.
+pub fn skill_name(raw: &str) -> String {
+    let mut name = String::new();
+    for c in raw.chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            name.push(c);
+        } else if !name.is_empty() && !name.ends_with('-') {
+            name.push('-');
+        }
+    }
+    while name.len() > NAME_MAX_CHARS {
+        match name[..NAME_MAX_CHARS].rfind('-') {
+            Some(cut) if cut > 0 => name.truncate(cut),
+            _ => name.truncate(NAME_MAX_CHARS),
+        }
+    }
+    let name = name.trim_end_matches('-').to_string();
+    if name.is_empty() {
+        "unnamed".to_string()
+    } else {
+        name
+    }
+}

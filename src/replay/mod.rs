@@ -39,12 +39,13 @@ use skillc_runtime::model::oracle::compare::{
     check_reference, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
 };
 use skillc_runtime::model::Model;
-use skillc_runtime::ops;
+use skillc_runtime::ops::{self, Effect, Op, OpKind, PlanChange};
 use skillc_runtime::xdna2::builder::unsupported_features;
-use skillc_runtime::xdna2::kernels::{Precision, QkvLayout};
+use skillc_runtime::xdna2::kernels::Precision;
 use skillc_runtime::xdna2::numerics::{self, Tolerance};
 use skillc_runtime::xdna2::plan::{Binding, Call, Launch, Phase, Step};
 
+use crate::distill::values;
 use crate::graph::{ActionData, EdgeKind, Graph, LessonData, Node, NodeData, ObservationData};
 use crate::syntax::{EntryKind, Verdict};
 
@@ -55,7 +56,7 @@ use emulator::Emulator;
 use harness::KernelCheck;
 use judge::{Judgement, Recorded, Replayed};
 use params::Params;
-use state::{group_parts, group_phase, RopePairing, State};
+use state::{group_parts, group_phase, State};
 
 /// How much functional (numerical) work replay redoes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -158,6 +159,16 @@ pub struct KernelRun {
 
 /// Replays `graph` (one resolved trajectory without errors).
 pub fn replay(graph: &Graph, options: &Options) -> Result<Report, EmulatorError> {
+    replay_with_progress(graph, options, &mut |_, _, _| {})
+}
+
+/// [`replay`], telling `progress` before each entry: its position, the number of
+/// entries and its id.
+pub fn replay_with_progress(
+    graph: &Graph,
+    options: &Options,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Report, EmulatorError> {
     let emu = Emulator::new(&options.model_dir)?;
     let mut walk = Walk {
         graph,
@@ -170,7 +181,9 @@ pub fn replay(graph: &Graph, options: &Options) -> Result<Report, EmulatorError>
         rows: Vec::new(),
         counts: Counts::default(),
     };
-    for (index, node) in graph.nodes() {
+    let total = graph.inner.node_count();
+    for (done, (index, node)) in graph.nodes().enumerate() {
+        progress(done, total, &node.id);
         walk.visit(index, node);
     }
     Ok(Report {
@@ -211,6 +224,8 @@ impl Walk<'_> {
             NodeData::Observation(obs) => self.observe(index, node, obs),
             NodeData::Lesson(lesson) => self.lesson(index, node, lesson),
             NodeData::Note { .. } | NodeData::Decision { .. } => self.counts.text += 1,
+            // Replay runs only on graphs without errors.
+            NodeData::UnknownAction { .. } => {}
         }
     }
 
@@ -218,114 +233,93 @@ impl Walk<'_> {
 
     fn apply(&mut self, node: &Node, action: &ActionData) -> ActionResult {
         let p = Params(&action.params);
-        match action.op.as_str() {
-            "check-scope" => {
+        let op = match Op::read(action.op, &values::params(&action.params)) {
+            Ok(op) => op,
+            Err(e) => return ActionResult::Problem(e.to_string()),
+        };
+        let effect = match ops::effect(&op, &self.emu.arch, &self.emu.device) {
+            Ok(effect) => effect,
+            Err(e) => return ActionResult::Problem(e.to_string()),
+        };
+        match &op {
+            Op::CheckScope => {
                 let blockers = unsupported_features(&self.emu.arch);
                 let reasons: Vec<&str> = blockers.iter().map(|b| b.name).collect();
                 ActionResult::Checked(blockers.is_empty(), reasons.join(", "))
             }
-            "select-tiling" => self.select(p),
-            "validate-kernel" => self.validate(p),
-            "rope-convention" => {
-                self.state.rope = match p.word("convention") {
-                    Some("interleaved") => RopePairing::Interleaved,
-                    _ => RopePairing::HalfSplit,
-                };
-                ActionResult::Done
-            }
-            "load-weights" | "compare-reference" | "verify-model" | "validate-block"
-            | "diagnose-layers" | "evaluate" => self.model_level(&action.op, p),
-            op => self
-                .transform(node.phase, op, p)
-                // Building, bookkeeping, host-only and profiling actions change
-                // nothing the emulator holds; profiles are evaluated per observation.
-                .unwrap_or(ActionResult::Done),
+            Op::SelectTiling(_) => self.select(p),
+            Op::ValidateKernel(_) => self.validate(p),
+            Op::LoadWeights { .. }
+            | Op::CompareReference { .. }
+            | Op::VerifyModel { .. }
+            | Op::ValidateBlock { .. }
+            | Op::DiagnoseLayers
+            | Op::Evaluate { .. } => self.model_level(&op),
+            _ => self.change(node.phase, effect),
         }
     }
 
-    /// A change of the deployment plan; `None` for an operation that is not one.
-    fn transform(&mut self, session_phase: u8, op: &str, p: Params<'_>) -> Option<ActionResult> {
-        Some(match op {
-            "merge-launches" => self.merge(p.word("group").unwrap_or_default()),
-            "split-launches" => {
-                for part in group_parts(p.word("group").unwrap_or_default()) {
+    /// What an operation's effect does to the deployment state, with the plans it
+    /// changed checked.
+    fn change(&mut self, session_phase: u8, effect: Effect) -> ActionResult {
+        match effect {
+            Effect::Plan {
+                change: PlanChange::MergeLaunches { group },
+                ..
+            } => self.merge(&group),
+            Effect::Plan {
+                change: PlanChange::SplitLaunches { group },
+                ..
+            } => {
+                for part in group_parts(&group) {
                     self.state.merged.remove(part);
                 }
                 ActionResult::Done
             }
-            "reuse-static-weights" => {
-                self.state.shared_weight_buffers = p.word("key") == Some("shared");
-                self.state.options_of_session(session_phase).static_weights = true;
-                ActionResult::Done
-            }
-            "mark-intermediates" => {
-                let o = self.state.options_of_session(session_phase);
-                o.mark_intermediates = true;
-                o.shared_intermediates = true;
-                ActionResult::Done
-            }
-            "align-layout" => {
-                let layout = match p.word("layout") {
-                    Some("head-first") => QkvLayout::HeadFirst,
-                    _ => QkvLayout::SeqFirst,
-                };
-                self.state
-                    .both()
-                    .into_iter()
-                    .for_each(|o| o.layout = layout);
-                self.check_plans(&[Phase::Prefill, Phase::Decode])
-            }
-            "last-token-lm-head" => {
-                self.state.prefill.last_token_lm_head = true;
-                self.check_plans(&[Phase::Prefill])
-            }
-            "partition-lm-head" => {
-                let parts = p.count("parts").unwrap_or(1);
-                for o in self.state.both() {
-                    o.lm_head_parts = parts;
-                    o.npu_lm_head = true;
+            Effect::Plan { change, plans } => {
+                if let PlanChange::StaticWeights { key } = change {
+                    self.state.weight_buffers = key;
                 }
-                self.check_plans(&[Phase::Decode, Phase::Prefill])
+                let phases = self.state.apply(&change, plans, session_phase);
+                self.check_plans(&phases)
             }
-            "cascade-ffn" => {
-                self.state.decode.cascade_ffn = true;
-                self.state.decode.cascade_rows = p.count("rows").unwrap_or(4);
-                self.check_plans(&[Phase::Decode])
+            Effect::RopePairing(convention) => {
+                self.state.rope = convention;
+                ActionResult::Done
             }
-            "omit-pingpong" => {
-                self.state.decode.omit_pingpong = true;
-                self.check_plans(&[Phase::Decode])
+            // Building, bookkeeping, host-only and profiling actions change nothing
+            // the emulator holds (profiles are evaluated per observation); its plan
+            // interpreter takes the bias, the Q/K norm and the RoPE table from the
+            // config, and retuned kernels from the builder's rule.
+            Effect::Path(_) | Effect::Kernel(_) | Effect::Measures | Effect::Records => {
+                ActionResult::Done
             }
-            "gemv-decode" => {
-                self.state.decode.gemv_decode = true;
-                self.check_plans(&[Phase::Decode])
-            }
-            "cpu-decode-attention" => {
-                self.state.decode.cpu_decode_attention = true;
-                self.check_plans(&[Phase::Decode])
-            }
-            _ => return None,
-        })
+        }
     }
 
     /// Weight loading, the transformers comparison and the model-level gates:
     /// run at `--functional full` only.
-    fn model_level(&mut self, op: &str, p: Params<'_>) -> ActionResult {
+    fn model_level(&mut self, op: &Op) -> ActionResult {
         if self.options.functional != Functional::Full {
             return ActionResult::NotRun(format!(
-                "{op} is a model-level run; it runs at --functional full"
+                "{} is a model-level run; it runs at --functional full",
+                op.kind()
             ));
         }
-        match op {
-            "load-weights" => self.load_weights(),
-            "compare-reference" => self.compare_reference(p),
-            "validate-block" => ActionResult::Model(model_run::Run::Block {
-                layer: p.count("layer").unwrap_or(0),
+        match *op {
+            Op::LoadWeights { .. } => self.load_weights(),
+            Op::CompareReference { tol, .. } => self.compare_reference(tol),
+            Op::ValidateBlock { layer, .. } => ActionResult::Model(model_run::Run::Block {
+                layer: layer.unwrap_or(0),
             }),
-            "diagnose-layers" => ActionResult::Model(model_run::Run::Diagnose),
+            Op::DiagnoseLayers => ActionResult::Model(model_run::Run::Diagnose),
+            Op::VerifyModel { tokens, top_k } => ActionResult::Model(model_run::Run::Verify {
+                tokens: tokens.unwrap_or(32),
+                top_k: top_k.unwrap_or(5),
+            }),
             _ => ActionResult::Model(model_run::Run::Verify {
-                tokens: p.count("tokens").unwrap_or(32),
-                top_k: p.count("top_k").unwrap_or(5),
+                tokens: 32,
+                top_k: 5,
             }),
         }
     }
@@ -355,14 +349,14 @@ impl Walk<'_> {
         }
     }
 
-    fn compare_reference(&mut self, p: Params<'_>) -> ActionResult {
+    fn compare_reference(&mut self, tol: Option<f64>) -> ActionResult {
         let path = self.options.model_dir.join(REFERENCE_FILE);
-        if !path.is_file() {
+        if !path.exists() {
             return ActionResult::NotRun(format!(
                 "the model directory has no {REFERENCE_FILE} to compare with"
             ));
         }
-        let tolerance = p.number("tol").unwrap_or(DEFAULT_TOLERANCE);
+        let tolerance = tol.unwrap_or(DEFAULT_TOLERANCE);
         let reference = match ReferenceTensors::read(&path) {
             Ok(r) => r,
             Err(e) => return ActionResult::Problem(e.to_string()),
@@ -543,7 +537,7 @@ impl Walk<'_> {
                 continue;
             };
             for remedy in lesson.remedies.iter().filter(|r| r.op == applied.op) {
-                let Some(failed) = self.failed_action(applying, &remedy.op) else {
+                let Some(failed) = self.failed_action(applying, remedy.op) else {
                     let j = Judgement {
                         outcome: Outcome::Disagree,
                         reason: "the fixed observation measures no action".into(),
@@ -594,7 +588,7 @@ impl Walk<'_> {
 
     /// The action whose failure `applying` fixes: among the `after` actions of
     /// the observation it fixes, the one running `op`, else the measured one.
-    fn failed_action(&self, applying: NodeIndex, op: &str) -> Option<&ActionData> {
+    fn failed_action(&self, applying: NodeIndex, op: OpKind) -> Option<&ActionData> {
         let fixed = self
             .graph
             .targets(applying, EdgeKind::Fixes)
@@ -756,13 +750,13 @@ impl Walk<'_> {
         state: &State,
     ) -> Replayed {
         let p = Params(&action.params);
-        match (action.op.as_str(), result) {
+        match (action.op, result) {
             (_, ActionResult::Problem(why)) => Replayed::Problem(why.clone()),
             (_, ActionResult::NotRun(why)) => Replayed::NotRun(why.clone()),
-            ("profile-prefill", _) => {
+            (OpKind::ProfilePrefill, _) => {
                 measure::profile_metric(metric, Phase::Prefill, p, conditions, state, &mut self.emu)
             }
-            ("profile-decode", _) => {
+            (OpKind::ProfileDecode, _) => {
                 measure::profile_metric(metric, Phase::Decode, p, conditions, state, &mut self.emu)
             }
             (_, ActionResult::Kernel(_)) => measure::kernel_metric(metric, result, &self.emu),

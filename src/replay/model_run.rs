@@ -1,5 +1,5 @@
 //! Model-level numerical runs for `--functional full`: the emulator executes the
-//! deployment's plans on the model's weights (`xdna2::exec`) and the CPU f32
+//! deployment's plans on the model's weights (`xdna2::interpreter`) and the CPU f32
 //! reference runs the same prompts; the block, diagnosis and verify gates are
 //! recomputed from the two.
 //!
@@ -25,11 +25,13 @@ use skillc_runtime::model::Model;
 use skillc_runtime::rng::SplitMix64;
 use skillc_runtime::xdna2::builder::plan_for;
 use skillc_runtime::xdna2::device::Device;
-use skillc_runtime::xdna2::exec::Session;
+use skillc_runtime::xdna2::interpreter::{Interpreter, NpuPath};
+use skillc_runtime::xdna2::numerics::cosine;
 use skillc_runtime::xdna2::plan::{Phase, Plan, PlanOptions};
 
-use super::harness::cosine;
-use super::state::{RopePairing, State};
+use skillc_runtime::ops::{BufferKey, RopeConvention};
+
+use super::state::State;
 
 /// Rows of the prefill plans the model-level runs execute.
 pub const PROMPT_ROWS: usize = 256;
@@ -80,7 +82,7 @@ impl Runner {
         let key = format!(
             "{run:?}/{prompts}/{:?}/{}/{}/{}",
             state.rope,
-            state.shared_weight_buffers,
+            state.weight_buffers,
             numerics_key(&state.options(Phase::Prefill)),
             numerics_key(&state.options(Phase::Decode)),
         );
@@ -101,7 +103,7 @@ impl Runner {
         prompts: usize,
     ) -> Result<Outcome, String> {
         let npu_weights = npu_weights(&model.arch, &model.weights, state);
-        let mut npu = Session::new(&model.arch, &npu_weights, device);
+        let mut npu = Interpreter::new(device, &model.arch, &npu_weights, NpuPath::CORRECT);
         let mut reference = Reference::new(model).map_err(|e| e.to_string())?;
         let prompts: Vec<Vec<u32>> = (0..prompts.max(1))
             .map(|i| self.prompt(&model.arch, i))
@@ -143,13 +145,8 @@ impl Runner {
                 })
             }
             Run::Block { layer } => {
-                let (npu_layers, ref_layers) = layer_outputs(
-                    &mut npu,
-                    &mut reference,
-                    &prefill,
-                    &prompts[0],
-                    model.arch.hidden_size,
-                )?;
+                let (npu_layers, ref_layers) =
+                    layer_outputs(&mut npu, &mut reference, &prefill, &prompts[0])?;
                 let (Some(ours), Some(theirs)) = (npu_layers.get(layer), ref_layers.get(layer))
                 else {
                     return Err(format!("the model has no layer {layer}"));
@@ -172,13 +169,8 @@ impl Runner {
                 })
             }
             Run::Diagnose => {
-                let (npu_layers, ref_layers) = layer_outputs(
-                    &mut npu,
-                    &mut reference,
-                    &prefill,
-                    &prompts[0],
-                    model.arch.hidden_size,
-                )?;
+                let (npu_layers, ref_layers) =
+                    layer_outputs(&mut npu, &mut reference, &prefill, &prompts[0])?;
                 let worst = npu_layers
                     .iter()
                     .zip(&ref_layers)
@@ -230,7 +222,7 @@ fn plan(
 /// divergence each side's token must be in the other's top k, then it stops.
 /// Returns whether it passed and how many non-finite logits the NPU side gave.
 fn verify_prompt(
-    npu: &mut Session<'_>,
+    npu: &mut Interpreter<'_>,
     reference: &mut Reference<'_>,
     prefill: &Plan,
     decode: &Plan,
@@ -268,20 +260,14 @@ type Layers = Vec<Vec<f32>>;
 
 /// Every layer's output on the real rows of `prompt`, NPU side and reference.
 fn layer_outputs(
-    npu: &mut Session<'_>,
+    npu: &mut Interpreter<'_>,
     reference: &mut Reference<'_>,
     prefill: &Plan,
     prompt: &[u32],
-    hidden: usize,
 ) -> Result<(Layers, Layers), String> {
     npu.capture_layers(true);
     npu.prefill(prefill, prompt).map_err(|e| e.to_string())?;
-    let real = prompt.len() * hidden;
-    let ours = npu
-        .layer_outputs
-        .iter()
-        .map(|bits| skillc_runtime::bf16::to_f32_vec(&bits[..real.min(bits.len())]))
-        .collect();
+    let ours = npu.take_layer_outputs();
     reference.reset();
     let theirs = reference
         .prefill(prompt, LogitRows::Last)
@@ -296,13 +282,13 @@ fn layer_outputs(
 /// The weights the NPU side runs with in `state`.
 fn npu_weights(arch: &Architecture, weights: &Weights, state: &State) -> Weights {
     let mut w = weights.clone();
-    if state.rope == RopePairing::Interleaved {
+    if state.rope == RopeConvention::Interleaved {
         for layer in &mut w.layers {
             layer.q_proj = pair_rows(&layer.q_proj, arch.head_dim);
             layer.k_proj = pair_rows(&layer.k_proj, arch.head_dim);
         }
     }
-    if state.shared_weight_buffers {
+    if state.weight_buffers == BufferKey::Shared {
         let last = w.layers.len().saturating_sub(1);
         if let Some(source) = w.layers.last().cloned() {
             for (i, layer) in w.layers.iter_mut().enumerate().take(last) {

@@ -42,8 +42,8 @@ pub fn check(
     if remedy.op != applied.op {
         return vec![FixCheck {
             key: "op".into(),
-            applied: applied.op.clone(),
-            computed: Ok(remedy.op.clone()),
+            applied: applied.op.to_string(),
+            computed: Ok(remedy.op.to_string()),
         }];
     }
     let vars = variables(failed, arch);
@@ -51,8 +51,8 @@ pub fn check(
     if lowered.set.is_empty() && problems.is_empty() {
         return vec![FixCheck {
             key: "op".into(),
-            applied: applied.op.clone(),
-            computed: Ok(remedy.op.clone()),
+            applied: applied.op.to_string(),
+            computed: Ok(remedy.op.to_string()),
         }];
     }
     let mut checks: Vec<FixCheck> = problems
@@ -159,8 +159,7 @@ fn variables(action: &ActionData, arch: &Architecture) -> BTreeMap<String, i64> 
     .map(|(k, v)| (k.to_string(), v as i64))
     .collect();
     let p = Params(&action.params);
-    let spec = ops::operation(&action.op);
-    for param in spec.map_or(&[][..], |s| s.params) {
+    for param in action.op.spec().params {
         if let Some(n) = p.number(param.name) {
             vars.insert(param.name.to_string(), n as i64);
         }
@@ -184,7 +183,7 @@ fn slot_text(action: &ActionData, key: &str) -> Option<String> {
     if let Some(text) = p.text(key) {
         return Some(text);
     }
-    let spec = ops::operation(&action.op)?;
+    let spec = action.op.spec();
     let (param, slot) = spec.resolve_param(key)?;
     let list = p.dims(param.name)?;
     slot.and_then(|i| list.get(i)).map(usize::to_string)

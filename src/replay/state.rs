@@ -6,22 +6,15 @@
 //! The trajectory starts from the unoptimized deployment: one call per launch,
 //! every buffer written per call, activations head-first around attention, the
 //! prefill LM head as a full-sequence GEMM and the decode LM head on the host.
-//! Actions switch the emulator's plan options one at a time; the session's phase
-//! says which plan a buffer technique applies to (phase 4 prefill, phase 5 decode).
+//! Actions switch the emulator's plan options one at a time, as `ops::effect`
+//! defines; the session's phase says which plan a buffer technique applies to
+//! (phase 4 prefill, phase 5 decode).
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use skillc_runtime::ops::{BufferKey, PlanChange, PlanScope, RopeConvention};
 use skillc_runtime::xdna2::kernels::QkvLayout;
 use skillc_runtime::xdna2::plan::{Launch, Phase, PlanOptions};
-
-/// Which dimensions RoPE rotates together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RopePairing {
-    /// `i` with `i + head_dim/2`, as Hugging Face checkpoints expect.
-    HalfSplit,
-    /// `2i` with `2i + 1`.
-    Interleaved,
-}
 
 /// Launch groups the emulator's builder merges, per plan phase.
 pub const PREFILL_GROUPS: &[&str] = &["rms_gemms_rope", "o_ffn"];
@@ -38,8 +31,8 @@ pub struct State {
     pub kernels: BTreeMap<(String, Vec<usize>), Launch>,
     /// What only a model-level run shows: the RoPE pairing, and static weight
     /// buffers keyed per kernel (every layer reads the one written last).
-    pub rope: RopePairing,
-    pub shared_weight_buffers: bool,
+    pub rope: RopeConvention,
+    pub weight_buffers: BufferKey,
 }
 
 impl State {
@@ -55,8 +48,8 @@ impl State {
             decode: first,
             merged: BTreeSet::new(),
             kernels: BTreeMap::new(),
-            rope: RopePairing::HalfSplit,
-            shared_weight_buffers: false,
+            rope: RopeConvention::HalfSplit,
+            weight_buffers: BufferKey::PerLayer,
         }
     }
 
@@ -72,18 +65,28 @@ impl State {
         }
     }
 
-    /// The plan options a buffer technique in a session of `phase` changes.
-    pub fn options_of_session(&mut self, session_phase: u8) -> &mut PlanOptions {
-        if session_phase >= 5 {
-            &mut self.decode
-        } else {
-            &mut self.prefill
+    /// Applies `change` to the plans of `scope` (a session of phase 5 or later
+    /// optimizes decode, earlier ones prefill) and returns their phases.
+    pub fn apply(
+        &mut self,
+        change: &PlanChange,
+        scope: PlanScope,
+        session_phase: u8,
+    ) -> Vec<Phase> {
+        let phases = match scope {
+            PlanScope::Prefill => vec![Phase::Prefill],
+            PlanScope::Decode => vec![Phase::Decode],
+            PlanScope::Both => vec![Phase::Prefill, Phase::Decode],
+            PlanScope::Session if session_phase >= 5 => vec![Phase::Decode],
+            PlanScope::Session => vec![Phase::Prefill],
+        };
+        for phase in &phases {
+            change.apply(match phase {
+                Phase::Prefill => &mut self.prefill,
+                Phase::Decode => &mut self.decode,
+            });
         }
-    }
-
-    /// Both plans' options, for changes that apply to the whole deployment.
-    pub fn both(&mut self) -> [&mut PlanOptions; 2] {
-        [&mut self.prefill, &mut self.decode]
+        phases
     }
 }
 

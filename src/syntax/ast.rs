@@ -229,7 +229,7 @@ pub struct Measurement {
 
 /// A number with an optional unit. Serialises as the bare number when there is no
 /// unit, else as `{"value": n, "unit": "ms"}`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Quantity {
     pub number: Number,
     pub unit: Option<Name>,
@@ -409,9 +409,11 @@ pub struct Cause {
     pub condition: Option<Expr>,
 }
 
-/// `fix select-tiling tile_n=divisor(N / herd_n)`: the executable remedy.
+/// `fix "what to do, in words" select-tiling tile_n=divisor(N / herd_n)`: the
+/// executable remedy, with the action in words (file, flag, command) when given.
 #[derive(Debug, Clone, Serialize)]
 pub struct Fix {
+    pub text: Option<Text>,
     pub op: Name,
     pub assignments: Vec<Assignment>,
 }
@@ -425,7 +427,7 @@ pub struct Assignment {
 }
 
 /// A value in a fix: a literal or an expression of the remedy language.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Expr {
     #[serde(flatten)]
     pub kind: ExprKind,
@@ -433,7 +435,7 @@ pub struct Expr {
     pub span: Span,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExprKind {
     Number(Quantity),

@@ -44,12 +44,20 @@ pub struct SourceFile {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("{path}: {source}")]
+    #[error("{path}: {}", skillc_runtime::input::describe(.source))]
     Io {
         path: String,
         #[source]
         source: std::io::Error,
     },
+    #[error("{path}: a symbolic link to `{target}`, {why}")]
+    BadLink {
+        path: String,
+        target: String,
+        why: String,
+    },
+    #[error("{0}")]
+    Input(#[from] skillc_runtime::input::InputError),
     #[error("{path}: not a directory")]
     NotADirectory { path: String },
     #[error("{path}: no .{EXTENSION} files in this directory")]
@@ -63,7 +71,10 @@ pub fn display_path(path: &Path) -> String {
     path.to_string_lossy().replace('\\', "/")
 }
 
-/// Reads the `.traj` files directly inside `dir`, sorted by file name.
+/// Reads the `.traj` files directly inside `dir`, sorted by file name. A symbolic
+/// link is followed to the file it names; one that leads nowhere (dangling, or a
+/// loop) is an error, never skipped, and so is a `.traj` that is not a regular
+/// file (a FIFO would block the build).
 pub fn load_dir(dir: &Path) -> Result<Vec<SourceFile>, LoadError> {
     let shown = display_path(dir);
     if !dir.is_dir() {
@@ -87,7 +98,10 @@ pub fn load_dir(dir: &Path) -> Result<Vec<SourceFile>, LoadError> {
             source: e.into(),
         })?;
         let path = entry.path();
-        if entry.file_type().is_file() && path.extension().is_some_and(|e| e == EXTENSION) {
+        if path.extension().is_some_and(|e| e == EXTENSION) && !entry.file_type().is_dir() {
+            if entry.path_is_symlink() {
+                check_link(path)?;
+            }
             paths.push(path.to_path_buf());
         }
     }
@@ -97,13 +111,45 @@ pub fn load_dir(dir: &Path) -> Result<Vec<SourceFile>, LoadError> {
     paths.iter().map(|path| load_file(path)).collect()
 }
 
-/// Reads one file.
+/// A symbolic link that leads to something: dangling links and loops are named.
+fn check_link(path: &Path) -> Result<(), LoadError> {
+    let Err(e) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    let target = std::fs::read_link(path)
+        .map(|t| display_path(&t))
+        .unwrap_or_default();
+    let why = if e.kind() == std::io::ErrorKind::NotFound {
+        "which does not exist (a dangling link)".to_string()
+    } else if is_link_loop(&e) {
+        "which leads back to itself (a loop of symbolic links)".to_string()
+    } else {
+        format!(
+            "which cannot be followed: {}",
+            skillc_runtime::input::describe(&e)
+        )
+    };
+    Err(LoadError::BadLink {
+        path: display_path(path),
+        target,
+        why,
+    })
+}
+
+#[cfg(unix)]
+fn is_link_loop(e: &std::io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ELOOP)
+}
+
+#[cfg(not(unix))]
+fn is_link_loop(_e: &std::io::Error) -> bool {
+    false
+}
+
+/// Reads one file (a regular file, or a link to one).
 pub fn load_file(path: &Path) -> Result<SourceFile, LoadError> {
     let shown = display_path(path);
-    let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
-        path: shown.clone(),
-        source,
-    })?;
+    let bytes = skillc_runtime::input::read(path)?;
     let mut text = String::from_utf8(bytes).map_err(|_| LoadError::NotUtf8 {
         path: shown.clone(),
     })?;

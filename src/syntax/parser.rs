@@ -513,10 +513,20 @@ impl Builder<'_> {
     }
 
     fn quantity(&mut self, pair: Pair<'_, Rule>) -> Quantity {
-        let span = self.spans.span(&pair);
+        let mut span = self.spans.span(&pair);
         let mut parts = inner(pair);
-        let number = parts.next().map_or(Number::Int(0), |p| self.number(&p));
+        let number = parts.next().map(|p| (self.number(&p), self.spans.span(&p)));
         let unit = parts.next().map(|p| self.name(&p));
+        let number = match (number, &unit) {
+            // Without a unit the quantity ends with its number, not with the
+            // blank the grammar skipped looking for one.
+            (Some((number, number_span)), None) => {
+                span = number_span;
+                number
+            }
+            (Some((number, _)), Some(_)) => number,
+            (None, _) => Number::Int(0),
+        };
         Quantity { number, unit, span }
     }
 
@@ -534,12 +544,36 @@ impl Builder<'_> {
             });
         }
         match text.parse::<f64>() {
-            Ok(f) if f.is_finite() => Number::Float(f),
+            Ok(f) if f.is_finite() => {
+                if (f == 0.0 && has_nonzero_digit(text)) || f.is_subnormal() {
+                    self.underflow(pair, f);
+                }
+                Number::Float(f)
+            }
             _ => {
                 self.out_of_range(pair);
                 Number::Float(0.0)
             }
         }
+    }
+
+    fn underflow(&mut self, pair: &Pair<'_, Rule>, value: f64) {
+        let became = if value == 0.0 {
+            "0".to_string()
+        } else {
+            format!("the subnormal {value:e}, with fewer significant bits")
+        };
+        self.diagnostics.push(
+            Diagnostic::new(
+                Code::NumberUnderflow,
+                self.spans.span(pair),
+                format!(
+                    "number `{}` underflows: it reads as {became}",
+                    pair.as_str()
+                ),
+            )
+            .with_hint("the smallest normal float is 2.2e-308; write 0 if zero is meant"),
+        );
     }
 
     fn out_of_range(&mut self, pair: &Pair<'_, Rule>) {
@@ -645,13 +679,21 @@ impl Builder<'_> {
                 ClauseKind::Cause(cause)
             }
             Rule::fix_clause => {
-                let mut parts = inner(pair);
+                let mut parts = inner(pair).peekable();
+                let text = match parts.peek().map(|p| p.as_rule()) {
+                    Some(Rule::string | Rule::triple_string) => parts.next().map(|p| self.text(p)),
+                    _ => None,
+                };
                 let op = parts.next().map(|p| self.name(&p)).unwrap_or(Name {
                     text: String::new(),
                     span,
                 });
                 let assignments = parts.map(|p| self.assignment(p)).collect();
-                ClauseKind::Fix(Fix { op, assignments })
+                ClauseKind::Fix(Fix {
+                    text,
+                    op,
+                    assignments,
+                })
             }
             Rule::in_clause => match inner(pair).next() {
                 Some(name) => ClauseKind::In(self.name(&name)),
@@ -954,4 +996,11 @@ pub fn dedent(raw: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Whether a number's mantissa (the digits before any exponent) is not zero.
+fn has_nonzero_digit(text: &str) -> bool {
+    text.split(['e', 'E'])
+        .next()
+        .is_some_and(|mantissa| mantissa.chars().any(|c| matches!(c, '1'..='9')))
 }

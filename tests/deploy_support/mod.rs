@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use skillc_runtime::bundle::Bundle;
-use skillc_runtime::exec::record::{DeployReport, StepOutcome};
+use skillc_runtime::exec::artifacts::record::{DeployReport, StepOutcome};
 use skillc_runtime::exec::{self, DeployOptions, DeployOutcome, EvaluatorLaunch, Fault, Silent};
 
 pub fn repo(relative: &str) -> PathBuf {
@@ -72,15 +72,27 @@ pub fn with_test_lessons() -> &'static Bundle {
 
 /// Deploys `bundle` on `model` into `out` with seed 0 and a fixed session time.
 pub fn deploy(bundle: &Bundle, model: &Path, out: &Path, faults: &[Fault]) -> DeployOutcome {
+    deploy_seeded(bundle, model, out, faults, 0)
+}
+
+/// [`deploy`] with another seed (prompts, and the weights of a config-only model).
+pub fn deploy_seeded(
+    bundle: &Bundle,
+    model: &Path,
+    out: &Path,
+    faults: &[Fault],
+    seed: u64,
+) -> DeployOutcome {
     let options = DeployOptions {
         model_dir: model.to_path_buf(),
         out_dir: out.to_path_buf(),
-        seed: 0,
+        seed,
         prompts: None,
         faults: faults.to_vec(),
         started: "2026-11-30T00:00Z".to_string(),
         evaluator: EvaluatorLaunch::Process(PathBuf::from(env!("CARGO_BIN_EXE_skillc"))),
         registry: None,
+        bundle_notes: Vec::new(),
     };
     exec::deploy(bundle, &options, &mut Silent).expect("the run gets far enough to report")
 }
@@ -157,4 +169,16 @@ pub fn first_failure(r: &DeployReport) -> Option<(u8, String, String)> {
     r.gates()
         .find(|(_, g)| !g.passed && !g.modeled)
         .map(|(p, g)| (p, g.name.clone(), g.metric.clone()))
+}
+
+/// Writes `value` over the first bytes of tensor `name` in a safetensors file.
+pub fn poke(path: &Path, name: &str, value: &[u8]) {
+    let mut bytes = std::fs::read(path).expect("read");
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let header: serde_json::Value =
+        serde_json::from_slice(&bytes[8..8 + header_len]).expect("header");
+    let start = header[name]["data_offsets"][0].as_u64().expect("offsets") as usize;
+    let at = 8 + header_len + start;
+    bytes[at..at + value.len()].copy_from_slice(value);
+    std::fs::write(path, bytes).expect("write");
 }

@@ -8,13 +8,14 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::npu::{NpuPath, RopeTable};
-use super::record::ModeledTimes;
+use super::artifacts::record::ModeledTimes;
 use crate::bundle::Value;
 use crate::model::arch::Architecture;
-use crate::xdna2::builder::{plan_for, Optimization};
+use crate::ops::{effect, BufferKey, Effect, KernelChoice, KernelSettings, Op, OpKind, PlanChange};
+use crate::xdna2::builder::plan_for;
 use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
+use crate::xdna2::interpreter::NpuPath;
 use crate::xdna2::kernels::{GemmSpec, GemmTile, GemvTile, Herd, Precision, QkvLayout};
 use crate::xdna2::plan::{Launch, Phase, Plan, PlanOptions, Step, Transform, WeightSource};
 
@@ -242,36 +243,37 @@ pub fn tiling_of(launch: &Launch) -> Option<Tiling> {
     }
 }
 
-/// The `select-tiling` parameters of a launch (kernel, shape, herd, tile,
-/// precision), as the trajectory language writes them.
-pub fn tiling_params(launch: &Launch) -> BTreeMap<String, Value> {
-    let mut p = BTreeMap::from([(
-        "kernel".to_string(),
-        Value::Text(launch.kernel().name().to_string()),
-    )]);
-    let list = |v: &[usize]| Value::IntList(v.iter().map(|&x| x as i64).collect());
-    p.insert("shape".into(), list(&shape_of(launch)));
+/// The `select-tiling` a launch's configuration is: kernel, shape, herd, tile and,
+/// for GEMM, precision.
+pub fn tiling_choice(launch: &Launch) -> KernelChoice {
+    let mut choice = KernelChoice {
+        kernel: launch.kernel(),
+        shape: shape_of(launch),
+        herd: None,
+        tile: None,
+        precision: None,
+        epilogue: None,
+        layout: None,
+    };
     match launch {
         Launch::Gemm { spec, .. } => {
-            p.insert("herd".into(), list(&spec.herd.0));
             let t = spec.tile;
-            p.insert(
-                "tile".into(),
-                list(&[t.tile_m, t.tile_k_l2, t.tile_k_l1, t.tile_n]),
-            );
-            let precision = match spec.precision {
-                Precision::Bf16 => "bf16",
-                Precision::Bfp16 => "bfp16",
-            };
-            p.insert("precision".into(), Value::Text(precision.into()));
+            choice.herd = Some(spec.herd);
+            choice.tile = Some(vec![t.tile_m, t.tile_k_l2, t.tile_k_l1, t.tile_n]);
+            choice.precision = Some(spec.precision);
         }
         Launch::Gemv { spec, .. } => {
-            p.insert("herd".into(), list(&spec.herd.0));
-            p.insert("tile".into(), list(&[spec.tile.tile_m]));
+            choice.herd = Some(spec.herd);
+            choice.tile = Some(vec![spec.tile.tile_m]);
         }
         _ => {}
     }
-    p
+    choice
+}
+
+/// The `select-tiling` parameters of a launch, as the trajectory language writes them.
+pub fn tiling_params(launch: &Launch) -> BTreeMap<String, Value> {
+    Op::SelectTiling(tiling_choice(launch)).params()
 }
 
 /// The production shape as a list: `[M,K,N]` for GEMM, `[M,K]` for GEMV, rows and
@@ -292,72 +294,77 @@ pub fn shape_of(launch: &Launch) -> Vec<usize> {
     }
 }
 
-/// A GEMM launch's spec with `select-tiling` parameters applied.
-pub fn gemm_with(spec: &GemmSpec, params: &BTreeMap<String, Value>) -> Result<GemmSpec, String> {
+/// A GEMM launch's spec with a kernel choice's settings applied.
+pub fn gemm_with(spec: &GemmSpec, settings: &KernelSettings) -> Result<GemmSpec, String> {
     let mut s = *spec;
-    if let Some(Value::IntList(h)) = params.get("herd") {
-        let [c, r] = h[..] else {
-            return Err(format!("herd {h:?} is not [columns, rows]"));
-        };
-        s.herd = Herd([usize_of(c)?, usize_of(r)?]);
+    if let Some(herd) = settings.herd {
+        s.herd = herd;
     }
-    if let Some(Value::IntList(t)) = params.get("tile") {
-        let [m, kl2, kl1, n] = t[..] else {
+    if let Some(tile) = &settings.tile {
+        let [tile_m, tile_k_l2, tile_k_l1, tile_n] = tile[..] else {
             return Err(format!(
-                "tile {t:?} is not [tile_m, tile_k_l2, tile_k_l1, tile_n]"
+                "tile {tile:?} is not [tile_m, tile_k_l2, tile_k_l1, tile_n]"
             ));
         };
         s.tile = GemmTile {
-            tile_m: usize_of(m)?,
-            tile_k_l2: usize_of(kl2)?,
-            tile_k_l1: usize_of(kl1)?,
-            tile_n: usize_of(n)?,
+            tile_m,
+            tile_k_l2,
+            tile_k_l1,
+            tile_n,
             ..s.tile
         };
     }
-    match params.get("precision") {
-        Some(Value::Text(p)) if p == "bf16" => s.precision = Precision::Bf16,
-        Some(Value::Text(p)) if p == "bfp16" => s.precision = Precision::Bfp16,
-        Some(other) => return Err(format!("precision {other:?} is neither bf16 nor bfp16")),
-        None => {}
+    if let Some(precision) = settings.precision {
+        s.precision = precision;
     }
     Ok(s)
 }
 
-fn usize_of(v: i64) -> Result<usize, String> {
-    usize::try_from(v).map_err(|_| format!("{v} is not a size"))
-}
-
-/// What a lesson's fix or a bundle technique changes in the design. `site` is the
-/// kernel × shape a tiling fix applies to.
+/// What a lesson's fix or a bundle technique changes in the design: the effect
+/// `ops::effect` defines, on the executor's one set of plan options (both plans
+/// are built from it, so a change's [`PlanScope`](crate::ops::PlanScope) is the
+/// whole deployment). `site` is the kernel × shape a tiling fix applies to.
 pub fn apply_change(
     design: &mut Design,
     arch: &Architecture,
-    op: &str,
-    params: &BTreeMap<String, Value>,
+    device: &Device,
+    op: &Op,
     site: Option<&Launch>,
 ) -> Result<(), String> {
-    let int = |key: &str| match params.get(key) {
-        Some(Value::Int(i)) => usize::try_from(*i).ok(),
-        _ => None,
-    };
-    match op {
-        "select-tiling" | "tune-tiling" if matches!(site, Some(Launch::FlashAttention { .. })) => {
-            match params.get("layout") {
-                Some(Value::Text(l)) if l == "head-first" => {
-                    design.options.layout = QkvLayout::HeadFirst
-                }
-                Some(Value::Text(l)) if l == "seq-first" => {
-                    design.options.layout = QkvLayout::SeqFirst
-                }
-                _ => return Err("a flash-attention configuration fix must name a layout".into()),
-            }
+    match effect(op, arch, device).map_err(|e| e.to_string())? {
+        Effect::Plan {
+            change: PlanChange::StaticWeights {
+                key: BufferKey::Shared,
+            },
+            ..
+        } => {
+            return Err("`key=shared` keys one weight buffer for every layer, the bug the reference trajectory recorded; the runtime keys static weights per layer".into())
         }
-        "select-tiling" | "tune-tiling" => {
-            let Some(launch @ Launch::Gemm { spec, .. }) = site else {
-                return Err("tiling fixes apply to a GEMM site; none failed here".into());
-            };
-            let fixed = gemm_with(spec, params)?;
+        Effect::Plan { change, .. } => change.apply(&mut design.options),
+        Effect::Path(change) => change.apply(&mut design.path),
+        Effect::Kernel(settings) => apply_kernel_choice(design, &settings, site)?,
+        Effect::Measures | Effect::Records | Effect::RopePairing(_) => {
+            return Err(format!("`{}` changes nothing the runtime models", op.kind()))
+        }
+    }
+    Ok(())
+}
+
+/// A tiling fix at the failing site: a layout for flash attention, a
+/// configuration for a GEMM.
+fn apply_kernel_choice(
+    design: &mut Design,
+    settings: &KernelSettings,
+    site: Option<&Launch>,
+) -> Result<(), String> {
+    match site {
+        Some(Launch::FlashAttention { .. }) => {
+            design.options.layout = settings
+                .layout
+                .ok_or("a flash-attention configuration fix must name a layout")?;
+        }
+        Some(launch @ Launch::Gemm { spec, .. }) => {
+            let fixed = gemm_with(spec, settings)?;
             design.tilings.insert(
                 site_key(launch),
                 Tiling::Gemm {
@@ -367,79 +374,24 @@ pub fn apply_change(
                 },
             );
         }
-        "bias-after-rope" if arch.qkv_bias => design.path.qkv_bias = true,
-        "bias-after-rope" => return Err("the model has no q/k/v bias".into()),
-        "qk-norm" if arch.qk_norm => design.path.qk_norm = true,
-        "qk-norm" => return Err("the model has no Q/K norm".into()),
-        "rope-scaling" => {
-            design.path.rope = match params.get("scaling") {
-                Some(Value::Text(s)) if s == "none" => RopeTable::Unscaled,
-                _ => RopeTable::Scaled,
-            }
-        }
-        "pad-heads" => design.options.pad_heads = true,
-        "align-layout" => {
-            design.options.layout = match params.get("layout") {
-                Some(Value::Text(l)) if l == "head-first" => QkvLayout::HeadFirst,
-                _ => QkvLayout::SeqFirst,
-            }
-        }
-        "merge-launches" => design.options.merge_launches = true,
-        "split-launches" => design.options.merge_launches = false,
-        "reuse-static-weights" => design.options.static_weights = true,
-        "mark-intermediates" => {
-            design.options.mark_intermediates = true;
-            design.options.shared_intermediates = true;
-        }
-        "last-token-lm-head" => design.options.last_token_lm_head = true,
-        "partition-lm-head" => {
-            design.options.npu_lm_head = true;
-            if let Some(parts) = int("parts") {
-                design.options.lm_head_parts = parts.max(1);
-            }
-        }
-        "cascade-ffn" => {
-            design.options.cascade_ffn = true;
-            if let Some(rows) = int("rows") {
-                design.options.cascade_rows = rows.max(1);
-            }
-        }
-        "omit-pingpong" => design.options.omit_pingpong = true,
-        // Already how the runtime's plans work: decode projections are NPU GEMVs,
-        // decode attention runs on the host, prefill GEMM weights are
-        // pre-transposed at setup.
-        "gemv-decode" | "cpu-decode-attention" | "pretranspose-weights" => {}
-        other => return Err(format!("`{other}` changes nothing the runtime models")),
+        _ => return Err("tiling fixes apply to a GEMM site; none failed here".into()),
     }
     Ok(())
 }
 
-/// Applies every change of a fix in order.
+/// Reads each change of a fix as an operation and applies them in order.
 pub fn apply_changes(
     design: &mut Design,
     arch: &Architecture,
-    changes: &[(String, BTreeMap<String, Value>)],
+    device: &Device,
+    changes: &[(OpKind, BTreeMap<String, Value>)],
     site: Option<&Launch>,
 ) -> Result<(), String> {
-    for (op, params) in changes {
-        apply_change(design, arch, op, params, site)?;
+    for (kind, params) in changes {
+        let op = Op::read(*kind, params).map_err(|e| e.to_string())?;
+        apply_change(design, arch, device, &op, site)?;
     }
     Ok(())
-}
-
-/// The optimization a technique turns on, for reports.
-pub fn optimization_of(op: &str) -> Option<Optimization> {
-    Some(match op {
-        "merge-launches" => Optimization::MergeLaunches,
-        "reuse-static-weights" => Optimization::ReuseStaticWeights,
-        "mark-intermediates" => Optimization::MarkIntermediates,
-        "last-token-lm-head" => Optimization::LastTokenLmHead,
-        "partition-lm-head" => Optimization::NpuLmHead,
-        "cascade-ffn" => Optimization::CascadeFfn,
-        "align-layout" => Optimization::AlignLayout,
-        "omit-pingpong" => Optimization::OmitPingpong,
-        _ => return None,
-    })
 }
 
 /// A digest of everything the emulated forward pass reads: every launch with its
@@ -524,24 +476,93 @@ mod tests {
             fingerprint(&plans, &d.path)
         };
         for op in [
-            "merge-launches",
-            "reuse-static-weights",
-            "mark-intermediates",
+            Op::MergeLaunches {
+                group: "rms_gemms_rope".into(),
+            },
+            Op::ReuseStaticWeights { key: None },
+            Op::MarkIntermediates,
         ] {
             let mut d = base.clone();
-            apply_change(&mut d, &arch, op, &BTreeMap::new(), None).unwrap();
+            apply_change(&mut d, &arch, &device, &op, None).unwrap();
             assert_ne!(
                 d.plans("m", &arch, &device).unwrap(),
                 base.plans("m", &arch, &device).unwrap(),
-                "{op}"
+                "{op:?}"
             );
-            assert_eq!(fp(&d), fp(&base), "{op}");
+            assert_eq!(fp(&d), fp(&base), "{op:?}");
         }
         let mut d = base.clone();
-        apply_change(&mut d, &arch, "cascade-ffn", &BTreeMap::new(), None).unwrap();
+        apply_change(&mut d, &arch, &device, &Op::CascadeFfn { rows: 4 }, None).unwrap();
         assert_ne!(fp(&d), fp(&base));
         let mut d = base.clone();
         d.path.qk_norm = false;
         assert_ne!(fp(&d), fp(&base));
+    }
+
+    /// Replay once set 4 rows for a `cascade-ffn` without `rows` and the executor
+    /// kept its current value; an unknown operation was a no-op in replay and an
+    /// error here. Now `rows` is required wherever `cascade-ffn` is read
+    /// (`Op::read`, which replay calls too), and an unknown operation name is
+    /// refused where names are read: `skillc check` (E0006,
+    /// tests/data/invalid/unknown-operation.traj) and bundle.json
+    /// (`bundle::tests::operations_are_read_once_and_unknown_ones_refused`).
+    #[test]
+    fn cascade_ffn_needs_its_rows_and_unknown_operations_do_not_read() {
+        let arch = fixture("llama32-tiny");
+        let device = Device::npu2();
+        let mut design = Design::baseline();
+        let without_rows = apply_changes(
+            &mut design,
+            &arch,
+            &device,
+            &[(OpKind::CascadeFfn, BTreeMap::new())],
+            None,
+        );
+        assert_eq!(
+            without_rows,
+            Err("`cascade-ffn` needs parameter `rows`".into())
+        );
+        assert_eq!(design, Design::baseline(), "nothing applied");
+        let rows = BTreeMap::from([("rows".to_string(), Value::Int(2))]);
+        apply_changes(
+            &mut design,
+            &arch,
+            &device,
+            &[(OpKind::CascadeFfn, rows)],
+            None,
+        )
+        .unwrap();
+        assert!(design.options.cascade_ffn);
+        assert_eq!(design.options.cascade_rows, 2);
+        assert!("launch-rockets".parse::<OpKind>().is_err());
+    }
+
+    #[test]
+    fn a_technique_out_of_the_models_bounds_is_refused_not_run() {
+        let arch = fixture("llama32-tiny");
+        let device = Device::npu2();
+        let mut design = Design::baseline();
+        for parts in [100_000usize, 1_000_000_000_000] {
+            let op = Op::PartitionLmHead { parts };
+            let err = apply_change(&mut design, &arch, &device, &op, None).unwrap_err();
+            assert!(
+                err.contains("exceeds the model's LM-head row blocks"),
+                "{err}"
+            );
+        }
+        let zero = BTreeMap::from([("parts".to_string(), Value::Int(0))]);
+        let err = apply_changes(
+            &mut design,
+            &arch,
+            &device,
+            &[(OpKind::PartitionLmHead, zero)],
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "`partition-lm-head` parameter `parts` = 0: must be above 0"
+        );
+        assert_eq!(design, Design::baseline());
     }
 }

@@ -19,16 +19,17 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::artifacts::production::{ProductionPlan, WeightsRef, PLAN_SCHEMA};
+use super::artifacts::record::{DeployReport, PhaseStatus, PromptVerdict};
+use super::artifacts::registry::Registry;
 use super::artifacts::sha256_file;
+use super::checks::topk::{GATE_K, GATE_N_TOKENS};
+use super::checks::verify::{reference_runs, verify_npu};
 use super::design::{self, fingerprint, Plans};
-use super::production::{ProductionPlan, WeightsRef, PLAN_SCHEMA};
-use super::record::{DeployReport, PhaseStatus, PromptVerdict};
-use super::registry::Registry;
-use super::topk::{GATE_K, GATE_N_TOKENS};
-use super::verify::{reference_runs, verify_npu};
 use super::{files, DeployError};
-use crate::model::config::load_config;
+use crate::model::source::ModelSource;
 use crate::model::Model;
+use crate::ops::OpKind;
 use crate::xdna2::device::Device;
 use crate::xdna2::plan::{Plan, Step};
 
@@ -73,19 +74,26 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
         plan.schema_version == PLAN_SCHEMA,
         plan.schema_version.clone(),
     );
-    let config = model_dir.join("config.json");
+    let source = ModelSource::locate(model_dir)
+        .map_err(|e| DeployError::Usage(format!("the model cannot be read: {e}")))?;
+    let config = source.identity();
     let config_hash = sha256_file(&config)?;
+    let identity = config
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     push(
         "the model is the one the plan names",
         config_hash == plan.model.config_sha256,
-        format!("config.json sha256 {}", &config_hash[..16]),
+        format!("{identity} sha256 {}", &config_hash[..16]),
     );
-    let arch = load_config(&config).map_err(|e| DeployError::io(&config, e))?;
+    let arch = source
+        .architecture()
+        .map_err(|e| DeployError::io(&config, e))?;
     let seed = match &plan.model.weights {
         WeightsRef::Random { seed } => Some(*seed),
         WeightsRef::Checkpoint { files } => {
             let present = files.iter().all(|(f, size)| {
-                std::fs::metadata(model_dir.join(f)).is_ok_and(|m| m.len() == *size)
+                std::fs::metadata(source.companion_dir().join(f)).is_ok_and(|m| m.len() == *size)
             });
             push(
                 "checkpoint files as recorded",
@@ -95,7 +103,9 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
             None
         }
     };
-    let model = Model::load_with_arch(arch.clone(), model_dir, seed)
+    let model = source
+        .load(arch.clone(), seed)
+        .map(Model::for_bf16_path)
         .map_err(|e| DeployError::Usage(format!("the model cannot be loaded: {e}")))?;
     let rebuilt = plan.design.plans(&plan.model.name, &arch, &device);
     push(
@@ -203,7 +213,13 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
             v.non_finite
         ),
     );
-    let warnings = warnings(&report, &v.prompts);
+    let worst = v.worst();
+    push(
+        "fresh verification: teacher-forced logits and KV cache",
+        worst.within_thresholds(),
+        worst.summary(),
+    );
+    let warnings = warnings(&report);
     let ok = audit.iter().all(|a| a.ok);
     let (verdict, exit_code) = match (ok, warnings.is_empty()) {
         (false, _) => ("FAIL", 1),
@@ -280,7 +296,8 @@ fn gates_consistent(report: &DeployReport, prompts: usize) -> (bool, String) {
                 g.summary()
             ));
         }
-        if g.metric == "top_k_agree" && g.op == "verify-model" && g.threshold < prompts as f64 {
+        if g.metric == "top_k_agree" && g.op == OpKind::VerifyModel && g.threshold < prompts as f64
+        {
             problems.push(format!(
                 "phase {phase} `{}` accepts fewer than all {prompts} prompts",
                 g.name
@@ -303,11 +320,11 @@ fn gates_consistent(report: &DeployReport, prompts: usize) -> (bool, String) {
     }
 }
 
-fn warnings(report: &DeployReport, fresh: &[PromptVerdict]) -> Vec<String> {
+fn warnings(report: &DeployReport) -> Vec<String> {
     let mut w = Vec::new();
     let gated = report
         .gates()
-        .any(|(p, g)| p == 0 && g.op == "compare-reference");
+        .any(|(p, g)| p == 0 && g.op == OpKind::CompareReference);
     if !gated {
         w.push("phase 0 was not gated against transformers outputs (no reference.safetensors); the CPU reference is trusted from its own tests".into());
     }
@@ -316,19 +333,6 @@ fn warnings(report: &DeployReport, fresh: &[PromptVerdict]) -> Vec<String> {
         w.push(format!(
             "{low} layer(s) below cosine 0.85 in the phase-3 diagnosis (not a gate)"
         ));
-    }
-    for p in fresh {
-        if let Some(d) = &p.check.divergence {
-            if d.step < 8 {
-                w.push(format!(
-                    "prompt {} diverges early, at step {} (reference token {} on the NPU, NPU token {} on the reference)",
-                    p.prompt,
-                    d.step,
-                    super::topk::rank_words(d.reference_rank_on_npu),
-                    super::topk::rank_words(d.npu_rank_on_reference)
-                ));
-            }
-        }
     }
     w
 }
@@ -352,10 +356,8 @@ fn render(e: &Evaluation) -> String {
     for p in &e.verification {
         let _ = writeln!(
             out,
-            "- prompt {}: {} tokens, {} agreed, {}",
-            p.prompt,
-            p.tokens,
-            p.check.agreed,
+            "- {}: {}",
+            super::phases::phase3::prompt_note(p),
             if p.check.passed { "pass" } else { "FAIL" }
         );
     }

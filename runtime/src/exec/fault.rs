@@ -23,15 +23,39 @@ pub enum Fault {
     SkipQkNorm,
     /// A GEMM tile configuration that needs more L1 than a compute tile has.
     L1Overflow,
+    /// Decode rotates Q and K at position + 1 (prefill is right).
+    DecodeRopeOffByOne,
+    /// Decode writes its K/V row into the slot after its position.
+    KvWrongSlot,
+    /// Decode stores the previous position's K/V row again instead of its own.
+    StaleKv,
+    /// Decode attention reads the next KV group for each query head.
+    GqaMapping,
+    /// The last partition of the NPU LM head is not launched.
+    DropLmHeadPartition,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 5] = [
+    pub const ALL: [Fault; 10] = [
         Fault::GemmNNotMultiple,
         Fault::DropQkvBias,
         Fault::NoLlama3Rope,
         Fault::SkipQkNorm,
         Fault::L1Overflow,
+        Fault::DecodeRopeOffByOne,
+        Fault::KvWrongSlot,
+        Fault::StaleKv,
+        Fault::GqaMapping,
+        Fault::DropLmHeadPartition,
+    ];
+
+    /// The faults of the decode side, which only the decode gates can see.
+    pub const DECODE: [Fault; 5] = [
+        Fault::DecodeRopeOffByOne,
+        Fault::KvWrongSlot,
+        Fault::StaleKv,
+        Fault::GqaMapping,
+        Fault::DropLmHeadPartition,
     ];
 
     pub fn name(self) -> &'static str {
@@ -41,6 +65,11 @@ impl Fault {
             Fault::NoLlama3Rope => "no-llama3-rope",
             Fault::SkipQkNorm => "skip-qk-norm",
             Fault::L1Overflow => "l1-overflow",
+            Fault::DecodeRopeOffByOne => "decode-rope-off-by-one",
+            Fault::KvWrongSlot => "kv-wrong-slot",
+            Fault::StaleKv => "stale-kv",
+            Fault::GqaMapping => "gqa-mapping",
+            Fault::DropLmHeadPartition => "drop-lm-head-partition",
         }
     }
 
@@ -54,6 +83,11 @@ impl Fault {
             Fault::NoLlama3Rope => "the RoPE table ignores the llama3 frequency scaling",
             Fault::SkipQkNorm => "the per-head q/k RMSNorm is skipped on the NPU",
             Fault::L1Overflow => "one GEMM gets a tile that overflows a compute tile's L1",
+            Fault::DecodeRopeOffByOne => "decode rotates q and k one position too far",
+            Fault::KvWrongSlot => "decode writes its K/V row into the next slot",
+            Fault::StaleKv => "decode stores the previous position's K/V row again",
+            Fault::GqaMapping => "decode attention pairs each query head with the next KV group",
+            Fault::DropLmHeadPartition => "the last partition of the NPU LM head is not launched",
         }
     }
 }
@@ -65,7 +99,7 @@ impl fmt::Display for Fault {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown fault `{0}` (known: gemm-n-not-multiple, drop-qkv-bias, no-llama3-rope, skip-qk-norm, l1-overflow)")]
+#[error("unknown fault `{0}` (known: {known})", known = Fault::ALL.map(Fault::name).join(", "))]
 pub struct UnknownFault(pub String);
 
 impl FromStr for Fault {

@@ -6,56 +6,34 @@
 //! applies the bundle's optimizations one at a time (4, 5), writes the production
 //! plan, the report and a trajectory of the run (6), and hands the written artifacts
 //! to an independent evaluator in a fresh process (7). A failed gate is matched
-//! against the bundle's debugging lessons ([`remedy`]); fixes are applied in order
+//! against the bundle's debugging lessons ([`checks::remedy`]); fixes are applied in order
 //! and re-checked; when none works the run stops with a report naming the phase,
 //! gate, value, threshold and what was tried.
 //!
-//! Module map: `run` drives the phases over the shared state; `phase0`, `phase1`,
-//! `phase2`, `phase3`, `optimize` (4 and 5), `finalize` (6) and `phase7` hold the
-//! phases and `steps` accounts for the bundle steps they leave; [`design`] turns the
-//! executor's decisions into the builder's plans, [`npu`] runs them over the model's
-//! weights, [`validate`] is phase 1's kernel harness and [`registry`] its file;
-//! [`gate`], [`topk`], [`verify`] and [`remedy`] are the checking machinery;
-//! [`record`], [`report_md`], [`trajectory`], [`perf`] and [`production`] write what
-//! happened; [`evaluate`] is phase 7's fresh-process evaluator.
+//! Module map: `run` drives the phases over the shared state; `phases/` holds one
+//! runner per phase (`phase0` … `phase3`, `optimize` for 4 and 5, `finalize` for 6,
+//! `phase7`) and `steps`, which accounts for the bundle steps they leave; [`design`]
+//! turns the executor's decisions into the builder's plans, which the backend's plan
+//! interpreter (`xdna2::interpreter`) runs over the model's weights; [`fault`] plants
+//! the faults the gate tests use; [`checks`] is the checking machinery (gates, the top-k gate,
+//! verification, phase 1's kernel harness, remedies); [`artifacts`] writes what
+//! happened (report, trajectory, roofline and trace, `plan.json`, the kernel
+//! registry); [`evaluate`] is phase 7's fresh-process evaluator.
 
 pub mod artifacts;
-pub mod clock;
-pub mod fault;
-pub mod gate;
-pub mod progress;
-pub mod prompts;
-pub mod record;
-pub mod remedy;
-pub mod report_md;
-pub mod topk;
-pub mod trajectory;
-pub mod validate;
-pub mod verify;
-pub mod weights;
-
+pub mod checks;
 pub mod design;
 pub mod evaluate;
-pub mod npu;
-pub mod perf;
-pub mod production;
-pub mod registry;
-
-mod finalize;
-mod optimize;
-mod phase0;
-mod phase1;
-mod phase2;
-mod phase3;
-mod phase7;
+pub mod fault;
+mod phases;
+pub mod progress;
 mod run;
-mod steps;
 
 use std::path::PathBuf;
 
+pub use artifacts::record::{DeployReport, Verdict};
 pub use fault::Fault;
 pub use progress::{Progress, Silent};
-pub use record::{DeployReport, Verdict};
 pub use run::deploy;
 
 /// Files a run writes into its output directory.
@@ -96,6 +74,9 @@ pub struct DeployOptions {
     /// A kernel registry written by an earlier run, whose configurations this run
     /// tries first.
     pub registry: Option<PathBuf>,
+    /// What the caller found wrong with the bundle and ran anyway (files changed
+    /// since it was built, texts shortened), for the report.
+    pub bundle_notes: Vec<String>,
 }
 
 /// Problems that keep a run from starting or from writing its results (exit 2),

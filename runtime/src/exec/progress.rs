@@ -1,8 +1,8 @@
 //! Progress events of a run (phase, step, gate), for a display. The runtime only
 //! emits them; the command line decides how to show them.
 
-use super::gate::GateCheck;
-use super::record::PhaseStatus;
+use super::artifacts::record::PhaseStatus;
+use super::checks::gate::GateCheck;
 
 pub trait Progress {
     fn phase(&mut self, _index: u8, _title: &str) {}

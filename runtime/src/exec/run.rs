@@ -6,27 +6,27 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use super::design::{Design, Plans};
-use super::gate::GateCheck;
-use super::progress::Progress;
-use super::record::{ContextDecode, ModeledTimes};
-use super::record::{
+use super::artifacts::record::{ContextDecode, ModeledTimes};
+use super::artifacts::record::{
     DeployReport, PhaseRecord, PhaseStatus, RemedyAttempt, StepOutcome, StepRecord, Stop, Verdict,
     REPORT_SCHEMA,
 };
-use super::registry::Registry;
-use super::remedy::{apply_remedy, candidates, Failure};
-use super::topk::GreedyStep;
-use super::trajectory::{self, ActionLinks, TrajectoryWriter};
-use super::{
-    files, finalize, optimize, phase0, phase1, phase2, phase3, phase7, report_md, steps,
-    DeployError, DeployOptions, DeployOutcome,
-};
+use super::artifacts::registry::Registry;
+use super::artifacts::report_md;
+use super::artifacts::trajectory::{self, ActionLinks, TrajectoryWriter};
+use super::checks::decode::ReferenceRun;
+use super::checks::gate::GateCheck;
+use super::checks::remedy::{apply_remedy, candidates, Failure};
+use super::design::{Design, Plans};
+use super::phases::{finalize, optimize, phase0, phase1, phase2, phase3, phase7, steps};
+use super::progress::Progress;
+use super::{files, DeployError, DeployOptions, DeployOutcome};
 use crate::bundle::{Bundle, Step, Value, SCHEMA_VERSION};
 use crate::model::arch::Architecture;
 use crate::model::oracle::compare::ReferenceTensors;
 use crate::model::oracle::PrefillOutput;
 use crate::model::Model;
+use crate::ops::OpKind;
 use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
 use crate::xdna2::fit::committed_params;
@@ -54,7 +54,7 @@ pub(crate) struct Run<'a> {
     /// The transformers outputs shipped with a fixture.
     pub fixture: Option<ReferenceTensors>,
     /// The reference's greedy runs, one per prompt (phase 0), verified against.
-    pub reference_runs: Vec<Vec<GreedyStep>>,
+    pub reference_runs: Vec<ReferenceRun>,
     /// The reference's prefill of the first prompt with every layer's output.
     pub reference_prefill: Option<PrefillOutput>,
     pub device: Device,
@@ -85,6 +85,7 @@ impl<'a> Run<'a> {
                 .iter()
                 .map(|s| format!("{} ({})", s.trajectory, s.model))
                 .collect(),
+            bundle_notes: options.bundle_notes.clone(),
             model_dir: name.clone(),
             model: None,
             seed: options.seed,
@@ -92,6 +93,7 @@ impl<'a> Run<'a> {
             prompts: Vec::new(),
             phases: Vec::new(),
             verification: Vec::new(),
+            texts: Vec::new(),
             diagnosis: Vec::new(),
             verified: BTreeMap::new(),
             performance: None,
@@ -130,7 +132,7 @@ impl<'a> Run<'a> {
     }
 
     /// Every bundle step of `phase` running `op`, in order.
-    pub fn bundle_steps(&self, phase: u8, op: &str) -> Vec<&'a Step> {
+    pub fn bundle_steps(&self, phase: u8, op: OpKind) -> Vec<&'a Step> {
         let bundle: &'a Bundle = self.bundle;
         bundle
             .phases
@@ -144,7 +146,7 @@ impl<'a> Run<'a> {
         &self,
         rec: &mut PhaseRecord,
         phase: u8,
-        op: &str,
+        op: OpKind,
         outcome: StepOutcome,
     ) {
         for step in self.bundle_steps(phase, op) {
@@ -154,7 +156,7 @@ impl<'a> Run<'a> {
     }
 
     /// The parameters the bundle recorded for `op` in any phase (a fix's base).
-    pub fn any_bundle_params(&self, op: &str) -> BTreeMap<String, Value> {
+    pub fn any_bundle_params(&self, op: OpKind) -> BTreeMap<String, Value> {
         self.bundle
             .phases
             .iter()
@@ -199,16 +201,16 @@ impl<'a> Run<'a> {
         &mut self,
         rec: &mut PhaseRecord,
         phase: u8,
-        op: &str,
+        op: OpKind,
         reason: &str,
     ) -> PhaseEnd {
-        rec.steps.push(super::record::StepRecord {
+        rec.steps.push(super::artifacts::record::StepRecord {
             op: op.to_string(),
             params: BTreeMap::new(),
-            origin: super::record::StepOrigin::Derived {
+            origin: super::artifacts::record::StepOrigin::Derived {
                 why: format!("phase {phase} always runs `{op}`"),
             },
-            outcome: super::record::StepOutcome::Failed {
+            outcome: super::artifacts::record::StepOutcome::Failed {
                 why: reason.to_string(),
             },
             recorded: None,
@@ -238,7 +240,7 @@ impl<'a> Run<'a> {
     }
 
     /// The first bundle step of `phase` running `op`.
-    pub fn bundle_step(&self, phase: u8, op: &str) -> Option<&'a Step> {
+    pub fn bundle_step(&self, phase: u8, op: OpKind) -> Option<&'a Step> {
         let bundle: &'a Bundle = self.bundle;
         bundle
             .phases
@@ -283,7 +285,7 @@ impl<'a> Run<'a> {
         rec: &mut PhaseRecord,
         failure: &Failure,
         failing_obs: &str,
-        action: (&str, &BTreeMap<String, Value>),
+        action: (OpKind, &BTreeMap<String, Value>),
         attempt: &mut dyn FnMut(&mut Run<'_>, &[Change]) -> Attempt,
     ) -> Option<Fixed> {
         let bundle = self.bundle;
@@ -322,7 +324,7 @@ impl<'a> Run<'a> {
                 .iter()
                 .map(|(op, params)| {
                     self.traj.action(
-                        op,
+                        *op,
                         params,
                         &ActionLinks {
                             fixes: vec![failing_obs],
@@ -385,20 +387,19 @@ impl<'a> Run<'a> {
     fn evaluate_remedies(
         &self,
         remedies: &[&crate::bundle::Remedy],
-        action: (&str, &BTreeMap<String, Value>),
-    ) -> Result<Vec<Change>, super::remedy::RemedyError> {
+        action: (OpKind, &BTreeMap<String, Value>),
+    ) -> Result<Vec<Change>, crate::exec::checks::remedy::RemedyError> {
         remedies
             .iter()
             .map(|r| {
                 let base = if r.op == action.0 {
                     action.1.clone()
                 } else {
-                    let mut p = self.any_bundle_params(&r.op);
-                    let spec = crate::ops::operation(&r.op);
-                    p.retain(|k, _| spec.is_some_and(|o| o.param(k).is_some()));
+                    let mut p = self.any_bundle_params(r.op);
+                    p.retain(|k, _| r.op.spec().param(k).is_some());
                     p
                 };
-                apply_remedy(r, &base, &self.model_vars()).map(|p| (r.op.clone(), p))
+                apply_remedy(r, &base, &self.model_vars()).map(|p| (r.op, p))
             })
             .collect()
     }
@@ -431,7 +432,7 @@ pub(crate) enum Attempt {
 }
 
 /// One operation of a fix with its evaluated parameters.
-pub(crate) type Change = (String, BTreeMap<String, Value>);
+pub(crate) type Change = (OpKind, BTreeMap<String, Value>);
 
 /// A fix that made the gate pass.
 #[derive(Debug)]
@@ -460,6 +461,10 @@ fn check_bundle(bundle: &Bundle) -> Result<(), DeployError> {
         return Err(DeployError::Bundle(format!(
             "expected phases 0 to 7 in order, found {indices:?}"
         )));
+    }
+    let problems = bundle.parameter_problems();
+    if !problems.is_empty() {
+        return Err(DeployError::Bundle(problems.join("; ")));
     }
     Ok(())
 }

@@ -6,7 +6,6 @@
 //! is rounded to bf16 (the reference keeps weights in bf16).
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -86,10 +85,12 @@ impl Checkpoint {
     /// The weight files of `dir`: the index's shards, else `model.safetensors`,
     /// else the only `*.safetensors` file. `Ok(None)` when there are none.
     pub fn find(dir: &Path) -> Result<Option<Vec<String>>, WeightsError> {
-        if dir.join(INDEX_FILE).is_file() {
+        // `exists`, not `is_file`: a FIFO or device under these names must be
+        // refused by name when opened, not passed over.
+        if dir.join(INDEX_FILE).exists() {
             return read_index(dir).map(|index| Some(index.files()));
         }
-        if dir.join(SINGLE_FILE).is_file() {
+        if dir.join(SINGLE_FILE).exists() {
             return Ok(Some(vec![SINGLE_FILE.to_string()]));
         }
         let entries = std::fs::read_dir(dir).map_err(|e| io_error(".", &e))?;
@@ -111,7 +112,7 @@ impl Checkpoint {
         let Some(files) = Self::find(dir)? else {
             return Ok(None);
         };
-        let index = if dir.join(INDEX_FILE).is_file() {
+        let index = if dir.join(INDEX_FILE).exists() {
             Some(read_index(dir)?)
         } else {
             None
@@ -198,7 +199,15 @@ impl Checkpoint {
 fn io_error(file: &str, e: &std::io::Error) -> WeightsError {
     WeightsError::Io {
         file: file.to_string(),
-        message: e.to_string(),
+        message: crate::input::describe(e),
+    }
+}
+
+/// A refused or unreadable input file, named as the model directory shows it.
+fn input_error(file: &str, e: crate::input::InputError) -> WeightsError {
+    WeightsError::Io {
+        file: file.to_string(),
+        message: e.problem.to_string(),
     }
 }
 
@@ -222,8 +231,8 @@ fn read_index(dir: &Path) -> Result<Index, WeightsError> {
         file: INDEX_FILE.into(),
         problem,
     };
-    let text =
-        std::fs::read_to_string(dir.join(INDEX_FILE)).map_err(|e| io_error(INDEX_FILE, &e))?;
+    let text = crate::input::read_to_string(&dir.join(INDEX_FILE))
+        .map_err(|e| input_error(INDEX_FILE, e))?;
     let value: Value =
         serde_json::from_str(&text).map_err(|e| problem(format!("not valid JSON: {e}")))?;
     let map = value
@@ -254,7 +263,7 @@ fn read_index(dir: &Path) -> Result<Index, WeightsError> {
 
 fn open_shard(dir: &Path, name: &str) -> Result<ShardFile, WeightsError> {
     let path: PathBuf = dir.join(name);
-    let file = File::open(&path).map_err(|e| io_error(name, &e))?;
+    let file = crate::input::open_regular(&path).map_err(|e| input_error(name, e))?;
     // SAFETY: the map is read-only; like every safetensors reader we rely on the
     // file not being truncated or rewritten while the model is loaded.
     let map = unsafe { Mmap::map(&file) }.map_err(|e| io_error(name, &e))?;

@@ -104,9 +104,9 @@ pub fn load_config(path: &Path) -> Result<Architecture, ConfigError> {
     } else {
         path.to_path_buf()
     };
-    let text = std::fs::read_to_string(&file).map_err(|e| ConfigError::Io {
+    let text = crate::input::read_to_string(&file).map_err(|e| ConfigError::Io {
         path: file.clone(),
-        message: e.to_string(),
+        message: e.problem.to_string(),
     })?;
     parse_config(&text)
 }

@@ -1,7 +1,8 @@
 //! Memory the reference needs for a model, estimated before anything is
-//! allocated, and the machine's available memory (`MemAvailable` in
-//! `/proc/meminfo`), so a model that would not fit is refused up front with the
-//! numbers rather than killed by the OOM killer halfway through.
+//! allocated, and the memory this process may still take: the tightest of the
+//! machine's (`MemAvailable`), its cgroup's and its address-space limit's
+//! (`ulimit -v`), so a model that would not fit is refused up front with the
+//! numbers and the limit, rather than killed or aborted halfway through.
 
 use serde::Serialize;
 
@@ -62,15 +63,72 @@ impl MemoryEstimate {
     }
 }
 
-/// `MemAvailable` from `/proc/meminfo`, in bytes; `None` where it cannot be read
-/// (not Linux), in which case nothing is refused.
-pub fn available_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    parse_mem_available(&text)
+/// What limits the memory a run may still take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Limit {
+    /// `MemAvailable` in `/proc/meminfo`: the machine's free and reclaimable memory.
+    Machine,
+    /// The memory limit of the process's control group (a container or a
+    /// systemd slice), less what the group already uses.
+    Cgroup,
+    /// The process's address-space limit (`ulimit -v`, RLIMIT_AS), less the
+    /// address space already mapped; mapped weight files count against it.
+    AddressSpace,
+}
+
+impl Limit {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Limit::Machine => "available on this machine (MemAvailable)",
+            Limit::Cgroup => "left under this process's cgroup memory limit",
+            Limit::AddressSpace => "left under this process's address-space limit (ulimit -v)",
+        }
+    }
+}
+
+/// Memory a run may still take, and the limit that sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Available {
+    pub bytes: u64,
+    pub limit: Limit,
+}
+
+/// The tightest of the machine's available memory, the cgroup's headroom and the
+/// address-space headroom; `None` where none can be read (not Linux), in which
+/// case nothing is refused.
+pub fn available_memory() -> Option<Available> {
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    tightest(&read)
+}
+
+fn tightest(read: &dyn Fn(&str) -> Option<String>) -> Option<Available> {
+    let candidates = [
+        (
+            Limit::Machine,
+            read("/proc/meminfo").and_then(|t| parse_mem_available(&t)),
+        ),
+        (Limit::Cgroup, cgroup_headroom(read)),
+        (Limit::AddressSpace, address_space_headroom(read)),
+    ];
+    candidates
+        .into_iter()
+        .filter_map(|(limit, bytes)| {
+            Some(Available {
+                bytes: bytes?,
+                limit,
+            })
+        })
+        .min_by_key(|a| a.bytes)
 }
 
 fn parse_mem_available(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    kib_field(meminfo, "MemAvailable:")
+}
+
+/// A `Name:   123 kB` line of a `/proc` file, in bytes.
+fn kib_field(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(name))?;
     let mut words = line.split_whitespace().skip(1);
     let value: u64 = words.next()?.parse().ok()?;
     let unit = match words.next() {
@@ -79,6 +137,70 @@ fn parse_mem_available(meminfo: &str) -> Option<u64> {
         None => 1,
     };
     Some(value * unit)
+}
+
+/// Limits at or above this are "no limit" (cgroup v1 writes 2^63 rounded to a page).
+const UNLIMITED: u64 = 1 << 62;
+
+/// The smallest `limit − usage` over the process's memory cgroup and its
+/// ancestors, cgroup v2 (`memory.max`, `memory.current`) or v1
+/// (`memory.limit_in_bytes`, `memory.usage_in_bytes`).
+fn cgroup_headroom(read: &dyn Fn(&str) -> Option<String>) -> Option<u64> {
+    let membership = read("/proc/self/cgroup")?;
+    let mut best: Option<u64> = None;
+    for line in membership.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let (root, limit_file, usage_file) = if controllers.is_empty() {
+            ("/sys/fs/cgroup", "memory.max", "memory.current")
+        } else if controllers.split(',').any(|c| c == "memory") {
+            (
+                "/sys/fs/cgroup/memory",
+                "memory.limit_in_bytes",
+                "memory.usage_in_bytes",
+            )
+        } else {
+            continue;
+        };
+        let mut dir = path.trim_end_matches('/').to_string();
+        loop {
+            let at = |file: &str| read(&format!("{root}{dir}/{file}"));
+            let limit = at(limit_file).and_then(|t| t.trim().parse::<u64>().ok());
+            let usage = at(usage_file).and_then(|t| t.trim().parse::<u64>().ok());
+            if let (Some(limit), Some(usage)) = (limit, usage) {
+                if limit < UNLIMITED {
+                    let headroom = limit.saturating_sub(usage);
+                    best = Some(best.map_or(headroom, |b| b.min(headroom)));
+                }
+            }
+            match dir.rfind('/') {
+                Some(cut) => dir.truncate(cut),
+                None => break,
+            }
+        }
+    }
+    best
+}
+
+/// The soft RLIMIT_AS (`Max address space` in `/proc/self/limits`) less the
+/// address space already mapped (`VmSize` in `/proc/self/status`).
+fn address_space_headroom(read: &dyn Fn(&str) -> Option<String>) -> Option<u64> {
+    let limits = read("/proc/self/limits")?;
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max address space"))?;
+    let soft: u64 = line
+        .trim_start_matches("Max address space")
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let mapped = read("/proc/self/status").and_then(|t| kib_field(&t, "VmSize:"))?;
+    Some(soft.saturating_sub(mapped))
 }
 
 /// Renders bytes as GiB with two decimals (MiB below one GiB).
@@ -95,6 +217,74 @@ pub fn human_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn fake(files: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let files: std::collections::HashMap<String, String> = files
+            .iter()
+            .map(|(p, t)| (p.to_string(), t.to_string()))
+            .collect();
+        move |path| files.get(path).cloned()
+    }
+
+    const MEMINFO: &str = "MemTotal: 24576000 kB\nMemAvailable: 20000000 kB\n";
+
+    #[test]
+    fn the_tightest_limit_wins() {
+        let machine = fake(&[("/proc/meminfo", MEMINFO)]);
+        assert_eq!(
+            tightest(&machine),
+            Some(Available {
+                bytes: 20_000_000 * 1024,
+                limit: Limit::Machine
+            })
+        );
+        let ulimit = fake(&[
+            ("/proc/meminfo", MEMINFO),
+            (
+                "/proc/self/limits",
+                "Max cpu time  unlimited  unlimited  seconds\nMax address space         8192000000           unlimited            bytes\n",
+            ),
+            ("/proc/self/status", "Name: skillc\nVmSize:   192000 kB\n"),
+        ]);
+        assert_eq!(
+            tightest(&ulimit),
+            Some(Available {
+                bytes: 8_192_000_000 - 192_000 * 1024,
+                limit: Limit::AddressSpace
+            })
+        );
+    }
+
+    #[test]
+    fn cgroup_limits_are_read_up_the_hierarchy() {
+        let v2 = fake(&[
+            ("/proc/self/cgroup", "0::/user.slice/job\n"),
+            ("/sys/fs/cgroup/user.slice/job/memory.max", "max\n"),
+            ("/sys/fs/cgroup/user.slice/job/memory.current", "100\n"),
+            ("/sys/fs/cgroup/user.slice/memory.max", "4294967296\n"),
+            ("/sys/fs/cgroup/user.slice/memory.current", "1073741824\n"),
+        ]);
+        assert_eq!(cgroup_headroom(&v2), Some(3 << 30));
+        let v1 = fake(&[
+            ("/proc/self/cgroup", "5:cpu:/\n4:memory:/docker/abc\n"),
+            (
+                "/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes",
+                "2147483648\n",
+            ),
+            (
+                "/sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes",
+                "1073741824\n",
+            ),
+            (
+                "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                "9223372036854771712\n",
+            ),
+            ("/sys/fs/cgroup/memory/memory.usage_in_bytes", "5\n"),
+        ]);
+        assert_eq!(cgroup_headroom(&v1), Some(1 << 30));
+        let unlimited = fake(&[("/proc/self/cgroup", "0::/\n")]);
+        assert_eq!(cgroup_headroom(&unlimited), None);
+    }
 
     #[test]
     fn reads_mem_available_in_kib() {

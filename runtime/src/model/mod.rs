@@ -17,16 +17,22 @@
 //! `Model::random(arch, seed)` needs no directory.
 
 pub mod arch;
+pub mod chat;
 pub mod checkpoint;
 pub mod config;
+pub mod gguf;
 pub mod memory;
 pub mod oracle;
+pub mod prompt;
+pub mod quant;
 pub mod random;
 pub mod scope;
+pub mod source;
 pub mod tensor;
 pub mod tokenizer;
 pub mod weights;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use thiserror::Error;
@@ -34,7 +40,8 @@ use thiserror::Error;
 use arch::Architecture;
 use checkpoint::{Checkpoint, WeightsError};
 use config::ConfigError;
-use memory::{available_memory, human_bytes, MemoryEstimate};
+use gguf::{GgufError, GgufFile};
+use memory::{available_memory, human_bytes, Available, MemoryEstimate};
 use weights::Weights;
 
 /// Why a model could not be made.
@@ -44,21 +51,24 @@ pub enum ModelError {
     Config(#[from] ConfigError),
     #[error("weights: {0}")]
     Weights(#[from] WeightsError),
+    #[error("{0}")]
+    Gguf(#[from] GgufError),
     #[error("no *.safetensors weights in the model directory; give a seed to use random weights")]
     NoWeights,
     #[error(
         "the model would not fit in memory: it needs about {} ({} weights + {} KV cache for \
-         {} positions + {} activations) but {} is available",
+         {} positions + {} activations) but {} is {}",
         human_bytes(.estimate.total()),
         human_bytes(.estimate.weights),
         human_bytes(.estimate.kv_cache),
         .estimate.context,
         human_bytes(.estimate.activations),
-        human_bytes(*.available)
+        human_bytes(.available.bytes),
+        .available.limit.describe()
     )]
     TooLarge {
         estimate: MemoryEstimate,
-        available: u64,
+        available: Available,
     },
 }
 
@@ -71,6 +81,11 @@ pub enum WeightOrigin {
     },
     Random {
         seed: u64,
+    },
+    /// A GGUF file (its name), with the count of tensors per stored format.
+    Gguf {
+        file: String,
+        formats: BTreeMap<String, usize>,
     },
 }
 
@@ -89,6 +104,36 @@ impl Model {
     pub fn load(dir: &Path, seed: Option<u64>) -> Result<Self, ModelError> {
         let arch = config::load_config(&dir.join("config.json"))?;
         Self::load_with_arch(arch, dir, seed)
+    }
+
+    /// A model source: a `.gguf` file, a directory holding one (and no
+    /// config.json), or a Hugging Face directory (see [`Model::load`]).
+    pub fn open(path: &Path, seed: Option<u64>) -> Result<Self, ModelError> {
+        match gguf_source(path)? {
+            Some(file) => Self::from_gguf(&file),
+            None => Self::load(path, seed),
+        }
+    }
+
+    /// The architecture from the file's metadata and its tensors, mapped.
+    pub fn from_gguf(file: &GgufFile) -> Result<Self, ModelError> {
+        let arch = gguf::config::architecture(file)?;
+        check_fits(default_estimate(&arch), available_memory())?;
+        let weights = gguf::weights::weights(&arch, file)?;
+        let mut formats = BTreeMap::new();
+        for tensor in weights.tensors() {
+            *formats
+                .entry(tensor.format().name().to_string())
+                .or_insert(0) += 1;
+        }
+        Ok(Self {
+            arch,
+            weights,
+            origin: WeightOrigin::Gguf {
+                file: file.name.clone(),
+                formats,
+            },
+        })
     }
 
     /// Like [`Model::load`] with an architecture parsed elsewhere (e.g. from
@@ -129,15 +174,38 @@ impl Model {
     }
 }
 
+/// The GGUF file `path` stands for, opened: `path` itself when it is a file,
+/// or the one `*.gguf` of a directory without a config.json. `Ok(None)` for
+/// a Hugging Face directory.
+pub fn gguf_source(path: &Path) -> Result<Option<GgufFile>, GgufError> {
+    if path.is_dir() && path.join("config.json").is_file() {
+        return Ok(None);
+    }
+    gguf::weights::open(path)
+}
+
+/// The directory a model's companion files (tokenizer, chat template,
+/// transformers reference) sit in: `path` itself, or a file's directory.
+pub fn companion_dir(path: &Path) -> std::path::PathBuf {
+    if path.is_file() {
+        path.parent().map(Path::to_path_buf).unwrap_or_default()
+    } else {
+        path.to_path_buf()
+    }
+}
+
 /// What running the reference on `arch` takes at the default context.
 fn default_estimate(arch: &Architecture) -> MemoryEstimate {
     MemoryEstimate::for_reference(arch, memory::DEFAULT_CONTEXT, memory::DEFAULT_PREFILL_ROWS)
 }
 
 /// Refuses an estimate above the available memory (when that is known).
-pub fn check_fits(estimate: MemoryEstimate, available: Option<u64>) -> Result<(), ModelError> {
+pub fn check_fits(
+    estimate: MemoryEstimate,
+    available: Option<Available>,
+) -> Result<(), ModelError> {
     match available {
-        Some(available) if estimate.total() > available => Err(ModelError::TooLarge {
+        Some(available) if estimate.total() > available.bytes => Err(ModelError::TooLarge {
             estimate,
             available,
         }),

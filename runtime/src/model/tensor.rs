@@ -1,10 +1,16 @@
-//! A named bf16 weight tensor, held as raw `u16` bits either straight from a
-//! memory-mapped safetensors file (no copy) or in an owned buffer (random
-//! weights, converted f16/f32 checkpoints, misaligned data).
+//! A named weight tensor seen as bf16, held as raw `u16` bits either straight
+//! from a memory-mapped safetensors file (no copy) or in an owned buffer
+//! (random weights, converted f16/f32 checkpoints, misaligned data), or as the
+//! rows of a GGUF file in their stored format ([`PackedRows`]: F32/F16/BF16 or
+//! Q8_0/Q4_0/Q4_1 blocks, mapped). A packed tensor is dequantized to bf16 only
+//! when a consumer asks for [`BfTensor::bits`] (once, then kept); the oracle
+//! reads its exact values ([`BfTensor::values`], [`BfTensor::packed`]) instead.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use memmap2::{Mmap, MmapMut};
+
+use super::quant::WeightFormat;
 
 /// Tensors at least this large (bytes) are generated in huge-page memory.
 const HUGE_PAGE_THRESHOLD: usize = 1 << 20;
@@ -32,6 +38,109 @@ enum Storage {
         len: usize,
     },
     Owned(Arc<Vec<u16>>),
+    Packed {
+        rows: PackedRows,
+        /// The bf16 rounding of the exact values, made on first use.
+        bf16: Arc<OnceLock<Vec<u16>>>,
+    },
+}
+
+/// The bytes a packed tensor's rows live in.
+#[derive(Debug, Clone)]
+enum Bytes {
+    Mapped {
+        map: Arc<Mmap>,
+        start: usize,
+        len: usize,
+    },
+    Owned(Arc<Vec<u8>>),
+}
+
+impl Bytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped { map, start, len } => &map[*start..*start + *len],
+            Bytes::Owned(bytes) => bytes,
+        }
+    }
+}
+
+/// A matrix (or vector) in a stored format: `rows` runs of `row_bytes`
+/// bytes, each `cols` elements. `order` maps a logical row to its stored row,
+/// which undoes a row permutation (llama.cpp's Q/K layout) without a copy.
+#[derive(Debug, Clone)]
+pub struct PackedRows {
+    format: WeightFormat,
+    rows: usize,
+    cols: usize,
+    bytes: Bytes,
+    order: Option<Arc<[u32]>>,
+}
+
+impl PackedRows {
+    /// Rows of `cols` elements of `format` at byte `start` of `map`; `order`
+    /// (logical row → stored row) must be a permutation of `0..rows`. The
+    /// caller has checked that the bytes lie inside the map.
+    pub(crate) fn mapped(
+        format: WeightFormat,
+        rows: usize,
+        cols: usize,
+        map: Arc<Mmap>,
+        start: usize,
+        order: Option<Arc<[u32]>>,
+    ) -> Self {
+        let len = rows * format.row_bytes(cols).unwrap_or(0);
+        debug_assert!(start + len <= map.len());
+        Self {
+            format,
+            rows,
+            cols,
+            bytes: Bytes::Mapped { map, start, len },
+            order,
+        }
+    }
+
+    /// Rows held in memory of our own (tests, synthesized models).
+    pub fn owned(format: WeightFormat, rows: usize, cols: usize, bytes: Vec<u8>) -> Self {
+        debug_assert_eq!(format.row_bytes(cols).map(|r| r * rows), Some(bytes.len()));
+        Self {
+            format,
+            rows,
+            cols,
+            bytes: Bytes::Owned(Arc::new(bytes)),
+            order: None,
+        }
+    }
+
+    pub fn format(&self) -> WeightFormat {
+        self.format
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Stored bytes of the whole tensor.
+    pub fn stored_bytes(&self) -> usize {
+        self.bytes.as_slice().len()
+    }
+
+    /// The stored bytes of logical row `i`.
+    #[inline(always)]
+    pub fn row(&self, i: usize) -> &[u8] {
+        let stored = self.order.as_ref().map_or(i, |o| o[i] as usize);
+        let n = self.stored_bytes() / self.rows.max(1);
+        &self.bytes.as_slice()[stored * n..(stored + 1) * n]
+    }
+
+    /// Exact values of row `i` into `out` (`cols` long).
+    pub fn row_values(&self, i: usize, out: &mut [f32]) {
+        self.format.dequantize(self.row(i), out);
+    }
 }
 
 /// A bf16 tensor: row-major, `shape` as in the checkpoint (`[out, in]` for a
@@ -110,6 +219,20 @@ impl BfTensor {
         Self::owned(name, shape, bits)
     }
 
+    /// A tensor of `shape` whose values are `rows` in a stored format
+    /// (`rows.rows()` × `rows.cols()` elements).
+    pub fn packed(name: impl Into<String>, shape: Vec<usize>, rows: PackedRows) -> Self {
+        debug_assert_eq!(shape.iter().product::<usize>(), rows.rows * rows.cols);
+        Self {
+            name: name.into(),
+            shape,
+            storage: Storage::Packed {
+                rows,
+                bf16: Arc::new(OnceLock::new()),
+            },
+        }
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -143,10 +266,12 @@ impl BfTensor {
         }
     }
 
-    /// The bf16 bits, row-major.
+    /// The bf16 bits, row-major. A packed tensor is rounded to bf16 on the
+    /// first call (a copy, kept for the tensor's lifetime).
     pub fn bits(&self) -> &[u16] {
         match &self.storage {
             Storage::Owned(bits) => bits,
+            Storage::Packed { rows, bf16 } => bf16.get_or_init(|| packed_to_bf16(rows)),
             Storage::Mapped { map, start, len } => {
                 let bytes = &map[*start..*start + 2 * len];
                 // SAFETY: `mapped` checked that the bytes are aligned for u16
@@ -163,20 +288,88 @@ impl BfTensor {
         &self.bits()[i * cols..(i + 1) * cols]
     }
 
-    /// The values widened to f32 (exact).
+    /// The bf16 values widened to f32 (exact widening of [`BfTensor::bits`]).
     pub fn to_f32_vec(&self) -> Vec<f32> {
         crate::bf16::to_f32_vec(self.bits())
     }
 
-    /// True when the bits come from a mapped file rather than memory of our own.
-    pub fn is_mapped(&self) -> bool {
-        matches!(self.storage, Storage::Mapped { .. })
+    /// The tensor's own values in f32: the bf16 bits widened, or a packed
+    /// tensor dequantized exactly (no bf16 rounding).
+    pub fn values(&self) -> Vec<f32> {
+        match &self.storage {
+            Storage::Packed { rows, .. } => {
+                let mut out = vec![0.0f32; self.len()];
+                for (i, row) in out.chunks_exact_mut(rows.cols.max(1)).enumerate() {
+                    rows.row_values(i, row);
+                }
+                out
+            }
+            _ => self.to_f32_vec(),
+        }
     }
 
-    /// First non-finite value (NaN or ±inf), as (flat index, value).
+    /// Exact values of row `i` into `out` (see [`BfTensor::values`]).
+    pub fn row_values(&self, i: usize, out: &mut [f32]) {
+        match &self.storage {
+            Storage::Packed { rows, .. } => rows.row_values(i, out),
+            _ => crate::bf16::slice_to_f32(self.row(i), out),
+        }
+    }
+
+    /// This tensor in bf16 storage: a packed tensor's values rounded once
+    /// (a copy), any other tensor shared.
+    pub fn to_bf16(&self) -> BfTensor {
+        match &self.storage {
+            Storage::Packed { .. } => {
+                Self::owned(self.name.clone(), self.shape.clone(), self.bits().to_vec())
+            }
+            _ => self.clone(),
+        }
+    }
+
+    /// The stored rows when the tensor is packed (a GGUF tensor), else `None`.
+    pub fn packed_rows(&self) -> Option<&PackedRows> {
+        match &self.storage {
+            Storage::Packed { rows, .. } => Some(rows),
+            _ => None,
+        }
+    }
+
+    /// The format the values are stored in.
+    pub fn format(&self) -> WeightFormat {
+        self.packed_rows()
+            .map_or(WeightFormat::Bf16, PackedRows::format)
+    }
+
+    /// Bytes the tensor occupies as stored (bf16: two per element).
+    pub fn stored_bytes(&self) -> u64 {
+        self.packed_rows()
+            .map_or(2 * self.len() as u64, |p| p.stored_bytes() as u64)
+    }
+
+    /// True when the bits come from a mapped file rather than memory of our own.
+    pub fn is_mapped(&self) -> bool {
+        match &self.storage {
+            Storage::Mapped { .. } => true,
+            Storage::Packed { rows, .. } => matches!(rows.bytes, Bytes::Mapped { .. }),
+            Storage::Owned(_) => false,
+        }
+    }
+
+    /// First non-finite value (NaN or ±inf), as (flat index, value). A packed
+    /// tensor is checked on its exact values, row by row, without a copy.
     pub fn first_non_finite(&self) -> Option<(usize, f32)> {
         use rayon::prelude::*;
         const CHUNK: usize = 1 << 16;
+        if let Some(rows) = self.packed_rows() {
+            return (0..rows.rows).into_par_iter().find_map_first(|i| {
+                let mut row = vec![0.0f32; rows.cols];
+                rows.row_values(i, &mut row);
+                row.iter()
+                    .position(|v| !v.is_finite())
+                    .map(|j| (i * rows.cols + j, row[j]))
+            });
+        }
         self.bits()
             .par_chunks(CHUNK)
             .enumerate()
@@ -187,4 +380,18 @@ impl BfTensor {
                     .map(|i| (c * CHUNK + i, crate::bf16::to_f32(chunk[i])))
             })
     }
+}
+
+/// Rounds a packed tensor's exact values to bf16, row by row in parallel.
+fn packed_to_bf16(rows: &PackedRows) -> Vec<u16> {
+    use rayon::prelude::*;
+    let mut bits = vec![0u16; rows.rows * rows.cols];
+    bits.par_chunks_mut(rows.cols.max(1))
+        .enumerate()
+        .for_each(|(i, out)| {
+            let mut row = vec![0.0f32; rows.cols];
+            rows.row_values(i, &mut row);
+            crate::bf16::slice_from_f32(&row, out);
+        });
+    bits
 }

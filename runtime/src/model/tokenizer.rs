@@ -1,11 +1,14 @@
-//! Text prompts through a model directory's `tokenizer.json`, with the
-//! `tokenizers` crate (pure Rust: no Oniguruma, no esaxx). It sits behind the
-//! default-off cargo feature `tokenizer` because it roughly doubles the
-//! runtime crate's dependency build; without it, prompts are token ids.
+//! Text in and out: a model's `tokenizer.json`, or the vocabulary and merges
+//! a GGUF file carries (`tokenizer.ggml.*`, byte-level BPE) turned into the
+//! same tokenizer transformers builds from them, run by the `tokenizers`
+//! crate (pure Rust: no Oniguruma, no esaxx). It sits behind the cargo
+//! feature `tokenizer` (on by default; off, prompts are token ids).
 
 use std::path::Path;
 
 use thiserror::Error;
+
+use super::gguf::GgufFile;
 
 /// The file a model directory's tokenizer lives in.
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
@@ -21,6 +24,8 @@ pub enum TokenizerError {
     NotBuilt,
     #[error("{TOKENIZER_FILE}: {0}")]
     Invalid(String),
+    #[error("the GGUF vocabulary: {0}")]
+    Gguf(String),
 }
 
 /// A loaded tokenizer.
@@ -38,6 +43,31 @@ impl TextTokenizer {
             return Err(TokenizerError::Missing);
         }
         Self::from_file(&path)
+    }
+
+    /// `tokenizer.json` in `dir` when there is one, else the vocabulary of
+    /// `gguf` (when given), else [`TokenizerError::Missing`].
+    pub fn for_model(dir: &Path, gguf: Option<&GgufFile>) -> Result<Self, TokenizerError> {
+        match (Self::load(dir), gguf) {
+            (Err(TokenizerError::Missing), Some(file)) => Self::from_gguf(file),
+            (result, _) => result,
+        }
+    }
+
+    /// The tokenizer a GGUF file's `tokenizer.ggml.*` keys describe.
+    #[cfg(feature = "tokenizer")]
+    pub fn from_gguf(file: &GgufFile) -> Result<Self, TokenizerError> {
+        let json = gguf_vocab::tokenizer_json(file).map_err(TokenizerError::Gguf)?;
+        let inner: tokenizers::Tokenizer = json
+            .to_string()
+            .parse()
+            .map_err(|e: tokenizers::Error| TokenizerError::Gguf(e.to_string()))?;
+        Ok(Self { inner })
+    }
+
+    #[cfg(not(feature = "tokenizer"))]
+    pub fn from_gguf(_file: &GgufFile) -> Result<Self, TokenizerError> {
+        Err(TokenizerError::NotBuilt)
     }
 
     #[cfg(feature = "tokenizer")]
@@ -79,6 +109,154 @@ impl TextTokenizer {
     #[cfg(not(feature = "tokenizer"))]
     pub fn decode(&self, _ids: &[u32]) -> Result<String, TokenizerError> {
         Err(TokenizerError::NotBuilt)
+    }
+
+    /// Text of `ids` with special tokens written out.
+    #[cfg(feature = "tokenizer")]
+    pub fn decode_with_special(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+        self.inner
+            .decode(ids, false)
+            .map_err(|e| TokenizerError::Invalid(e.to_string()))
+    }
+
+    #[cfg(not(feature = "tokenizer"))]
+    pub fn decode_with_special(&self, _ids: &[u32]) -> Result<String, TokenizerError> {
+        Err(TokenizerError::NotBuilt)
+    }
+}
+
+/// A GGUF vocabulary as a `tokenizer.json` document.
+#[cfg(feature = "tokenizer")]
+mod gguf_vocab {
+    use serde_json::{json, Map, Value as Json};
+
+    use crate::model::gguf::{GgufFile, Value};
+
+    /// llama.cpp's token types that are added tokens: control (special) and
+    /// user-defined.
+    const CONTROL: u64 = 3;
+    const USER_DEFINED: u64 = 4;
+
+    fn strings<'f>(file: &'f GgufFile, key: &str) -> Result<Vec<&'f str>, String> {
+        let list = file
+            .get(key)
+            .and_then(Value::as_array)
+            .ok_or_else(|| format!("`{key}` is missing or not an array"))?;
+        list.iter()
+            .map(|v| {
+                v.as_str()
+                    .ok_or_else(|| format!("`{key}` holds a non-string"))
+            })
+            .collect()
+    }
+
+    /// The pre-tokenizer of `tokenizer.ggml.pre`: GPT-2's byte-level regex,
+    /// or the split regex of the Llama-3 and Qwen2 vocabularies.
+    fn pre_tokenizer(pre: &str, add_prefix_space: bool) -> Result<Json, String> {
+        let byte_level = |use_regex: bool| {
+            json!({"type": "ByteLevel", "add_prefix_space": add_prefix_space,
+                   "trim_offsets": true, "use_regex": use_regex})
+        };
+        let split = |pattern: &str| {
+            json!({"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false},
+                byte_level(false)
+            ]})
+        };
+        Ok(match pre {
+            "gpt2" | "smollm" | "default" => byte_level(true),
+            "llama-bpe" | "llama3" => split(
+                r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+            ),
+            "qwen2" => split(
+                r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+            ),
+            other => {
+                return Err(format!(
+                    "`tokenizer.ggml.pre` = \"{other}\" is not known (known: gpt2, smollm, llama-bpe, qwen2); \
+                     put the model's tokenizer.json beside it"
+                ))
+            }
+        })
+    }
+
+    pub fn tokenizer_json(file: &GgufFile) -> Result<Json, String> {
+        let model = file
+            .get("tokenizer.ggml.model")
+            .and_then(Value::as_str)
+            .ok_or("`tokenizer.ggml.model` is missing")?;
+        if model != "gpt2" {
+            return Err(format!(
+                "`tokenizer.ggml.model` = \"{model}\": only byte-level BPE (gpt2) vocabularies \
+                 are built from GGUF metadata; put the model's tokenizer.json beside it"
+            ));
+        }
+        let tokens = strings(file, "tokenizer.ggml.tokens")?;
+        let merges = strings(file, "tokenizer.ggml.merges")?;
+        let types: Vec<u64> = match file
+            .get("tokenizer.ggml.token_type")
+            .and_then(Value::as_array)
+        {
+            Some(list) => list.iter().map(|v| v.as_u64().unwrap_or(1)).collect(),
+            None => Vec::new(),
+        };
+        let flag = |key: &str| file.get(key).and_then(Value::as_bool).unwrap_or(false);
+        let mut vocab = Map::new();
+        let mut added = Vec::new();
+        for (id, token) in tokens.iter().enumerate() {
+            vocab.insert(token.to_string(), json!(id));
+            let kind = types.get(id).copied().unwrap_or(1);
+            if kind == CONTROL || kind == USER_DEFINED {
+                added.push(json!({"id": id, "content": token, "single_word": false,
+                    "lstrip": false, "rstrip": false, "normalized": false,
+                    "special": kind == CONTROL}));
+            }
+        }
+        let merges: Vec<Json> = merges
+            .iter()
+            .map(|m| {
+                let (a, b) = m
+                    .split_once(' ')
+                    .ok_or_else(|| format!("merge \"{m}\" is not two tokens"))?;
+                Ok(json!([a, b]))
+            })
+            .collect::<Result<_, String>>()?;
+        let pre = file
+            .get("tokenizer.ggml.pre")
+            .and_then(Value::as_str)
+            .unwrap_or("gpt2");
+        let bos = file
+            .get("tokenizer.ggml.bos_token_id")
+            .and_then(Value::as_u64);
+        let post_processor = match bos.filter(|_| flag("tokenizer.ggml.add_bos_token")) {
+            Some(id) => {
+                let text = tokens
+                    .get(id as usize)
+                    .ok_or("the BOS id is outside the vocabulary")?;
+                let mut special = Map::new();
+                special.insert(
+                    text.to_string(),
+                    json!({"id": text, "ids": [id], "tokens": [text]}),
+                );
+                json!({"type": "TemplateProcessing",
+                    "single": [{"SpecialToken": {"id": text, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                    "pair": [{"SpecialToken": {"id": text, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                             {"Sequence": {"id": "B", "type_id": 1}}],
+                    "special_tokens": special})
+            }
+            None => Json::Null,
+        };
+        Ok(json!({
+            "version": "1.0", "truncation": null, "padding": null,
+            "added_tokens": added,
+            "normalizer": null,
+            "pre_tokenizer": pre_tokenizer(pre, flag("tokenizer.ggml.add_space_prefix"))?,
+            "post_processor": post_processor,
+            "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
+            "model": {"type": "BPE", "dropout": null, "unk_token": null,
+                "continuing_subword_prefix": "", "end_of_word_suffix": "", "fuse_unk": false,
+                "byte_fallback": false, "ignore_merges": false, "vocab": vocab, "merges": merges}
+        }))
     }
 }
 

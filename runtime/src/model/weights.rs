@@ -76,6 +76,28 @@ impl Weights {
         self.tensors().iter().map(|t| 2 * t.len() as u64).sum()
     }
 
+    /// The same weights with every tensor in bf16: packed (GGUF) tensors
+    /// rounded once from their exact values, bf16 tensors shared. This is
+    /// what the bf16 NPU path and the bf16 oracle run on.
+    pub fn rounded_to_bf16(&self) -> Weights {
+        self.map(&|t| t.to_bf16())
+    }
+
+    /// Applies `f` to every tensor.
+    pub fn map(&self, f: &dyn Fn(&BfTensor) -> BfTensor) -> Weights {
+        Weights {
+            embed_tokens: f(&self.embed_tokens),
+            layers: self.layers.iter().map(|l| l.map(f)).collect(),
+            final_norm: f(&self.final_norm),
+            lm_head: self.lm_head.as_ref().map(f),
+        }
+    }
+
+    /// Bytes of the weights as stored (packed GGUF blocks at their size).
+    pub fn stored_bytes(&self) -> u64 {
+        self.tensors().iter().map(|t| t.stored_bytes()).sum()
+    }
+
     /// Reads every tensor of `arch` from `checkpoint`, checking names, shapes,
     /// dtypes and that no value is NaN or infinite.
     pub fn from_checkpoint(
@@ -85,7 +107,13 @@ impl Weights {
         let weights = build(arch, &mut |spec: &TensorSpec| {
             checkpoint.tensor(&spec.name, &spec.shape)
         })?;
-        for tensor in weights.tensors() {
+        weights.check_finite()?;
+        Ok(weights)
+    }
+
+    /// Refuses the first NaN or infinite value of any tensor.
+    pub fn check_finite(&self) -> Result<(), WeightsError> {
+        for tensor in self.tensors() {
             if let Some((index, value)) = tensor.first_non_finite() {
                 return Err(WeightsError::NonFinite {
                     name: tensor.name().to_string(),
@@ -94,11 +122,35 @@ impl Weights {
                 });
             }
         }
-        Ok(weights)
+        Ok(())
     }
 }
 
 impl LayerWeights {
+    /// Applies `f` to every tensor.
+    pub fn map(&self, f: &dyn Fn(&BfTensor) -> BfTensor) -> LayerWeights {
+        LayerWeights {
+            input_norm: f(&self.input_norm),
+            q_proj: f(&self.q_proj),
+            k_proj: f(&self.k_proj),
+            v_proj: f(&self.v_proj),
+            o_proj: f(&self.o_proj),
+            q_bias: self.q_bias.as_ref().map(f),
+            k_bias: self.k_bias.as_ref().map(f),
+            v_bias: self.v_bias.as_ref().map(f),
+            q_norm: self.q_norm.as_ref().map(f),
+            k_norm: self.k_norm.as_ref().map(f),
+            post_attention_norm: f(&self.post_attention_norm),
+            sandwich: self.sandwich.as_ref().map(|s| SandwichNorms {
+                attention_out: f(&s.attention_out),
+                mlp_out: f(&s.mlp_out),
+            }),
+            gate_proj: f(&self.gate_proj),
+            up_proj: f(&self.up_proj),
+            down_proj: f(&self.down_proj),
+        }
+    }
+
     pub fn tensors(&self) -> Vec<&BfTensor> {
         let mut all = vec![&self.input_norm];
         all.extend(self.q_norm.iter().chain(&self.k_norm));

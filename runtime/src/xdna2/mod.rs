@@ -4,19 +4,20 @@
 //!
 //! Pipeline: `device` (the array as data) → `kernels` (functional kernels with
 //! hardware numerics, each with its constraints) → `plan` (a deployment as data)
-//! built by `builder` → `exec` (functional execution on real tensors) and `cost`
+//! built by `builder` → `interpreter` (the one functional execution of plans on
+//! real tensors: deploy, replay, benchmarks and tests) and `cost`
 //! (modeled time, fitted by `fit` against `calibration` points) → `trace` and
-//! `roofline` (what a reader looks at); `validate` gates one launch against a
-//! plain computation (phase-1 kernel validation).
+//! `roofline` (what a reader looks at); `harness` runs one launch against the f32
+//! oracle (the kernel check of deploy, replay, calibration and the tests).
 
 pub mod builder;
 pub mod calibration;
 pub mod constraints;
 pub mod cost;
 pub mod device;
-pub mod exec;
 pub mod fit;
-pub mod host;
+pub mod harness;
+pub mod interpreter;
 pub mod kernels;
 pub mod lofo;
 pub mod numerics;
@@ -24,4 +25,3 @@ pub mod plan;
 pub mod published;
 pub mod roofline;
 pub mod trace;
-pub mod validate;

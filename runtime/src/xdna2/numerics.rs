@@ -167,6 +167,24 @@ pub fn compare(out: &[f32], reference: &[f32], tol: Tolerance) -> Comparison {
     result
 }
 
+/// Cosine similarity in f64; 0 when either side is all zeros, NaN when any value is.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let (x, y) = (x as f64, y as f64);
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na.is_nan() || nb.is_nan() || dot.is_nan() {
+        return f64::NAN;
+    }
+    if na == 0.0 || nb == 0.0 {
+        return 0.0;
+    }
+    dot / (na.sqrt() * nb.sqrt())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -32,6 +32,9 @@ pub struct Args {
     pub runs: usize,
     /// More trajectory directories to time, each built on its own.
     pub dirs: Vec<PathBuf>,
+    /// The figures as JSON on stdout (the table goes to stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// One trajectory held in memory.
@@ -52,6 +55,13 @@ impl Timed {
     fn show(&self) -> String {
         let cpu = self.cpu.map_or_else(|| "-".to_string(), ms);
         format!("{} / {cpu}", ms(self.wall))
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "wall_s": self.wall.as_secs_f64(),
+            "cpu_s": self.cpu.map(|c| c.as_secs_f64()),
+        })
     }
 }
 
@@ -164,16 +174,18 @@ pub fn run(args: Args) -> ExitCode {
             .map(|&n| synthetic_case(n, args.files, args.seed)),
     );
     let threads = rayon::current_num_threads();
-    println!(
+    let mut out = super::Output::new("build", args.json);
+    out.set("threads", threads);
+    out.line(&format!(
         "skillc build in memory: parse + resolve, distill, emit ({threads} thread{}; fastest of {} runs)",
         if threads == 1 { "" } else { "s" },
         args.runs.max(1)
-    );
-    println!("each stage: wall ms / CPU ms of all threads");
-    println!(
+    ));
+    out.line("each stage: wall ms / CPU ms of all threads");
+    out.line(&format!(
         "{:<22} {:>8} {:>17} {:>15} {:>15} {:>17} {:>6}",
         "input", "entries", "parse+resolve", "distill", "emit", "total", "files"
-    );
+    ));
     for case in &cases {
         let mut best: Option<Run> = None;
         for _ in 0..args.runs.max(1) {
@@ -189,7 +201,7 @@ pub fn run(args: Args) -> ExitCode {
             }
         }
         let Some(run) = best else { continue };
-        println!(
+        out.line(&format!(
             "{:<22} {:>8} {:>17} {:>15} {:>15} {:>17} {:>6}",
             case.label,
             run.entries,
@@ -198,8 +210,18 @@ pub fn run(args: Args) -> ExitCode {
             run.emit.show(),
             run.total().show(),
             run.files
-        );
+        ));
+        out.row(serde_json::json!({
+            "input": case.label,
+            "entries": run.entries,
+            "files": run.files,
+            "parse_resolve": run.front.json(),
+            "distill": run.distill.json(),
+            "emit": run.emit.json(),
+            "total": run.total().json(),
+        }));
     }
-    println!("reproduce: cargo run --release -- bench build");
+    out.line("reproduce: cargo run --release -- bench build");
+    out.finish();
     ExitCode::SUCCESS
 }

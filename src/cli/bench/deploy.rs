@@ -12,11 +12,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use skillc_runtime::exec::record::{DeployReport, PhaseStatus};
-use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Silent};
+use skillc_runtime::exec::artifacts::record::{DeployReport, PhaseStatus};
+use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch};
 use skillc_runtime::xdna2::calibration::{DataSet, Subject};
 
-use crate::cli::deploy::load_bundle;
+use crate::cli::bundle_file;
+use crate::cli::progress::Display;
+use crate::outdir::{Claim, Kind};
 
 /// The nine models of the published work, smallest first.
 pub const MODELS: [&str; 9] = [
@@ -33,20 +35,24 @@ pub const MODELS: [&str; 9] = [
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The skill bundle to deploy.
+    /// The skill bundle to deploy (relative paths: from the current directory; run
+    /// benches from the repository root).
     #[arg(long, default_value = "generated-skills/llama1b")]
     pub bundle: PathBuf,
-    /// Directory holding the model configs.
+    /// Directory holding the model configs (relative to the current directory).
     #[arg(long, default_value = "../shared/models")]
     pub models: PathBuf,
     /// Only these models (directory names); all nine by default.
     #[arg(long = "model")]
     pub only: Vec<String>,
-    /// Where each run's output directory goes.
+    /// Where each run's output directory goes (relative to the current directory).
     #[arg(long, default_value = "target/bench-deploy")]
     pub out: PathBuf,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// The figures as JSON on stdout (the table goes to stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 struct Row {
@@ -59,7 +65,10 @@ struct Row {
 }
 
 pub fn bench(args: &Args) -> Result<(), String> {
-    let bundle = load_bundle(&args.bundle)?;
+    let loaded = bundle_file::load(&args.bundle)?;
+    let bundle_notes = loaded.report_notes(false)?;
+    let bundle = loaded.bundle;
+    let mut progress = Display::new(false);
     let program =
         std::env::current_exe().map_err(|e| format!("cannot locate skillc itself: {e}"))?;
     let published = published_figures();
@@ -70,22 +79,29 @@ pub fn bench(args: &Args) -> Result<(), String> {
         .collect();
     let mut rows = Vec::new();
     for model in models {
-        eprintln!("deploying {model} …");
+        progress.line(&format!("deploying {model}"));
+        // The bench's own folders under target/: replaced whatever is in them.
+        let claim = Claim::new(&args.out.join(model), Kind::Deploy, true, &mut |m| {
+            progress.note(m)
+        })
+        .map_err(|e| e.to_string())?;
         let options = DeployOptions {
             model_dir: args.models.join(model),
-            out_dir: args.out.join(model),
+            out_dir: claim.staging().to_path_buf(),
             seed: args.seed,
             prompts: None,
             faults: Vec::new(),
-            started: exec::clock::now(),
+            started: exec::artifacts::clock::now(),
             evaluator: EvaluatorLaunch::Process(program.clone()),
             registry: None,
+            bundle_notes: bundle_notes.clone(),
         };
         let load = load_average();
         let cpu_before = cpu_seconds();
         let started = Instant::now();
         let outcome =
-            exec::deploy(&bundle, &options, &mut Silent).map_err(|e| format!("{model}: {e}"))?;
+            exec::deploy(&bundle, &options, &mut progress).map_err(|e| format!("{model}: {e}"))?;
+        claim.commit().map_err(|e| e.to_string())?;
         let wall_s = started.elapsed().as_secs_f64();
         let cpu_s = cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
         let parameters = outcome.report.model.as_ref().map_or(0, |m| m.parameters);
@@ -98,7 +114,9 @@ pub fn bench(args: &Args) -> Result<(), String> {
             report: outcome.report,
         });
     }
-    print_table(&rows, &published, &args.bundle);
+    let mut out = super::Output::new("deploy", args.json);
+    print_table(&mut out, &rows, &published, &args.bundle);
+    out.finish();
     Ok(())
 }
 
@@ -127,13 +145,13 @@ fn published_figures() -> Published {
     out
 }
 
-fn print_table(rows: &[Row], published: &Published, bundle: &Path) {
+fn print_table(out: &mut super::Output, rows: &[Row], published: &Published, bundle: &Path) {
     // The cached context of the published decode figures (the calibration data set's).
     let context = DataSet::committed().decode_context;
-    println!("skillc bench deploy: bundle {}, seeded random weights, verification 2 prompts x 32 greedy tokens", bundle.display());
-    println!();
-    println!("| model | params | deploy wall s (target) | CPU s | load | phases passed | verdict | steps re-derived | modeled TTFT s | mlir-air TTFT s | TTFT vs mlir-air | modeled tok/s ctx 2048 | modeled tok/s ctx {context} | mlir-air tok/s | decode vs mlir-air | calls/layer pf/dec |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    out.line(&format!("skillc bench deploy: bundle {}, seeded random weights, verification 2 prompts x 32 greedy tokens", bundle.display()));
+    out.line("");
+    out.line(&format!("| model | params | deploy wall s (target) | CPU s | load | phases passed | verdict | steps re-derived | modeled TTFT s | mlir-air TTFT s | TTFT vs mlir-air | modeled tok/s ctx 2048 | modeled tok/s ctx {context} | mlir-air tok/s | decode vs mlir-air | calls/layer pf/dec |"));
+    out.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let fmt =
         |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
     let ratio = |modeled: Option<f64>, published: Option<f64>| match (modeled, published) {
@@ -161,8 +179,27 @@ fn print_table(rows: &[Row], published: &Published, bundle: &Path) {
             .get(&row.model)
             .map_or((None, None), |p| (p.0, p.1));
         let target = wall_target_s(row.parameters);
+        out.row(serde_json::json!({
+            "model": row.model,
+            "parameters": row.parameters,
+            "wall_s": row.wall_s,
+            "wall_target_s": target,
+            "cpu_s": row.cpu_s,
+            "load": row.load,
+            "phases_passed": passed,
+            "verdict": r.verdict.label(),
+            "steps_rederived": r.rederived_steps().len(),
+            "modeled": true,
+            "modeled_ttft_s": production.map(|p| p.ttft_s),
+            "modeled_tok_s": production.map(|p| p.tok_s),
+            "modeled_tok_s_published_context": short.map(|c| c.tok_s),
+            "published_ttft_s": ttft,
+            "published_tok_s": tok_s,
+            "calls_per_layer": production.map(|p| [p.calls_per_layer_prefill, p.calls_per_layer_decode]),
+            "calibration": r.performance.as_ref().map(|p| p.calibration.clone()),
+        }));
         let within = if row.wall_s < target { "" } else { " OVER" };
-        println!(
+        out.line(&format!(
             "| {} | {:.2}B | {:.0} (<{target:.0}){within} | {} | {} | {passed}/8 | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             row.model,
             row.parameters as f64 / 1e9,
@@ -182,18 +219,18 @@ fn print_table(rows: &[Row], published: &Published, bundle: &Path) {
                 "{}/{}",
                 p.calls_per_layer_prefill, p.calls_per_layer_decode
             )),
-        );
+        ));
     }
-    println!();
+    out.line("");
     if let Some(note) = rows
         .iter()
         .find_map(|r| r.report.performance.as_ref().map(|p| p.calibration.clone()))
     {
-        println!("Modeled figures are the emulator's cost model: TTFT for a 2048-token prompt, decode at 2048 and at {context} cached tokens ({note}).");
+        out.line(&format!("Modeled figures are the emulator's cost model: TTFT for a 2048-token prompt, decode at 2048 and at {context} cached tokens ({note})."));
     }
-    println!("Published figures: shared/reference/xdna2-calibration.md §6 (mlir-air:programming_examples/llms/README.md); the cost model is fitted on Llama-3.2-1B's and holds the other eight out. Published decode speeds were measured at short context, so they are compared with the modeled decode at {context} tokens.");
-    println!("Steps re-derived: bundle steps that ran with other parameters than recorded on Llama-3.2-1B, did not apply, or were reverted; each with its reason in the model's report.md.");
-    println!("CPU s is user+system time of this process and its evaluator child; load is the 1-minute load average when the run started (the machine is shared).");
+    out.line(&format!("Published figures: shared/reference/xdna2-calibration.md §6 (mlir-air:programming_examples/llms/README.md); the cost model is fitted on Llama-3.2-1B's and holds the other eight out. Published decode speeds were measured at short context, so they are compared with the modeled decode at {context} tokens."));
+    out.line("Steps re-derived: bundle steps that ran with other parameters than recorded on Llama-3.2-1B, did not apply, or were reverted; each with its reason in the model's report.md.");
+    out.line("CPU s is user+system time of this process and its evaluator child; load is the 1-minute load average when the run started (the machine is shared).");
 }
 
 /// The wall-time targets on 2 cores: 3 minutes up to 1.7B parameters,

@@ -16,13 +16,15 @@ use skillc_runtime::model::Model;
 use skillc_runtime::xdna2::builder::plan_for;
 use skillc_runtime::xdna2::cost::time_plan;
 use skillc_runtime::xdna2::device::Device;
-use skillc_runtime::xdna2::exec::Session;
 use skillc_runtime::xdna2::fit::{committed_params, FittedFile};
+use skillc_runtime::xdna2::interpreter::{Interpreter, NpuPath};
+use skillc_runtime::xdna2::numerics::cosine;
 use skillc_runtime::xdna2::plan::{Phase, PlanOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Model config (file or directory); random weights are drawn for it.
+    /// Model config (file or directory; relative to the current directory); random
+    /// weights are drawn for it.
     #[arg(long, default_value = "../shared/models/llama-3.2-1b")]
     pub config: PathBuf,
     #[arg(long, default_value_t = 0)]
@@ -30,6 +32,9 @@ pub struct Args {
     /// Decode steps timed on each side, from an empty KV cache.
     #[arg(long, default_value_t = 8)]
     pub steps: usize,
+    /// The figures as JSON on stdout (the table goes to stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Context the decode plan is built for (positions its RoPE table covers).
@@ -56,11 +61,16 @@ pub fn bench(args: &Args) -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     let model = Model::random(arch, args.seed).map_err(|e| e.to_string())?;
-    let mut session = Session::new(&model.arch, &model.weights, &device);
+    let mut session = Interpreter::new(&device, &model.arch, &model.weights, NpuPath::CORRECT);
     let mut reference = Reference::new(&model).map_err(|e| e.to_string())?;
     let mut token = 1u32;
     let mut results = Vec::with_capacity(steps);
-    for _ in 0..steps {
+    let mut progress = crate::cli::progress::Display::new(false);
+    for step in 0..steps {
+        progress.status(&format!(
+            "decode step {}/{steps}: emulator, then reference",
+            step + 1
+        ));
         let start = Instant::now();
         let emulated = session.decode(&plan, token).map_err(|e| e.to_string())?;
         let emulator_s = start.elapsed().as_secs_f64();
@@ -75,17 +85,13 @@ pub fn bench(args: &Args) -> Result<(), String> {
         });
         token = argmax(&expected) as u32;
     }
+    drop(progress);
     let params = committed_params();
     let modeled = time_plan(&plan, &device, &params);
-    print_table(args, &model, &results, modeled.total_s);
+    let mut out = super::Output::new("emulator", args.json);
+    print_table(&mut out, args, &model, &results, modeled.total_s);
+    out.finish();
     Ok(())
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum();
-    let na = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    let nb = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    dot / (na * nb)
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -93,54 +99,76 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-fn print_table(args: &Args, model: &Model, steps: &[Step], modeled_s: f64) {
+fn print_table(
+    out: &mut super::Output,
+    args: &Args,
+    model: &Model,
+    steps: &[Step],
+    modeled_s: f64,
+) {
     let emulator = median(steps.iter().map(|s| s.emulator_s).collect());
     let reference = median(steps.iter().map(|s| s.reference_s).collect());
     let worst_cosine = steps.iter().map(|s| s.cosine).fold(1.0, f64::min);
     let agree = steps.iter().filter(|s| s.same_argmax).count();
-    println!(
+    out.set("config", args.config.display().to_string());
+    out.set("threads", rayon::current_num_threads());
+    out.set("emulator_step_s_median", emulator);
+    out.set("reference_step_s_median", reference);
+    out.set("emulator_over_reference", emulator / reference);
+    out.set("modeled_npu_step_s", modeled_s);
+    out.set("modeled", true);
+    out.set("worst_cosine", worst_cosine);
+    for s in steps {
+        out.row(serde_json::json!({
+            "emulator_s": s.emulator_s,
+            "reference_s": s.reference_s,
+            "cosine": s.cosine,
+            "same_argmax": s.same_argmax,
+        }));
+    }
+    out.line(&format!(
         "skillc bench emulator --config {} --seed {} --steps {}",
         args.config.display(),
         args.seed,
         steps.len()
-    );
-    println!(
+    ));
+    out.line(&format!(
         "model: {} layers, hidden {}, {} of bf16 weights (random, seed {}), {} threads",
         model.arch.num_layers,
         model.arch.hidden_size,
         human_bytes(model.weights.bytes()),
         args.seed,
         rayon::current_num_threads()
-    );
-    println!();
-    println!(
+    ));
+    out.line("");
+    out.line(&format!(
         "  {:<44} {:>12}",
         "decode step (from position 0, interleaved)", "median"
-    );
-    println!(
+    ));
+    out.line(&format!(
         "  {:<44} {:>9.1} ms",
         "emulator, functional (host time)",
         emulator * 1e3
-    );
-    println!(
+    ));
+    out.line(&format!(
         "  {:<44} {:>9.1} ms",
         "CPU f32 reference (host time)",
         reference * 1e3
-    );
-    println!(
+    ));
+    out.line(&format!(
         "  {:<44} {:>11.2}x",
         "emulator / reference",
         emulator / reference
-    );
-    println!(
+    ));
+    out.line(&format!(
         "  {:<44} {:>9.1} ms",
         "emulated NPU, modeled at context 128",
         modeled_s * 1e3
-    );
-    println!();
-    println!(
+    ));
+    out.line("");
+    out.line(&format!(
         "logits vs reference: worst cosine {worst_cosine:.5}, argmax agrees on {agree}/{} steps",
         steps.len()
-    );
-    println!("NPU time is {}", FittedFile::committed().note());
+    ));
+    out.line(&format!("NPU time is {}", FittedFile::committed().note()));
 }

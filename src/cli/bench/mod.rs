@@ -1,9 +1,12 @@
 //! `skillc bench …`: benchmarks that print a table. Speed targets live here, never
-//! in timed tests; every figure comes with the command that reproduces it.
+//! in timed tests; every figure comes with the command that reproduces it. With
+//! `--json` a bench prints its table on stderr as it goes (progress) and one JSON
+//! document on stdout at the end ([`Output`]).
 
 use std::process::ExitCode;
 
 use clap::Subcommand;
+use serde_json::Value;
 
 pub mod build;
 pub mod deploy;
@@ -43,6 +46,55 @@ fn exit_code(result: Result<(), String>) -> ExitCode {
         Err(message) => {
             eprintln!("error: {message}");
             ExitCode::from(crate::cli::EXIT_USAGE)
+        }
+    }
+}
+
+/// Where a bench's lines and figures go: the table on stdout; or, with `--json`,
+/// the table on stderr as progress and `{"bench", "rows", …}` on stdout at the end.
+#[derive(Debug)]
+pub struct Output {
+    json: bool,
+    document: serde_json::Map<String, Value>,
+    rows: Vec<Value>,
+}
+
+impl Output {
+    pub fn new(bench: &str, json: bool) -> Self {
+        let mut document = serde_json::Map::new();
+        document.insert("bench".into(), bench.into());
+        Self {
+            json,
+            document,
+            rows: Vec::new(),
+        }
+    }
+
+    /// A line of the human table.
+    pub fn line(&self, text: &str) {
+        if self.json {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    }
+
+    /// One row of figures (what the table's row shows, as numbers).
+    pub fn row(&mut self, row: Value) {
+        self.rows.push(row);
+    }
+
+    /// A figure of the whole run.
+    pub fn set(&mut self, key: &str, value: impl Into<Value>) {
+        self.document.insert(key.to_string(), value.into());
+    }
+
+    /// Prints the JSON document (with `--json`).
+    pub fn finish(mut self) {
+        if self.json {
+            self.document.insert("rows".into(), Value::Array(self.rows));
+            let text = serde_json::to_string_pretty(&self.document).unwrap_or_default();
+            println!("{text}");
         }
     }
 }

@@ -1,8 +1,11 @@
 //! `skillc bench oracle`: host speed of the CPU f32 reference on a full-size
-//! model with seeded random weights (Llama-3.2-1B by default), beside the
+//! model with seeded random weights (Llama-3.2-1B by default), or on a real
+//! model (`--model`: a GGUF file or a Hugging Face directory), beside the
 //! machine's streaming-read bandwidth measured in the same run. Decode is
-//! memory-bound (every bf16 weight is read once per token), so its roofline is
-//! that bandwidth; the target is at least half of it.
+//! memory-bound (every weight is read once per token, as stored), so its
+//! roofline is that bandwidth; the target is at least half of it. A model
+//! with packed (GGUF) weights is timed twice: as stored, and as the bf16 copy
+//! the bf16 NPU path runs on.
 //!
 //! Run with `cargo run --release -- bench oracle`.
 
@@ -16,13 +19,18 @@ use skillc_runtime::model::config::load_config;
 use skillc_runtime::model::memory::human_bytes;
 use skillc_runtime::model::oracle::{linear, LogitRows, Reference};
 use skillc_runtime::model::tensor::BfTensor;
-use skillc_runtime::model::Model;
+use skillc_runtime::model::{Model, WeightOrigin};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Model config (file or directory); random weights are drawn for it.
+    /// Model config (file or directory; relative to the current directory); random
+    /// weights are drawn for it.
     #[arg(long, default_value = "../shared/models/llama-3.2-1b")]
     pub config: PathBuf,
+    /// A model with real weights (GGUF file or directory, or a Hugging Face
+    /// directory) instead of random weights for --config.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Decode steps timed (after a short prompt).
@@ -34,6 +42,9 @@ pub struct Args {
     /// Size of the buffer the bandwidth probe streams through, in MiB.
     #[arg(long, default_value_t = 1024)]
     pub stream_mib: usize,
+    /// The figures as JSON on stdout (the table goes to stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Decode at or above this fraction of the measured bandwidth meets the target.
@@ -42,25 +53,60 @@ const TARGET_FRACTION: f64 = 0.5;
 const DECODE_PROMPT: usize = 8;
 
 pub fn measure(args: &Args) -> Result<(), String> {
-    let arch = load_config(&args.config).map_err(|e| format!("{}: {e}", args.config.display()))?;
     let load_at_start = load_average();
+    let mut progress = crate::cli::progress::Display::new(false);
+    progress.line(if args.model.is_some() {
+        "mapping the weights"
+    } else {
+        "drawing random weights"
+    });
     let generation = Instant::now();
-    let model = Model::random(arch, args.seed).map_err(|e| e.to_string())?;
+    let model = match &args.model {
+        Some(path) => Model::open(path, None).map_err(|e| format!("{}: {e}", path.display()))?,
+        None => {
+            let arch =
+                load_config(&args.config).map_err(|e| format!("{}: {e}", args.config.display()))?;
+            Model::random(arch, args.seed).map_err(|e| e.to_string())?
+        }
+    };
     let generation = generation.elapsed();
+    let packed = model
+        .weights
+        .tensors()
+        .iter()
+        .any(|t| t.packed_rows().is_some());
+    let bf16 = Model {
+        weights: model.weights.rounded_to_bf16(),
+        ..model.clone()
+    };
+    progress.line("measuring the stream read bandwidth");
     let probe = StreamProbe::new(args.stream_mib << 20);
     let warm_up: Vec<f64> = (0..5).map(|_| probe.pass()).collect();
+    progress.line(&format!("timing {} decode steps", args.decode_tokens));
     let decode = time_decode(&model, args.decode_tokens, &probe)?;
+    let decode_bf16 = if packed {
+        progress.line("timing the decode steps again on a bf16 copy of the weights");
+        Some(time_decode(&bf16, args.decode_tokens, &probe)?)
+    } else {
+        None
+    };
+    progress.line(&format!("timing a {}-token prefill", args.prefill_tokens));
     let prefill = time_prefill(&model, args.prefill_tokens)?;
-    let kernels = time_kernels(&model, args.prefill_tokens);
+    progress.line("timing the GEMM kernels");
+    let kernels = time_kernels(&bf16, args.prefill_tokens);
+    drop(progress);
     let timings = Timings {
         generation,
         warm_up,
         decode,
+        decode_bf16,
         prefill,
         load_at_start,
     };
-    print_table(args, &model, &timings);
-    print_kernels(&model, args.prefill_tokens, &kernels);
+    let mut out = super::Output::new("oracle", args.json);
+    print_table(&mut out, args, &model, &timings);
+    print_kernels(&mut out, &model, args.prefill_tokens, &kernels);
+    out.finish();
     Ok(())
 }
 
@@ -163,7 +209,7 @@ fn time_decode(model: &Model, steps: usize, probe: &StreamProbe) -> Result<Decod
     Ok(DecodeTiming {
         steps: times,
         stream,
-        bytes_per_token: model.weights.bytes() as f64 + kv_bytes,
+        bytes_per_token: model.weights.stored_bytes() as f64 + kv_bytes,
     })
 }
 
@@ -259,7 +305,7 @@ fn process_cpu_seconds() -> Option<f64> {
     Some((ticks(11)? + ticks(12)?) / 100.0)
 }
 
-fn print_kernels(model: &Model, t: usize, kernels: &[KernelTiming]) {
+fn print_kernels(out: &mut super::Output, model: &Model, t: usize, kernels: &[KernelTiming]) {
     let w = &model.weights.layers[0].gate_proj;
     let flops = 2.0 * (t * w.rows() * w.cols()) as f64;
     for k in kernels {
@@ -267,13 +313,18 @@ fn print_kernels(model: &Model, t: usize, kernels: &[KernelTiming]) {
             .cpu_per_call
             .filter(|&c| c > 0.0)
             .map_or("n/a".to_string(), |c| format!("{:.1}", flops / c / 1e9));
-        println!(
+        out.line(&format!(
             "{:<38} {:.1} GFLOP/s best call, {per_cpu} GFLOP per CPU-second ({} x {:?})",
             format!("  kernel: {}", k.name),
             flops / k.best / 1e9,
             t,
             w.shape(),
-        );
+        ));
+        out.row(serde_json::json!({
+            "kernel": k.name,
+            "best_call_gflops": flops / k.best / 1e9,
+            "gflop_per_cpu_s": k.cpu_per_call.filter(|&c| c > 0.0).map(|c| flops / c / 1e9),
+        }));
     }
 }
 
@@ -283,11 +334,13 @@ struct Timings {
     /// Stream passes before decoding (bytes/s).
     warm_up: Vec<f64>,
     decode: DecodeTiming,
+    /// Decode on the bf16 rounding of packed weights.
+    decode_bf16: Option<DecodeTiming>,
     prefill: Duration,
     load_at_start: Option<String>,
 }
 
-fn print_table(args: &Args, model: &Model, timings: &Timings) {
+fn print_table(out: &mut super::Output, args: &Args, model: &Model, timings: &Timings) {
     let arch = &model.arch;
     let decode = &timings.decode;
     let gb = |bytes: f64| bytes / 1e9;
@@ -299,75 +352,132 @@ fn print_table(args: &Args, model: &Model, timings: &Timings) {
         .collect();
     let best_stream = all_stream.iter().copied().fold(0.0, f64::max);
     let median_step = decode.median_step();
-    let paired = decode.median_paired_fraction();
     let flops = prefill_flops(arch, args.prefill_tokens);
     let prefill = timings.prefill.as_secs_f64();
-    println!(
-        "oracle benchmark: {} ({} params, random bf16 weights, seed {}), {} threads, cpu: {}",
-        args.config.display(),
-        arch.parameter_count(),
-        args.seed,
-        rayon::current_num_threads(),
-        cpu_features()
-    );
-    if let Some(load) = &timings.load_at_start {
-        println!(
-            "load average at start {load} (other processes on this machine compete for cores and memory)"
+    let source = weight_source(args, model);
+    out.set("model", arch.class_name.clone());
+    out.set("weights", source.clone());
+    out.set("parameters", arch.parameter_count());
+    out.set("threads", rayon::current_num_threads());
+    out.set("load_at_start", timings.load_at_start.clone());
+    out.set("generation_s", timings.generation.as_secs_f64());
+    out.set("weights_stored_bytes", model.weights.stored_bytes());
+    out.set("stream_bytes_per_s_median", median(&all_stream));
+    out.set("decode_step_s_median", median_step);
+    out.set("decode_bytes_per_token", decode.bytes_per_token);
+    out.set("decode_fraction_of_stream", decode.median_paired_fraction());
+    if let Some(bf16) = &timings.decode_bf16 {
+        out.set("decode_bf16_step_s_median", bf16.median_step());
+        out.set("decode_bf16_bytes_per_token", bf16.bytes_per_token);
+        out.set(
+            "decode_bf16_fraction_of_stream",
+            bf16.median_paired_fraction(),
         );
     }
-    println!("{:<38} value", "metric");
-    println!(
-        "{:<38} {:.2} s ({})",
-        "random weight generation",
+    out.set("prefill_tokens", args.prefill_tokens);
+    out.set("prefill_s", prefill);
+    out.set("prefill_gflops", flops / prefill / 1e9);
+    out.line(&format!(
+        "oracle benchmark: {} ({source}, {} params), {} threads, cpu: {}",
+        arch.class_name,
+        arch.parameter_count(),
+        rayon::current_num_threads(),
+        cpu_features()
+    ));
+    if let Some(load) = &timings.load_at_start {
+        out.line(&format!(
+            "load average at start {load} (other processes on this machine compete for cores and memory)"
+        ));
+    }
+    out.line(&format!("{:<38} value", "metric"));
+    out.line(&format!(
+        "{:<38} {:.2} s ({} as stored)",
+        "weights: generated or mapped",
         timings.generation.as_secs_f64(),
-        human_bytes(model.weights.bytes())
-    );
-    println!(
+        human_bytes(model.weights.stored_bytes())
+    ));
+    out.line(&format!(
         "{:<38} {:.1} GB/s median, {:.1} GB/s best ({} passes over {} MiB)",
         "stream read bandwidth (measured)",
         gb(median(&all_stream)),
         gb(best_stream),
         all_stream.len(),
         args.stream_mib
-    );
-    println!(
-        "{:<38} {:.2} tok/s (median of {} steps, {:.1} ms/token; best step {:.1} ms)",
-        "decode",
-        1.0 / median_step,
-        decode.steps.len(),
-        median_step * 1e3,
-        decode.best_step() * 1e3
-    );
-    println!(
-        "{:<38} {:.3} GB (weights + KV cache)",
-        "bytes read per decode step",
-        gb(decode.bytes_per_token)
-    );
-    println!(
-        "{:<38} {:.1} GB/s median, {:.1} GB/s best step",
-        "decode achieved bandwidth",
-        gb(decode.bytes_per_token / median_step),
-        gb(decode.bytes_per_token / decode.best_step())
-    );
-    println!(
-        "{:<38} {:.0} % (median over steps of step / stream pass just before; target >= {:.0} %: {})",
-        "decode / measured bandwidth",
-        100.0 * paired,
-        100.0 * TARGET_FRACTION,
-        if paired >= TARGET_FRACTION { "met" } else { "NOT met" }
-    );
-    println!(
-        "{:<38} {:.0} % (best step / best stream pass)",
-        "",
-        100.0 * decode.bytes_per_token / decode.best_step() / best_stream
-    );
-    println!(
+    ));
+    let stored = if timings.decode_bf16.is_some() {
+        "decode (weights as stored)"
+    } else {
+        "decode"
+    };
+    print_decode(out, stored, decode, best_stream);
+    if let Some(bf16) = &timings.decode_bf16 {
+        print_decode(out, "decode (bf16 copy of the weights)", bf16, best_stream);
+        out.line(&format!(
+            "{:<38} {:.2}x (bf16 copy / as stored, median step)",
+            "speed-up of the stored format",
+            bf16.median_step() / median_step
+        ));
+    }
+    out.line(&format!(
         "{:<38} {:.2} s, {:.1} GFLOP/s ({:.1} GFLOP, last-row logits)",
         format!("prefill {} tokens", args.prefill_tokens),
         prefill,
         flops / prefill / 1e9,
         flops / 1e9
-    );
+    ));
+}
+
+/// Where the benchmarked weights came from, in one phrase.
+fn weight_source(args: &Args, model: &Model) -> String {
+    match &model.origin {
+        WeightOrigin::Random { seed } => {
+            format!(
+                "{}, random bf16 weights, seed {seed}",
+                args.config.display()
+            )
+        }
+        WeightOrigin::Checkpoint { files } => format!("checkpoint {}", files.join(", ")),
+        WeightOrigin::Gguf { file, formats } => {
+            let counts: Vec<String> = formats.iter().map(|(f, n)| format!("{n} {f}")).collect();
+            format!("{file}: {}", counts.join(", "))
+        }
+    }
+}
+
+fn print_decode(out: &super::Output, label: &str, decode: &DecodeTiming, best_stream: f64) {
+    let gb = |bytes: f64| bytes / 1e9;
+    let median_step = decode.median_step();
+    let paired = decode.median_paired_fraction();
+    out.line(&format!(
+        "{label:<38} {:.2} tok/s (median of {} steps, {:.1} ms/token; best step {:.1} ms)",
+        1.0 / median_step,
+        decode.steps.len(),
+        median_step * 1e3,
+        decode.best_step() * 1e3
+    ));
+    out.line(&format!(
+        "{:<38} {:.3} GB (weights as stored + KV cache)",
+        "  bytes read per decode step",
+        gb(decode.bytes_per_token)
+    ));
+    out.line(&format!(
+        "{:<38} {:.1} GB/s median, {:.1} GB/s best step",
+        "  decode achieved bandwidth",
+        gb(decode.bytes_per_token / median_step),
+        gb(decode.bytes_per_token / decode.best_step())
+    ));
+    out.line(&format!(
+        "{:<38} {:.0} % (median over steps of step / stream pass just before; target >= {:.0} %: {})",
+        "  decode / measured bandwidth",
+        100.0 * paired,
+        100.0 * TARGET_FRACTION,
+        if paired >= TARGET_FRACTION { "met" } else { "NOT met" }
+    ));
+    out.line(&format!(
+        "{:<38} {:.0} % (best step / best stream pass)",
+        "",
+        100.0 * decode.bytes_per_token / decode.best_step() / best_stream
+    ));
 }
 
 /// The 1-minute load average, where the OS reports it.

@@ -23,6 +23,9 @@ pub struct Args {
     /// Seed of the synthetic trajectories.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// The figures as JSON on stdout (the table goes to stderr).
+    #[arg(long)]
+    pub json: bool,
 }
 
 struct Row {
@@ -42,17 +45,19 @@ impl Row {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    println!(
+    let mut out = super::Output::new("parse", args.json);
+    out.set("threads", rayon::current_num_threads());
+    out.line(&format!(
         "front end: parse + resolve + validate of synthetic trajectories ({} files each, seed {}, {} thread{})",
         args.files,
         args.seed,
         rayon::current_num_threads(),
         if rayon::current_num_threads() == 1 { "" } else { "s" }
-    );
-    println!(
+    ));
+    out.line(&format!(
         "{:>9} {:>9} {:>10} {:>12} {:>10} {:>8} {:>12} {:>8}",
         "entries", "MB", "parse ms", "resolve ms", "total ms", "MB/s", "entries/s", "cpu ms"
-    );
+    ));
     let mut rows: Vec<Row> = Vec::new();
     for &entries in &args.sizes {
         let sources: Vec<SourceFile> = crate::synth::generate_files(entries, args.seed, args.files)
@@ -73,7 +78,7 @@ pub fn run(args: Args) -> ExitCode {
         let cpu = row
             .cpu
             .map_or("-".to_string(), |c| format!("{:.0}", c.as_secs_f64() * 1e3));
-        println!(
+        out.line(&format!(
             "{:>9} {:>9.1} {:>10.1} {:>12.1} {:>10.1} {:>8.1} {:>12.0} {:>8}",
             row.entries,
             mb,
@@ -83,7 +88,15 @@ pub fn run(args: Args) -> ExitCode {
             mb / total,
             row.entries as f64 / total,
             cpu
-        );
+        ));
+        out.row(serde_json::json!({
+            "entries": row.entries,
+            "bytes": row.bytes,
+            "parse_s": row.parse.as_secs_f64(),
+            "resolve_s": row.resolve.as_secs_f64(),
+            "total_s": total,
+            "cpu_s": row.cpu.map(|c| c.as_secs_f64()),
+        }));
         if row.errors > 0 {
             eprintln!("error: the synthetic trajectory had {} errors", row.errors);
             return ExitCode::from(super::super::EXIT_FAILED);
@@ -92,16 +105,17 @@ pub fn run(args: Args) -> ExitCode {
     }
     for pair in rows.windows(2) {
         let (small, large) = (&pair[0], &pair[1]);
-        println!(
+        out.line(&format!(
             "{}/{} entries: time ratio {:.2} for a size ratio {:.1} (linear = {:.1})",
             large.entries,
             small.entries,
             large.total().as_secs_f64() / small.total().as_secs_f64(),
             large.entries as f64 / small.entries as f64,
             large.entries as f64 / small.entries as f64
-        );
+        ));
     }
-    println!("reproduce: cargo run --release -- bench parse");
+    out.line("reproduce: cargo run --release -- bench parse");
+    out.finish();
     ExitCode::SUCCESS
 }
 

@@ -22,12 +22,14 @@ pub fn rms_norm_with(x: &[f32], weight: &[u16], style: NormWeight, eps: f32, out
     }
 }
 
-/// RMSNorm in place, for each `weight.len()`-wide row of `x`.
-pub fn rms_norm_rows_in_place(x: &mut [f32], weight: &[u16], style: NormWeight, eps: f32) {
+/// RMSNorm in place, for each `weight.len()`-wide row of `x`, the weight
+/// applied as `style` says; the weight is in f32 (a tensor's exact values:
+/// widened bf16, or a GGUF file's F32).
+pub fn rms_norm_rows_in_place(x: &mut [f32], weight: &[f32], style: NormWeight, eps: f32) {
     for row in x.chunks_exact_mut(weight.len()) {
         let inv = inverse_rms(row, eps);
         for (v, &w) in row.iter_mut().zip(weight) {
-            *v = style.factor(bf16::to_f32(w)) * (*v * inv);
+            *v = style.factor(w) * (*v * inv);
         }
     }
 }

@@ -8,6 +8,12 @@
 //!
 //! Each tensor's error is `max |ours − ref| / max |ref|`; it passes at or below
 //! the tolerance (1e-4 by default: float32 summation noise, see the README).
+//!
+//! A file holds one prompt (`input_ids`, `hidden_states`, … as in the shared
+//! fixtures) or several, each under a prefix (`plain.input_ids`,
+//! `chat.input_ids`, … as beside the GGUF model); [`ReferenceTensors::prompts`]
+//! lists them. `layer_outputs` is optional: without it the layers are compared
+//! through `hidden_states`, whose last entry is after the final norm.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -69,7 +75,7 @@ impl ReferenceTensors {
             file: file.clone(),
             message,
         };
-        let bytes = std::fs::read(path).map_err(|e| read_error(e.to_string()))?;
+        let bytes = crate::input::read(path).map_err(|e| read_error(e.problem.to_string()))?;
         let st = SafeTensors::deserialize(&bytes)
             .map_err(|e| read_error(format!("not a valid safetensors file ({e:?})")))?;
         let mut tensors = BTreeMap::new();
@@ -128,6 +134,32 @@ impl ReferenceTensors {
         }
     }
 
+    /// The prompts the file holds: `""` for the single-prompt layout, else
+    /// the prefixes of every `<name>.input_ids`, sorted.
+    pub fn prompts(&self) -> Vec<String> {
+        if self.tensors.contains_key("input_ids") {
+            return vec![String::new()];
+        }
+        self.tensors
+            .keys()
+            .filter_map(|k| k.strip_suffix(".input_ids"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The name of tensor `name` of prompt `prompt`.
+    pub fn key(prompt: &str, name: &str) -> String {
+        if prompt.is_empty() {
+            name.to_string()
+        } else {
+            format!("{prompt}.{name}")
+        }
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
     /// An I64 tensor of token ids (1-D), checked to fit `u32`.
     pub fn token_ids(&self, name: &str) -> Result<Vec<u32>, CompareError> {
         let tensor = self
@@ -154,8 +186,11 @@ pub struct ErrorRow {
     pub elements: usize,
     pub max_abs_error: f32,
     pub max_abs_reference: f32,
-    /// `max_abs_error / max_abs_reference`.
+    /// `max_abs_error / max_abs_reference`; NaN when either side holds a NaN or
+    /// the lengths differ, so no bound can pass it.
     pub ratio: f64,
+    /// Values on our side that are NaN or infinite.
+    pub non_finite: usize,
     pub pass: bool,
 }
 
@@ -170,12 +205,15 @@ impl ErrorRow {
         let mut max_err = 0.0f32;
         let mut max_ref = 0.0f32;
         let mut nan = ours.len() != reference.len();
+        let non_finite = ours.iter().filter(|a| !a.is_finite()).count();
         for (&a, &b) in ours.iter().zip(reference) {
             nan |= a.is_nan() || b.is_nan();
             max_err = max_err.max((a - b).abs());
             max_ref = max_ref.max(b.abs());
         }
-        let ratio = if max_ref > 0.0 {
+        let ratio = if nan {
+            f64::NAN
+        } else if max_ref > 0.0 {
             max_err as f64 / max_ref as f64
         } else {
             max_err as f64
@@ -186,6 +224,7 @@ impl ErrorRow {
             max_abs_error: max_err,
             max_abs_reference: max_ref,
             ratio,
+            non_finite,
             pass: !nan && ratio <= tolerance,
         }
     }
@@ -194,6 +233,8 @@ impl ErrorRow {
 /// The result of checking a model against its reference file.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReferenceCheck {
+    /// The prompt's name in the file (`""` for a single-prompt file).
+    pub name: String,
     pub tolerance: f64,
     pub rows: Vec<ErrorRow>,
     pub prompt: Vec<u32>,
@@ -207,32 +248,75 @@ impl ReferenceCheck {
         self.tokens == self.expected_tokens
     }
 
+    /// NaN or infinite values in every tensor we computed.
+    pub fn non_finite(&self) -> usize {
+        self.rows.iter().map(|r| r.non_finite).sum()
+    }
+
     pub fn passed(&self) -> bool {
         self.tokens_match() && self.rows.iter().all(|r| r.pass)
     }
 
-    /// The largest error ratio over every tensor.
+    /// The largest error ratio over every tensor; NaN when any tensor's is (a
+    /// plain `f64::max` would drop it and let the gate pass).
     pub fn worst_ratio(&self) -> f64 {
-        self.rows.iter().map(|r| r.ratio).fold(0.0, f64::max)
+        self.rows.iter().map(|r| r.ratio).fold(0.0, |worst, r| {
+            if worst.is_nan() || r.is_nan() {
+                f64::NAN
+            } else {
+                worst.max(r)
+            }
+        })
     }
 }
 
-/// Runs `model` on the prompt of `reference` and compares every tensor.
+/// Runs `model` on the first prompt of `reference` and compares every tensor.
 pub fn check_reference(
     model: &Model,
     reference: &ReferenceTensors,
     tolerance: f64,
 ) -> Result<ReferenceCheck, CompareError> {
+    let first = reference.prompts().into_iter().next().unwrap_or_default();
+    check_prompt(model, reference, &first, tolerance)
+}
+
+/// Every prompt of `reference`, in [`ReferenceTensors::prompts`] order.
+pub fn check_all(
+    model: &Model,
+    reference: &ReferenceTensors,
+    tolerance: f64,
+) -> Result<Vec<ReferenceCheck>, CompareError> {
+    reference
+        .prompts()
+        .iter()
+        .map(|p| check_prompt(model, reference, p, tolerance))
+        .collect()
+}
+
+/// Runs `model` on prompt `name` of `reference` and compares every tensor.
+pub fn check_prompt(
+    model: &Model,
+    reference: &ReferenceTensors,
+    name: &str,
+    tolerance: f64,
+) -> Result<ReferenceCheck, CompareError> {
     let arch = &model.arch;
     let (l, h, v) = (arch.num_layers, arch.hidden_size, arch.vocab_size);
-    let prompt = reference.token_ids("input_ids")?;
-    let expected_tokens = reference.token_ids("greedy_tokens")?;
+    let key = |tensor: &str| ReferenceTensors::key(name, tensor);
+    let prompt = reference.token_ids(&key("input_ids"))?;
+    let expected_tokens = reference.token_ids(&key("greedy_tokens"))?;
     let t = prompt.len();
     let steps = expected_tokens.len();
-    let hidden_states = reference.f32("hidden_states", &[l + 1, t, h])?;
-    let layer_outputs = reference.f32("layer_outputs", &[l, t, h])?;
-    let prefill_logits = reference.f32("prefill_logits", &[t, v])?;
-    let decode_logits = reference.f32("decode_logits", &[steps, v])?;
+    let hidden_states = reference.f32(&key("hidden_states"), &[l + 1, t, h])?;
+    // Without `layer_outputs`, layer i's output is hidden_states[i + 1] for
+    // every layer but the last (whose output only appears after the norm).
+    let (layer_outputs, compared_layers) = if reference.has(&key("layer_outputs")) {
+        (reference.f32(&key("layer_outputs"), &[l, t, h])?, l)
+    } else {
+        (&hidden_states[t * h..l * t * h], l - 1)
+    };
+    let prefill_logits = reference.f32(&key("prefill_logits"), &[t, v])?;
+    let decode_logits = reference.f32(&key("decode_logits"), &[steps, v])?;
 
     let mut oracle = Reference::new(model)?;
     let prefill = oracle.prefill(&prompt, LogitRows::All)?;
@@ -243,7 +327,12 @@ pub fn check_reference(
         &hidden_states[..slab],
         tolerance,
     )];
-    for (i, ours) in prefill.layer_outputs.iter().enumerate() {
+    for (i, ours) in prefill
+        .layer_outputs
+        .iter()
+        .enumerate()
+        .take(compared_layers)
+    {
         rows.push(ErrorRow::compare(
             format!("layer_outputs[{i}]"),
             &ours.data,
@@ -280,10 +369,25 @@ pub fn check_reference(
         tolerance,
     ));
     Ok(ReferenceCheck {
+        name: name.to_string(),
         tolerance,
         rows,
         prompt,
         expected_tokens,
         tokens,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorRow;
+
+    #[test]
+    fn non_finite_values_on_our_side_are_counted() {
+        let row = ErrorRow::compare("t", &[1.0, f32::NAN, f32::INFINITY], &[1.0, 2.0, 3.0], 1e-3);
+        assert_eq!(row.non_finite, 2);
+        assert!(!row.pass);
+        let clean = ErrorRow::compare("t", &[1.0, 2.0], &[1.0, 2.0], 1e-3);
+        assert_eq!(clean.non_finite, 0);
+    }
 }

@@ -6,11 +6,17 @@
 //! the blocked bf16 GEMM in `gemm.rs`. `matmul_sgemm` is the alternative it was
 //! measured against (`matrixmultiply`'s sgemm on f32 panels of W), kept so
 //! `skillc bench oracle` can show the comparison on the machine at hand.
+//!
+//! A packed (GGUF) matrix is read at its exact dequantized values: the GEMV
+//! reads the stored blocks (`quant::WeightFormat::dot`), so decode streams
+//! the weights as stored; the GEMM dequantizes panels of rows to f32 for
+//! sgemm.
 
 use rayon::prelude::*;
 
 use crate::bf16;
-use crate::model::tensor::BfTensor;
+use crate::model::quant;
+use crate::model::tensor::{BfTensor, PackedRows};
 
 /// Weight rows converted to f32 per sgemm call.
 const PANEL_ROWS: usize = 256;
@@ -23,6 +29,25 @@ const LANES: usize = 32;
 /// `[t, in]`); `y` is `[t, out]`. One row is a GEMV, several the blocked bf16
 /// GEMM.
 pub fn matmul(x: &[f32], t: usize, w: &BfTensor, y: &mut [f32]) {
+    if let Some(rows) = w.packed_rows() {
+        assert_eq!(
+            x.len(),
+            t * rows.cols(),
+            "{}: input is not [t, in]",
+            w.name()
+        );
+        assert_eq!(
+            y.len(),
+            t * rows.rows(),
+            "{}: output is not [t, out]",
+            w.name()
+        );
+        return if t == 1 {
+            packed_gemv(rows, x, y)
+        } else {
+            packed_sgemm(rows, x, t, y)
+        };
+    }
     if t == 1 {
         gemv(w, x, y);
     } else {
@@ -35,14 +60,39 @@ pub fn matmul_sgemm(x: &[f32], t: usize, w: &BfTensor, y: &mut [f32]) {
     let (out, inner) = (w.rows(), w.cols());
     assert_eq!(x.len(), t * inner, "{}: input is not [t, in]", w.name());
     assert_eq!(y.len(), t * out, "{}: output is not [t, out]", w.name());
+    let bits = w.bits();
+    sgemm_panels(out, inner, x, t, y, &|first, dst| {
+        bf16::slice_to_f32(&bits[first * inner..(first + 1) * inner], dst)
+    });
+}
+
+/// A packed matrix through sgemm: panels of rows dequantized to f32.
+fn packed_sgemm(w: &PackedRows, x: &[f32], t: usize, y: &mut [f32]) {
+    sgemm_panels(w.rows(), w.cols(), x, t, y, &|row, dst| {
+        w.row_values(row, dst)
+    });
+}
+
+/// `y = x · Wᵀ` with W `[out, inner]` produced a row at a time by `row`
+/// (row index, destination), `PANEL_ROWS` rows per sgemm call.
+fn sgemm_panels(
+    out: usize,
+    inner: usize,
+    x: &[f32],
+    t: usize,
+    y: &mut [f32],
+    row: &(dyn Fn(usize, &mut [f32]) + Sync),
+) {
+    assert_eq!(x.len(), t * inner, "input is not [t, in]");
+    assert_eq!(y.len(), t * out, "output is not [t, out]");
     let mut panel = vec![0.0f32; PANEL_ROWS.min(out) * inner];
     for start in (0..out).step_by(PANEL_ROWS) {
         let rows = PANEL_ROWS.min(out - start);
         let panel = &mut panel[..rows * inner];
         panel
             .par_chunks_mut(inner)
-            .zip(w.bits()[start * inner..(start + rows) * inner].par_chunks(inner))
-            .for_each(|(dst, src)| bf16::slice_to_f32(src, dst));
+            .enumerate()
+            .for_each(|(r, dst)| row(start + r, dst));
         // SAFETY: A is x ([t, inner], row stride inner), B is the panel seen as
         // [inner, rows] (column stride inner), C is columns start..start+rows of
         // y ([t, out], row stride out); every index stays inside the slices,
@@ -83,9 +133,49 @@ pub fn gemv(w: &BfTensor, x: &[f32], y: &mut [f32]) {
         });
 }
 
-/// Adds a bf16 bias to every row of `y` (`[t, n]`).
+/// `y[o] = Σ_i w[o, i] · x[i]` over the stored blocks of a packed matrix.
+pub fn packed_gemv(w: &PackedRows, x: &[f32], y: &mut [f32]) {
+    let sums = quant::block_sums(x);
+    y.par_chunks_mut(GEMV_ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(task, ys)| {
+            let first = task * GEMV_ROWS_PER_TASK;
+            packed_rows(w, first, x, &sums, ys);
+        });
+}
+
+/// Dot products of rows `first..first + ys.len()` of a packed matrix.
+fn packed_rows(w: &PackedRows, first: usize, x: &[f32], sums: &[f32], ys: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is present, checked just above.
+            unsafe { packed_rows_avx2(w, first, x, sums, ys) };
+            return;
+        }
+    }
+    packed_rows_portable(w, first, x, sums, ys);
+}
+
+/// The same code with AVX2 enabled (wider vectors; no FMA contraction, so
+/// the results equal the portable path's bit for bit).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn packed_rows_avx2(w: &PackedRows, first: usize, x: &[f32], sums: &[f32], ys: &mut [f32]) {
+    packed_rows_portable(w, first, x, sums, ys);
+}
+
+#[inline(always)]
+fn packed_rows_portable(w: &PackedRows, first: usize, x: &[f32], sums: &[f32], ys: &mut [f32]) {
+    let format = w.format();
+    for (r, out) in ys.iter_mut().enumerate() {
+        *out = format.dot(w.row(first + r), x, sums);
+    }
+}
+
+/// Adds a bias (its exact values) to every row of `y` (`[t, n]`).
 pub fn add_bias(y: &mut [f32], bias: &BfTensor) {
-    let bias = bias.to_f32_vec();
+    let bias = bias.values();
     for row in y.chunks_exact_mut(bias.len()) {
         for (v, b) in row.iter_mut().zip(&bias) {
             *v += b;

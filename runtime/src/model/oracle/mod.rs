@@ -1,6 +1,7 @@
 //! The CPU f32 reference: the oracle every numerical gate compares against.
 //!
-//! Weights stay bf16 (as loaded), every activation, the KV cache, norms, RoPE
+//! Weights stay as loaded (bf16, or a GGUF file's packed blocks, read at their
+//! exact dequantized values), every activation, the KV cache, norms, RoPE
 //! and softmax are f32, following transformers' eager float32 path:
 //! embedding (× √hidden for Gemma) → per layer [RMSNorm → q/k/v (+bias) → q/k
 //! RMSNorm → RoPE (the layer's base) → GQA causal attention over the KV cache
@@ -101,6 +102,16 @@ pub struct PrefillOutput {
     pub logits: Matrix,
 }
 
+/// What [`Reference::generate`] produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generation {
+    pub tokens: Vec<u32>,
+    /// True when the last token is a stop token (EOS).
+    pub stopped: bool,
+    /// The logits after the prompt (the first token's).
+    pub first_logits: Vec<f32>,
+}
+
 /// Keys and values of every layer, `[held positions, kv_dim]` each, f32.
 #[derive(Debug, Clone)]
 struct KvCache {
@@ -175,6 +186,15 @@ impl<'m> Reference<'m> {
         self.cache.len
     }
 
+    /// Layer `layer`'s cached keys and values, `[positions, kv_dim]` f32 each
+    /// (keys after RoPE), what the decode gates compare the NPU's cache with.
+    pub fn kv(&self, layer: usize) -> (&[f32], &[f32]) {
+        match (self.cache.keys.get(layer), self.cache.values.get(layer)) {
+            (Some(k), Some(v)) => (k, v),
+            _ => (&[], &[]),
+        }
+    }
+
     /// Empties the KV cache.
     pub fn reset(&mut self) {
         for layer in self.cache.keys.iter_mut().chain(&mut self.cache.values) {
@@ -218,6 +238,39 @@ impl<'m> Reference<'m> {
         }
     }
 
+    /// Greedy continuation of `prompt` that stops after a token of `stop`
+    /// (which is kept, last) or after `max_new` tokens. Also returns the
+    /// logits after the prompt.
+    pub fn generate(
+        &mut self,
+        prompt: &[u32],
+        max_new: usize,
+        stop: &[u32],
+    ) -> Result<Generation, ReferenceError> {
+        let first = self.prefill(prompt, LogitRows::Last)?.logits.data;
+        let mut tokens = Vec::with_capacity(max_new);
+        let mut logits = first.clone();
+        while tokens.len() < max_new {
+            let next = blocks::argmax(&logits) as u32;
+            tokens.push(next);
+            if stop.contains(&next) {
+                return Ok(Generation {
+                    tokens,
+                    stopped: true,
+                    first_logits: first,
+                });
+            }
+            if tokens.len() < max_new {
+                logits = self.decode_step(next)?;
+            }
+        }
+        Ok(Generation {
+            tokens,
+            stopped: false,
+            first_logits: first,
+        })
+    }
+
     fn check_tokens(&self, ids: &[u32]) -> Result<(), ReferenceError> {
         if ids.is_empty() {
             return Err(ReferenceError::EmptyPrompt);
@@ -241,7 +294,7 @@ impl<'m> Reference<'m> {
         let mut x = Matrix::zeros(t, h);
         let scale = self.arch.embedding_scale();
         for (row, &id) in x.data.chunks_exact_mut(h).zip(ids) {
-            crate::bf16::slice_to_f32(self.weights.embed_tokens.row(id as usize), row);
+            self.weights.embed_tokens.row_values(id as usize, row);
             if self.arch.scale_embeddings {
                 row.iter_mut().for_each(|v| *v *= scale);
             }
@@ -273,7 +326,8 @@ impl<'m> Reference<'m> {
         self.drop_unseen_positions();
         let eps = self.arch.rms_norm_eps as f32;
         let style = self.arch.norm_weight;
-        blocks::rms_norm_rows_in_place(&mut x.data, self.weights.final_norm.bits(), style, eps);
+        let w = self.weights.final_norm.values();
+        blocks::rms_norm_rows_in_place(&mut x.data, &w, style, eps);
         let logits = self.logits(&x, rows);
         Ok(PrefillOutput {
             embeddings,
@@ -326,7 +380,7 @@ impl<'m> Reference<'m> {
         let (t, d) = (x.rows, arch.head_dim);
         let (eps, style) = (arch.rms_norm_eps as f32, arch.norm_weight);
         let mut normed = x.clone();
-        blocks::rms_norm_rows_in_place(&mut normed.data, layer.input_norm.bits(), style, eps);
+        blocks::rms_norm_rows_in_place(&mut normed.data, &layer.input_norm.values(), style, eps);
         let project = |w: &super::tensor::BfTensor, bias: Option<&super::tensor::BfTensor>| {
             let mut y = vec![0.0f32; t * w.rows()];
             linear::matmul(&normed.data, t, w, &mut y);
@@ -339,8 +393,8 @@ impl<'m> Reference<'m> {
         let mut k = project(&layer.k_proj, layer.k_bias.as_ref());
         let v = project(&layer.v_proj, layer.v_bias.as_ref());
         if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
-            blocks::rms_norm_rows_in_place(&mut q, qn.bits(), style, eps);
-            blocks::rms_norm_rows_in_place(&mut k, kn.bits(), style, eps);
+            blocks::rms_norm_rows_in_place(&mut q, &qn.values(), style, eps);
+            blocks::rms_norm_rows_in_place(&mut k, &kn.values(), style, eps);
         }
         for (qs, (cos, sin)) in q.chunks_exact_mut(arch.q_dim()).zip(angles) {
             qs.chunks_exact_mut(d)
@@ -369,7 +423,7 @@ impl<'m> Reference<'m> {
         let mut o = vec![0.0f32; t * arch.hidden_size];
         linear::matmul(&attended, t, &layer.o_proj, &mut o);
         if let Some(sandwich) = &layer.sandwich {
-            let w = sandwich.attention_out.bits();
+            let w = &sandwich.attention_out.values();
             blocks::rms_norm_rows_in_place(&mut o, w, style, eps);
         }
         for (xv, ov) in x.data.iter_mut().zip(&o) {
@@ -383,8 +437,8 @@ impl<'m> Reference<'m> {
         let f = self.arch.intermediate_size;
         let mut normed = x.clone();
         let (eps, style) = (self.arch.rms_norm_eps as f32, self.arch.norm_weight);
-        let w = layer.post_attention_norm.bits();
-        blocks::rms_norm_rows_in_place(&mut normed.data, w, style, eps);
+        let w = layer.post_attention_norm.values();
+        blocks::rms_norm_rows_in_place(&mut normed.data, &w, style, eps);
         let mut gate = vec![0.0f32; t * f];
         let mut up = vec![0.0f32; t * f];
         linear::matmul(&normed.data, t, &layer.gate_proj, &mut gate);
@@ -393,7 +447,7 @@ impl<'m> Reference<'m> {
         let mut down = vec![0.0f32; t * self.arch.hidden_size];
         linear::matmul(&gate, t, &layer.down_proj, &mut down);
         if let Some(sandwich) = &layer.sandwich {
-            let w = sandwich.mlp_out.bits();
+            let w = &sandwich.mlp_out.values();
             blocks::rms_norm_rows_in_place(&mut down, w, style, eps);
         }
         for (xv, dv) in x.data.iter_mut().zip(&down) {

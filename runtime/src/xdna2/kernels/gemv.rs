@@ -352,9 +352,8 @@ impl LmHeadSpec {
     /// exceed the DMA repeat limit (the reference's rule: each partition fits
     /// L2 and the repeat count).
     pub fn select(device: &Device, vocab: usize, k: usize, parts: usize) -> LmHeadSpec {
-        let herd = Herd([device.columns, 1]);
-        let template = GemvSpec::select(device, herd.cols() * TILE_M_CHOICES[0], k, herd);
-        let block = template.tile.tile_m * herd.cols();
+        let template = Self::template(device, k);
+        let block = template.tile.tile_m * template.herd.cols();
         let max_iterations = device.limits.dma_repeat_max;
         let parts = (parts.max(1)..)
             .find(|p| vocab.div_ceil(*p).div_ceil(block) <= max_iterations)
@@ -364,6 +363,20 @@ impl LmHeadSpec {
             ..template
         };
         LmHeadSpec { vocab, parts, part }
+    }
+
+    /// The most partitions a `vocab` × `k` head has rows for: each holds at least
+    /// one row block (`tile_m` rows on every compute column); beyond that a
+    /// partition would cover no row of the vocabulary.
+    pub fn max_parts(device: &Device, vocab: usize, k: usize) -> usize {
+        let template = Self::template(device, k);
+        vocab.div_ceil(template.tile.tile_m * template.herd.cols())
+    }
+
+    /// One partition's GEMV on a row of the array, before its rows are known.
+    fn template(device: &Device, k: usize) -> GemvSpec {
+        let herd = Herd([device.columns, 1]);
+        GemvSpec::select(device, herd.cols() * TILE_M_CHOICES[0], k, herd)
     }
 
     pub fn check(&self, device: &Device) -> Vec<ConstraintViolation> {

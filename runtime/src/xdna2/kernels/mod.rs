@@ -26,7 +26,7 @@ pub use gemv::{
     gemv, gemv_swiglu, lm_head_gemv, lm_head_partition, GemvSpec, GemvTile, LmHeadSpec,
 };
 
-/// Kernel names, the same strings as `ops::KERNELS`.
+/// Kernel names, spelled in `ops::words` (`ops::KERNELS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kernel {
@@ -60,25 +60,13 @@ impl Kernel {
         Kernel::LmHeadGemv,
     ];
 
+    /// The kernel's name in the trajectory language (`ops::words` spells it).
     pub fn name(self) -> &'static str {
-        match self {
-            Kernel::Gemm => "gemm",
-            Kernel::Gemv => "gemv",
-            Kernel::GemvSwiglu => "gemv_swiglu",
-            Kernel::Rmsnorm => "rmsnorm",
-            Kernel::QkRmsnorm => "qk_rmsnorm",
-            Kernel::Rope => "rope",
-            Kernel::SiluMul => "silu_mul",
-            Kernel::EltwiseAdd => "eltwise_add",
-            Kernel::Softmax => "softmax",
-            Kernel::FlashAttention => "flash_attention",
-            Kernel::Embedding => "embedding",
-            Kernel::LmHeadGemv => "lm_head_gemv",
-        }
+        self.word()
     }
 
     pub fn from_name(name: &str) -> Option<Kernel> {
-        Kernel::ALL.into_iter().find(|k| k.name() == name)
+        name.parse().ok()
     }
 }
 

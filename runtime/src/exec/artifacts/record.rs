@@ -1,0 +1,342 @@
+//! What a run did, as plain data: per phase the steps executed (from the bundle or
+//! derived for this model), every gate with its value and threshold, every remedy
+//! attempt, and the wall time; per model the modeled performance. `report.json` is
+//! this record serialized; `report.md` and the run's trajectory are rendered from it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bundle::{Provenance, Value};
+use crate::exec::checks::decode::DecodeErrors;
+use crate::exec::checks::gate::GateCheck;
+use crate::exec::checks::topk::TopKCheck;
+use crate::exec::fault::Fault;
+
+pub const REPORT_SCHEMA: &str = "skillc.deploy-report/1";
+
+/// The verdict of the whole run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Every phase passed and the independent evaluator said PASS.
+    Pass,
+    /// Every phase passed; the evaluator passed with warnings.
+    PassWithWarnings,
+    /// A gate failed and no lesson fixed it, or the evaluator said FAIL.
+    Fail,
+    /// Phase 0 refused the model (out of scope).
+    Refused,
+}
+
+impl Verdict {
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::PassWithWarnings => "PASS-with-warnings",
+            Verdict::Fail => "FAIL",
+            Verdict::Refused => "REFUSED",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PhaseStatus {
+    Passed,
+    Failed,
+    NotRun,
+}
+
+/// Where a step came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum StepOrigin {
+    /// A bundle step, by id.
+    Bundle {
+        step: String,
+        provenance: Vec<Provenance>,
+    },
+    /// Added by the runtime because this model needs it.
+    Derived { why: String },
+    /// A lesson's fix.
+    Remedy { lesson: String },
+}
+
+/// What became of a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum StepOutcome {
+    /// Executed with the recorded parameters.
+    AsRecorded,
+    /// Executed with parameters re-derived for this model.
+    Rederived { why: String },
+    /// Not executed: it does not apply to this model or run.
+    NotApplicable { why: String },
+    /// An optimization kept (verification passed, modeled time dropped).
+    Kept { why: String },
+    /// Already in effect (an earlier step or the runtime's baseline did it).
+    Covered { why: String },
+    /// An optimization tried and reverted.
+    Reverted { why: String },
+    /// Executed and failed its gate.
+    Failed { why: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub op: String,
+    pub params: BTreeMap<String, Value>,
+    pub origin: StepOrigin,
+    pub outcome: StepOutcome,
+    /// The parameters the bundle recorded, when they were changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<BTreeMap<String, Value>>,
+}
+
+impl StepRecord {
+    /// A bundle step as this run executed it (or not), with the recorded parameters.
+    pub fn from_bundle(step: &crate::bundle::Step, outcome: StepOutcome) -> StepRecord {
+        StepRecord {
+            op: step.op.to_string(),
+            params: step.params.clone(),
+            origin: StepOrigin::Bundle {
+                step: step.id.clone(),
+                provenance: step.provenance.clone(),
+            },
+            outcome,
+            recorded: None,
+        }
+    }
+}
+
+/// One lesson tried on one failure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RemedyAttempt {
+    /// The failing gate's name.
+    pub gate: String,
+    pub lesson: String,
+    pub title: String,
+    /// The fix as the trajectory language writes it.
+    pub fix: String,
+    /// The parameters after the fix, when it could be evaluated.
+    pub params: Option<BTreeMap<String, Value>>,
+    pub before: f64,
+    /// The gate's value after the fix (absent when the fix could not be applied).
+    pub after: Option<f64>,
+    pub fixed: bool,
+    pub note: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseRecord {
+    pub index: u8,
+    pub name: String,
+    pub title: String,
+    pub status: PhaseStatus,
+    /// Wall time of the phase on this machine (not modeled).
+    pub wall_s: f64,
+    pub steps: Vec<StepRecord>,
+    pub gates: Vec<GateCheck>,
+    pub attempts: Vec<RemedyAttempt>,
+    /// Facts worth a reader's attention (what was re-verified and how, …).
+    pub notes: Vec<String>,
+}
+
+impl PhaseRecord {
+    pub fn new(index: u8, name: &str, title: &str) -> Self {
+        Self {
+            index,
+            name: name.to_string(),
+            title: title.to_string(),
+            status: PhaseStatus::NotRun,
+            wall_s: 0.0,
+            steps: Vec::new(),
+            gates: Vec::new(),
+            attempts: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// Where the run stopped, for a failed or refused run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stop {
+    pub phase: u8,
+    pub gate: String,
+    pub metric: String,
+    pub value: f64,
+    pub comparison: String,
+    pub threshold: f64,
+    pub reason: String,
+    /// Lessons tried, in order.
+    pub tried: Vec<String>,
+}
+
+/// The model as deployed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// The model directory's name.
+    pub name: String,
+    pub class_name: String,
+    pub parameters: u64,
+    pub layers: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub vocab_size: usize,
+    /// `checkpoint` or `random (seed N)`.
+    pub weights: String,
+    /// sha256 of config.json.
+    pub config_sha256: String,
+    /// The scope check's notes on structure.
+    pub features: Vec<String>,
+}
+
+/// One prompt's verification.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromptVerdict {
+    pub prompt: usize,
+    pub tokens: usize,
+    /// The greedy top-k set check over every step.
+    pub check: TopKCheck,
+    /// The teacher-forced errors against the reference.
+    pub decode: DecodeErrors,
+    /// The NPU path's greedy choice at every step, fed the reference's tokens:
+    /// its free-running greedy decode up to the first divergence.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub npu_tokens: Vec<u32>,
+}
+
+/// A prompt and what the oracle and the NPU path generated from it, as text
+/// (the model's tokenizer), each cut after its first end-of-sequence token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptText {
+    pub prompt: usize,
+    pub prompt_text: String,
+    pub oracle_tokens: Vec<u32>,
+    pub oracle_text: String,
+    pub npu_tokens: Vec<u32>,
+    pub npu_text: String,
+}
+
+/// Modeled figures of one plan (from the emulator's cost model).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModeledTimes {
+    pub seq_len: usize,
+    pub ttft_s: f64,
+    pub ms_per_token: f64,
+    pub tok_s: f64,
+    pub calls_per_layer_prefill: usize,
+    pub calls_per_layer_decode: usize,
+}
+
+/// Modeled decode speed at one cached-context length.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextDecode {
+    pub context: usize,
+    pub ms_per_token: f64,
+    pub tok_s: f64,
+}
+
+/// One row of the roofline table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RooflineRow {
+    pub phase: String,
+    pub name: String,
+    pub ms: f64,
+    /// Achieved fraction of the bound that limits it (compute or bandwidth).
+    pub fraction: f64,
+    pub bound: String,
+}
+
+/// The model's performance as modeled, with the cost model's error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Performance {
+    /// After phase 3 (the unoptimized plan that passed verification).
+    pub baseline: ModeledTimes,
+    /// The production plan.
+    pub production: ModeledTimes,
+    /// The production plan's decode at the context the published decode figures
+    /// were measured at (the calibration data set's), for comparison with them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_context_decode: Option<ContextDecode>,
+    pub roofline: Vec<RooflineRow>,
+    /// The cost model's calibration error against published measurements.
+    pub calibration: String,
+    /// Median absolute relative error of the calibration, as a fraction.
+    pub calibration_error: f64,
+}
+
+/// The record of one run: `report.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeployReport {
+    pub schema_version: String,
+    pub bundle: String,
+    /// The trajectories the bundle was built from.
+    pub bundle_sources: Vec<String>,
+    /// What was wrong with the bundle when this run started (see
+    /// `DeployOptions::bundle_notes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bundle_notes: Vec<String>,
+    /// The model directory's name (known even when the config cannot be read).
+    #[serde(default)]
+    pub model_dir: String,
+    pub model: Option<ModelInfo>,
+    pub seed: u64,
+    pub faults: Vec<Fault>,
+    pub prompts: Vec<Vec<u32>>,
+    pub phases: Vec<PhaseRecord>,
+    pub verification: Vec<PromptVerdict>,
+    /// Prompts and generated text side by side, when the model has a tokenizer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub texts: Vec<PromptText>,
+    /// Per-layer cosines of the first prompt (phase 3 diagnosis, not a gate).
+    pub diagnosis: Vec<crate::exec::checks::verify::LayerDiagnosis>,
+    /// Numerics fingerprints that passed verification, with how each was verified.
+    pub verified: BTreeMap<String, String>,
+    pub performance: Option<Performance>,
+    pub verdict: Verdict,
+    pub stop: Option<Stop>,
+    /// The evaluator's verdict and findings (phase 7).
+    pub evaluation: Option<EvaluationSummary>,
+    /// Wall time of the whole run on this machine.
+    pub wall_s: f64,
+}
+
+/// What the independent evaluator reported.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvaluationSummary {
+    pub verdict: String,
+    pub exit_code: i32,
+    pub findings: Vec<String>,
+    pub warnings: Vec<String>,
+    pub wall_s: f64,
+}
+
+impl DeployReport {
+    /// Every gate of every phase, in order.
+    pub fn gates(&self) -> impl Iterator<Item = (u8, &GateCheck)> {
+        self.phases
+            .iter()
+            .flat_map(|p| p.gates.iter().map(move |g| (p.index, g)))
+    }
+
+    /// Bundle steps the run executed with other parameters than recorded, or did
+    /// not execute, with the reason.
+    pub fn rederived_steps(&self) -> Vec<(u8, &StepRecord)> {
+        self.phases
+            .iter()
+            .flat_map(|p| p.steps.iter().map(move |s| (p.index, s)))
+            .filter(|(_, s)| {
+                matches!(s.origin, StepOrigin::Bundle { .. })
+                    && !matches!(
+                        s.outcome,
+                        StepOutcome::AsRecorded | StepOutcome::Kept { .. }
+                    )
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,215 @@
+//! Gates: one measured value against one threshold, with where the threshold came
+//! from. Every gate the executor evaluates is kept (passed or not) so the report, the
+//! run's trajectory and the independent evaluator see the same numbers.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bundle::{Comparison, Provenance, Value};
+use crate::ops::OpKind;
+use crate::xdna2::numerics::cosine;
+
+/// Where a gate's threshold comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum ThresholdSource {
+    /// The bundle's exit gate, as recorded.
+    Bundle { provenance: Vec<Provenance> },
+    /// The bundle's gate, adapted to this model; `why` says how.
+    Rederived {
+        why: String,
+        provenance: Vec<Provenance>,
+    },
+    /// A rule of the runtime (the reference system's definition of the gate).
+    Runtime { rule: String },
+}
+
+/// One evaluated gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateCheck {
+    /// Short name, unique within its phase, e.g. `kernel gemm 16x128x384`.
+    pub name: String,
+    /// The operation whose result the gate reads (`validate-kernel`, …).
+    pub op: OpKind,
+    /// A metric of `ops::METRICS`.
+    pub metric: String,
+    pub value: f64,
+    pub comparison: Comparison,
+    pub threshold: f64,
+    /// Unit of value and threshold; empty for unitless metrics.
+    pub unit: String,
+    pub passed: bool,
+    /// Figures from the cost model rather than from emulated numerics.
+    pub modeled: bool,
+    /// Conditions the value was measured under (kernel, shape, layer, …).
+    pub conditions: BTreeMap<String, Value>,
+    pub source: ThresholdSource,
+}
+
+impl GateCheck {
+    /// A gate whose verdict is `value comparison threshold`; NaN never passes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        name: impl Into<String>,
+        op: OpKind,
+        metric: &str,
+        value: f64,
+        comparison: Comparison,
+        threshold: f64,
+        conditions: BTreeMap<String, Value>,
+        source: ThresholdSource,
+    ) -> Self {
+        let unit = crate::ops::metric_spec(metric)
+            .map(|m| m.canonical_unit)
+            .unwrap_or("");
+        Self {
+            name: name.into(),
+            op,
+            metric: metric.to_string(),
+            value,
+            comparison,
+            threshold,
+            unit: unit.to_string(),
+            passed: !value.is_nan() && comparison.holds(value, threshold),
+            modeled: false,
+            conditions,
+            source,
+        }
+    }
+
+    pub fn modeled(mut self) -> Self {
+        self.modeled = true;
+        self
+    }
+
+    /// `cosine = 0.9987 >= 0.99`.
+    pub fn summary(&self) -> String {
+        let unit = if self.unit.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", self.unit)
+        };
+        format!(
+            "{} = {}{unit} {} {}{unit}",
+            self.metric,
+            format_value(self.value),
+            self.comparison.symbol(),
+            format_value(self.threshold)
+        )
+    }
+}
+
+/// Numbers as a reader wants them: integers plainly, small values in scientific
+/// notation, others with four significant digits.
+pub fn format_value(v: f64) -> String {
+    if v.is_nan() {
+        return "NaN".into();
+    }
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        return format!("{}", v as i64);
+    }
+    let a = v.abs();
+    if a != 0.0 && !(1e-3..1e6).contains(&a) {
+        return format!("{v:.3e}");
+    }
+    let digits = (4 - a.log10().floor() as i32 - 1).clamp(0, 8) as usize;
+    let s = format!("{v:.digits$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// Phase 2's per-position cosine floor, scaled by head_dim because bf16 noise grows
+/// with sqrt(head_dim·K) (reference system: 0.99 up to 64, 0.98 at 128, 0.97 from
+/// 256; `mlir-air:.claude/skills/phase-2-single-block-validation/SKILL.md`).
+pub fn position_cosine_floor(head_dim: usize) -> f64 {
+    match head_dim {
+        0..=64 => 0.99,
+        65..=128 => 0.98,
+        _ => 0.97,
+    }
+}
+
+/// Whole-tensor cosine floor of phase 2 (same source).
+pub const BLOCK_COSINE_MIN: f64 = 0.99;
+
+/// Cosine of each `width`-wide row.
+pub fn row_cosines(a: &[f32], b: &[f32], width: usize) -> Vec<f64> {
+    a.chunks_exact(width)
+        .zip(b.chunks_exact(width))
+        .map(|(x, y)| cosine(x, y))
+        .collect()
+}
+
+/// Minimum that NaN poisons (a NaN row must fail the gate).
+pub fn min_or_nan(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::INFINITY, |m, v| {
+        if v.is_nan() || m.is_nan() {
+            f64::NAN
+        } else {
+            m.min(v)
+        }
+    })
+}
+
+/// NaN and infinite values.
+pub fn non_finite(values: &[f32]) -> usize {
+    values.iter().filter(|v| !v.is_finite()).count()
+}
+
+/// `max |a − b|`.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| (x as f64 - y as f64).abs())
+        .fold(0.0, f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floors_follow_head_dim() {
+        assert_eq!(position_cosine_floor(32), 0.99);
+        assert_eq!(position_cosine_floor(64), 0.99);
+        assert_eq!(position_cosine_floor(128), 0.98);
+        assert_eq!(position_cosine_floor(256), 0.97);
+    }
+
+    #[test]
+    fn nan_fails_every_gate() {
+        let g = GateCheck::new(
+            "x",
+            OpKind::ValidateBlock,
+            "cosine",
+            f64::NAN,
+            Comparison::Ge,
+            0.99,
+            BTreeMap::new(),
+            ThresholdSource::Runtime { rule: "r".into() },
+        );
+        assert!(!g.passed);
+        assert!(min_or_nan(&[1.0, f64::NAN, 0.5]).is_nan());
+        assert!(cosine(&[f32::NAN, 1.0], &[1.0, 1.0]).is_nan());
+    }
+
+    #[test]
+    fn cosine_of_scaled_vectors_is_one() {
+        let a = [1.0, -2.0, 3.0];
+        let b = [2.0, -4.0, 6.0];
+        assert!((cosine(&a, &b) - 1.0).abs() < 1e-12);
+        assert_eq!(row_cosines(&a[..2], &b[..2], 1), vec![1.0, 1.0]);
+    }
+
+    #[test]
+    fn values_format_for_readers() {
+        assert_eq!(format_value(32.0), "32");
+        assert_eq!(format_value(0.99871), "0.9987");
+        assert_eq!(format_value(3.1e-5), "3.100e-5");
+        assert_eq!(format_value(1234.5678), "1235");
+    }
+}

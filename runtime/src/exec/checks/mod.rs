@@ -1,0 +1,11 @@
+//! The checking machinery the phases share: a gate (one value against one threshold
+//! with where it came from), the teacher-forced decode comparison and the greedy
+//! top-k gate that verification runs, phase 1's kernel harness, and the debugging
+//! lessons a failed gate matches.
+
+pub mod decode;
+pub mod gate;
+pub mod remedy;
+pub mod topk;
+pub mod validate;
+pub mod verify;

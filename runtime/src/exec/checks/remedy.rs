@@ -1,0 +1,356 @@
+//! Debugging lessons applied to failed gates: which lessons a failure matches
+//! (symptom → hypotheses, in the bundle's order) and what parameters a lesson's fix
+//! produces when its remedy expressions are evaluated against the failing action.
+//!
+//! Matching reads only structured fields (the failing operation, the lesson's
+//! conditions, the metric predicate); a lesson's free text is never interpreted.
+//! Conditions that describe where a lesson was recorded rather than what it is about
+//! (the shape, the model, the layer, tolerances) are not required to match: a lesson
+//! learnt on one model's shapes is meant for the next model's.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::gate::GateCheck;
+use crate::bundle::{Bundle, Expr, Lesson, LessonKind, Remedy, Value};
+use crate::ops::OpKind;
+
+/// Condition keys that record where a lesson was observed, not what it is about.
+const RECORDING_CONDITIONS: &[&str] = &[
+    "shape", "seq_len", "model", "prompt", "prompts", "layer", "head_dim", "rtol", "atol",
+    "tokens", "top_k", "m", "k", "n",
+];
+
+/// A failed gate with the parameters of the action it measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub phase: u8,
+    pub gate: GateCheck,
+    /// The failing action's operation (`select-tiling` for a placement refusal,
+    /// `validate-kernel`, `validate-block`, `verify-model`, …).
+    pub op: OpKind,
+    /// Its parameters (kernel, shape, herd, tile, precision, …).
+    pub params: BTreeMap<String, Value>,
+}
+
+/// Does `lesson`'s symptom describe `failure`?
+pub fn symptom_matches(lesson: &Lesson, failure: &Failure) -> bool {
+    let symptom = &lesson.symptom;
+    if let Some(op) = &symptom.op {
+        if op != &failure.op && op != &failure.gate.op {
+            return false;
+        }
+    }
+    for (key, expected) in &symptom.params {
+        if RECORDING_CONDITIONS.contains(&key.as_str()) {
+            continue;
+        }
+        let actual = failure
+            .params
+            .get(key)
+            .or_else(|| failure.gate.conditions.get(key));
+        if actual != Some(expected) {
+            return false;
+        }
+    }
+    if let Some(metric) = &symptom.metric {
+        if metric != &failure.gate.metric {
+            return false;
+        }
+        if let (Some(cmp), Some(limit)) = (symptom.comparison, symptom.value) {
+            if !cmp.holds(failure.gate.value, limit) {
+                return false;
+            }
+        }
+    }
+    symptom.op.is_some() || symptom.metric.is_some() || !symptom.params.is_empty()
+}
+
+/// Debugging lessons in the order an engineer would try them: the hypotheses of the
+/// debugging skill sets in order, then any other debugging lesson by id.
+pub fn debugging_order(bundle: &Bundle) -> Vec<&Lesson> {
+    fn push<'b>(lesson: &'b Lesson, order: &mut Vec<&'b Lesson>) {
+        if !order.iter().any(|l| l.id == lesson.id) {
+            order.push(lesson);
+        }
+    }
+    let mut order: Vec<&Lesson> = Vec::new();
+    for skill in bundle
+        .skills
+        .iter()
+        .filter(|s| s.kind == LessonKind::Debugging)
+    {
+        for h in &skill.hypotheses {
+            if let Some(lesson) = bundle.lessons.get(&h.lesson) {
+                if lesson.kind == LessonKind::Debugging {
+                    push(lesson, &mut order);
+                }
+            }
+        }
+    }
+    for lesson in bundle.lessons.values() {
+        if lesson.kind == LessonKind::Debugging {
+            push(lesson, &mut order);
+        }
+    }
+    order
+}
+
+/// The lessons whose symptom matches, in trial order.
+pub fn candidates<'b>(bundle: &'b Bundle, failure: &Failure) -> Vec<&'b Lesson> {
+    debugging_order(bundle)
+        .into_iter()
+        .filter(|l| symptom_matches(l, failure))
+        .collect()
+}
+
+/// Why a fix could not be evaluated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RemedyError {
+    #[error("`{op}` has no parameter or slot `{key}`")]
+    UnknownParameter { op: OpKind, key: String },
+    #[error("the action has no `{param}` to change slot `{key}` of")]
+    MissingList { param: String, key: String },
+    #[error("`{key}`: {message}")]
+    Evaluation { key: String, message: String },
+}
+
+/// Applies `remedy` to the parameters of the action it fixes: every assignment is
+/// evaluated with the action's parameters, their list slots and the model's sizes as
+/// variables (`divisor` capped by the value being replaced), and the new parameter
+/// map is returned.
+pub fn apply_remedy(
+    remedy: &Remedy,
+    action: &BTreeMap<String, Value>,
+    model_vars: &BTreeMap<String, f64>,
+) -> Result<BTreeMap<String, Value>, RemedyError> {
+    let spec = remedy.op.spec();
+    let mut vars = model_vars.clone();
+    vars.extend(action_vars(remedy.op, action));
+    let mut out = action.clone();
+    for (key, expr) in &remedy.set {
+        let (param, slot) =
+            spec.resolve_param(key)
+                .ok_or_else(|| RemedyError::UnknownParameter {
+                    op: remedy.op,
+                    key: key.clone(),
+                })?;
+        let current = match slot {
+            Some(i) => match action.get(param.name) {
+                Some(Value::IntList(list)) => list.get(i).map(|v| *v as f64),
+                _ => {
+                    return Err(RemedyError::MissingList {
+                        param: param.name.to_string(),
+                        key: key.clone(),
+                    })
+                }
+            },
+            None => action.get(param.name).and_then(number),
+        };
+        let value = evaluate(expr, &vars, current).map_err(|message| RemedyError::Evaluation {
+            key: key.clone(),
+            message,
+        })?;
+        match slot {
+            Some(i) => {
+                let Some(Value::IntList(list)) = out.get_mut(param.name) else {
+                    unreachable!("checked above: the slot's list exists");
+                };
+                let Some(v) = number(&value) else {
+                    return Err(RemedyError::Evaluation {
+                        key: key.clone(),
+                        message: "a list slot needs a number".into(),
+                    });
+                };
+                if let Some(cell) = list.get_mut(i) {
+                    *cell = v as i64;
+                }
+            }
+            None => {
+                out.insert(param.name.to_string(), value);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn evaluate(expr: &Expr, vars: &BTreeMap<String, f64>, cap: Option<f64>) -> Result<Value, String> {
+    match expr {
+        Expr::Lit(v) => Ok(v.clone()),
+        Expr::Var(name) if !vars.contains_key(name) => Ok(Value::Text(name.clone())),
+        _ => {
+            let v = expr.eval(vars, cap).map_err(|e| e.to_string())?;
+            if !v.is_finite() {
+                return Err(format!("evaluates to {v}"));
+            }
+            Ok(if v.fract() == 0.0 {
+                Value::Int(v as i64)
+            } else {
+                Value::Float(v)
+            })
+        }
+    }
+}
+
+fn number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Int(i) => Some(*i as f64),
+        Value::Float(f) => Some(*f),
+        Value::Quantity { value, .. } => Some(*value),
+        _ => None,
+    }
+}
+
+/// The action's parameters as remedy variables: scalars by name, list slots by
+/// their component names, and the shape's slots also as `M`, `K`, `N`.
+pub fn action_vars(op: OpKind, action: &BTreeMap<String, Value>) -> BTreeMap<String, f64> {
+    let spec = Some(op.spec());
+    let mut vars = BTreeMap::new();
+    for (key, value) in action {
+        match value {
+            Value::IntList(list) => {
+                let slots = spec
+                    .and_then(|s| s.param(key))
+                    .map_or(&[][..], |p| p.components);
+                for (slot, v) in slots.iter().zip(list) {
+                    vars.insert(slot.to_string(), *v as f64);
+                }
+                if key == "shape" {
+                    for (name, v) in ["M", "K", "N"].iter().zip(list) {
+                        vars.insert(name.to_string(), *v as f64);
+                    }
+                }
+            }
+            other => {
+                if let Some(n) = number(other) {
+                    vars.insert(key.clone(), n);
+                }
+            }
+        }
+    }
+    vars
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::{BinaryOp, Comparison, Symptom};
+    use crate::exec::checks::gate::ThresholdSource;
+
+    fn gemm_action(tile_n: i64) -> BTreeMap<String, Value> {
+        BTreeMap::from([
+            ("kernel".into(), Value::Text("gemm".into())),
+            ("shape".into(), Value::IntList(vec![2048, 896, 896])),
+            ("herd".into(), Value::IntList(vec![8, 4])),
+            ("tile".into(), Value::IntList(vec![64, 256, 32, tile_n])),
+        ])
+    }
+
+    fn divisor_fix() -> Remedy {
+        Remedy {
+            op: OpKind::SelectTiling,
+            set: BTreeMap::from([(
+                "tile_n".into(),
+                Expr::Call {
+                    func: "divisor".into(),
+                    args: vec![Expr::Binary {
+                        op: BinaryOp::Div,
+                        lhs: Box::new(Expr::Var("N".into())),
+                        rhs: Box::new(Expr::Var("herd_n".into())),
+                    }],
+                },
+            )]),
+        }
+    }
+
+    #[test]
+    fn divisor_fix_shrinks_the_failing_tile() {
+        let fixed = apply_remedy(&divisor_fix(), &gemm_action(128), &BTreeMap::new()).unwrap();
+        assert_eq!(fixed["tile"], Value::IntList(vec![64, 256, 32, 112]));
+    }
+
+    #[test]
+    fn a_slot_of_a_missing_list_is_an_error() {
+        let mut action = gemm_action(128);
+        action.remove("tile");
+        assert!(matches!(
+            apply_remedy(&divisor_fix(), &action, &BTreeMap::new()),
+            Err(RemedyError::MissingList { .. })
+        ));
+    }
+
+    fn failure(metric: &str, value: f64, kernel: &str) -> Failure {
+        Failure {
+            phase: 1,
+            gate: GateCheck::new(
+                "k",
+                OpKind::ValidateKernel,
+                metric,
+                value,
+                Comparison::Eq,
+                0.0,
+                BTreeMap::from([("kernel".into(), Value::Text(kernel.into()))]),
+                ThresholdSource::Runtime { rule: "r".into() },
+            ),
+            op: OpKind::ValidateKernel,
+            params: gemm_action(128),
+        }
+    }
+
+    fn lesson(params: BTreeMap<String, Value>) -> Lesson {
+        Lesson {
+            id: "l14".into(),
+            kind: LessonKind::Debugging,
+            title: "t".into(),
+            symptom: Symptom {
+                op: Some(OpKind::ValidateKernel),
+                params,
+                metric: Some("mismatches".into()),
+                comparison: Some(Comparison::Gt),
+                value: Some(0.0),
+                text: String::new(),
+            },
+            cause: String::new(),
+            fix: divisor_fix(),
+            then: Vec::new(),
+            fix_text: String::new(),
+            phases: vec![1],
+            skill: "debug-gemm".into(),
+            evidence_count: 1,
+            evidence: vec![],
+            provenance: vec![],
+        }
+    }
+
+    #[test]
+    fn symptoms_match_on_operation_identity_and_predicate() {
+        let gemm = BTreeMap::from([("kernel".into(), Value::Text("gemm".into()))]);
+        let recorded_shape = BTreeMap::from([
+            ("kernel".into(), Value::Text("gemm".into())),
+            ("shape".into(), Value::IntList(vec![2048, 2048, 2048])),
+        ]);
+        assert!(symptom_matches(
+            &lesson(gemm.clone()),
+            &failure("mismatches", 12.0, "gemm")
+        ));
+        assert!(symptom_matches(
+            &lesson(recorded_shape),
+            &failure("mismatches", 12.0, "gemm")
+        ));
+        // Predicate does not hold, other metric, other kernel.
+        assert!(!symptom_matches(
+            &lesson(gemm.clone()),
+            &failure("mismatches", 0.0, "gemm")
+        ));
+        assert!(!symptom_matches(
+            &lesson(gemm.clone()),
+            &failure("cosine", 12.0, "gemm")
+        ));
+        let rope = BTreeMap::from([("kernel".into(), Value::Text("rope".into()))]);
+        assert!(!symptom_matches(
+            &lesson(rope),
+            &failure("mismatches", 12.0, "gemm")
+        ));
+    }
+}

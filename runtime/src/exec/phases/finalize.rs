@@ -1,0 +1,196 @@
+//! Phase 6, finalize: writes the production plan, the kernel registry, the modeled
+//! trace and the report so far, then gates on what the evaluator will rely on: the
+//! plan file reloads to the same numerics fingerprint, that fingerprint passed
+//! verification, and every production kernel configuration has a passing registry
+//! row.
+
+use std::collections::BTreeMap;
+
+use crate::bundle::{Comparison, Value};
+use crate::exec::artifacts::perf::{roofline, trace};
+use crate::exec::artifacts::production::{ModelRef, ProductionPlan, WeightsRef, PLAN_SCHEMA};
+use crate::exec::artifacts::record::{Performance, PhaseRecord, StepOutcome};
+use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::gate::{GateCheck, ThresholdSource};
+use crate::exec::checks::topk::{GATE_K, GATE_N_TOKENS};
+use crate::exec::design::{fingerprint, modeled};
+use crate::exec::run::{write, write_report, PhaseEnd, Run};
+use crate::exec::{files, DeployError};
+use crate::model::WeightOrigin;
+use crate::ops::OpKind;
+
+/// Bytes of the GGUF file `name`: the model path itself, or inside it.
+fn gguf_size(model: &std::path::Path, name: &str) -> u64 {
+    let path = if model.is_file() {
+        model.to_path_buf()
+    } else {
+        model.join(name)
+    };
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
+    let plans = run.plans().map_err(DeployError::Usage)?;
+    let fp = fingerprint(&plans, &run.design.path);
+    let times = modeled(&plans, &run.device, &run.params);
+    let calibration = run.calibration_note();
+    let (Some(model), Some(info)) = (run.model.as_ref(), run.report.model.clone()) else {
+        return Err(DeployError::Usage("no model loaded".into()));
+    };
+    let weights = match &model.origin {
+        WeightOrigin::Random { seed } => WeightsRef::Random { seed: *seed },
+        WeightOrigin::Gguf { file, .. } => WeightsRef::Checkpoint {
+            files: vec![(file.clone(), gguf_size(&run.options.model_dir, file))],
+        },
+        WeightOrigin::Checkpoint { files } => WeightsRef::Checkpoint {
+            files: files
+                .iter()
+                .map(|f| {
+                    let size =
+                        std::fs::metadata(run.options.model_dir.join(f)).map_or(0, |m| m.len());
+                    (f.clone(), size)
+                })
+                .collect(),
+        },
+    };
+    let production = ProductionPlan {
+        schema_version: PLAN_SCHEMA.to_string(),
+        model: ModelRef {
+            name: info.name.clone(),
+            class_name: info.class_name.clone(),
+            config_sha256: info.config_sha256.clone(),
+            weights,
+        },
+        prompts: run.report.prompts.clone(),
+        tokens: GATE_N_TOKENS,
+        top_k: GATE_K,
+        design: run.design.clone(),
+        fingerprint: fp.clone(),
+        modeled: times.clone(),
+        calibration: calibration.clone(),
+        plans: plans.clone(),
+    };
+    let out = run.options.out_dir.clone();
+    let action = run.traj.action(
+        OpKind::WriteArtifacts,
+        &BTreeMap::new(),
+        &ActionLinks::default(),
+    );
+    run.record_bundle_steps(rec, 6, OpKind::WriteArtifacts, StepOutcome::AsRecorded);
+    let plan_path = out.join(files::PLAN);
+    let text = serde_json::to_string_pretty(&production)
+        .map_err(|e| DeployError::io(&plan_path, e))?
+        + "\n";
+    write(&plan_path, &text)?;
+    run.write_registry()?;
+    let trace_json = trace(&plans, &run.device, &run.params, &calibration);
+    write(
+        &out.join(files::TRACE),
+        &(serde_json::to_string(&trace_json).unwrap_or_default() + "\n"),
+    )?;
+    let calibration_error = crate::xdna2::fit::FittedFile::committed().fit.median_error;
+    let published_context = crate::xdna2::calibration::DataSet::committed().decode_context;
+    run.report.performance = Some(Performance {
+        baseline: run.baseline_times.clone().unwrap_or_else(|| times.clone()),
+        production: times,
+        published_context_decode: run.decode_at(published_context).ok(),
+        roofline: roofline(&plans, &run.device, &run.params, &run.calibration_note()),
+        calibration,
+        calibration_error,
+    });
+    run.report.verified = run.verified.clone();
+
+    let reloaded: Option<ProductionPlan> = std::fs::read_to_string(&plan_path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let round_trip = reloaded
+        .as_ref()
+        .is_some_and(|p| p == &production && fingerprint(&p.plans, &p.design.path) == fp);
+    let unvalidated = crate::exec::design::sites(&plans)
+        .iter()
+        .filter(|(key, (_, launch))| !run.registry.validated(key, launch))
+        .count();
+    let verified = run.verified.contains_key(&fp);
+    let rule = |r: &str| ThresholdSource::Runtime {
+        rule: r.to_string(),
+    };
+    let gates = vec![
+        GateCheck::new(
+            "plan.json reloads to the verified fingerprint",
+            OpKind::WriteArtifacts,
+            "errors",
+            f64::from(u8::from(!round_trip)),
+            Comparison::Eq,
+            0.0,
+            BTreeMap::from([("fingerprint".to_string(), Value::Text(fp[..16].to_string()))]),
+            rule("the written plan parses back equal and hashes to the fingerprint the run verified"),
+        ),
+        GateCheck::new(
+            "production numerics verified",
+            OpKind::WriteArtifacts,
+            "unverified",
+            f64::from(u8::from(!verified)),
+            Comparison::Eq,
+            0.0,
+            BTreeMap::new(),
+            rule("the production fingerprint passed the greedy verification or is bit-identical to one that did"),
+        ),
+        GateCheck::new(
+            "production kernels in the registry",
+            OpKind::WriteArtifacts,
+            "unvalidated_kernels",
+            unvalidated as f64,
+            Comparison::Eq,
+            0.0,
+            BTreeMap::new(),
+            rule("every kernel configuration of the production plans has a passing registry row"),
+        ),
+    ];
+    let refs: Vec<&GateCheck> = gates.iter().collect();
+    run.traj
+        .observe(Some("artifacts written and reloaded"), &refs, Some(&action));
+    let mut failed = None;
+    for g in gates {
+        if !run.gate(rec, g.clone()) && failed.is_none() {
+            failed = Some(g);
+        }
+    }
+    let lessons: Vec<String> = run
+        .report
+        .phases
+        .iter()
+        .flat_map(|p| &p.attempts)
+        .filter(|a| a.fixed)
+        .map(|a| format!("{} ({})", a.lesson, a.title))
+        .collect();
+    let a = run.traj.action(
+        OpKind::RecordLessons,
+        &BTreeMap::new(),
+        &ActionLinks::default(),
+    );
+    run.record_bundle_steps(rec, 6, OpKind::RecordLessons, StepOutcome::AsRecorded);
+    run.traj.verdict(
+        &if lessons.is_empty() {
+            "no bundle lesson was needed on this model".to_string()
+        } else {
+            format!("lessons applied with new evidence: {}", lessons.join(", "))
+        },
+        true,
+        Some(&a),
+    );
+    write_report(run)?;
+    if let Some(gate) = failed {
+        let failure = crate::exec::checks::remedy::Failure {
+            phase: 6,
+            op: OpKind::WriteArtifacts,
+            params: BTreeMap::new(),
+            gate,
+        };
+        return Ok(PhaseEnd::Failed(run.stop(
+            rec,
+            &failure,
+            "the artifacts do not hold what the run verified",
+        )));
+    }
+    Ok(PhaseEnd::Passed)
+}

@@ -1,0 +1,626 @@
+//! Phase 0, the CPU reference: the scope check (out-of-scope architectures refused
+//! with the reason), the weights (checkpoint, or seeded random ones for a config
+//! alone), the reference's sanity gate (no NaN; the last position's top-1 the same
+//! whether the prompt runs in one prefill or ends with a cached decode step), the
+//! reference's greedy generations that later phases verify against, and, when the
+//! directory holds a transformers `reference.safetensors`, the match against it.
+
+use std::collections::BTreeMap;
+
+use super::prompts::{check_prompts, default_prompts};
+use crate::bundle::{Comparison, Value};
+use crate::exec::artifacts::record::{ModelInfo, PhaseRecord, StepOrigin, StepOutcome, Stop};
+use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::decode::reference_run;
+use crate::exec::checks::gate::{non_finite, GateCheck, ThresholdSource};
+use crate::exec::checks::topk::GATE_N_TOKENS;
+use crate::exec::run::{PhaseEnd, Run};
+use crate::exec::DeployError;
+use crate::model::config::ConfigError;
+use crate::model::oracle::blocks::argmax;
+use crate::model::oracle::compare::{
+    check_all, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
+};
+use crate::model::oracle::{LogitRows, Reference};
+use crate::model::scope::check_scope;
+use crate::model::source::ModelSource;
+use crate::model::{Model, ModelError, WeightOrigin};
+use crate::ops::OpKind;
+use crate::xdna2::builder::unsupported_features;
+
+pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
+    if let Some(end) = scope(run, rec)? {
+        return Ok(end);
+    }
+    if let Some(end) = weights(run, rec)? {
+        return Ok(end);
+    }
+    if let Some(end) = reference(run, rec)? {
+        return Ok(end);
+    }
+    compare(run, rec)
+}
+
+fn origin(run: &Run<'_>, op: OpKind) -> (StepOrigin, Option<BTreeMap<String, Value>>) {
+    match run.bundle_step(0, op) {
+        Some(step) => (
+            StepOrigin::Bundle {
+                step: step.id.clone(),
+                provenance: step.provenance.clone(),
+            },
+            Some(step.params.clone()),
+        ),
+        None => (
+            StepOrigin::Derived {
+                why: format!("the bundle has no `{op}` step; phase 0 always runs it"),
+            },
+            None,
+        ),
+    }
+}
+
+fn refuse(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    blockers: usize,
+    reason: String,
+    action: &str,
+) -> PhaseEnd {
+    let gate = GateCheck::new(
+        "scope check",
+        OpKind::CheckScope,
+        "blockers",
+        blockers as f64,
+        Comparison::Eq,
+        0.0,
+        BTreeMap::new(),
+        ThresholdSource::Runtime {
+            rule: "MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused".into(),
+        },
+    );
+    run.traj
+        .verdict(&format!("scope check: {reason}"), false, Some(action));
+    run.gate(rec, gate);
+    PhaseEnd::Refused(Stop {
+        phase: 0,
+        gate: "scope check".into(),
+        metric: "blockers".into(),
+        value: blockers as f64,
+        comparison: "==".into(),
+        threshold: 0.0,
+        reason,
+        tried: Vec::new(),
+    })
+}
+
+fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, DeployError> {
+    run.progress.step(OpKind::CheckScope.name());
+    let source = ModelSource::locate(&run.options.model_dir);
+    let path = source
+        .as_ref()
+        .map_or_else(|_| run.options.model_dir.clone(), ModelSource::identity);
+    // `exists`: a config that is not a regular file is refused by the reader, not reported missing.
+    if source.is_ok() && !path.exists() {
+        return Err(DeployError::Usage(format!(
+            "{}: no config.json and no GGUF file (a model is a .gguf file, or a directory holding \
+             config.json and, optionally, *.safetensors)",
+            run.options.model_dir.display()
+        )));
+    }
+    let (origin, recorded) = origin(run, OpKind::CheckScope);
+    let action = run.traj.action(
+        OpKind::CheckScope,
+        &BTreeMap::new(),
+        &ActionLinks::default(),
+    );
+    let step = |outcome| crate::exec::artifacts::record::StepRecord {
+        op: OpKind::CheckScope.to_string(),
+        params: BTreeMap::new(),
+        origin: origin.clone(),
+        outcome,
+        recorded: recorded.clone().filter(|r| !r.is_empty()),
+    };
+    let arch = match source
+        .map_err(ModelError::from)
+        .and_then(|s| s.architecture())
+    {
+        Ok(arch) => arch,
+        Err(ModelError::Config(ConfigError::Io { message, .. })) => {
+            return Err(DeployError::io(&path, message))
+        }
+        Err(e) => {
+            let reason = match &e {
+                ModelError::Config(e @ ConfigError::OutOfScope { .. }) => e.to_string(),
+                ModelError::Config(other) => {
+                    format!("config.json cannot be read as a decoder-only model: {other}")
+                }
+                other => format!("the model cannot be read as a decoder-only model: {other}"),
+            };
+            rec.steps.push(step(StepOutcome::Failed {
+                why: reason.clone(),
+            }));
+            return Ok(Some(refuse(run, rec, 1, reason, &action)));
+        }
+    };
+    let scope = check_scope(&arch);
+    let npu = unsupported_features(&arch);
+    if !npu.is_empty() {
+        let reasons: Vec<String> = npu
+            .iter()
+            .map(|f| format!("{} on the NPU ({})", f.name, f.reason))
+            .collect();
+        let reason = format!(
+            "{} is outside the runtime's scope: {}",
+            arch.class_name,
+            reasons.join("; ")
+        );
+        rec.steps.push(step(StepOutcome::Failed {
+            why: reason.clone(),
+        }));
+        return Ok(Some(refuse(run, rec, reasons.len(), reason, &action)));
+    }
+    rec.steps.push(step(StepOutcome::AsRecorded));
+    let gate = GateCheck::new(
+        "scope check",
+        OpKind::CheckScope,
+        "blockers",
+        0.0,
+        Comparison::Eq,
+        0.0,
+        BTreeMap::new(),
+        ThresholdSource::Runtime {
+            rule: "MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused".into(),
+        },
+    );
+    run.traj.verdict(
+        &format!("scope check: {}", scope.notes.join("; ")),
+        true,
+        Some(&action),
+    );
+    run.gate(rec, gate);
+    let config_sha256 = crate::exec::artifacts::sha256_file(&path)?;
+    run.report.model = Some(ModelInfo {
+        name: crate::exec::run::model_name(&run.options.model_dir),
+        class_name: arch.class_name.clone(),
+        parameters: arch.parameter_count(),
+        layers: arch.num_layers,
+        hidden_size: arch.hidden_size,
+        intermediate_size: arch.intermediate_size,
+        heads: arch.num_heads,
+        kv_heads: arch.num_kv_heads,
+        head_dim: arch.head_dim,
+        vocab_size: arch.vocab_size,
+        weights: String::new(),
+        config_sha256,
+        features: scope.notes,
+    });
+    run.arch = Some(arch);
+    Ok(None)
+}
+
+fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, DeployError> {
+    run.progress.step(OpKind::LoadWeights.name());
+    let Some(arch) = run.arch.clone() else {
+        return Ok(None);
+    };
+    let (origin, recorded) = origin(run, OpKind::LoadWeights);
+    let seed = run.options.seed;
+    // Packed (GGUF) weights run on the bf16 path as their bf16 rounding, and so
+    // does the oracle of every later gate (the same weights on both sides);
+    // phase 0's transformers match reads the exact values (`compare`).
+    let result = ModelSource::locate(&run.options.model_dir)
+        .map_err(ModelError::from)
+        .and_then(|s| s.load(arch, Some(seed)))
+        .map(Model::for_bf16_path);
+    let (source, params) = match &result {
+        Ok(m) => match &m.origin {
+            WeightOrigin::Checkpoint { .. } | WeightOrigin::Gguf { .. } => (
+                "checkpoint",
+                BTreeMap::from([("source".to_string(), Value::Text("checkpoint".into()))]),
+            ),
+            WeightOrigin::Random { seed } => (
+                "random",
+                BTreeMap::from([
+                    ("source".to_string(), Value::Text("random".into())),
+                    ("seed".to_string(), Value::Int(*seed as i64)),
+                ]),
+            ),
+        },
+        Err(_) => ("", BTreeMap::new()),
+    };
+    let action = run
+        .traj
+        .action(OpKind::LoadWeights, &params, &ActionLinks::default());
+    let model = match result {
+        Ok(model) => model,
+        Err(e) => {
+            let reason = format!("the weights cannot be loaded: {e}");
+            let non_finite = matches!(
+                e,
+                crate::model::ModelError::Weights(
+                    crate::model::checkpoint::WeightsError::NonFinite { .. }
+                )
+            );
+            rec.steps.push(crate::exec::artifacts::record::StepRecord {
+                op: OpKind::LoadWeights.to_string(),
+                params,
+                origin,
+                outcome: StepOutcome::Failed {
+                    why: reason.clone(),
+                },
+                recorded,
+            });
+            run.traj.verdict(&reason, false, Some(&action));
+            return Ok(Some(PhaseEnd::Failed(Stop {
+                phase: 0,
+                gate: OpKind::LoadWeights.to_string(),
+                // A non-finite value fails the weights' nan_count gate (at least one).
+                metric: if non_finite { "nan_count" } else { "errors" }.into(),
+                value: 1.0,
+                comparison: "==".into(),
+                threshold: 0.0,
+                reason,
+                tried: Vec::new(),
+            })));
+        }
+    };
+    let recorded_source = recorded
+        .as_ref()
+        .and_then(|r| r.get("source"))
+        .and_then(|v| match v {
+            Value::Text(t) => Some(t.as_str()),
+            _ => None,
+        });
+    let outcome = match recorded_source {
+        Some(r) if r != source => StepOutcome::Rederived {
+            why: match source {
+                "random" => format!(
+                    "the bundle loaded a {r} but this directory has no *.safetensors: seeded random weights (seed {seed})"
+                ),
+                _ => format!("the bundle used {r} weights; this directory has a checkpoint"),
+            },
+        },
+        _ => StepOutcome::AsRecorded,
+    };
+    rec.steps.push(crate::exec::artifacts::record::StepRecord {
+        op: OpKind::LoadWeights.to_string(),
+        params,
+        origin,
+        outcome,
+        recorded,
+    });
+    // The loader scans every value and refuses a non-finite one, so a loaded
+    // model has none; a refused one stopped above.
+    let finite = GateCheck::new(
+        "weights: non-finite values",
+        OpKind::LoadWeights,
+        "nan_count",
+        0.0,
+        Comparison::Eq,
+        0.0,
+        BTreeMap::from([("source".to_string(), Value::Text(source.into()))]),
+        ThresholdSource::Runtime {
+            rule: "every weight value finite (the loader scans them all)".into(),
+        },
+    );
+    let label = format!(
+        "{} weight tensors loaded, {} bf16 bytes",
+        model.weights.tensors().len(),
+        model.weights.bytes()
+    );
+    run.traj.observe(Some(&label), &[&finite], Some(&action));
+    run.gate(rec, finite);
+    if let Some(info) = &mut run.report.model {
+        info.weights = match model.origin {
+            WeightOrigin::Checkpoint { .. } => "checkpoint".into(),
+            WeightOrigin::Gguf {
+                ref file,
+                ref formats,
+            } => gguf_summary(file, formats),
+            WeightOrigin::Random { seed } => format!("random (seed {seed})"),
+        };
+    }
+    run.model = Some(model);
+    Ok(None)
+}
+
+/// `model.gguf (GGUF: 210 Q4_1, 61 F32, 1 Q8_0)`.
+fn gguf_summary(file: &str, formats: &BTreeMap<String, usize>) -> String {
+    let counts: Vec<String> = formats.iter().map(|(f, n)| format!("{n} {f}")).collect();
+    format!("{file} (GGUF: {})", counts.join(", "))
+}
+
+fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, DeployError> {
+    run.progress.step(OpKind::BuildReference.name());
+    let (Some(arch), true) = (run.arch.clone(), run.model.is_some()) else {
+        return Ok(None);
+    };
+    let fixture_path = crate::model::companion_dir(&run.options.model_dir).join(REFERENCE_FILE);
+    // `exists`: a reference that is not a regular file is refused, not skipped.
+    if fixture_path.exists() {
+        match ReferenceTensors::read(&fixture_path) {
+            Ok(t) => run.fixture = Some(t),
+            Err(e) => return Err(DeployError::io(&fixture_path, e)),
+        }
+    }
+    let fixture_prompt = match &run.fixture {
+        Some(f) => Some(
+            f.token_ids(&ReferenceTensors::key(
+                &f.prompts().into_iter().next().unwrap_or_default(),
+                "input_ids",
+            ))
+            .map_err(|e| DeployError::io(&fixture_path, e))?,
+        ),
+        None => None,
+    };
+    let prompts = match &run.options.prompts {
+        Some(p) => p.clone(),
+        None => default_prompts(&arch, run.options.seed, fixture_prompt),
+    };
+    check_prompts(&prompts, arch.vocab_size).map_err(DeployError::Usage)?;
+    run.report.prompts = prompts.clone();
+    let (origin, recorded) = origin(run, OpKind::BuildReference);
+    let action = run.traj.action(
+        OpKind::BuildReference,
+        &BTreeMap::new(),
+        &ActionLinks::default(),
+    );
+    rec.steps.push(crate::exec::artifacts::record::StepRecord {
+        op: OpKind::BuildReference.to_string(),
+        params: BTreeMap::new(),
+        origin,
+        outcome: StepOutcome::AsRecorded,
+        recorded: recorded.filter(|r| !r.is_empty()),
+    });
+    let Some(model) = run.model.as_ref() else {
+        return Ok(None);
+    };
+    let stable = stable_top1(model, &prompts[0]).map_err(DeployError::Usage)?;
+    let mut generations = Vec::with_capacity(prompts.len());
+    let mut non_finite = stable.non_finite;
+    for (i, prompt) in prompts.iter().enumerate() {
+        run.progress.step(&format!(
+            "reference: greedy {GATE_N_TOKENS} tokens, prompt {}/{}",
+            i + 1,
+            prompts.len()
+        ));
+        let reference_run = reference_run(model, prompt).map_err(DeployError::Usage)?;
+        non_finite += reference_run.non_finite;
+        generations.push(reference_run);
+    }
+    run.reference_runs = generations;
+    let rule = |r: &str| ThresholdSource::Runtime {
+        rule: r.to_string(),
+    };
+    let nan = GateCheck::new(
+        "reference sanity: no NaN",
+        OpKind::BuildReference,
+        "nan_count",
+        non_finite as f64,
+        Comparison::Eq,
+        0.0,
+        BTreeMap::from([("tokens".into(), Value::Int(GATE_N_TOKENS as i64))]),
+        rule("no NaN or infinite logit in the reference's greedy runs"),
+    );
+    let top1 = GateCheck::new(
+        "reference sanity: stable top-1",
+        OpKind::BuildReference,
+        "top_k_agree",
+        f64::from(u8::from(stable.agree)),
+        Comparison::Ge,
+        1.0,
+        BTreeMap::from([
+            ("top_k".into(), Value::Int(1)),
+            ("prompt".into(), Value::Int(1)),
+        ]),
+        rule("the last position's top-1 is the same after one prefill and after a prefill ending in a cached decode step"),
+    );
+    let obs = run
+        .traj
+        .observe(Some("reference sanity"), &[&nan, &top1], Some(&action));
+    let passed = run.gate(rec, nan.clone()) & run.gate(rec, top1.clone());
+    if passed {
+        return Ok(None);
+    }
+    let failed = if nan.passed { top1 } else { nan };
+    let _ = obs;
+    Ok(Some(PhaseEnd::Failed(Stop {
+        phase: 0,
+        gate: failed.name.clone(),
+        metric: failed.metric.clone(),
+        value: failed.value,
+        comparison: failed.comparison.symbol().into(),
+        threshold: failed.threshold,
+        reason: "the CPU reference itself is not sane; no later gate could be trusted".into(),
+        tried: Vec::new(),
+    })))
+}
+
+struct Stability {
+    agree: bool,
+    non_finite: usize,
+}
+
+/// Top-1 of the prompt's last position after one prefill vs after a prefill of all
+/// but the last token and one cached decode step (exercises the KV cache).
+fn stable_top1(model: &Model, prompt: &[u32]) -> Result<Stability, String> {
+    let mut whole = Reference::new(model).map_err(|e| e.to_string())?;
+    let a = whole
+        .prefill(prompt, LogitRows::Last)
+        .map_err(|e| e.to_string())?
+        .logits
+        .data;
+    if prompt.len() < 2 {
+        return Ok(Stability {
+            agree: true,
+            non_finite: non_finite(&a),
+        });
+    }
+    let (head, last) = prompt.split_at(prompt.len() - 1);
+    let mut split = Reference::new(model).map_err(|e| e.to_string())?;
+    split
+        .prefill(head, LogitRows::Last)
+        .map_err(|e| e.to_string())?;
+    let b = split.decode_step(last[0]).map_err(|e| e.to_string())?;
+    Ok(Stability {
+        agree: argmax(&a) == argmax(&b),
+        non_finite: non_finite(&a) + non_finite(&b),
+    })
+}
+
+fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
+    let (origin, recorded) = origin(run, OpKind::CompareReference);
+    let bundle_tol = recorded
+        .as_ref()
+        .and_then(|r| r.get("tol"))
+        .and_then(|v| match v {
+            Value::Float(f) => Some(*f),
+            Value::Int(i) => Some(*i as f64),
+            _ => None,
+        });
+    let (Some(fixture), Some(model)) = (run.fixture.as_ref(), run.model.as_ref()) else {
+        if recorded.is_some() {
+            rec.steps.push(crate::exec::artifacts::record::StepRecord {
+                op: OpKind::CompareReference.to_string(),
+                params: recorded.clone().unwrap_or_default(),
+                origin,
+                outcome: StepOutcome::NotApplicable {
+                    why: "no reference.safetensors in the model directory (nothing from transformers to compare with)".into(),
+                },
+                recorded: None,
+            });
+        }
+        rec.notes.push(
+            "phase 0 is not gated against transformers: the model directory holds no reference.safetensors".into(),
+        );
+        return Ok(PhaseEnd::Passed);
+    };
+    run.progress.step("compare-reference against transformers");
+    // The reference computes in f32 like the fixture's transformers run, so the f32
+    // bound applies; a bundle tolerance recorded against a bf16 run is looser.
+    let tol = bundle_tol.map_or(DEFAULT_TOLERANCE, |t| t.min(DEFAULT_TOLERANCE));
+    let params = BTreeMap::from([
+        ("against".to_string(), Value::Text("transformers".into())),
+        ("tol".to_string(), Value::Float(tol)),
+    ]);
+    let outcome = match bundle_tol {
+        Some(t) if t != tol => StepOutcome::Rederived {
+            why: format!(
+                "tolerance {t} was recorded against a bf16 baseline; the fixture is float32 like the reference, so the float32 bound {tol} applies"
+            ),
+        },
+        _ => StepOutcome::AsRecorded,
+    };
+    let action = run
+        .traj
+        .action(OpKind::CompareReference, &params, &ActionLinks::default());
+    rec.steps.push(crate::exec::artifacts::record::StepRecord {
+        op: OpKind::CompareReference.to_string(),
+        params,
+        origin,
+        outcome,
+        recorded,
+    });
+    // transformers ran on the exact dequantized weights: compare those, not
+    // the bf16 rounding the NPU path runs on.
+    let exact = match &model.origin {
+        WeightOrigin::Gguf { .. } => Some(
+            ModelSource::locate(&run.options.model_dir)
+                .map_err(ModelError::from)
+                .and_then(|s| s.load(model.arch.clone(), None))
+                .map_err(|e| DeployError::Usage(e.to_string()))?,
+        ),
+        _ => None,
+    };
+    let checks = check_all(exact.as_ref().unwrap_or(model), fixture, tol)
+        .map_err(|e| DeployError::Usage(e.to_string()))?;
+    // A NaN in any prompt's ratio must survive the fold (`f64::max` drops it).
+    let worst = checks
+        .iter()
+        .map(|c| c.worst_ratio())
+        .fold(0.0_f64, |worst, r| {
+            if worst.is_nan() || r.is_nan() {
+                f64::NAN
+            } else {
+                worst.max(r)
+            }
+        });
+    let compared: usize = checks.iter().map(|c| c.rows.len()).sum();
+    let conditions = BTreeMap::from([
+        ("against".to_string(), Value::Text("transformers".into())),
+        ("tensors".to_string(), Value::Int(compared as i64)),
+        ("prompts".to_string(), Value::Int(checks.len() as i64)),
+    ]);
+    let rule = |r: &str| ThresholdSource::Runtime {
+        rule: r.to_string(),
+    };
+    let error = GateCheck::new(
+        "transformers match: worst tensor error",
+        OpKind::CompareReference,
+        "max_rel",
+        worst,
+        Comparison::Le,
+        tol,
+        conditions.clone(),
+        rule("max |ours - transformers| / max |transformers| over every reference tensor"),
+    );
+    let mismatched: usize = checks
+        .iter()
+        .map(|check| {
+            check
+                .tokens
+                .iter()
+                .zip(&check.expected_tokens)
+                .filter(|(a, b)| a != b)
+                .count()
+                + check.tokens.len().abs_diff(check.expected_tokens.len())
+        })
+        .sum();
+    let tokens = GateCheck::new(
+        "transformers match: greedy tokens",
+        OpKind::CompareReference,
+        "mismatches",
+        mismatched as f64,
+        Comparison::Eq,
+        0.0,
+        conditions.clone(),
+        rule("the reference's greedy tokens equal transformers' exactly"),
+    );
+    let nan = GateCheck::new(
+        "transformers match: non-finite values",
+        OpKind::CompareReference,
+        "nan_count",
+        checks.iter().map(|c| c.non_finite()).sum::<usize>() as f64,
+        Comparison::Eq,
+        0.0,
+        conditions,
+        rule("no NaN or infinite value in any tensor the reference computed"),
+    );
+    run.traj.observe(
+        Some("CPU reference vs transformers"),
+        &[&error, &tokens, &nan],
+        Some(&action),
+    );
+    let passed =
+        run.gate(rec, error.clone()) & run.gate(rec, tokens.clone()) & run.gate(rec, nan.clone());
+    if passed {
+        return Ok(PhaseEnd::Passed);
+    }
+    let failed = if !nan.passed {
+        nan
+    } else if !error.passed {
+        error
+    } else {
+        tokens
+    };
+    Ok(PhaseEnd::Failed(Stop {
+        phase: 0,
+        gate: failed.name.clone(),
+        metric: failed.metric.clone(),
+        value: failed.value,
+        comparison: failed.comparison.symbol().into(),
+        threshold: failed.threshold,
+        reason: "the CPU reference disagrees with transformers".into(),
+        tried: Vec::new(),
+    }))
+}

@@ -1,0 +1,379 @@
+//! Phase 2, a single block: layer 0 on the emulated NPU against the reference's
+//! layer 0 on the first prompt — whole-tensor cosine, the per-position minimum
+//! (threshold by head_dim, as in the reference system) and NaN — after the
+//! prerequisites the config triggers (GQA-aware head padding for non-aligned dims,
+//! the q/k/v bias added after RoPE, the per-head Q/K norm).
+
+use std::collections::BTreeMap;
+
+use crate::bundle::{Comparison, Value};
+use crate::exec::artifacts::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
+use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::gate::{
+    min_or_nan, non_finite, position_cosine_floor, row_cosines, GateCheck, ThresholdSource,
+    BLOCK_COSINE_MIN,
+};
+use crate::exec::checks::remedy::Failure;
+use crate::exec::design::{self, Design};
+use crate::exec::fault::Fault;
+use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
+use crate::exec::DeployError;
+use crate::model::oracle::{LogitRows, Reference};
+use crate::ops::OpKind;
+use crate::xdna2::interpreter::Interpreter;
+use crate::xdna2::numerics::cosine;
+use crate::xdna2::plan::{Transform, WeightSource};
+
+/// Gate rounds: a fix may expose the next failing gate.
+const MAX_ROUNDS: usize = 4;
+
+pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
+    plant_block_faults(run, rec);
+    prerequisites(run, rec)?;
+    ensure_reference_prefill(run)?;
+    let build = run.traj.action(
+        OpKind::BuildBlock,
+        &BTreeMap::from([("layer".to_string(), Value::Int(0))]),
+        &ActionLinks::default(),
+    );
+    for round in 0..MAX_ROUNDS {
+        let (cos_min, pos_min) = thresholds(run, rec, round == 0);
+        let vparams = BTreeMap::from([
+            ("layer".to_string(), Value::Int(0)),
+            ("cosine_min".to_string(), Value::Float(cos_min.0)),
+            ("position_min".to_string(), Value::Float(pos_min.0)),
+        ]);
+        let action = run.traj.action(
+            OpKind::ValidateBlock,
+            &vparams,
+            &ActionLinks {
+                after: vec![&build],
+                ..Default::default()
+            },
+        );
+        run.progress.step("validate-block layer 0");
+        let design = run.design.clone();
+        let gates = block_gates(run, &design, &cos_min, &pos_min).map_err(DeployError::Usage)?;
+        let refs: Vec<&GateCheck> = gates.iter().collect();
+        let obs = run.traj.observe(
+            Some("layer 0 on the NPU vs the reference"),
+            &refs,
+            Some(&action),
+        );
+        let mut failed = None;
+        for g in gates {
+            if !run.gate(rec, g.clone()) && failed.is_none() {
+                failed = Some(g);
+            }
+        }
+        let Some(gate) = failed else {
+            return Ok(PhaseEnd::Passed);
+        };
+        let failure = Failure {
+            phase: 2,
+            op: OpKind::ValidateBlock,
+            params: BTreeMap::from([("layer".to_string(), Value::Int(0))]),
+            gate: gate.clone(),
+        };
+        let metric = gate.metric.clone();
+        let (c, p) = (cos_min.clone(), pos_min.clone());
+        let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
+            let Some(arch) = run.arch.clone() else {
+                return Attempt::Inapplicable("no model".into());
+            };
+            let mut d = run.design.clone();
+            if let Err(e) = design::apply_changes(&mut d, &arch, &run.device, changes, None) {
+                return Attempt::Inapplicable(e);
+            }
+            if d == run.design {
+                return Attempt::Inapplicable("the fix changes nothing in this deployment".into());
+            }
+            match block_gates(run, &d, &c, &p) {
+                Ok(gates) => match gates.into_iter().find(|g| g.metric == metric) {
+                    Some(g) => Attempt::Checked(g),
+                    None => Attempt::Inapplicable("the gate disappeared".into()),
+                },
+                Err(e) => Attempt::Inapplicable(e),
+            }
+        };
+        let params = failure.params.clone();
+        match run.try_lessons(
+            rec,
+            &failure,
+            &obs,
+            (OpKind::ValidateBlock, &params),
+            &mut attempt,
+        ) {
+            Some(fixed) => {
+                let Some(arch) = run.arch.clone() else {
+                    break;
+                };
+                let _ = design::apply_changes(
+                    &mut run.design,
+                    &arch,
+                    &run.device,
+                    &fixed.changes,
+                    None,
+                );
+            }
+            None => {
+                let stop = run.stop(rec, &failure, "no lesson of the bundle fixed the block");
+                return Ok(PhaseEnd::Failed(stop));
+            }
+        }
+    }
+    let stop = crate::exec::artifacts::record::Stop {
+        phase: 2,
+        gate: "block".into(),
+        metric: "rounds".into(),
+        value: MAX_ROUNDS as f64,
+        comparison: "<".into(),
+        threshold: MAX_ROUNDS as f64,
+        reason: "fixes kept exposing new failures".into(),
+        tried: rec.attempts.iter().map(|a| a.lesson.clone()).collect(),
+    };
+    Ok(PhaseEnd::Failed(stop))
+}
+
+fn plant_block_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
+    let Some(arch) = run.arch.as_ref() else {
+        return;
+    };
+    if run.options.faults.contains(&Fault::DropQkvBias) {
+        if arch.qkv_bias {
+            run.design.path.qkv_bias = false;
+            rec.notes.push(
+                "planted fault drop-qkv-bias: the NPU block leaves out the q/k/v bias".into(),
+            );
+        } else {
+            rec.notes.push(
+                "planted fault drop-qkv-bias does not apply: the model has no q/k/v bias".into(),
+            );
+        }
+    }
+    if run.options.faults.contains(&Fault::SkipQkNorm) {
+        if arch.qk_norm {
+            run.design.path.qk_norm = false;
+            rec.notes.push(
+                "planted fault skip-qk-norm: the NPU block skips the per-head Q/K norm".into(),
+            );
+        } else {
+            rec.notes.push(
+                "planted fault skip-qk-norm does not apply: the model has no Q/K norm".into(),
+            );
+        }
+    }
+}
+
+/// The config-triggered steps: executed when the model needs them (and the path has
+/// them), recorded against the bundle's steps of the same operation.
+fn prerequisites(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<(), DeployError> {
+    let Some(arch) = run.arch.clone() else {
+        return Ok(());
+    };
+    let plans = run.plans().map_err(DeployError::Usage)?;
+    let padded = plans.prefill.buffers.values().any(|b| {
+        matches!(&b.source, Some(WeightSource::Tensor { name, transforms })
+            if name.contains("self_attn") && transforms.iter().any(|t| matches!(t, Transform::PadHeads { .. })))
+    });
+    let needs = [
+        (
+            OpKind::PadHeads,
+            padded,
+            format!(
+                "heads x head_dim = {} is not a multiple of 1024: phantom heads inside each KV group",
+                arch.q_dim()
+            ),
+            BTreeMap::from([("multiple".to_string(), Value::Int(1024))]),
+        ),
+        (
+            OpKind::BiasAfterRope,
+            arch.qkv_bias && run.design.path.qkv_bias,
+            "the config has q/k/v bias: added on the host after RoPE, RoPE(q+b) = RoPE(q) + RoPE(b)".into(),
+            BTreeMap::new(),
+        ),
+        (
+            OpKind::QkNorm,
+            arch.qk_norm && run.design.path.qk_norm,
+            "the config has per-head Q/K RMSNorm before RoPE".into(),
+            BTreeMap::new(),
+        ),
+    ];
+    for (op, needed, why, params) in needs {
+        let steps = run.bundle_steps(2, op);
+        if needed {
+            run.traj.action(op, &params, &ActionLinks::default());
+        }
+        if steps.is_empty() {
+            if needed {
+                rec.steps.push(StepRecord {
+                    op: op.to_string(),
+                    params,
+                    origin: StepOrigin::Derived { why },
+                    outcome: StepOutcome::AsRecorded,
+                    recorded: None,
+                });
+            }
+            continue;
+        }
+        for step in steps {
+            let outcome = if needed {
+                StepOutcome::AsRecorded
+            } else {
+                StepOutcome::NotApplicable {
+                    why: format!("this model does not need `{op}`"),
+                }
+            };
+            rec.steps.push(StepRecord::from_bundle(step, outcome));
+        }
+    }
+    Ok(())
+}
+
+/// The reference's prefill of the first prompt with every layer's output (kept
+/// for phase 3's diagnosis too).
+pub(crate) fn ensure_reference_prefill(run: &mut Run<'_>) -> Result<(), DeployError> {
+    if run.reference_prefill.is_some() {
+        return Ok(());
+    }
+    let Some(model) = run.model.as_ref() else {
+        return Ok(());
+    };
+    let prompt = run.report.prompts.first().cloned().unwrap_or_default();
+    let mut reference = Reference::new(model).map_err(|e| DeployError::Usage(e.to_string()))?;
+    let out = reference
+        .prefill(&prompt, LogitRows::Last)
+        .map_err(|e| DeployError::Usage(e.to_string()))?;
+    run.reference_prefill = Some(out);
+    Ok(())
+}
+
+/// A threshold and where it comes from.
+type Threshold = (f64, ThresholdSource);
+
+/// Whole-tensor and per-position thresholds: the bundle's exit gates, with the
+/// per-position floor re-derived when the bundle recorded it at another head_dim.
+fn thresholds(run: &mut Run<'_>, rec: &mut PhaseRecord, note: bool) -> (Threshold, Threshold) {
+    let head_dim = run.arch.as_ref().map_or(64, |a| a.head_dim);
+    let gates = run
+        .bundle
+        .phases
+        .get(2)
+        .map(|p| p.exit_gates.clone())
+        .unwrap_or_default();
+    let rule = "reference system phase 2: whole-tensor cosine >= 0.99; per-position minimum >= 0.99 (head_dim <= 64), 0.98 (128), 0.97 (>= 256)";
+    let cos = match gates.iter().find(|g| g.metric == "cosine") {
+        Some(g) => (
+            g.threshold,
+            ThresholdSource::Bundle {
+                provenance: g.provenance.clone(),
+            },
+        ),
+        None => (
+            BLOCK_COSINE_MIN,
+            ThresholdSource::Runtime { rule: rule.into() },
+        ),
+    };
+    let floor = position_cosine_floor(head_dim);
+    let pos = match gates.iter().find(|g| g.metric == "position_cosine_min") {
+        Some(g) => {
+            let recorded_hd = match g.conditions.get("head_dim") {
+                Some(Value::Int(h)) => Some(*h as usize),
+                _ => None,
+            };
+            match recorded_hd {
+                Some(h) if position_cosine_floor(h) != floor => {
+                    let why = format!(
+                        "recorded {} at head_dim {h}; this model's head_dim is {head_dim}, whose floor is {floor} (bf16 noise grows with sqrt(head_dim x K))",
+                        g.threshold
+                    );
+                    if note {
+                        rec.notes
+                            .push(format!("position cosine threshold re-derived: {why}"));
+                    }
+                    (
+                        floor,
+                        ThresholdSource::Rederived {
+                            why,
+                            provenance: g.provenance.clone(),
+                        },
+                    )
+                }
+                _ => (
+                    g.threshold,
+                    ThresholdSource::Bundle {
+                        provenance: g.provenance.clone(),
+                    },
+                ),
+            }
+        }
+        None => (floor, ThresholdSource::Runtime { rule: rule.into() }),
+    };
+    (cos, pos)
+}
+
+/// Runs layer 0 of `design` on the NPU and compares it with the reference.
+fn block_gates(
+    run: &Run<'_>,
+    design: &Design,
+    cos_min: &Threshold,
+    pos_min: &Threshold,
+) -> Result<Vec<GateCheck>, String> {
+    let (Some(model), Some(arch), Some(name), Some(reference)) = (
+        run.model.as_ref(),
+        run.arch.as_ref(),
+        run.model_name(),
+        run.reference_prefill.as_ref(),
+    ) else {
+        return Err("phase 2 needs the model and the reference prefill".into());
+    };
+    let plans = design.plans(&name, arch, &run.device)?;
+    let mut npu = Interpreter::new(&run.device, &model.arch, &model.weights, design.path);
+    let prompt = run.report.prompts.first().cloned().unwrap_or_default();
+    let outputs = npu
+        .prefill_layers(&plans.prefill, &prompt, 1)
+        .map_err(|e| e.to_string())?;
+    let ours = outputs.first().ok_or("the NPU block produced no output")?;
+    let theirs = &reference.layer_outputs[0].data;
+    let conditions = BTreeMap::from([
+        ("layer".to_string(), Value::Int(0)),
+        ("head_dim".to_string(), Value::Int(arch.head_dim as i64)),
+        ("prompt".to_string(), Value::Int(1)),
+    ]);
+    let whole = cosine(ours, theirs);
+    let per_position = min_or_nan(&row_cosines(ours, theirs, arch.hidden_size));
+    Ok(vec![
+        GateCheck::new(
+            "block cosine",
+            OpKind::ValidateBlock,
+            "cosine",
+            whole,
+            Comparison::Ge,
+            cos_min.0,
+            conditions.clone(),
+            cos_min.1.clone(),
+        ),
+        GateCheck::new(
+            "block per-position cosine",
+            OpKind::ValidateBlock,
+            "position_cosine_min",
+            per_position,
+            Comparison::Ge,
+            pos_min.0,
+            conditions.clone(),
+            pos_min.1.clone(),
+        ),
+        GateCheck::new(
+            "block NaN",
+            OpKind::ValidateBlock,
+            "nan_count",
+            non_finite(ours) as f64,
+            Comparison::Eq,
+            0.0,
+            conditions,
+            ThresholdSource::Runtime {
+                rule: "no NaN or infinite value in the block's output".into(),
+            },
+        ),
+    ])
+}

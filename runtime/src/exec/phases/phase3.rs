@@ -1,0 +1,416 @@
+//! Phase 3, the full model: every layer and the LM head on the NPU path, verified
+//! over `GATE_N_TOKENS` decode steps per prompt fed the reference's greedy tokens:
+//! the teacher-forced logits of every step and the KV cache of every layer after
+//! prefill and after decode against the reference's (`checks::decode`), and the
+//! greedy top-k set check at every step (`checks::topk`); with the per-layer cosine
+//! table kept as diagnosis only, and the unoptimized plan's modeled figures as the
+//! baseline phases 4 and 5 must beat.
+
+use std::collections::BTreeMap;
+
+use super::phase2::ensure_reference_prefill;
+use crate::bundle::{Comparison, Value};
+use crate::exec::artifacts::record::PromptVerdict;
+use crate::exec::artifacts::record::{PhaseRecord, StepOutcome};
+use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::decode::{Worst, KV_MAX_REL, KV_RULE, LOGITS_MAX_REL, LOGITS_RULE};
+use crate::exec::checks::gate::{format_value, GateCheck, ThresholdSource};
+use crate::exec::checks::remedy::Failure;
+use crate::exec::checks::topk::{rank_words, GATE_K, GATE_N_TOKENS};
+use crate::exec::checks::verify::{verify_npu, NpuVerification};
+use crate::exec::design::{self, fingerprint, modeled};
+use crate::exec::fault::Fault;
+use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
+use crate::exec::DeployError;
+use crate::ops::OpKind;
+
+pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
+    ensure_reference_prefill(run)?;
+    plant_decode_faults(run, rec);
+    run.traj.action(
+        OpKind::BuildModel,
+        &BTreeMap::new(),
+        &ActionLinks::default(),
+    );
+    run.record_bundle_steps(rec, 3, OpKind::BuildModel, StepOutcome::AsRecorded);
+    let params = BTreeMap::from([
+        ("tokens".to_string(), Value::Int(GATE_N_TOKENS as i64)),
+        ("top_k".to_string(), Value::Int(GATE_K as i64)),
+    ]);
+    let action = run
+        .traj
+        .action(OpKind::VerifyModel, &params, &ActionLinks::default());
+    run.record_bundle_steps(rec, 3, OpKind::VerifyModel, StepOutcome::AsRecorded);
+    run.progress.step(&format!(
+        "verify-model: {GATE_N_TOKENS} teacher-forced steps x {} prompts on the NPU",
+        run.report.prompts.len()
+    ));
+    let plans = run.plans().map_err(DeployError::Usage)?;
+    let verification = run_verification(run, &plans, run.design.path, true)?;
+    let gates = verify_gates(run, &verification);
+    let refs: Vec<&GateCheck> = gates.iter().collect();
+    let obs = run
+        .traj
+        .observe(Some(VERIFY_OBSERVATION), &refs, Some(&action));
+    run.report.verification = verification.prompts.clone();
+    run.report.texts = prompt_texts(run);
+    run.report.diagnosis = verification.diagnosis.clone();
+    diagnosis_notes(run, rec);
+    let mut failed = None;
+    for g in gates {
+        if !run.gate(rec, g.clone()) && failed.is_none() {
+            failed = Some(g);
+        }
+    }
+    if let Some(gate) = failed {
+        let failure = Failure {
+            phase: 3,
+            op: OpKind::VerifyModel,
+            params: params.clone(),
+            gate: gate.clone(),
+        };
+        let metric = gate.metric.clone();
+        let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
+            let (Some(arch), Some(name)) = (run.arch.clone(), run.model_name()) else {
+                return Attempt::Inapplicable("no model".into());
+            };
+            let mut d = run.design.clone();
+            if let Err(e) = design::apply_changes(&mut d, &arch, &run.device, changes, None) {
+                return Attempt::Inapplicable(e);
+            }
+            let plans = match d.plans(&name, &arch, &run.device) {
+                Ok(p) => p,
+                Err(e) => return Attempt::Inapplicable(e),
+            };
+            match run_verification(run, &plans, d.path, false) {
+                Ok(v) => match verify_gates(run, &v)
+                    .into_iter()
+                    .find(|g| g.metric == metric)
+                {
+                    Some(g) => Attempt::Checked(g),
+                    None => Attempt::Inapplicable("the gate disappeared".into()),
+                },
+                Err(e) => Attempt::Inapplicable(e.to_string()),
+            }
+        };
+        match run.try_lessons(
+            rec,
+            &failure,
+            &obs,
+            (OpKind::VerifyModel, &params),
+            &mut attempt,
+        ) {
+            Some(fixed) => {
+                if let Some(arch) = run.arch.clone() {
+                    let _ = design::apply_changes(
+                        &mut run.design,
+                        &arch,
+                        &run.device,
+                        &fixed.changes,
+                        None,
+                    );
+                }
+            }
+            None => {
+                let stop = run.stop(
+                    rec,
+                    &failure,
+                    "the NPU path does not reproduce the reference's greedy decode",
+                );
+                return Ok(PhaseEnd::Failed(stop));
+            }
+        }
+    }
+    let plans = run.plans().map_err(DeployError::Usage)?;
+    let fp = fingerprint(&plans, &run.design.path);
+    run.verified.insert(
+        fp,
+        format!(
+            "phase 3: {GATE_N_TOKENS} teacher-forced steps on {} prompts (logits and KV cache against the reference), top-{GATE_K} set check at every step",
+            run.report.prompts.len()
+        ),
+    );
+    let times = modeled(&plans, &run.device, &run.params);
+    let profile = BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]);
+    let a = run
+        .traj
+        .action(OpKind::ProfilePrefill, &profile, &ActionLinks::default());
+    let ttft = GateCheck::new(
+        "baseline TTFT",
+        OpKind::ProfilePrefill,
+        "ttft_s",
+        times.ttft_s,
+        Comparison::Gt,
+        0.0,
+        BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
+        ThresholdSource::Runtime {
+            rule: "recorded as the baseline phase 4 must beat".into(),
+        },
+    )
+    .modeled();
+    let mpt = GateCheck::new(
+        "baseline decode",
+        OpKind::ProfileDecode,
+        "ms_per_token",
+        times.ms_per_token,
+        Comparison::Gt,
+        0.0,
+        BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
+        ThresholdSource::Runtime {
+            rule: "recorded as the baseline phase 5 must beat".into(),
+        },
+    )
+    .modeled();
+    run.traj.observe(None, &[&ttft, &mpt], Some(&a));
+    rec.notes.push(format!(
+        "baseline plan, modeled at seq {}: TTFT {:.3} s, {:.1} ms/token ({:.2} tok/s), {} / {} NPU calls per layer",
+        times.seq_len,
+        times.ttft_s,
+        times.ms_per_token,
+        times.tok_s,
+        times.calls_per_layer_prefill,
+        times.calls_per_layer_decode
+    ));
+    run.baseline_times = Some(times);
+    run.record_bundle_steps(rec, 3, OpKind::DiagnoseLayers, StepOutcome::AsRecorded);
+    Ok(PhaseEnd::Passed)
+}
+
+/// NPU-side verification of `plans` against the cached reference runs.
+pub(crate) fn run_verification(
+    run: &Run<'_>,
+    plans: &design::Plans,
+    path: crate::xdna2::interpreter::NpuPath,
+    diagnose: bool,
+) -> Result<NpuVerification, DeployError> {
+    let Some(model) = run.model.as_ref() else {
+        return Err(DeployError::Usage("no model loaded".into()));
+    };
+    verify_npu(
+        &run.device,
+        model,
+        plans,
+        path,
+        &run.report.prompts,
+        &run.reference_runs,
+        if diagnose {
+            run.reference_prefill.as_ref()
+        } else {
+            None
+        },
+    )
+    .map_err(DeployError::Usage)
+}
+
+/// Switches on the planted decode-side defects (`--plant`) in the NPU path. They
+/// leave prefill alone, so phases 1 and 2 cannot see them; the LM-head one takes
+/// effect once an optimization moves the LM head onto the NPU.
+fn plant_decode_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
+    let kv_heads = run.arch.as_ref().map_or(0, |a| a.num_kv_heads);
+    let defects = &mut run.design.path.defects;
+    for fault in Fault::DECODE {
+        if !run.options.faults.contains(&fault) {
+            continue;
+        }
+        let switch = match fault {
+            Fault::DecodeRopeOffByOne => &mut defects.rope_position_off_by_one,
+            Fault::KvWrongSlot => &mut defects.kv_wrong_slot,
+            Fault::StaleKv => &mut defects.stale_kv,
+            Fault::GqaMapping if kv_heads < 2 => {
+                rec.notes.push(format!(
+                    "planted fault {fault} does not apply: the model has one KV head"
+                ));
+                continue;
+            }
+            Fault::GqaMapping => &mut defects.gqa_mapping,
+            _ => &mut defects.drop_lm_head_partition,
+        };
+        *switch = true;
+        rec.notes
+            .push(format!("planted fault {fault}: {}", fault.description()));
+    }
+}
+
+/// What a verification observation says it compared (trajectory and report).
+pub(crate) const VERIFY_OBSERVATION: &str =
+    "decode fed the reference's tokens: logits and KV cache against the reference, top-k set check at every step";
+
+/// The teacher-forced errors, the greedy top-k set check over every prompt and
+/// NaN in the NPU logits.
+pub(crate) fn verify_gates(run: &Run<'_>, v: &NpuVerification) -> Vec<GateCheck> {
+    let prompts = run.report.prompts.len();
+    let conditions = BTreeMap::from([
+        ("tokens".to_string(), Value::Int(GATE_N_TOKENS as i64)),
+        ("top_k".to_string(), Value::Int(GATE_K as i64)),
+        ("prompts".to_string(), Value::Int(prompts as i64)),
+    ]);
+    let recorded = run
+        .bundle
+        .phases
+        .get(3)
+        .and_then(|p| p.exit_gates.iter().find(|g| g.metric == "top_k_agree"));
+    let source = match recorded {
+        Some(g) if g.threshold as usize == prompts => ThresholdSource::Bundle {
+            provenance: g.provenance.clone(),
+        },
+        Some(g) => ThresholdSource::Rederived {
+            why: format!(
+                "recorded as {} of {} prompts; every one of this run's {prompts} prompts must pass",
+                g.threshold, g.threshold
+            ),
+            provenance: g.provenance.clone(),
+        },
+        None => ThresholdSource::Runtime {
+            rule: "reference system make verify: every prompt passes the top-5 set check".into(),
+        },
+    };
+    let worst = v.worst();
+    let error_gate = |name: &str, metric: &str, worst: &Worst, threshold: f64, rule: &str| {
+        let mut at = conditions.clone();
+        at.insert("worst".into(), Value::Text(worst.at.clone()));
+        GateCheck::new(
+            name,
+            OpKind::VerifyModel,
+            metric,
+            worst.value,
+            Comparison::Le,
+            threshold,
+            at,
+            ThresholdSource::Runtime { rule: rule.into() },
+        )
+    };
+    vec![
+        error_gate(
+            "verify: teacher-forced logits",
+            "logits_max_rel",
+            &worst.logits,
+            LOGITS_MAX_REL,
+            LOGITS_RULE,
+        ),
+        error_gate(
+            "verify: KV cache after prefill",
+            "kv_prefill_max_rel",
+            &worst.kv_prefill,
+            KV_MAX_REL,
+            KV_RULE,
+        ),
+        error_gate(
+            "verify: KV cache after decode",
+            "kv_decode_max_rel",
+            &worst.kv_decode,
+            KV_MAX_REL,
+            KV_RULE,
+        ),
+        GateCheck::new(
+            "verify: top-k set check",
+            OpKind::VerifyModel,
+            "top_k_agree",
+            v.passed_prompts() as f64,
+            Comparison::Ge,
+            prompts as f64,
+            conditions.clone(),
+            source,
+        ),
+        GateCheck::new(
+            "verify: NaN in NPU logits",
+            OpKind::VerifyModel,
+            "nan_count",
+            v.non_finite as f64,
+            Comparison::Eq,
+            0.0,
+            conditions,
+            ThresholdSource::Runtime {
+                rule: "no NaN or infinite logit".into(),
+            },
+        ),
+    ]
+}
+
+fn diagnosis_notes(run: &mut Run<'_>, rec: &mut PhaseRecord) {
+    let table = &run.report.diagnosis;
+    if let (Some(first), Some(last)) = (table.first(), table.last()) {
+        let low = table.iter().filter(|d| d.cosine < 0.85).count();
+        rec.notes.push(format!(
+            "diagnosis (not a gate): per-layer cosine {:.4} at layer 0 to {:.4} at layer {}; {low} layers below 0.85",
+            first.cosine, last.cosine, last.layer
+        ));
+    }
+    for p in &run.report.verification {
+        rec.notes.push(prompt_note(p));
+    }
+}
+
+/// One prompt's verification in a sentence.
+pub(crate) fn prompt_note(p: &PromptVerdict) -> String {
+    let d = &p.decode;
+    let errors = format!(
+        "teacher-forced max|d|/max|ref|: logits {} ({}), KV after prefill {} ({}), after decode {} ({})",
+        format_value(d.logits.value),
+        d.logits.at,
+        format_value(d.kv_prefill.value),
+        d.kv_prefill.at,
+        format_value(d.kv_decode.value),
+        d.kv_decode.at
+    );
+    let greedy = match (p.check.first(), p.check.first_failure()) {
+        (None, _) => format!("{} greedy tokens identical", p.check.agreed),
+        (Some(first), None) => format!(
+            "greedy tokens identical for {} steps, then {} near-tie(s) from step {}, every one inside both top-{GATE_K} sets",
+            p.check.agreed,
+            p.check.divergences.len(),
+            first.step
+        ),
+        (Some(_), Some(bad)) => format!(
+            "greedy step {}: reference token {} is {} on the NPU, NPU token {} is {} on the reference",
+            bad.step,
+            bad.reference_token,
+            rank_words(bad.reference_rank_on_npu),
+            bad.npu_token,
+            rank_words(bad.npu_rank_on_reference)
+        ),
+    };
+    format!("prompt {}: {errors}; {greedy}", p.prompt)
+}
+
+/// The verified prompts and both sides' generations as text, when the model
+/// has a tokenizer (tokenizer.json beside it, or a GGUF vocabulary).
+fn prompt_texts(run: &Run<'_>) -> Vec<crate::exec::artifacts::record::PromptText> {
+    use crate::model::prompt::ModelText;
+    use crate::model::source::ModelSource;
+    let Ok(source) = ModelSource::locate(&run.options.model_dir) else {
+        return Vec::new();
+    };
+    let text = ModelText::for_model(&run.options.model_dir, source.gguf());
+    if text.tokenizer().is_none() {
+        return Vec::new();
+    }
+    let eos: Vec<u32> = run
+        .arch
+        .as_ref()
+        .map(|a| a.eos_token_ids.iter().map(|&t| t as u32).collect())
+        .unwrap_or_default();
+    let until_eos = |tokens: &[u32]| -> Vec<u32> {
+        match tokens.iter().position(|t| eos.contains(t)) {
+            Some(end) => tokens[..=end].to_vec(),
+            None => tokens.to_vec(),
+        }
+    };
+    run.report
+        .verification
+        .iter()
+        .zip(&run.report.prompts)
+        .zip(&run.reference_runs)
+        .map(|((verdict, prompt), reference)| {
+            let oracle: Vec<u32> = reference.steps.iter().map(|s| s.token).collect();
+            let (oracle, npu) = (until_eos(&oracle), until_eos(&verdict.npu_tokens));
+            crate::exec::artifacts::record::PromptText {
+                prompt: verdict.prompt,
+                prompt_text: text.decode_with_special(prompt).unwrap_or_default(),
+                oracle_text: text.decode(&oracle).unwrap_or_default(),
+                npu_text: text.decode(&npu).unwrap_or_default(),
+                oracle_tokens: oracle,
+                npu_tokens: npu,
+            }
+        })
+        .collect()
+}

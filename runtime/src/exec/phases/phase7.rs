@@ -1,0 +1,132 @@
+//! Phase 7: starts the independent evaluator as a fresh process on the written
+//! artifacts and takes its exit code and report as the verdict.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use crate::bundle::{Comparison, Value};
+use crate::exec::artifacts::record::{EvaluationSummary, PhaseRecord, Verdict};
+use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::gate::{GateCheck, ThresholdSource};
+use crate::exec::evaluate::Evaluation;
+use crate::exec::run::{PhaseEnd, Run};
+use crate::exec::{files, DeployError, EvaluatorLaunch};
+use crate::ops::OpKind;
+
+pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
+    let params = BTreeMap::from([("fresh_process".to_string(), Value::Bool(true))]);
+    let action = run
+        .traj
+        .action(OpKind::Evaluate, &params, &ActionLinks::default());
+    run.progress.step("evaluate: fresh process");
+    // The evaluator loads its own copy of the model: release ours first so two
+    // full-size models never sit in memory together.
+    run.model = None;
+    run.reference_prefill = None;
+    run.fixture = None;
+    let EvaluatorLaunch::Process(program) = &run.options.evaluator;
+    let output = Command::new(program)
+        .arg("evaluate")
+        .arg(&run.options.out_dir)
+        .arg("--model")
+        .arg(&run.options.model_dir)
+        .output()
+        .map_err(|e| DeployError::io(program, format!("cannot start the evaluator: {e}")))?;
+    let code = output.status.code().unwrap_or(-1);
+    let path = run.options.out_dir.join(files::EVALUATION_JSON);
+    let evaluation: Option<Evaluation> = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+    let (verdict, findings, warnings, wall, passed_prompts) = match &evaluation {
+        Some(e) => (
+            e.verdict.clone(),
+            e.audit
+                .iter()
+                .map(|a| {
+                    format!(
+                        "{}: {}: {}",
+                        if a.ok { "ok" } else { "FAILED" },
+                        a.check,
+                        a.detail
+                    )
+                })
+                .collect(),
+            e.warnings.clone(),
+            e.wall_s,
+            e.prompts_passed,
+        ),
+        None => (
+            "FAIL".to_string(),
+            vec![format!("no evaluation.json; evaluator stderr: {stderr}")],
+            Vec::new(),
+            0.0,
+            0,
+        ),
+    };
+    run.report.evaluation = Some(EvaluationSummary {
+        verdict: verdict.clone(),
+        exit_code: code,
+        findings,
+        warnings,
+        wall_s: wall,
+    });
+    let prompts = run.report.prompts.len();
+    let gates = vec![
+        GateCheck::new(
+            "evaluator exit code",
+            OpKind::Evaluate,
+            "exit_code",
+            f64::from(code),
+            Comparison::Eq,
+            0.0,
+            BTreeMap::from([("verdict".to_string(), Value::Text(verdict.clone()))]),
+            ThresholdSource::Runtime { rule: "a fresh process re-verifies the written artifacts; its exit code drives the verdict".into() },
+        ),
+        GateCheck::new(
+            "evaluator: fresh top-k set check",
+            OpKind::Evaluate,
+            "top_k_agree",
+            passed_prompts as f64,
+            Comparison::Ge,
+            prompts as f64,
+            BTreeMap::from([("fresh_process".to_string(), Value::Bool(true))]),
+            ThresholdSource::Runtime { rule: "every prompt passes the fresh verification".into() },
+        ),
+    ];
+    let refs: Vec<&GateCheck> = gates.iter().collect();
+    run.traj.observe(
+        Some(&format!("independent evaluation: {verdict}")),
+        &refs,
+        Some(&action),
+    );
+    let mut failed = None;
+    for g in gates {
+        if !run.gate(rec, g.clone()) && failed.is_none() {
+            failed = Some(g);
+        }
+    }
+    match failed {
+        None => {
+            run.report.verdict = if verdict == "PASS" {
+                Verdict::Pass
+            } else {
+                Verdict::PassWithWarnings
+            };
+            Ok(PhaseEnd::Passed)
+        }
+        Some(gate) => {
+            let failure = crate::exec::checks::remedy::Failure {
+                phase: 7,
+                op: OpKind::Evaluate,
+                params,
+                gate,
+            };
+            Ok(PhaseEnd::Failed(run.stop(
+                rec,
+                &failure,
+                "the independent evaluator did not pass the deployment",
+            )))
+        }
+    }
+}

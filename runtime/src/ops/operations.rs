@@ -1,0 +1,725 @@
+//! The operations of the runtime: one [`OpSpec`] per [`OpKind`] (name, phases,
+//! typed parameters with their docs). The table is the single source of truth for
+//! operation names: `OpKind`'s spelling, `FromStr` and serde all read it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::words::{BufferKey, RopeConvention, RopeScaling, WeightOrigin};
+use crate::xdna2::kernels::{Epilogue, Kernel, Precision, QkvLayout};
+
+/// Every operation, in table order. Strings become an `OpKind` once, where text
+/// comes in (the parser's checks, bundle.json), and match arms over it are
+/// exhaustive: an operation added here fails to compile wherever its meaning is
+/// missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    CheckScope,
+    LoadWeights,
+    BuildReference,
+    CompareReference,
+    RopeConvention,
+    RopeScaling,
+    EnumerateKernels,
+    SelectTiling,
+    ValidateKernel,
+    RegisterKernel,
+    BuildBlock,
+    PadHeads,
+    BiasAfterRope,
+    QkNorm,
+    ValidateBlock,
+    BuildModel,
+    VerifyModel,
+    DiagnoseLayers,
+    MergeLaunches,
+    SplitLaunches,
+    ReuseStaticWeights,
+    MarkIntermediates,
+    AlignLayout,
+    LastTokenLmHead,
+    TuneTiling,
+    ProfilePrefill,
+    GemvDecode,
+    CpuDecodeAttention,
+    PretransposeWeights,
+    PartitionLmHead,
+    CascadeFfn,
+    OmitPingpong,
+    ProfileDecode,
+    WriteArtifacts,
+    RecordLessons,
+    Evaluate,
+    NoteHost,
+}
+
+impl OpKind {
+    /// Every operation, in table order.
+    pub const ALL: [OpKind; 37] = [
+        OpKind::CheckScope,
+        OpKind::LoadWeights,
+        OpKind::BuildReference,
+        OpKind::CompareReference,
+        OpKind::RopeConvention,
+        OpKind::RopeScaling,
+        OpKind::EnumerateKernels,
+        OpKind::SelectTiling,
+        OpKind::ValidateKernel,
+        OpKind::RegisterKernel,
+        OpKind::BuildBlock,
+        OpKind::PadHeads,
+        OpKind::BiasAfterRope,
+        OpKind::QkNorm,
+        OpKind::ValidateBlock,
+        OpKind::BuildModel,
+        OpKind::VerifyModel,
+        OpKind::DiagnoseLayers,
+        OpKind::MergeLaunches,
+        OpKind::SplitLaunches,
+        OpKind::ReuseStaticWeights,
+        OpKind::MarkIntermediates,
+        OpKind::AlignLayout,
+        OpKind::LastTokenLmHead,
+        OpKind::TuneTiling,
+        OpKind::ProfilePrefill,
+        OpKind::GemvDecode,
+        OpKind::CpuDecodeAttention,
+        OpKind::PretransposeWeights,
+        OpKind::PartitionLmHead,
+        OpKind::CascadeFfn,
+        OpKind::OmitPingpong,
+        OpKind::ProfileDecode,
+        OpKind::WriteArtifacts,
+        OpKind::RecordLessons,
+        OpKind::Evaluate,
+        OpKind::NoteHost,
+    ];
+
+    /// The operation's row of [`OPERATIONS`].
+    pub fn spec(self) -> &'static OpSpec {
+        &OPERATIONS[self as usize]
+    }
+
+    /// The language's name, e.g. `select-tiling`.
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// Whether the operation measures or checks (its observations are gates or
+    /// figures) rather than changes or builds the deployment. The distiller keeps
+    /// these out of steps when a fix re-checks them.
+    pub fn measures(self) -> bool {
+        use OpKind::*;
+        match self {
+            ValidateKernel | ValidateBlock | VerifyModel | CompareReference | ProfilePrefill
+            | ProfileDecode | DiagnoseLayers | Evaluate => true,
+            CheckScope | LoadWeights | BuildReference | RopeConvention | RopeScaling
+            | EnumerateKernels | SelectTiling | RegisterKernel | BuildBlock | PadHeads
+            | BiasAfterRope | QkNorm | BuildModel | MergeLaunches | SplitLaunches
+            | ReuseStaticWeights | MarkIntermediates | AlignLayout | LastTokenLmHead
+            | TuneTiling | GemvDecode | CpuDecodeAttention | PretransposeWeights
+            | PartitionLmHead | CascadeFfn | OmitPingpong | WriteArtifacts | RecordLessons
+            | NoteHost => false,
+        }
+    }
+}
+
+/// An operation name outside the table.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not an operation of the runtime")]
+pub struct UnknownOperation(pub String);
+
+impl FromStr for OpKind {
+    type Err = UnknownOperation;
+
+    fn from_str(name: &str) -> Result<Self, UnknownOperation> {
+        operation(name)
+            .map(|spec| spec.kind)
+            .ok_or_else(|| UnknownOperation(name.to_string()))
+    }
+}
+
+/// Ordered by name, like the strings operations were before they had a type, so
+/// whatever is sorted by operation keeps its order.
+impl Ord for OpKind {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+impl PartialOrd for OpKind {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Display for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for OpKind {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for OpKind {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+// The table is indexed by `OpKind`: row i must be operation i, and every
+// operation has its row. Checked at compile time.
+const _: () = {
+    assert!(OPERATIONS.len() == OpKind::ALL.len());
+    let mut i = 0;
+    while i < OPERATIONS.len() {
+        assert!(OPERATIONS[i].kind as usize == i);
+        assert!(OpKind::ALL[i] as usize == i);
+        i += 1;
+    }
+};
+
+/// The kind of value a parameter accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ParamKind {
+    Int,
+    Float,
+    Bool,
+    /// Free text in quotes.
+    Str,
+    /// A bare identifier such as `gemm` or `rms_gemms_rope`.
+    Ident,
+    /// A bracketed list of integers such as `[8,4]`; `components` names each slot
+    /// so a fix can change one of them (`tile_n=32`).
+    IntList,
+    /// One of a closed set of identifiers.
+    Enum(&'static [&'static str]),
+}
+
+/// One parameter of an operation.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ParamSpec {
+    pub name: &'static str,
+    pub kind: ParamKind,
+    pub required: bool,
+    /// Names of the list slots, in order, for [`ParamKind::IntList`] parameters.
+    pub components: &'static [&'static str],
+    /// The values a numeric parameter admits (every slot, for lists).
+    pub bound: Bound,
+    pub doc: &'static str,
+}
+
+/// The range of a numeric parameter, checked by the front end (`skillc check`)
+/// and wherever parameters are read ([`super::Op::read`]: replay, deploy, a
+/// hand-edited bundle.json).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bound {
+    /// Not numeric, or any value of its kind.
+    Any,
+    /// A size, count or relative tolerance: above zero (a float also normal,
+    /// not subnormal).
+    Positive,
+    /// An index, a seed, a warm-up count or an absolute tolerance: zero or more.
+    NonNegative,
+    /// A cosine threshold, between -1 and 1.
+    Cosine,
+}
+
+impl Bound {
+    pub fn admits(self, value: f64) -> bool {
+        match self {
+            Bound::Any => true,
+            Bound::Positive => value > 0.0 && value.is_normal(),
+            Bound::NonNegative => value >= 0.0,
+            Bound::Cosine => (-1.0..=1.0).contains(&value),
+        }
+    }
+
+    /// The rule, as a diagnostic states it.
+    pub fn rule(self) -> &'static str {
+        match self {
+            Bound::Any => "any value",
+            Bound::Positive => "must be above 0",
+            Bound::NonNegative => "must not be negative",
+            Bound::Cosine => "a cosine lies between -1 and 1",
+        }
+    }
+}
+
+/// One operation of the runtime.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct OpSpec {
+    pub kind: OpKind,
+    pub name: &'static str,
+    /// Phases in which the operation may appear (0..=7).
+    pub phases: &'static [u8],
+    pub params: &'static [ParamSpec],
+    pub doc: &'static str,
+}
+
+impl OpSpec {
+    pub fn param(&self, name: &str) -> Option<&'static ParamSpec> {
+        self.params.iter().find(|p| p.name == name)
+    }
+
+    /// Resolves a parameter name or a list component name (`tile_n`) to the
+    /// parameter that holds it and the slot index when it is a component.
+    pub fn resolve_param(&self, name: &str) -> Option<(&'static ParamSpec, Option<usize>)> {
+        if let Some(p) = self.param(name) {
+            return Some((p, None));
+        }
+        self.params.iter().find_map(|p| {
+            p.components
+                .iter()
+                .position(|c| *c == name)
+                .map(|slot| (p, Some(slot)))
+        })
+    }
+
+    pub fn allowed_in(&self, phase: u8) -> bool {
+        self.phases.contains(&phase)
+    }
+}
+
+const fn req(name: &'static str, kind: ParamKind, doc: &'static str) -> ParamSpec {
+    ParamSpec {
+        name,
+        kind,
+        required: true,
+        components: &[],
+        bound: Bound::Any,
+        doc,
+    }
+}
+
+const fn opt(name: &'static str, kind: ParamKind, doc: &'static str) -> ParamSpec {
+    ParamSpec {
+        name,
+        kind,
+        required: false,
+        components: &[],
+        bound: Bound::Any,
+        doc,
+    }
+}
+
+const fn list(
+    name: &'static str,
+    required: bool,
+    components: &'static [&'static str],
+    doc: &'static str,
+) -> ParamSpec {
+    ParamSpec {
+        name,
+        kind: ParamKind::IntList,
+        required,
+        components,
+        bound: Bound::Positive,
+        doc,
+    }
+}
+
+impl ParamSpec {
+    const fn bounded(self, bound: Bound) -> ParamSpec {
+        ParamSpec { bound, ..self }
+    }
+}
+
+use Bound::{Cosine, NonNegative, Positive};
+
+use ParamKind::{Bool, Float, Ident, Int, Str};
+
+/// Kernel names the emulator implements; `kernel=` parameters take one of these.
+pub const KERNELS: &[&str] = Kernel::WORDS;
+
+const KERNEL: ParamKind = ParamKind::Enum(Kernel::WORDS);
+const PRECISION: ParamKind = ParamKind::Enum(Precision::WORDS);
+const LAYOUT: ParamKind = ParamKind::Enum(QkvLayout::WORDS);
+const EPILOGUE: ParamKind = ParamKind::Enum(Epilogue::WORDS);
+const BUFFER_KEY: ParamKind = ParamKind::Enum(BufferKey::WORDS);
+const ROPE_CONVENTION: ParamKind = ParamKind::Enum(RopeConvention::WORDS);
+const ROPE_SCALING: ParamKind = ParamKind::Enum(RopeScaling::WORDS);
+const WEIGHT_SOURCE: ParamKind = ParamKind::Enum(WeightOrigin::WORDS);
+
+const SHAPE: ParamSpec = list(
+    "shape",
+    true,
+    &["m", "k", "n"],
+    "problem shape, e.g. [M,K,N] for GEMM",
+);
+const HERD: ParamSpec = list(
+    "herd",
+    false,
+    &["herd_m", "herd_n"],
+    "compute-tile herd [columns,rows]",
+);
+const TILE: ParamSpec = list(
+    "tile",
+    false,
+    &["tile_m", "tile_k_l2", "tile_k_l1", "tile_n"],
+    "GEMM tile [tile_m, tile_k_l2, tile_k_l1, tile_n]; row kernels use [tile_m] or [tile_n]",
+);
+
+/// Every operation the runtime can execute.
+pub const OPERATIONS: &[OpSpec] = &[
+    // Phase 0: the CPU reference.
+    OpSpec {
+        kind: OpKind::CheckScope,
+        name: "check-scope",
+        phases: &[0],
+        params: &[],
+        doc: "refuse architectures outside scope (MoE, MLA, encoder-decoder) with the reason",
+    },
+    OpSpec {
+        kind: OpKind::LoadWeights,
+        name: "load-weights",
+        phases: &[0],
+        params: &[
+            opt("source", WEIGHT_SOURCE, "checkpoint safetensors or seeded random weights"),
+            opt("seed", Int, "seed for random weights").bounded(NonNegative),
+        ],
+        doc: "load the model's weights (bf16 in memory)",
+    },
+    OpSpec {
+        kind: OpKind::BuildReference,
+        name: "build-reference",
+        phases: &[0],
+        params: &[],
+        doc: "build the CPU f32 reference forward pass",
+    },
+    OpSpec {
+        kind: OpKind::CompareReference,
+        name: "compare-reference",
+        phases: &[0],
+        params: &[
+            req("against", Ident, "what the reference is compared with, e.g. transformers"),
+            opt("tol", Float, "max abs error relative to max |value|").bounded(Positive),
+        ],
+        doc: "compare the CPU reference with an external reference",
+    },
+    OpSpec {
+        kind: OpKind::RopeConvention,
+        name: "rope-convention",
+        phases: &[0, 1, 2, 3],
+        params: &[req(
+            "convention",
+            ROPE_CONVENTION,
+            "which dimensions RoPE rotates together: i with i + head_dim/2, or 2i with 2i+1",
+        )],
+        doc: "choose the RoPE pairing the checkpoint was trained with",
+    },
+    OpSpec {
+        kind: OpKind::RopeScaling,
+        name: "rope-scaling",
+        phases: &[1, 2],
+        params: &[req(
+            "scaling",
+            ROPE_SCALING,
+            "build the RoPE table from the config's scaled inverse frequencies (llama3, linear) or the unscaled ones",
+        )],
+        doc: "choose the inverse frequencies the RoPE table is built from",
+    },
+    // Phase 1: kernels.
+    OpSpec {
+        kind: OpKind::EnumerateKernels,
+        name: "enumerate-kernels",
+        phases: &[1],
+        params: &[],
+        doc: "derive every kernel x shape the model needs",
+    },
+    OpSpec {
+        kind: OpKind::SelectTiling,
+        name: "select-tiling",
+        phases: &[1, 4, 5],
+        params: &[
+            req("kernel", KERNEL, "kernel name"),
+            SHAPE,
+            HERD,
+            TILE,
+            opt("precision", PRECISION, "bf16 operands or BFP16 block emulation"),
+            opt(
+                "epilogue",
+                EPILOGUE,
+                "GEMM output path: bf16 cast in place, bf16 drain tile, or f32",
+            ),
+            opt(
+                "layout",
+                LAYOUT,
+                "activation layout the kernel reads (FlashAttention variant)",
+            ),
+        ],
+        doc: "choose a tiling and herd for one kernel at one shape",
+    },
+    OpSpec {
+        kind: OpKind::ValidateKernel,
+        name: "validate-kernel",
+        phases: &[1],
+        params: &[
+            req("kernel", KERNEL, "kernel name"),
+            SHAPE,
+            opt("rtol", Float, "relative tolerance").bounded(Positive),
+            opt("atol", Float, "absolute tolerance").bounded(NonNegative),
+        ],
+        doc: "run one kernel on the emulator against the f32 reference, element-wise",
+    },
+    OpSpec {
+        kind: OpKind::RegisterKernel,
+        name: "register-kernel",
+        phases: &[1],
+        params: &[req("kernel", KERNEL, "kernel name"), opt("shape", ParamKind::IntList, "shape").bounded(Positive)],
+        doc: "record a validated kernel configuration in the kernel registry",
+    },
+    // Phase 2: one decoder block.
+    OpSpec {
+        kind: OpKind::BuildBlock,
+        name: "build-block",
+        phases: &[2],
+        params: &[opt("layer", Int, "layer index").bounded(NonNegative)],
+        doc: "wire one decoder block from validated kernels",
+    },
+    OpSpec {
+        kind: OpKind::PadHeads,
+        name: "pad-heads",
+        phases: &[2],
+        params: &[req("multiple", Int, "pad dims to this multiple with phantom heads").bounded(Positive)],
+        doc: "GQA-aware padding of non-aligned dimensions",
+    },
+    OpSpec {
+        kind: OpKind::BiasAfterRope,
+        name: "bias-after-rope",
+        phases: &[2],
+        params: &[],
+        doc: "add the QKV bias on the host after RoPE, using RoPE(q+b) = RoPE(q) + RoPE(b)",
+    },
+    OpSpec {
+        kind: OpKind::QkNorm,
+        name: "qk-norm",
+        phases: &[2],
+        params: &[],
+        doc: "apply per-head Q/K RMSNorm before RoPE (Qwen3)",
+    },
+    OpSpec {
+        kind: OpKind::ValidateBlock,
+        name: "validate-block",
+        phases: &[2],
+        params: &[
+            opt("layer", Int, "layer index").bounded(NonNegative),
+            opt("cosine_min", Float, "whole-tensor cosine threshold").bounded(Cosine),
+            opt("position_min", Float, "per-position cosine threshold").bounded(Cosine),
+        ],
+        doc: "compare one block on the emulated NPU with the reference",
+    },
+    // Phase 3: whole model.
+    OpSpec {
+        kind: OpKind::BuildModel,
+        name: "build-model",
+        phases: &[3],
+        params: &[],
+        doc: "chain every block and the LM head",
+    },
+    OpSpec {
+        kind: OpKind::VerifyModel,
+        name: "verify-model",
+        phases: &[3, 4, 5, 6, 7],
+        params: &[
+            opt("tokens", Int, "greedy tokens generated per prompt").bounded(Positive),
+            opt("top_k", Int, "top-k set checked at the first divergence").bounded(Positive),
+        ],
+        doc: "greedy-decode on both sides; at the first divergence each token must be in the other's top-k",
+    },
+    OpSpec {
+        kind: OpKind::DiagnoseLayers,
+        name: "diagnose-layers",
+        phases: &[3],
+        params: &[],
+        doc: "per-layer cosine table (diagnosis, not a gate)",
+    },
+    // Phase 4: prefill optimization.
+    OpSpec {
+        kind: OpKind::MergeLaunches,
+        name: "merge-launches",
+        phases: &[4, 5],
+        params: &[req("group", Ident, "name of the merged call, e.g. rms_gemms_rope")],
+        doc: "merge consecutive launches into one NPU call",
+    },
+    OpSpec {
+        kind: OpKind::SplitLaunches,
+        name: "split-launches",
+        phases: &[4, 5],
+        params: &[req("group", Ident, "merged call to split back")],
+        doc: "undo a merge (compile blow-up, mismatch)",
+    },
+    OpSpec {
+        kind: OpKind::ReuseStaticWeights,
+        name: "reuse-static-weights",
+        phases: &[4, 5],
+        params: &[opt(
+            "key",
+            BUFFER_KEY,
+            "one weight buffer per layer (the default), or one shared by every layer",
+        )],
+        doc: "per-layer weight buffers written once at setup, skipped per call",
+    },
+    OpSpec {
+        kind: OpKind::MarkIntermediates,
+        name: "mark-intermediates",
+        phases: &[4, 5],
+        params: &[],
+        doc: "skip host writes of buffers the kernels overwrite",
+    },
+    OpSpec {
+        kind: OpKind::AlignLayout,
+        name: "align-layout",
+        phases: &[4],
+        params: &[req("layout", LAYOUT, "activation layout")],
+        doc: "keep activations in one layout so host transposes disappear",
+    },
+    OpSpec {
+        kind: OpKind::LastTokenLmHead,
+        name: "last-token-lm-head",
+        phases: &[4],
+        params: &[],
+        doc: "prefill LM head on the last real row only, reusing the decode GEMV",
+    },
+    OpSpec {
+        kind: OpKind::TuneTiling,
+        name: "tune-tiling",
+        phases: &[4, 5],
+        params: &[req("kernel", KERNEL, "kernel name"), TILE, HERD],
+        doc: "retune one kernel's tiling for speed",
+    },
+    OpSpec {
+        kind: OpKind::ProfilePrefill,
+        name: "profile-prefill",
+        phases: &[3, 4, 6],
+        params: &[
+            opt("seq_len", Int, "sequence length").bounded(Positive),
+            opt("warmup", Int, "warm-up iterations").bounded(NonNegative),
+            opt("iters", Int, "timed iterations").bounded(Positive),
+        ],
+        doc: "time prefill",
+    },
+    // Phase 5: decode optimization.
+    OpSpec {
+        kind: OpKind::GemvDecode,
+        name: "gemv-decode",
+        // Phase 3 wires the first decode (verify generates 32 tokens); phase 5 tunes it.
+        phases: &[3, 5],
+        params: &[HERD],
+        doc: "decode projections as NPU GEMVs",
+    },
+    OpSpec {
+        kind: OpKind::CpuDecodeAttention,
+        name: "cpu-decode-attention",
+        phases: &[5],
+        params: &[],
+        doc: "decode attention (one query) on the host",
+    },
+    OpSpec {
+        kind: OpKind::PretransposeWeights,
+        name: "pretranspose-weights",
+        phases: &[3, 5],
+        params: &[],
+        doc: "one-time host transpose of (out,in) weights for GEMV",
+    },
+    OpSpec {
+        kind: OpKind::PartitionLmHead,
+        name: "partition-lm-head",
+        phases: &[5],
+        params: &[req("parts", Int, "number of LM-head partitions").bounded(Positive)],
+        doc: "split the LM head GEMV so each partition fits L2 and the repeat limit",
+    },
+    OpSpec {
+        kind: OpKind::CascadeFfn,
+        name: "cascade-ffn",
+        phases: &[5],
+        params: &[req("rows", Int, "core rows of the cascade").bounded(Positive)],
+        doc: "fused O+FFN decode GEMV cascade",
+    },
+    OpSpec {
+        kind: OpKind::OmitPingpong,
+        name: "omit-pingpong",
+        phases: &[5],
+        params: &[],
+        doc: "drop ping-pong buffers module-wide to fit L1",
+    },
+    OpSpec {
+        kind: OpKind::ProfileDecode,
+        name: "profile-decode",
+        phases: &[3, 5, 6],
+        params: &[
+            opt("tokens", Int, "decoded tokens").bounded(Positive),
+            opt("seq_len", Int, "context length").bounded(Positive),
+        ],
+        doc: "time decode",
+    },
+    // Phases 6 and 7.
+    OpSpec {
+        kind: OpKind::WriteArtifacts,
+        name: "write-artifacts",
+        phases: &[6],
+        params: &[],
+        doc: "write the production plan, report and trajectory",
+    },
+    OpSpec {
+        kind: OpKind::RecordLessons,
+        name: "record-lessons",
+        phases: &[6],
+        params: &[],
+        doc: "append this run's lessons to the trajectory",
+    },
+    OpSpec {
+        kind: OpKind::Evaluate,
+        name: "evaluate",
+        phases: &[7],
+        params: &[opt("fresh_process", Bool, "re-run verification in a fresh process")],
+        doc: "independent evaluation of the written artifacts",
+    },
+    OpSpec {
+        kind: OpKind::NoteHost,
+        name: "note-host",
+        phases: &[0, 1, 2, 3, 4, 5, 6, 7],
+        params: &[opt("text", Str, "what changed on the host")],
+        doc: "a host-side change with no NPU effect (kept for the record)",
+    },
+];
+
+pub fn operation(name: &str) -> Option<&'static OpSpec> {
+    OPERATIONS.iter().find(|op| op.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn components_resolve_to_their_slot() {
+        let op = operation("select-tiling").expect("select-tiling exists");
+        let (param, slot) = op.resolve_param("tile_n").expect("tile_n is a component");
+        assert_eq!((param.name, slot), ("tile", Some(3)));
+        assert!(op.resolve_param("tile_q").is_none());
+    }
+
+    #[test]
+    fn operation_names_are_unique_and_parse_to_their_kind() {
+        let names: BTreeSet<_> = OPERATIONS.iter().map(|o| o.name).collect();
+        assert_eq!(names.len(), OPERATIONS.len());
+        for kind in OpKind::ALL {
+            assert_eq!(kind.name().parse::<OpKind>(), Ok(kind));
+            let json = serde_json::to_string(&kind).expect("serialises");
+            assert_eq!(json, format!("\"{}\"", kind.name()));
+            assert_eq!(serde_json::from_str::<OpKind>(&json).ok(), Some(kind));
+        }
+        assert!(serde_json::from_str::<OpKind>("\"launch-rockets\"").is_err());
+    }
+}

@@ -1,0 +1,387 @@
+//! The plan interpreter: the one functional execution of deployment plans on a
+//! model's weights, used by deploy (phases 2–7), replay, the benchmarks and the
+//! tests. Every launch runs its emulated kernel (bf16 between kernels, f32 inside,
+//! BFP16 where selected); every host op runs the host's f32 computation; buffers
+//! hold bf16 bits. An [`Interpreter`] keeps the host KV cache and the position
+//! across a prefill plan and the decode plans that follow, as the reference
+//! deployment's runner does.
+//!
+//! Plans are built at a production row count; a prompt fills only its first rows.
+//! The interpreter runs the real rows only, each launch on a spec trimmed to them
+//! with the production numerics (`rows`), so a 12-token prompt costs 12 rows, not
+//! 2048, and gives the bits the full launch gives on those rows. The production
+//! spec is what the plan holds and what [`Plan::check`] places.
+//!
+//! What the NPU path computes beyond the plan is in [`NpuPath`]: whether the q/k/v
+//! bias is added, whether the Q/K norm runs, which frequencies the RoPE table
+//! holds, and the [`Defects`] planted in its decode side. Planted faults switch
+//! these; lessons switch the first three back.
+
+mod host;
+mod pass;
+mod rope;
+mod rows;
+pub mod weights;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::arch::{Architecture, RopeScaling};
+use crate::model::weights::Weights;
+use crate::xdna2::constraints::ConstraintViolation;
+use crate::xdna2::device::Device;
+use crate::xdna2::kernels::{self, KernelError};
+use crate::xdna2::plan::{Phase, Plan};
+use weights::TensorIndex;
+
+/// Frequencies of the RoPE table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RopeTable {
+    /// The model's inverse frequencies with its scaling (llama3, linear) applied.
+    Scaled,
+    /// `1/theta^(2j/d)` without scaling.
+    Unscaled,
+}
+
+/// Choices of the NPU path the plans do not spell out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NpuPath {
+    /// Add the q/k/v bias (after RoPE) where the model has one.
+    pub qkv_bias: bool,
+    /// Run the per-head Q/K RMSNorm where the model has one.
+    pub qk_norm: bool,
+    pub rope: RopeTable,
+    /// Bugs planted in the decode side (none in a real deployment).
+    #[serde(default, skip_serializing_if = "Defects::none")]
+    pub defects: Defects,
+}
+
+impl NpuPath {
+    pub const CORRECT: NpuPath = NpuPath {
+        qkv_bias: true,
+        qk_norm: true,
+        rope: RopeTable::Scaled,
+        defects: Defects::NONE,
+    };
+}
+
+/// Bugs of the host code and kernels on the decode side that a planted fault
+/// switches on, so tests can show that the decode gates catch each one. Every one
+/// leaves prefill alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Defects {
+    /// Decode rotates Q and K (and the rotated bias) at position + 1.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rope_position_off_by_one: bool,
+    /// Decode writes its K/V row into the slot after its position; its own slot
+    /// keeps what it held (zeros on a fresh cache).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kv_wrong_slot: bool,
+    /// Decode writes a stale K/V row into its slot: the previous position's
+    /// (a staging buffer that was not refreshed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stale_kv: bool,
+    /// Decode attention pairs query head h with KV group `h / group + 1` (mod the
+    /// KV heads) instead of `h / group`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gqa_mapping: bool,
+    /// The last partition of a partitioned LM-head GEMV is not launched: its
+    /// slice of the logits stays zero.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub drop_lm_head_partition: bool,
+}
+
+impl Defects {
+    pub const NONE: Defects = Defects {
+        rope_position_off_by_one: false,
+        kv_wrong_slot: false,
+        stale_kv: false,
+        gqa_mapping: false,
+        drop_lm_head_partition: false,
+    };
+
+    pub fn none(&self) -> bool {
+        *self == Defects::NONE
+    }
+}
+
+/// The inverse frequencies a table of `kind` holds for `arch` (the NPU side's own
+/// code, not the reference's: see `rope`).
+pub fn table_frequencies(arch: &Architecture, kind: RopeTable) -> Vec<f32> {
+    match kind {
+        RopeTable::Scaled => rope::scaled_frequencies(arch),
+        RopeTable::Unscaled => rope::unscaled_frequencies(arch),
+    }
+}
+
+/// Whether the model's scaling changes any frequency (only then the two tables differ).
+pub fn has_scaling(arch: &Architecture) -> bool {
+    !matches!(arch.rope_scaling, RopeScaling::Default)
+}
+
+/// Counters the evaluator audits: the NPU path really ran.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    pub launches: u64,
+    pub host_ops: u64,
+    pub tokens: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("plan refused: {}", .0.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("; "))]
+    Refused(Vec<ConstraintViolation>),
+    #[error("layer {layer}: {source}")]
+    Kernel {
+        layer: usize,
+        #[source]
+        source: KernelError,
+    },
+    #[error("the plan names buffer `{0}`, which it does not declare")]
+    UnknownBuffer(String),
+    #[error("buffer `{0}` is read before any step wrote it")]
+    Unwritten(String),
+    #[error("buffer `{0}` is not filled from a checkpoint tensor")]
+    NotATensor(String),
+    #[error("buffer `{buffer}` names `{tensor}`, which the model does not have")]
+    MissingTensor { buffer: String, tensor: String },
+    #[error("buffer `{buffer}`: {message}")]
+    Transform { buffer: String, message: String },
+    #[error("{got} tokens do not fit the plan's {rows} rows")]
+    TooManyTokens { got: usize, rows: usize },
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    #[error("position {position} is beyond the plan's context of {context}")]
+    BeyondContext { position: usize, context: usize },
+    #[error("a {0:?} plan cannot run here")]
+    WrongPhase(Phase),
+    #[error("prefill attention after earlier positions is not supported")]
+    PrefillAfterPositions,
+    #[error("non-causal attention over {rows} of {lq} rows would see the padding")]
+    NonCausalPadding { rows: usize, lq: usize },
+    #[error("the plan's epilogue produced no logits")]
+    NoLogits,
+}
+
+impl ExecError {
+    /// A kernel error outside any layer (prologue, epilogue, row helpers).
+    fn kernel(source: KernelError) -> Self {
+        ExecError::Kernel { layer: 0, source }
+    }
+}
+
+/// The emulated NPU's host state across plans: the KV cache (bf16,
+/// `[positions, kv_width]` per layer), the next position, weight copies made
+/// once, and optionally every layer's output of the last prefill.
+pub struct Interpreter<'m> {
+    device: &'m Device,
+    arch: &'m Architecture,
+    index: TensorIndex<'m>,
+    path: NpuPath,
+    /// RoPE tables by their number of positions.
+    luts: HashMap<usize, Arc<Vec<u16>>>,
+    /// Weight copies (padded heads, zero rows made explicit) by source and layer.
+    copies: HashMap<(String, usize), Arc<Vec<u16>>>,
+    kv: KvCache,
+    position: usize,
+    capture: bool,
+    layer_outputs: Vec<Vec<u16>>,
+    counters: Counters,
+}
+
+impl<'m> Interpreter<'m> {
+    pub fn new(
+        device: &'m Device,
+        arch: &'m Architecture,
+        weights: &'m Weights,
+        path: NpuPath,
+    ) -> Self {
+        Interpreter {
+            device,
+            arch,
+            index: TensorIndex::new(weights),
+            path,
+            luts: HashMap::new(),
+            copies: HashMap::new(),
+            kv: KvCache::new(arch.num_layers),
+            position: 0,
+            capture: false,
+            layer_outputs: Vec::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Keeps every layer's output residual stream of each prefill (real rows).
+    pub fn capture_layers(&mut self, on: bool) {
+        self.capture = on;
+    }
+
+    /// Each layer's output of the last prefill run while capturing, as bf16 bits
+    /// `[rows, hidden]` of the real rows.
+    pub fn layer_outputs(&self) -> &[Vec<u16>] {
+        &self.layer_outputs
+    }
+
+    /// Takes the captured layer outputs as f32.
+    pub fn take_layer_outputs(&mut self) -> Vec<Vec<f32>> {
+        std::mem::take(&mut self.layer_outputs)
+            .iter()
+            .map(|bits| crate::bf16::to_f32_vec(bits))
+            .collect()
+    }
+
+    /// The position the next token takes.
+    pub fn position(&self) -> usize {
+        self.position
+    }
+
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// Empties the KV cache.
+    pub fn reset(&mut self) {
+        self.kv.clear();
+        self.position = 0;
+    }
+
+    /// Layer `layer`'s cached keys and values, `[slots, kv_width]` bf16 bits each
+    /// (slots written so far; a slot past the position is a wrong write).
+    pub fn kv(&self, layer: usize) -> (&[u16], &[u16]) {
+        self.kv.layer(layer)
+    }
+
+    /// Runs a prefill plan on `tokens` from an empty cache; returns the logits of
+    /// the last token.
+    pub fn prefill(&mut self, plan: &Plan, tokens: &[u32]) -> Result<Vec<f32>, ExecError> {
+        self.start_prefill(plan, tokens)?;
+        let logits = pass::run(self, plan, tokens, None)?;
+        self.advance(tokens.len());
+        Ok(logits)
+    }
+
+    /// Runs the first `layers` layers of a prefill plan on `tokens` (no LM head)
+    /// and returns each layer's output (phase 2's single block); the cache is
+    /// left empty.
+    pub fn prefill_layers(
+        &mut self,
+        plan: &Plan,
+        tokens: &[u32],
+        layers: usize,
+    ) -> Result<Vec<Vec<f32>>, ExecError> {
+        self.start_prefill(plan, tokens)?;
+        let capture = std::mem::replace(&mut self.capture, true);
+        let outcome = pass::run(self, plan, tokens, Some(layers));
+        self.capture = capture;
+        self.reset();
+        outcome?;
+        Ok(self.take_layer_outputs())
+    }
+
+    /// Runs a decode plan for `token` at the next position; returns its logits.
+    pub fn decode(&mut self, plan: &Plan, token: u32) -> Result<Vec<f32>, ExecError> {
+        if plan.phase != Phase::Decode {
+            return Err(ExecError::WrongPhase(plan.phase));
+        }
+        if self.position >= plan.seq_len {
+            return Err(ExecError::BeyondContext {
+                position: self.position,
+                context: plan.seq_len,
+            });
+        }
+        plan.check(self.device).map_err(ExecError::Refused)?;
+        let logits = pass::run(self, plan, &[token], None)?;
+        self.advance(1);
+        Ok(logits)
+    }
+
+    fn start_prefill(&mut self, plan: &Plan, tokens: &[u32]) -> Result<(), ExecError> {
+        if plan.phase != Phase::Prefill {
+            return Err(ExecError::WrongPhase(plan.phase));
+        }
+        if tokens.is_empty() {
+            return Err(ExecError::EmptyPrompt);
+        }
+        if tokens.len() > plan.seq_len {
+            return Err(ExecError::TooManyTokens {
+                got: tokens.len(),
+                rows: plan.seq_len,
+            });
+        }
+        plan.check(self.device).map_err(ExecError::Refused)?;
+        self.reset();
+        Ok(())
+    }
+
+    fn advance(&mut self, rows: usize) {
+        self.position += rows;
+        self.counters.tokens += rows as u64;
+    }
+
+    /// The RoPE table over `positions` positions for this path.
+    fn lut(&mut self, positions: usize) -> Arc<Vec<u16>> {
+        let (arch, rope) = (self.arch, self.path.rope);
+        self.luts
+            .entry(positions)
+            .or_insert_with(|| {
+                Arc::new(kernels::rope_lut(&table_frequencies(arch, rope), positions))
+            })
+            .clone()
+    }
+}
+
+/// The host KV cache: per layer, keys and values `[slots, kv_width]` as bf16,
+/// written slot by slot.
+#[derive(Debug, Clone)]
+struct KvCache {
+    layers: Vec<(Vec<u16>, Vec<u16>)>,
+}
+
+impl KvCache {
+    fn new(layers: usize) -> Self {
+        KvCache {
+            layers: vec![(Vec::new(), Vec::new()); layers],
+        }
+    }
+
+    fn clear(&mut self) {
+        for (k, v) in &mut self.layers {
+            k.clear();
+            v.clear();
+        }
+    }
+
+    fn layer(&self, layer: usize) -> (&[u16], &[u16]) {
+        self.layers
+            .get(layer)
+            .map_or((&[][..], &[][..]), |(k, v)| (&k[..], &v[..]))
+    }
+
+    /// Writes `keys` and `values` (whole rows of `width`) from slot `slot` on;
+    /// slots skipped over hold zeros.
+    fn write(&mut self, layer: usize, slot: usize, width: usize, keys: &[u16], values: &[u16]) {
+        let Some((k, v)) = self.layers.get_mut(layer) else {
+            return;
+        };
+        for (cache, rows) in [(k, keys), (v, values)] {
+            let start = slot * width;
+            if cache.len() < start + rows.len() {
+                cache.resize(start + rows.len(), 0);
+            }
+            cache[start..start + rows.len()].copy_from_slice(rows);
+        }
+    }
+
+    /// The row of slot `slot`, zeros when it was never written.
+    fn row(&self, layer: usize, slot: usize, width: usize) -> (Vec<u16>, Vec<u16>) {
+        let (k, v) = self.layer(layer);
+        let take = |c: &[u16]| {
+            c.get(slot * width..(slot + 1) * width)
+                .map_or_else(|| vec![0; width], <[u16]>::to_vec)
+        };
+        (take(k), take(v))
+    }
+}

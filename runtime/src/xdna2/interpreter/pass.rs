@@ -1,0 +1,520 @@
+//! One pass of a plan over the real rows: the prologue, every layer, the
+//! epilogue; each launch on its emulated kernel (trimmed to the real rows, see
+//! `rows`), each host op on the host.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::host::{add_bias, decode_attention, transpose};
+use super::rows::{attention_rows, gemm_rows};
+use super::weights::resolve;
+use super::{ExecError, Interpreter};
+use crate::bf16;
+use crate::model::oracle::{blocks, linear};
+use crate::xdna2::kernels::{self, EltwiseSpec, Herd, KernelError, NormSpec, RopeSpec};
+use crate::xdna2::plan::{Buffer, HostOp, Launch, Phase, Plan, Step, Transform, WeightSource};
+
+/// Runs `plan` on `ids` at the interpreter's next positions, through the first
+/// `layers` layers when given (then without the epilogue: no logits); returns the
+/// last real row's logits.
+pub(super) fn run(
+    model: &mut Interpreter<'_>,
+    plan: &Plan,
+    ids: &[u32],
+    layers: Option<usize>,
+) -> Result<Vec<f32>, ExecError> {
+    let record = model.capture && plan.phase == Phase::Prefill;
+    if record {
+        model.layer_outputs.clear();
+    }
+    let base = model.position;
+    let mut pass = Pass {
+        model,
+        plan,
+        rows: ids.len(),
+        base,
+        ids,
+        bufs: HashMap::new(),
+        layer: 0,
+    };
+    for step in &plan.prologue {
+        pass.step(step)?;
+    }
+    let last = layers.map_or(plan.num_layers, |l| l.min(plan.num_layers));
+    for layer in 0..last {
+        pass.layer = layer;
+        for step in &plan.layer {
+            pass.step(step)?;
+        }
+        if record {
+            let x = pass.get("x")?.clone();
+            pass.model.layer_outputs.push(x);
+        }
+    }
+    if last < plan.num_layers {
+        return Ok(Vec::new());
+    }
+    pass.layer = plan.num_layers;
+    for step in &plan.epilogue {
+        pass.step(step)?;
+    }
+    pass.logits()
+}
+
+/// A weight buffer: the checkpoint's bits, or a copy kept for the interpreter's
+/// lifetime.
+enum WeightRef<'m> {
+    Borrowed(&'m [u16]),
+    Shared(Arc<Vec<u16>>),
+}
+
+impl std::ops::Deref for WeightRef<'_> {
+    type Target = [u16];
+
+    fn deref(&self) -> &[u16] {
+        match self {
+            WeightRef::Borrowed(b) => b,
+            WeightRef::Shared(v) => v,
+        }
+    }
+}
+
+/// One pass of a plan: the activation buffers and where the pass is.
+struct Pass<'p, 'm> {
+    model: &'p mut Interpreter<'m>,
+    plan: &'p Plan,
+    /// Real rows (prompt length in prefill, 1 in decode).
+    rows: usize,
+    /// Position of the first row.
+    base: usize,
+    ids: &'p [u32],
+    bufs: HashMap<String, Vec<u16>>,
+    layer: usize,
+}
+
+impl<'m> Pass<'_, 'm> {
+    fn get(&self, name: &str) -> Result<&Vec<u16>, ExecError> {
+        self.bufs
+            .get(name)
+            .ok_or_else(|| ExecError::Unwritten(name.to_string()))
+    }
+
+    fn put(&mut self, name: &str, data: Vec<u16>) {
+        self.bufs.insert(name.to_string(), data);
+    }
+
+    fn buffer(&self, name: &str) -> Result<&Buffer, ExecError> {
+        self.plan
+            .buffers
+            .get(name)
+            .ok_or_else(|| ExecError::UnknownBuffer(name.to_string()))
+    }
+
+    fn kernel(&self) -> impl Fn(KernelError) -> ExecError {
+        let layer = self.layer;
+        move |source| ExecError::Kernel { layer, source }
+    }
+
+    /// A weight or host tensor of the current layer: borrowed from the model when
+    /// its transforms only re-lay it out or slice it, else made once and kept.
+    fn weight(&mut self, name: &str) -> Result<WeightRef<'m>, ExecError> {
+        let buffer = self.buffer(name)?;
+        let (source, per_layer) = (buffer.source.clone(), buffer.per_layer);
+        let transforms = match &source {
+            Some(WeightSource::RopeLut { positions, .. }) => {
+                return Ok(WeightRef::Shared(self.model.lut(*positions)));
+            }
+            Some(WeightSource::Tensor { transforms, .. }) => transforms,
+            None => return Err(ExecError::NotATensor(name.to_string())),
+        };
+        let copies = transforms
+            .iter()
+            .any(|t| matches!(t, Transform::PadHeads { .. }));
+        let key = (
+            format!("{source:?}"),
+            if per_layer { self.layer } else { 0 },
+        );
+        if copies {
+            if let Some(w) = self.model.copies.get(&key) {
+                return Ok(WeightRef::Shared(w.clone()));
+            }
+        }
+        let data = resolve(self.plan, name, self.layer, &self.model.index)?;
+        match data.bits {
+            std::borrow::Cow::Borrowed(b) if !copies => Ok(WeightRef::Borrowed(b)),
+            bits => {
+                let shared = Arc::new(bits.into_owned());
+                if copies {
+                    self.model.copies.insert(key, shared.clone());
+                }
+                Ok(WeightRef::Shared(shared))
+            }
+        }
+    }
+
+    /// A weight the kernel reads in full (`len` elements): a tensor borrowed
+    /// without its zero padding rows is completed with them, once, and kept.
+    fn full_weight(&mut self, name: &str, len: usize) -> Result<WeightRef<'m>, ExecError> {
+        let w = self.weight(name)?;
+        if w.len() >= len {
+            return Ok(w);
+        }
+        let buffer = self.buffer(name)?;
+        let key = (
+            format!("{:?}/zero-rows", buffer.source),
+            if buffer.per_layer { self.layer } else { 0 },
+        );
+        if let Some(full) = self.model.copies.get(&key) {
+            return Ok(WeightRef::Shared(full.clone()));
+        }
+        let mut bits = w.to_vec();
+        bits.resize(len, 0);
+        let full = Arc::new(bits);
+        self.model.copies.insert(key, full.clone());
+        Ok(WeightRef::Shared(full))
+    }
+
+    fn step(&mut self, step: &Step) -> Result<(), ExecError> {
+        match step {
+            Step::Call(call) => {
+                for launch in &call.launches {
+                    self.launch(launch)?;
+                    self.model.counters.launches += 1;
+                }
+                Ok(())
+            }
+            Step::Host(op) => {
+                self.model.counters.host_ops += 1;
+                self.host(op)
+            }
+        }
+    }
+
+    /// A row kernel's spec over the real rows of `x` on one herd.
+    fn rows_of(x: &[u16], spec: &NormSpec) -> NormSpec {
+        NormSpec {
+            rows: x.len() / spec.cols.max(1),
+            herd: Herd::SINGLE,
+            ..*spec
+        }
+    }
+
+    fn launch(&mut self, launch: &Launch) -> Result<(), ExecError> {
+        let d = self.model.device;
+        let err = self.kernel();
+        match launch {
+            Launch::Gemm { a, b, out, spec } => {
+                if !self.transposed(b) {
+                    return Err(ExecError::Transform {
+                        buffer: b.clone(),
+                        message: "a GEMM weight must be pre-transposed ([N, K] read as B)".into(),
+                    });
+                }
+                let x = self.get(a)?.clone();
+                let y = gemm_rows(d, spec, &x, self.rows, &self.weight(b)?).map_err(err)?;
+                self.put(out, y);
+            }
+            Launch::Gemv {
+                w,
+                x,
+                out,
+                residual,
+                spec,
+            } => {
+                let xv = self.get(x)?.clone();
+                let r = match residual {
+                    Some(r) => Some(self.get(r)?.clone()),
+                    None => None,
+                };
+                let wb = self.full_weight(w, spec.m * spec.k)?;
+                let y = kernels::gemv(d, spec, &wb, &xv, r.as_deref()).map_err(err)?;
+                self.put(out, y);
+            }
+            Launch::GemvSwiglu {
+                x,
+                norm,
+                gate,
+                up,
+                out,
+                eps,
+                spec,
+            } => {
+                let xv = self.get(x)?.clone();
+                let n = self.weight(norm)?;
+                let g = self.full_weight(gate, spec.m * spec.k)?;
+                let u = self.full_weight(up, spec.m * spec.k)?;
+                let y = kernels::gemv_swiglu(d, spec, *eps as f32, &xv, &n, &g, &u).map_err(err)?;
+                self.put(out, y);
+            }
+            Launch::Rmsnorm {
+                x,
+                weight,
+                out,
+                eps,
+                spec,
+            } => {
+                let xv = self.get(x)?.clone();
+                let w = match weight {
+                    Some(w) => Some(self.weight(w)?),
+                    None => None,
+                };
+                let small = Self::rows_of(&xv, spec);
+                let y =
+                    kernels::rms_norm(d, &small, *eps as f32, &xv, w.as_deref()).map_err(err)?;
+                self.put(out, y);
+            }
+            Launch::QkRmsnorm {
+                x,
+                weight,
+                out,
+                eps,
+                spec,
+            } => {
+                let xv = self.get(x)?.clone();
+                if !self.model.path.qk_norm {
+                    // Planted fault: the norm is skipped.
+                    self.put(out, xv);
+                    return Ok(());
+                }
+                let w = self.weight(weight)?;
+                let small = Self::rows_of(&xv, spec);
+                let y = kernels::qk_rms_norm(d, &small, *eps as f32, &xv, &w).map_err(err)?;
+                self.put(out, y);
+            }
+            Launch::Rope { x, lut, out, spec } => {
+                let xv = self.get(x)?.clone();
+                let table = self.weight(lut)?;
+                let small = RopeSpec {
+                    rows: self.rows,
+                    herd: Herd::SINGLE,
+                    ..*spec
+                };
+                let y = kernels::rope(d, &small, &xv, &table, self.rope_position()).map_err(err)?;
+                self.put(out, y);
+            }
+            Launch::SiluMul { gate, up, out, .. } => {
+                let (g, u) = (self.get(gate)?, self.get(up)?);
+                let small = EltwiseSpec::select(d, g.len(), Herd::SINGLE);
+                let y = kernels::silu_mul(d, &small, g, u).map_err(err)?;
+                self.put(out, y);
+            }
+            Launch::EltwiseAdd { a, b, out, .. } => {
+                let (x, y) = (self.get(a)?, self.get(b)?);
+                let small = EltwiseSpec::select(d, x.len(), Herd::SINGLE);
+                let z = kernels::eltwise_add(d, &small, x, y).map_err(err)?;
+                self.put(out, z);
+            }
+            Launch::Softmax { x, out, spec } => {
+                let xv = self.get(x)?;
+                let small = Self::rows_of(xv, spec);
+                let y = kernels::softmax(d, &small, xv).map_err(err)?;
+                self.put(out, y);
+            }
+            Launch::FlashAttention { q, k, v, out, spec } => {
+                if self.base != 0 {
+                    return Err(ExecError::PrefillAfterPositions);
+                }
+                let qkv = (
+                    self.get(q)?.as_slice(),
+                    self.get(k)?.as_slice(),
+                    self.get(v)?.as_slice(),
+                );
+                let y = attention_rows(d, spec, self.rows, qkv).map_err(|e| match e {
+                    ExecError::Kernel { source, .. } => err(source),
+                    other => other,
+                })?;
+                self.put(out, y);
+            }
+            Launch::LmHeadGemv {
+                w,
+                x,
+                out,
+                spec,
+                part,
+            } => {
+                let xv = self.get(x)?.clone();
+                let mut logits = self.bufs.remove(out.as_str()).unwrap_or_default();
+                logits.resize(spec.vocab, 0);
+                let last = spec.parts > 1 && *part + 1 == spec.parts;
+                if last && self.model.path.defects.drop_lm_head_partition {
+                    // Planted fault: the partition is not launched.
+                    self.put(out, logits);
+                    return Ok(());
+                }
+                let wb = self.weight(w)?;
+                let result = kernels::lm_head_partition(d, spec, *part, &wb, &xv, &mut logits);
+                self.put(out, logits);
+                result.map_err(err)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The position RoPE rotates the first row at (planted fault: one too far in
+    /// decode).
+    fn rope_position(&self) -> usize {
+        let off =
+            self.plan.phase == Phase::Decode && self.model.path.defects.rope_position_off_by_one;
+        self.base + usize::from(off)
+    }
+
+    /// Whether a weight buffer is the checkpoint's `[out, in]` tensor that setup
+    /// pre-transposes (what the GEMM reads as its `[N, K]` operand).
+    fn transposed(&self, name: &str) -> bool {
+        matches!(self.plan.buffers.get(name).and_then(|b| b.source.as_ref()),
+            Some(WeightSource::Tensor { transforms, .. }) if transforms.contains(&Transform::Transpose))
+    }
+
+    fn host(&mut self, op: &HostOp) -> Result<(), ExecError> {
+        match op {
+            HostOp::Embed {
+                table, out, hidden, ..
+            } => {
+                let ids = self.ids;
+                let t = self.weight(table)?;
+                let y = kernels::embedding(&t, *hidden, ids).map_err(self.kernel())?;
+                self.put(out, y);
+            }
+            HostOp::KvStore { k, v, kv_width, .. } => {
+                let (mut keys, mut values) = (self.get(k)?.clone(), self.get(v)?.clone());
+                let defects = self.model.path.defects;
+                let decode = self.plan.phase == Phase::Decode;
+                let mut slot = self.base;
+                if decode && defects.stale_kv && slot > 0 {
+                    (keys, values) = self.model.kv.row(self.layer, slot - 1, *kv_width);
+                }
+                if decode && defects.kv_wrong_slot {
+                    slot += 1;
+                }
+                let width = *kv_width;
+                self.model.kv.write(self.layer, slot, width, &keys, &values);
+            }
+            HostOp::DecodeAttention {
+                q,
+                out,
+                heads,
+                kv_heads,
+                head_dim,
+            } => {
+                let qv = self.get(q)?;
+                let (keys, values) = self.model.kv.layer(self.layer);
+                let shift = usize::from(self.model.path.defects.gqa_mapping);
+                let positions = self.base + 1;
+                if keys.len() < positions * *kv_heads * *head_dim {
+                    return Err(ExecError::Unwritten(format!(
+                        "KV cache slot {} of layer {}",
+                        self.base, self.layer
+                    )));
+                }
+                let y = decode_attention(
+                    qv,
+                    (keys, values),
+                    positions,
+                    (*heads, *kv_heads, *head_dim),
+                    shift,
+                );
+                self.put(out, y);
+            }
+            HostOp::Transpose {
+                from,
+                to,
+                heads,
+                head_dim,
+                to_layout,
+                ..
+            } => {
+                let y = transpose(self.get(from)?, self.rows, *heads, *head_dim, *to_layout);
+                self.put(to, y);
+            }
+            HostOp::BiasAdd {
+                x,
+                bias,
+                heads,
+                head_dim,
+                lut,
+                ..
+            } => {
+                if !self.model.path.qkv_bias {
+                    // Planted fault: the bias is dropped.
+                    return Ok(());
+                }
+                let b = self.weight(bias)?;
+                let table = match lut {
+                    Some(l) => Some(self.weight(l)?),
+                    None => None,
+                };
+                let mut xv = self.get(x)?.clone();
+                let position = self.rope_position();
+                add_bias(&mut xv, &b, *heads, *head_dim, table.as_deref(), position);
+                self.put(x, xv);
+            }
+            HostOp::Add { a, b, out, .. } => {
+                let y = self
+                    .get(a)?
+                    .iter()
+                    .zip(self.get(b)?)
+                    .map(|(&x, &y)| bf16::from_f32(bf16::to_f32(x) + bf16::to_f32(y)))
+                    .collect();
+                self.put(out, y);
+            }
+            HostOp::RmsNorm {
+                x,
+                weight,
+                out,
+                cols,
+                eps,
+                last_row,
+            } => {
+                let xv = self.get(x)?;
+                let rows: Vec<f32> = if *last_row {
+                    bf16::to_f32_vec(&xv[xv.len() - cols..])
+                } else {
+                    bf16::to_f32_vec(xv)
+                };
+                let w = self.weight(weight)?;
+                let mut y = vec![0.0f32; rows.len()];
+                for (o, r) in y.chunks_mut(*cols).zip(rows.chunks(*cols)) {
+                    blocks::rms_norm(r, &w, *eps as f32, o);
+                }
+                self.put(out, bf16::from_f32_vec(&y));
+            }
+            HostOp::SiluMul { gate, up, out, .. } => {
+                let mut g = bf16::to_f32_vec(self.get(gate)?);
+                let u = bf16::to_f32_vec(self.get(up)?);
+                blocks::gated_activation(self.model.arch.activation, &mut g, &u);
+                self.put(out, bf16::from_f32_vec(&g));
+            }
+            HostOp::Matvec { w, x, out, k, .. } => {
+                let xv = bf16::to_f32_vec(self.get(x)?);
+                let wb = self.weight(w)?;
+                let y: Vec<f32> = wb.par_chunks(*k).map(|row| linear::dot(row, &xv)).collect();
+                self.put(out, bf16::from_f32_vec(&y));
+            }
+            HostOp::Scheduling { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// Logits of the last real row: the LM-head GEMV's output, or the last row of
+    /// each LM-head GEMM partition.
+    fn logits(&self) -> Result<Vec<f32>, ExecError> {
+        let vocab = self.model.arch.vocab_size;
+        if let Some(l) = self.bufs.get("logits") {
+            return Ok(bf16::to_f32_vec(&l[..vocab.min(l.len())]));
+        }
+        let mut logits = Vec::with_capacity(vocab);
+        let mut part = 0;
+        while let Some(p) = self.bufs.get(&format!("logits.{part}")) {
+            let width = p.len() / self.rows.max(1);
+            logits.extend(bf16::to_f32_vec(&p[(self.rows - 1) * width..]));
+            part += 1;
+        }
+        if logits.len() < vocab {
+            return Err(ExecError::NoLogits);
+        }
+        logits.truncate(vocab);
+        Ok(logits)
+    }
+}

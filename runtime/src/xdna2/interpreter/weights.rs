@@ -1,0 +1,190 @@
+//! Fills a plan's weight buffers from the model's tensors: the checkpoint tensor a
+//! buffer names (`{layer}` replaced by the layer index) with the buffer's setup
+//! transforms applied. Phantom heads (GQA-aware padding) and LM-head partitions
+//! need copies; the pre-transpose does not: the emulator's GEMM reads the
+//! checkpoint's `[N, K]` order directly with the same numerics, so projections stay
+//! borrowed from the loaded (often memory-mapped) weights.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use super::ExecError;
+use crate::model::tensor::BfTensor;
+use crate::model::weights::Weights;
+use crate::xdna2::plan::{Plan, Transform, WeightSource};
+
+/// Checkpoint tensors by name.
+pub struct TensorIndex<'m> {
+    tensors: HashMap<&'m str, &'m BfTensor>,
+}
+
+impl<'m> TensorIndex<'m> {
+    pub fn new(weights: &'m Weights) -> Self {
+        let tensors = weights
+            .tensors()
+            .into_iter()
+            .map(|t| (t.name(), t))
+            .collect();
+        Self { tensors }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&'m BfTensor> {
+        self.tensors.get(name).copied()
+    }
+}
+
+/// A weight buffer's contents: `rows × cols` bf16 bits, row-major, in the
+/// checkpoint's `[out, in]` orientation.
+#[derive(Debug, Clone)]
+pub struct WeightData<'m> {
+    pub bits: Cow<'m, [u16]>,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+/// Materializes buffer `name` of `plan` for `layer`.
+pub fn resolve<'m>(
+    plan: &Plan,
+    name: &str,
+    layer: usize,
+    index: &TensorIndex<'m>,
+) -> Result<WeightData<'m>, ExecError> {
+    let buffer = plan
+        .buffers
+        .get(name)
+        .ok_or_else(|| ExecError::UnknownBuffer(name.to_string()))?;
+    let Some(WeightSource::Tensor {
+        name: pattern,
+        transforms,
+    }) = &buffer.source
+    else {
+        return Err(ExecError::NotATensor(name.to_string()));
+    };
+    let tensor_name = pattern.replace("{layer}", &layer.to_string());
+    let tensor = index
+        .get(&tensor_name)
+        .ok_or_else(|| ExecError::MissingTensor {
+            buffer: name.to_string(),
+            tensor: tensor_name.clone(),
+        })?;
+    // A vector (a bias) is a column: its heads run along axis 0.
+    let (rows, cols) = match tensor.shape() {
+        [n] => (*n, 1),
+        _ => (tensor.rows(), tensor.cols()),
+    };
+    let mut data = WeightData {
+        bits: Cow::Borrowed(tensor.bits()),
+        rows,
+        cols,
+    };
+    for t in transforms {
+        data = apply(data, t).map_err(|message| ExecError::Transform {
+            buffer: name.to_string(),
+            message,
+        })?;
+    }
+    Ok(data)
+}
+
+fn apply<'m>(data: WeightData<'m>, transform: &Transform) -> Result<WeightData<'m>, String> {
+    match *transform {
+        // Numerically a no-op for the emulator (see the module documentation).
+        Transform::Transpose => Ok(data),
+        Transform::PadHeads {
+            axis,
+            heads,
+            padded_heads,
+            kv_heads,
+            head_dim,
+        } => pad_heads(data, axis, heads, padded_heads, kv_heads, head_dim),
+        // The real rows only, borrowed: the zero padding up to `padded_rows` is
+        // implicit (kernels that read a partition accept its real rows; the
+        // interpreter's GEMM treats missing rows as the zeros they are).
+        Transform::Rows {
+            start,
+            rows,
+            padded_rows,
+        } => {
+            let cols = data.cols;
+            if start + rows > data.rows || padded_rows < rows {
+                return Err(format!(
+                    "rows {start}..{} of a {}-row tensor padded to {padded_rows}",
+                    start + rows,
+                    data.rows
+                ));
+            }
+            let bits = match data.bits {
+                Cow::Borrowed(b) => Cow::Borrowed(&b[start * cols..(start + rows) * cols]),
+                Cow::Owned(v) => Cow::Owned(v[start * cols..(start + rows) * cols].to_vec()),
+            };
+            Ok(WeightData { bits, rows, cols })
+        }
+        Transform::Broadcast { rows } => {
+            let row = data.bits.into_owned();
+            Ok(WeightData {
+                cols: row.len(),
+                bits: Cow::Owned(row.repeat(rows)),
+                rows,
+            })
+        }
+    }
+}
+
+/// Inserts zero "phantom" heads at the end of each KV group along `axis` (0: rows,
+/// 1: columns), so each group of `heads / kv_heads` real heads becomes
+/// `padded_heads / kv_heads` heads.
+fn pad_heads<'m>(
+    data: WeightData<'m>,
+    axis: usize,
+    heads: usize,
+    padded_heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+) -> Result<WeightData<'m>, String> {
+    let (bits, rows, cols) = crate::xdna2::plan::pad_heads(
+        &data.bits,
+        data.rows,
+        data.cols,
+        axis,
+        heads,
+        padded_heads,
+        kv_heads,
+        head_dim,
+    )?;
+    Ok(WeightData {
+        bits: Cow::Owned(bits),
+        rows,
+        cols,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phantom_heads_sit_at_the_end_of_each_kv_group() {
+        // 4 heads of dim 1 in 2 KV groups, padded to 6: [h0 h1 0 | h2 h3 0].
+        let data = WeightData {
+            bits: Cow::Owned(vec![1, 2, 3, 4]),
+            rows: 4,
+            cols: 1,
+        };
+        let rows = pad_heads(data.clone(), 0, 4, 6, 2, 1).unwrap();
+        assert_eq!(&*rows.bits, &[1, 2, 0, 3, 4, 0]);
+        let cols = pad_heads(
+            WeightData {
+                rows: 1,
+                cols: 4,
+                ..data
+            },
+            1,
+            4,
+            6,
+            2,
+            1,
+        )
+        .unwrap();
+        assert_eq!((&*cols.bits, cols.cols), (&[1u16, 2, 0, 3, 4, 0][..], 6));
+    }
+}

@@ -1,0 +1,252 @@
+//! The printer of the skill IR: its typed pieces (calls, predicates, symptoms,
+//! failed checks, conditions, remedies, distilled lesson titles, descriptions) in
+//! trajectory notation and in the words the pages and `bundle.json` use. Values go
+//! through the language printer ([`notation`]); nothing here is stored back in the IR.
+
+use std::collections::BTreeMap;
+
+use skillc_runtime::bundle::{Baseline, LessonKind, Remedy, Symptom, Value};
+use skillc_runtime::ops::OpKind;
+
+use super::notation;
+use crate::distill::ir::{
+    CheckIr, DeadEndIr, DeadEndOutcome, GateIr, LessonIr, LessonOrigin, PredicateIr, SkillIr,
+    SkillSetIr, SymptomIr, TargetIr,
+};
+
+/// `op key=value …`.
+pub fn call(op: OpKind, params: &BTreeMap<String, Value>) -> String {
+    notation::call(op, params)
+}
+
+/// `metric cmp value unit`.
+pub fn predicate(p: &PredicateIr) -> String {
+    format!(
+        "{} {} {}",
+        p.metric,
+        p.cmp.symbol(),
+        notation::quantity(p.value, &p.unit)
+    )
+}
+
+/// A whole symptom as the language writes it: `op(params) fails with p and q`; the
+/// machine symptom when nothing else was written.
+pub fn symptom(s: &SymptomIr) -> String {
+    let mut line = String::new();
+    if let Some(op) = s.op {
+        line.push_str(op.name());
+        if !s.params.is_empty() {
+            line.push_str(&format!("({})", notation::params(Some(op), &s.params)));
+        }
+        line.push_str(" fails");
+    }
+    let predicates: Vec<String> = s.predicates.iter().map(predicate).collect();
+    if !predicates.is_empty() {
+        if !line.is_empty() {
+            line.push_str(" with ");
+        }
+        line.push_str(&predicates.join(" and "));
+    }
+    line
+}
+
+/// The machine-matchable symptom (`bundle.json` holds one predicate).
+pub fn machine(s: &Symptom) -> String {
+    notation::symptom(s)
+}
+
+/// A failed observation: `metric = value cmp threshold -> fail`.
+pub fn check(c: &CheckIr) -> String {
+    let mut parts: Vec<String> = c
+        .measurements
+        .iter()
+        .map(|(value, threshold)| {
+            let mut text = format!(
+                "{} = {}",
+                value.metric,
+                notation::quantity(value.value, &value.unit)
+            );
+            if let Some(t) = threshold {
+                text.push_str(&format!(
+                    " {} {}",
+                    t.cmp.symbol(),
+                    notation::quantity(t.value, &t.unit)
+                ));
+            }
+            text
+        })
+        .collect();
+    if parts.is_empty() && !c.label.is_empty() {
+        parts.push(notation::quoted(&c.label));
+    }
+    parts.push("-> fail".to_string());
+    parts.join(" ")
+}
+
+/// A cause condition in the remedy expression language.
+pub fn condition(lesson: &LessonIr) -> Option<String> {
+    lesson.cause_condition.as_ref().map(crate::graph::expr_text)
+}
+
+/// `op key=expr …` for every fix clause, joined by `, then `.
+pub fn remedies(lesson: &LessonIr) -> Vec<String> {
+    std::iter::once(&lesson.fix)
+        .chain(&lesson.then)
+        .map(remedy)
+        .collect()
+}
+
+pub fn remedy(r: &Remedy) -> String {
+    notation::remedy(r)
+}
+
+pub fn outcome(o: &DeadEndOutcome) -> String {
+    match o {
+        DeadEndOutcome::Reverted { by } => format!("reverted by {by}"),
+        DeadEndOutcome::Superseded { by } => format!("superseded by {by}"),
+        DeadEndOutcome::Failed => "failed".to_string(),
+    }
+}
+
+/// The dead end a lesson was distilled from.
+pub fn origin<'a>(ir: &'a SkillIr, lesson: &LessonIr) -> Option<&'a DeadEndIr> {
+    let LessonOrigin::DeadEnd(id) = &lesson.origin else {
+        return None;
+    };
+    ir.phases
+        .iter()
+        .flat_map(|p| &p.dead_ends)
+        .find(|d| &d.id == id)
+}
+
+/// A lesson's title: as recorded, or what its dead end says.
+pub fn title(ir: &SkillIr, lesson: &LessonIr) -> String {
+    match origin(ir, lesson) {
+        None => lesson.title.clone(),
+        Some(d) => {
+            let failed: Vec<String> = d.failed.iter().map(check).collect();
+            let by = match &d.outcome {
+                DeadEndOutcome::Superseded { by } | DeadEndOutcome::Reverted { by } => by.clone(),
+                DeadEndOutcome::Failed => String::new(),
+            };
+            format!(
+                "tried `{}`; it failed ({}) and `{by}` replaced it",
+                call(d.op, &d.params),
+                failed.join("; ")
+            )
+        }
+    }
+}
+
+/// What calls for a skill, in one line: its literal triggers when declared, else the
+/// runtime's checks that show its lessons' symptoms.
+pub fn trigger(skill: &SkillSetIr) -> String {
+    if skill.triggers.is_empty() {
+        let patterns: Vec<String> = skill.patterns.iter().map(machine).collect();
+        patterns.join("; or ")
+    } else {
+        skill.triggers.join("; ")
+    }
+}
+
+/// What a skill does: its declared title, else a sentence from its kind and name.
+pub fn skill_title(skill: &SkillSetIr) -> String {
+    if !skill.title.is_empty() {
+        return skill.title.clone();
+    }
+    match skill.kind {
+        LessonKind::Debugging => format!(
+            "Find and fix what {} shows",
+            skill.name.trim_start_matches("debug-").replace('-', " ")
+        ),
+        LessonKind::Optimization => format!(
+            "Apply {}",
+            skill.name.trim_start_matches("opt-").replace('-', " ")
+        ),
+    }
+}
+
+/// The front matter description of a skill: what it does, then when to use it in the
+/// words a failing run prints.
+pub fn skill_description(skill: &SkillSetIr, sources: &str) -> String {
+    let when = trigger(skill);
+    let title = skill_title(skill);
+    let title = title.trim_end_matches('.');
+    let lead = match skill.kind {
+        LessonKind::Debugging => "Use when a run shows",
+        LessonKind::Optimization => "Use when",
+    };
+    if when.is_empty() {
+        format!("{title}. For LLM deployment on AMD XDNA 2 (npu2); distilled from {sources}.")
+    } else {
+        format!(
+            "{title}. {lead}: {when}. For LLM deployment on AMD XDNA 2 (npu2); distilled from {sources}."
+        )
+    }
+}
+
+/// How to confirm a hypothesis before applying its fix: its cause condition, else
+/// its symptom as the runtime sees it, else as recorded.
+pub fn hypothesis_check(lesson: &LessonIr) -> String {
+    [
+        condition(lesson),
+        Some(symptom(&lesson.symptom)),
+        Some(lesson.symptom.text.clone()),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|c| !c.is_empty())
+    .unwrap_or_else(|| "the symptom as recorded".to_string())
+}
+
+/// What a gate reads (`validate-kernel(kernel=gemm)`) and what it requires
+/// (`mismatches == 0`, or the comparison with the previous phase's figure).
+pub fn gate(g: &GateIr) -> (String, String) {
+    let subject = match g.op {
+        Some(op) if g.conditions.is_empty() => op.name().to_string(),
+        Some(op) => format!("{op}({})", notation::params(Some(op), &g.conditions)),
+        None if g.conditions.is_empty() => "any check".to_string(),
+        None => notation::params(None, &g.conditions),
+    };
+    let check = match g.baseline {
+        Baseline::Absolute => notation::check(&g.metric, g.comparison, g.threshold, &g.unit),
+        Baseline::PreviousPhase => format!(
+            "{} {} the previous phase's figure",
+            g.metric,
+            g.comparison.symbol()
+        ),
+    };
+    (subject, check)
+}
+
+/// The figure a gate recorded when it passed, with where it came from.
+pub fn recorded(g: &GateIr) -> String {
+    match g.recorded {
+        Some(v) => format!(
+            "{} ({})",
+            notation::quantity(v, &g.unit),
+            g.recorded_source.as_str()
+        ),
+        None => "no value recorded".to_string(),
+    }
+}
+
+/// `metric = value unit`.
+pub fn target(t: &TargetIr) -> String {
+    format!("{} = {}", t.metric, notation::quantity(t.value, &t.unit))
+}
+
+/// Parameters as `key=value` in the operation's declared order.
+pub fn params(op: Option<OpKind>, params: &BTreeMap<String, Value>) -> String {
+    notation::params(op, params)
+}
+
+/// `llama1b` or `llama1b, qwen05b`: where the bundle was distilled from.
+pub fn sources(ir: &SkillIr) -> String {
+    let names: Vec<&str> = ir.sources.iter().map(|s| s.trajectory.as_str()).collect();
+    if names.is_empty() {
+        "no trajectory".to_string()
+    } else {
+        names.join(", ")
+    }
+}

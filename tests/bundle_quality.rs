@@ -1,0 +1,249 @@
+//! What the reference bundle must show to teach (issue 11): nothing recorded is lost,
+//! every skill has a lesson or a procedure, no page links to itself, no SKILL.md body
+//! reaches 200 lines, no paragraph is repeated across SKILL.md files (except the link
+//! to the entry skill), every link resolves inside the bundle, every description
+//! says what the skill does and when, in a failing run's words, without angle
+//! brackets or their stand-ins, and the shipped language summary's example checks.
+
+mod build_support;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use build_support::{build, repo};
+use skillc::cli::build::Built;
+use skillc::distill::placement;
+use skillc_runtime::bundle::LessonKind;
+
+fn llama1b() -> Built {
+    build(&[repo("trajectories/llama1b")], None).0
+}
+
+fn skill_md(built: &Built) -> Vec<(&str, &str)> {
+    built
+        .rendered
+        .files
+        .iter()
+        .filter_map(|(path, text)| {
+            path.strip_suffix("/SKILL.md")
+                .map(|dir| (dir, text.as_str()))
+        })
+        .collect()
+}
+
+fn body(skill_md: &str) -> &str {
+    skill_md.splitn(3, "---\n").nth(2).unwrap_or_default()
+}
+
+#[test]
+fn llama1b_places_everything_it_records() {
+    let built = llama1b();
+    let account = placement::account(&built.distilled.ir);
+    assert!(account.complete(), "{:?}", account.dropped);
+    for count in [account.notes, account.lessons, account.dead_ends] {
+        assert_eq!(count.placed, count.recorded, "{}", account.summary());
+    }
+    assert_eq!(account.notes.recorded, 50, "{}", account.summary());
+    assert_eq!(account.lessons.recorded, 20, "{}", account.summary());
+}
+
+#[test]
+fn a_dropped_lesson_is_counted_and_reported() {
+    let root = build_support::scratch("dropped");
+    let dir = root.join("t");
+    build_support::copy_dir(&repo("trajectories/example"), &dir);
+    let path = dir.join("01-kernels.traj");
+    let text = std::fs::read_to_string(&path).expect("read");
+    let text = text.replace(
+        "a15 action",
+        "l15 lesson \"the same, restated\"\n    symptom validate-kernel fails with mismatches > 0\n    fix select-tiling tile_n=divisor(N / herd_n)\n    evidence o13\n    supersedes l14\n    in debug-gemm-corruption\na15 action",
+    );
+    std::fs::write(&path, text).expect("write");
+    let (built, diagnostics) = build(&[dir], None);
+    let account = placement::account(&built.distilled.ir);
+    assert_eq!(account.lessons.placed + 1, account.lessons.recorded);
+    assert!(diagnostics.contains("W0103"), "{diagnostics}");
+    assert!(diagnostics.contains("`l14`"), "{diagnostics}");
+    std::fs::remove_dir_all(&root).ok();
+}
+
+#[test]
+fn every_skill_teaches_something_and_no_page_links_to_itself() {
+    let built = llama1b();
+    for skill in &built.distilled.ir.skills {
+        assert!(
+            !skill.hypotheses.is_empty() || !skill.applied_steps.is_empty(),
+            "{} has no lesson and no procedure",
+            skill.name
+        );
+    }
+    for (dir, text) in skill_md(&built) {
+        let own = format!("](../{dir}/SKILL.md");
+        assert!(!text.contains(&own), "{dir} links to itself");
+    }
+}
+
+#[test]
+fn skill_md_bodies_stay_under_200_lines() {
+    let built = llama1b();
+    for (dir, text) in skill_md(&built) {
+        let lines = body(text).lines().count();
+        assert!(lines < 200, "{dir}: {lines} lines");
+    }
+}
+
+#[test]
+fn no_paragraph_repeats_across_skill_md_files() {
+    let built = llama1b();
+    let entry_link = "Part of [deploy-new-llm](../deploy-new-llm/SKILL.md)";
+    let mut seen: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
+    for (dir, text) in skill_md(&built) {
+        for paragraph in body(text).split("\n\n") {
+            let paragraph = paragraph.trim();
+            if paragraph.is_empty()
+                || paragraph.starts_with('#')
+                || paragraph.starts_with(entry_link)
+            {
+                continue;
+            }
+            seen.entry(paragraph.to_string()).or_default().insert(dir);
+        }
+    }
+    let repeated: Vec<String> = seen
+        .iter()
+        .filter(|(_, dirs)| dirs.len() > 1)
+        .map(|(p, dirs)| format!("{dirs:?}: {p}"))
+        .collect();
+    assert!(repeated.is_empty(), "{}", repeated.join("\n\n"));
+}
+
+/// `(target, anchor)` of every relative Markdown link in `text`.
+fn links(text: &str) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("](") {
+        rest = &rest[at + 2..];
+        let Some(end) = rest.find(')') else { break };
+        let target = &rest[..end];
+        if !target.contains("://") {
+            match target.split_once('#') {
+                Some((file, anchor)) => out.push((file.to_string(), Some(anchor.to_string()))),
+                None => out.push((target.to_string(), None)),
+            }
+        }
+    }
+    out
+}
+
+fn anchors(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("### ").or_else(|| l.strip_prefix("## ")))
+        .map(skillc::emit::cite::anchor)
+        .collect()
+}
+
+#[test]
+fn every_link_and_citation_resolves_inside_the_bundle() {
+    let built = llama1b();
+    let files = &built.rendered.files;
+    let mut checked = 0;
+    for (path, text) in files.iter().filter(|(p, _)| p.ends_with(".md")) {
+        let dir: Vec<&str> = path.split('/').collect();
+        for (target, anchor) in links(text) {
+            let mut parts: Vec<&str> = dir[..dir.len() - 1].to_vec();
+            for part in target.split('/') {
+                match part {
+                    ".." => {
+                        parts.pop();
+                    }
+                    "." | "" => {}
+                    other => parts.push(other),
+                }
+            }
+            let resolved = parts.join("/");
+            let Some(content) = files.get(&resolved) else {
+                panic!("{path}: link to {target} does not resolve ({resolved})");
+            };
+            if let Some(anchor) = anchor {
+                assert!(
+                    anchors(content).contains(&anchor),
+                    "{path}: no heading #{anchor} in {resolved}"
+                );
+            }
+            checked += 1;
+        }
+        // A citation of a trajectory file is always the text of a link into the bundle.
+        if !path.ends_with("provenance.md") {
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find(".traj:") {
+                rest = &rest[at + 6..];
+                let digits = rest.chars().take_while(char::is_ascii_digit).count();
+                assert!(
+                    rest[digits..].starts_with("]("),
+                    "{path}: unlinked citation before {:?}",
+                    &rest[..rest.len().min(40)]
+                );
+            }
+        }
+    }
+    assert!(checked > 500, "{checked} links");
+}
+
+#[test]
+fn descriptions_say_what_and_when_without_angle_brackets() {
+    let built = llama1b();
+    for (dir, text) in skill_md(&built) {
+        assert!(
+            !text.contains('\u{2039}') && !text.contains('\u{203A}'),
+            "{dir}"
+        );
+        let description = text
+            .lines()
+            .find_map(|l| l.strip_prefix("description: "))
+            .unwrap_or_default();
+        assert!(
+            !description.contains('<') && !description.contains('>'),
+            "{dir}"
+        );
+        assert!(description.contains("Use "), "{dir}: {description}");
+    }
+    for skill in &built.distilled.ir.skills {
+        let text = &built.rendered.files[&format!("{}/SKILL.md", skill.name)];
+        let description = text
+            .lines()
+            .find_map(|l| l.strip_prefix("description: \""))
+            .unwrap_or_default();
+        let title: String = skill.title.chars().take(40).collect();
+        assert!(
+            description.starts_with(&title),
+            "{}: {description}",
+            skill.name
+        );
+        if skill.kind == LessonKind::Debugging {
+            let first = skill.triggers.first().map_or("", String::as_str);
+            let words: String = first.chars().take(20).collect();
+            assert!(
+                description.contains(&words),
+                "{}: {description}",
+                skill.name
+            );
+        }
+    }
+}
+
+#[test]
+fn the_shipped_language_summary_example_checks_clean() {
+    let summary = skillc::emit::language::summary();
+    let example = summary
+        .split("```text\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```\n").next())
+        .expect("the summary opens with an example");
+    let sources = vec![skillc::syntax::SourceFile {
+        path: "example.traj".into(),
+        text: example.to_string(),
+    }];
+    let (parsed, mut diagnostics) = skillc::syntax::parse_sources(&sources, 0);
+    let (_, more) = skillc::graph::build(parsed);
+    diagnostics.extend(more);
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+}
