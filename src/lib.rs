@@ -1,7 +1,8 @@
 //! skillc: compiles recorded optimization trajectories into eight-phase agent skill
 //! bundles.
 //!
-//! Data flow (see DESIGN.md): `syntax` parses `.traj` files into an AST with spans,
+//! Data flow (the code map and the invariants are in ARCHITECTURE.md at the
+//! repository root): `syntax` parses `.traj` files into an AST with spans,
 //! `graph` resolves it into the action/lesson graph and validates it, `distill`
 //! turns the graph into the skill IR, `emit` lowers the IR to skill directories and
 //! `bundle.json`. `outdir` owns the folders `build` and `deploy` write. `cli` is the

@@ -1,7 +1,7 @@
 //! `skillc build` end to end in memory: the example trajectory's whole bundle and
 //! every case of tests/data/build as snapshots, determinism, minimal diffs, merging.
 
-mod build_support;
+use crate::build_support;
 
 use std::collections::BTreeSet;
 use std::fs;

@@ -5,7 +5,7 @@
 //! `agentskills` command nor Python with `skills_ref` is installed, and never when
 //! `CI` is set: then a missing validator fails the test (`.ci/run` installs it).
 
-mod build_support;
+use crate::build_support;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! rayon threads, `--check` passing on a fresh bundle and failing with a diff on a
 //! stale one, atomic replacement, and the semantic diff of two bundles.
 
-mod build_support;
+use crate::build_support;
 
 use std::fs;
 use std::path::Path;

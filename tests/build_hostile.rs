@@ -7,7 +7,7 @@
 //! text of the trajectory must be one of them, character for character (control
 //! characters shown as their Unicode pictures, the one documented change).
 
-mod build_support;
+use crate::build_support;
 
 use std::collections::BTreeSet;
 

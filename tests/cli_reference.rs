@@ -95,7 +95,7 @@ fn config_errors_point_at_the_field() {
 }
 
 /// A text prompt through `tokenizer.json` (only with the `tokenizer` feature:
-/// `cargo test --features tokenizer --test cli_reference`).
+/// `cargo test --features tokenizer --test integration cli_reference::`).
 #[cfg(feature = "tokenizer")]
 #[test]
 fn text_prompt_through_tokenizer_json() {

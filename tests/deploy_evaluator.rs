@@ -2,7 +2,7 @@
 //! the run wrote (the plan's tiling, a gate's verdict, the kernel registry) turns its
 //! verdict into FAIL with exit code 1, while the untouched artifacts pass.
 
-mod deploy_support;
+use crate::deploy_support;
 
 use std::path::Path;
 
@@ -11,7 +11,7 @@ use serde_json::Value;
 
 fn evaluate(out: &Path) -> (i32, Value) {
     let status = skillc()
-        .arg("evaluate")
+        .arg(skillc_runtime::exec::EVALUATOR_COMMAND)
         .arg(out)
         .arg("--model")
         .arg(fixture("llama32-tiny"))

@@ -4,14 +4,14 @@
 //! GEMM tiling has a lesson; built together with tests/data/deploy/lessons every
 //! fault has one.
 
-mod deploy_support;
+use crate::deploy_support;
 
 use deploy_support::{
     deploy, deploy_seeded, fixture, llama1b, scratch, summary, with_test_lessons,
 };
 use skillc_runtime::bundle::Bundle;
-use skillc_runtime::exec::artifacts::record::PhaseStatus;
-use skillc_runtime::exec::Fault;
+use skillc_runtime::exec::artifacts::record::{PhaseStatus, StepOutcome};
+use skillc_runtime::exec::{Fault, Verdict};
 
 struct Case {
     fixture: &'static str,
@@ -220,10 +220,94 @@ fn decode_faults_are_stopped_by_the_teacher_forced_gate_on_every_fixture() {
     }
 }
 
+/// The dropped LM-head partition only exists once phase 5 moves the LM head onto
+/// the NPU. The numerics probe runs on that change before it is timed, so phase 5
+/// sees the zero logits of the missing partition on every fixture, whether the
+/// modeled time would have kept the partition or not; the change is reverted for
+/// its numerics, the deployment ends without it (exit 0) and the evaluator warns.
+#[test]
+fn a_dropped_lm_head_partition_is_caught_by_the_phase_that_applies_it() {
+    for name in ["llama32-tiny", "qwen25-tiny", "qwen3-tiny", "smollm2-tiny"] {
+        let out = scratch(&format!("lm-head-{name}"));
+        let outcome = deploy(
+            llama1b(),
+            &fixture(name),
+            &out,
+            &[Fault::DropLmHeadPartition],
+        );
+        let r = &outcome.report;
+        let failed: Vec<(u8, &str, f64)> = r
+            .gates()
+            .filter(|(_, g)| !g.passed && g.metric == "logits_max_rel")
+            .map(|(p, g)| (p, g.name.as_str(), g.value))
+            .collect();
+        assert!(
+            failed
+                .iter()
+                .any(|(p, g, v)| *p == 5 && g.contains("partition-lm-head") && *v > 0.2),
+            "{name}: {failed:?}\n{}",
+            summary(r)
+        );
+        assert!(failed.iter().all(|(p, _, _)| *p == 5), "{name}: {failed:?}");
+        let reverted = r.phases.iter().flat_map(|p| &p.steps).any(|s| {
+            s.op == "partition-lm-head"
+                && matches!(&s.outcome, StepOutcome::Reverted { why } if why.starts_with("verification fails"))
+        });
+        assert!(reverted, "{name}:\n{}", summary(r));
+        assert_eq!(outcome.exit_code, 0, "{name}:\n{}", summary(r));
+        let warnings = &r.evaluation.as_ref().expect("phase 7 ran").warnings;
+        assert!(
+            warnings.iter().any(|w| w.contains("partition-lm-head")),
+            "{name}: {warnings:?}"
+        );
+    }
+}
+
+/// The missing llama3 scaling is planted on the NPU side (its own RoPE code,
+/// `interpreter/rope.rs`), not in a helper the reference shares, so a model with
+/// no transformers outputs catches it too: phase 1's RoPE table check against the
+/// reference's frequencies stops the config-only copy of llama32-tiny (seeded
+/// random weights, no reference.safetensors). On the three fixtures without
+/// llama3 scaling the fault has nothing to act on: it says so and changes nothing.
+#[test]
+fn missing_llama3_scaling_is_caught_without_transformers_and_inert_without_scaling() {
+    let model = scratch("config-only-llama32-tiny-rope");
+    std::fs::copy(
+        fixture("llama32-tiny").join("config.json"),
+        model.join("config.json"),
+    )
+    .expect("config.json copies");
+    let out = scratch("rope-config-only");
+    let outcome = deploy(llama1b(), &model, &out, &[Fault::NoLlama3Rope]);
+    let r = &outcome.report;
+    assert_eq!(outcome.exit_code, 1, "{}", summary(r));
+    let stop = r.stop.as_ref().expect("a stop record");
+    assert_eq!(stop.phase, 1, "{}", summary(r));
+    assert!(stop.gate.starts_with("kernel rope"), "{}", stop.gate);
+    for name in ["qwen25-tiny", "qwen3-tiny", "smollm2-tiny"] {
+        let out = scratch(&format!("rope-inert-{name}"));
+        let outcome = deploy(llama1b(), &fixture(name), &out, &[Fault::NoLlama3Rope]);
+        let r = &outcome.report;
+        assert_eq!(outcome.exit_code, 0, "{name}:\n{}", summary(r));
+        let notes: Vec<&String> = r.phases.iter().flat_map(|p| &p.notes).collect();
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("no-llama3-rope does not apply")),
+            "{name}: {notes:?}"
+        );
+        assert!(
+            r.gates()
+                .all(|(_, g)| g.passed || !g.name.starts_with("kernel rope")),
+            "{name}"
+        );
+    }
+}
+
 /// No false alarm: the four fixtures' configs with seeded random weights (no
 /// checkpoint, no transformers outputs) and three seeds each deploy to the end,
-/// every phase-3 gate passing, and the evaluator's only warning is the one about
-/// the missing transformers reference.
+/// every phase-3 gate passing. Each code path they take is proven in phase 0 by a
+/// transformers fixture that takes it, so the verdict is a plain PASS.
 #[test]
 fn unplanted_random_weight_deployments_pass_the_decode_gates_with_three_seeds() {
     let fixtures = ["llama32-tiny", "qwen25-tiny", "qwen3-tiny", "smollm2-tiny"];
@@ -242,6 +326,54 @@ fn unplanted_random_weight_deployments_pass_the_decode_gates_with_three_seeds() 
                 .map(|(_, g)| g.name.as_str())
                 .collect();
             assert!(failed.is_empty(), "{name} seed {seed}: {failed:?}");
+            assert!(!r.feature_proofs.is_empty(), "{name}");
+            for proof in &r.feature_proofs {
+                assert!(!proof.fixtures.is_empty(), "{name}: {proof:?}");
+            }
+            assert_eq!(
+                r.verdict,
+                Verdict::Pass,
+                "{name} seed {seed}: {:?}",
+                r.evaluation.as_ref().map(|e| &e.warnings)
+            );
         }
     }
+}
+
+/// report.md of a random-weight deployment says so up front, names the bundle
+/// once, has a Warnings section (empty: every path is proven by a fixture),
+/// one decode baseline (phase 3's plan, which phase 5's gate uses too) and no
+/// roofline row at 0 %. Wall times are masked.
+#[test]
+fn the_report_of_a_random_weight_deployment() {
+    let model = scratch("config-only-smollm2-report");
+    std::fs::copy(
+        fixture("smollm2-tiny").join("config.json"),
+        model.join("config.json"),
+    )
+    .expect("config.json copies");
+    let out = scratch("report-random");
+    let outcome = deploy(llama1b(), &model, &out, &[]);
+    assert_eq!(outcome.exit_code, 0, "{}", summary(&outcome.report));
+    let text = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    let masked: Vec<String> = text
+        .lines()
+        .map(
+            |line| match line.strip_prefix("| ").map(|_| line.rsplit_once(" | ")) {
+                Some(Some((head, tail)))
+                    if tail.ends_with(" |")
+                        && tail[..tail.len() - 2].parse::<f64>().is_ok()
+                        && head.contains("/")
+                        && line.contains("passed") =>
+                {
+                    format!("{head} | <wall> |")
+                }
+                _ => line.to_string(),
+            },
+        )
+        .collect();
+    let masked = masked.join("\n");
+    assert!(!masked.contains("| 0% |"), "{masked}");
+    assert!(masked.contains("**Random weights**"), "{masked}");
+    insta::assert_snapshot!("report_random_weights", masked);
 }

@@ -1,14 +1,43 @@
 //! `skillc deploy` on every fixture of shared/fixtures with the llama1b bundle: every
 //! gate passes, phase 0 is gated against the fixture's transformers outputs, the
+//! dimensions no tiling divides are padded (and the report says by how much), the
 //! evaluator (a fresh `skillc evaluate` process) passes, the run's trajectory passes
 //! `skillc check`, and a second run writes the same artifacts.
 
-mod deploy_support;
+use crate::deploy_support;
 
 use deploy_support::{check, deploy, fixture, llama1b, scratch, summary};
 use skillc_runtime::exec::artifacts::record::{PhaseStatus, Verdict};
 
-const FIXTURES: [&str; 4] = ["llama32-tiny", "qwen25-tiny", "qwen3-tiny", "smollm2-tiny"];
+const FIXTURES: [&str; 6] = [
+    "llama32-odd",
+    "llama32-tiny",
+    "qwen25-odd",
+    "qwen25-tiny",
+    "qwen3-tiny",
+    "smollm2-tiny",
+];
+
+/// What phase 1 pads, per fixture: (dimension, model size, padded size).
+fn expected_padding(name: &str) -> Vec<(&'static str, usize, usize)> {
+    match name {
+        // GEMM N over 4 herd rows needs multiples of 32, the decode GEMV's K of 64.
+        "llama32-odd" => vec![
+            ("hidden", 144, 192),
+            ("ffn", 400, 448),
+            ("head_dim", 24, 32),
+        ],
+        "qwen25-odd" => vec![
+            ("hidden", 112, 128),
+            ("ffn", 304, 320),
+            ("heads", 7, 28),
+            ("kv_heads", 1, 4),
+        ],
+        // FFN 352 is a multiple of 32 but not of the GEMV's 64.
+        "qwen25-tiny" => vec![("ffn", 352, 384)],
+        _ => Vec::new(),
+    }
+}
 
 #[test]
 fn every_fixture_deploys_with_phase_0_gated_against_transformers() {
@@ -49,6 +78,21 @@ fn every_fixture_deploys_with_phase_0_gated_against_transformers() {
             "evaluation.json",
         ] {
             assert!(out.join(file).is_file(), "{name}: {file}");
+        }
+        let padded: Vec<(&str, usize, usize)> = r
+            .padding
+            .iter()
+            .flat_map(|c| c.padding.dims())
+            .filter(|(_, p)| p.is_padded())
+            .map(|(dim, p)| (dim, p.real, p.padded))
+            .collect();
+        assert_eq!(padded, expected_padding(name), "{name}: padding");
+        if !padded.is_empty() {
+            let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+            assert!(
+                md.contains("## Padding"),
+                "{name}: report.md shows the padding"
+            );
         }
         insta::assert_snapshot!(format!("fixture_{name}"), summary(r));
     }
@@ -112,4 +156,27 @@ fn non_aligned_heads_deploy_with_phantom_heads() {
         plan.contains("\"padded_heads\": 16"),
         "the plan pads to 16 heads"
     );
+}
+
+/// The placement gate can fail: without the trajectory's `pad-dims` lesson the
+/// bundle has nothing to do about hidden 144, and phase 1 stops on that gate
+/// instead of padding.
+#[test]
+fn without_the_padding_lesson_an_odd_model_stops_in_phase_1() {
+    let mut bundle = llama1b().clone();
+    let lesson = "p1.lesson.pad-dims";
+    assert!(
+        bundle.lessons.remove(lesson).is_some(),
+        "{lesson} in llama1b"
+    );
+    let out = scratch("odd-without-padding");
+    let outcome = deploy(&bundle, &fixture("llama32-odd"), &out, &[]);
+    let r = &outcome.report;
+    assert_ne!(outcome.exit_code, 0);
+    let stop = r.stop.as_ref().expect("the run stops");
+    assert_eq!(
+        (stop.phase, stop.gate.as_str()),
+        (1, "placement of the model's dimensions")
+    );
+    assert!(r.padding.is_none(), "nothing padded: {:?}", r.padding);
 }

@@ -6,7 +6,7 @@
 //! gate counts as evaluated when the run re-verified, or recorded that no step
 //! changed the numerics (the executor's numerics fingerprint).
 
-mod deploy_support;
+use crate::deploy_support;
 
 use deploy_support::{deploy, fixture, llama1b, poke, scratch};
 use skillc_runtime::bundle::Value;

@@ -5,7 +5,7 @@
 //! partitioned the LM head. The executor re-tries it after phase 5, keeps it, says so
 //! in the report, and writes the re-try in a phase-4 session of the run's trajectory.
 
-mod deploy_support;
+use crate::deploy_support;
 
 use deploy_support::{check, deploy, llama1b, repo, scratch};
 use skillc_runtime::exec::artifacts::record::{StepOrigin, StepOutcome};

@@ -3,7 +3,7 @@
 //! Gemma 3 is refused naming each feature the NPU plans cannot express yet, and
 //! usage problems exit 2 before any phase runs.
 
-mod deploy_support;
+use crate::deploy_support;
 
 use deploy_support::{deploy, llama1b, repo, scratch, skillc};
 use skillc_runtime::exec::artifacts::record::{PhaseStatus, Verdict};

@@ -3,10 +3,10 @@
 //! input as the issue, the new outcome. Every command runs as a user runs it,
 //! through the `skillc` binary, in a scratch directory of its own.
 //!
-//! `SKILLC_UNDER_TEST=/path/to/an/older/skillc cargo test --test hardening` runs the
-//! same tests against another build: on one from before issue 15, every row fails.
+//! `SKILLC_UNDER_TEST=/path/to/an/older/skillc cargo test --test integration hardening::`
+//! runs the same tests against another build: on one from before issue 15, every row fails.
 
-mod deploy_support;
+use crate::deploy_support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

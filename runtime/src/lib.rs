@@ -10,6 +10,7 @@ pub mod bundle;
 pub mod exec;
 pub mod input;
 pub mod model;
+pub mod notation;
 pub mod ops;
 pub mod rng;
 pub mod xdna2;

@@ -157,6 +157,7 @@ fn a_rope_table_from_other_frequencies_fails() {
         heads: 1,
         head_dim: arch.head_dim,
         herd: Herd::ROW,
+        rotary_dim: None,
     };
     let launch = Launch::Rope {
         x: "x".into(),

@@ -318,6 +318,7 @@ fn rms_norm_plain_weighted_and_per_head() {
             cols,
             herd: Herd::ROW,
             weighted: true,
+            real_cols: None,
         };
         let out = rms_norm(&device, &spec, 1e-6, &x, Some(&w)).expect("runs");
         gate(
@@ -347,6 +348,7 @@ fn rms_norm_plain_weighted_and_per_head() {
         cols: hd,
         herd: Herd::ROW,
         weighted: true,
+        real_cols: None,
     };
     let out = qk_rms_norm(&device, &spec, 1e-6, &x, &w).expect("runs");
     gate(
@@ -382,6 +384,7 @@ fn rope_half_split_from_the_table() {
             heads,
             head_dim: hd,
             herd: Herd::ROW,
+            rotary_dim: None,
         };
         let out = rope(&device, &spec, &x, &lut, base).expect("runs");
         let half = hd / 2;
@@ -433,6 +436,7 @@ fn silu_mul_add_and_softmax() {
         cols,
         herd: Herd::ROW,
         weighted: false,
+        real_cols: None,
     };
     let out = softmax(&device, &spec, &x).expect("runs");
     let reference: Vec<f32> = x

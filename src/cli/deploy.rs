@@ -53,6 +53,11 @@ pub struct Args {
     /// A kernel registry from an earlier run whose configurations are tried first.
     #[arg(long)]
     pub registry: Option<PathBuf>,
+    /// Transformers fixtures (folders with reference.safetensors) that prove, code
+    /// path by code path, a model without transformers outputs of its own
+    /// [default: ../shared/fixtures, when it exists].
+    #[arg(long)]
+    pub fixtures: Option<PathBuf>,
     /// Print report.json on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -69,9 +74,14 @@ pub struct Args {
     #[arg(long)]
     pub allow_modified: bool,
     /// Plant a fault in the NPU path (tests of the gates): gemm-n-not-multiple,
-    /// drop-qkv-bias, no-llama3-rope, skip-qk-norm, l1-overflow.
+    /// drop-qkv-bias, no-llama3-rope, skip-qk-norm, l1-overflow,
+    /// decode-rope-off-by-one, kv-wrong-slot, stale-kv, gqa-mapping,
+    /// drop-lm-head-partition.
     #[arg(long = "plant", value_name = "FAULT", hide = true)]
     pub plant: Vec<String>,
+    /// Stop after this phase (0-7); the verdict is FAIL at gate `stop-after`.
+    #[arg(long, value_name = "PHASE", value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub stop_after: Option<u8>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -122,6 +132,8 @@ fn execute(args: &Args) -> Result<ExitCode, String> {
         started: clock::now(),
         evaluator: EvaluatorLaunch::Process(program),
         registry: args.registry.clone(),
+        fixtures: args.fixtures.clone().or_else(default_fixtures),
+        stop_after: args.stop_after,
         bundle_notes,
     };
     let outcome = exec::deploy(&bundle, &options, &mut progress).map_err(|e| e.to_string())?;
@@ -232,4 +244,11 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
         report.wall_s,
         out.join(exec::files::REPORT_MD).display()
     );
+}
+
+/// `../shared/fixtures` from the current directory (the repository root), when
+/// it exists.
+pub fn default_fixtures() -> Option<PathBuf> {
+    let dir = PathBuf::from("../shared/fixtures");
+    dir.is_dir().then_some(dir)
 }

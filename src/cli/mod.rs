@@ -46,7 +46,7 @@ pub enum Command {
     /// Run a skill bundle on a model, phase by phase on the emulated XDNA 2 backend.
     Deploy(deploy::Args),
     /// Phase 7's independent evaluator (started by `deploy` as a fresh process).
-    #[command(hide = true)]
+    #[command(name = skillc_runtime::exec::EVALUATOR_COMMAND, hide = true)]
     Evaluate(evaluate::Args),
     /// Run the CPU f32 reference on a model directory; check it against reference.safetensors when present.
     Reference(reference::Args),

@@ -22,7 +22,6 @@ mod entry_page;
 pub mod frontmatter;
 pub mod language;
 pub mod markdown;
-pub mod notation;
 mod page;
 mod phase_page;
 pub mod print;

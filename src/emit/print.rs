@@ -1,14 +1,14 @@
 //! The printer of the skill IR: its typed pieces (calls, predicates, symptoms,
 //! failed checks, conditions, remedies, distilled lesson titles, descriptions) in
 //! trajectory notation and in the words the pages and `bundle.json` use. Values go
-//! through the language printer ([`notation`]); nothing here is stored back in the IR.
+//! through the language printer ([`skillc_runtime::notation`]); nothing here is stored back in the IR.
 
 use std::collections::BTreeMap;
 
 use skillc_runtime::bundle::{Baseline, LessonKind, Remedy, Symptom, Value};
-use skillc_runtime::ops::OpKind;
+use skillc_runtime::notation;
+use skillc_runtime::ops::{self, OpKind};
 
-use super::notation;
 use crate::distill::ir::{
     CheckIr, DeadEndIr, DeadEndOutcome, GateIr, LessonIr, LessonOrigin, PredicateIr, SkillIr,
     SkillSetIr, SymptomIr, TargetIr,
@@ -50,9 +50,25 @@ pub fn symptom(s: &SymptomIr) -> String {
     line
 }
 
-/// The machine-matchable symptom (`bundle.json` holds one predicate).
+/// The machine-matchable symptom (`bundle.json` holds one predicate):
+/// `op(params) fails with metric cmp value`.
 pub fn machine(s: &Symptom) -> String {
-    notation::symptom(s)
+    let mut out = String::new();
+    if let Some(op) = s.op {
+        out.push_str(op.name());
+        if !s.params.is_empty() {
+            out.push_str(&format!("({})", notation::params(Some(op), &s.params)));
+        }
+        out.push_str(" fails");
+    }
+    if let (Some(metric), Some(cmp), Some(v)) = (&s.metric, s.comparison, s.value) {
+        if !out.is_empty() {
+            out.push_str(" with ");
+        }
+        let unit = ops::metric_spec(metric).map_or("", |m| m.canonical_unit);
+        out.push_str(&notation::check(metric, cmp, v, unit));
+    }
+    out
 }
 
 /// A failed observation: `metric = value cmp threshold -> fail`.

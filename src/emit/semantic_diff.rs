@@ -12,7 +12,8 @@ use skillc_runtime::bundle::{
     Baseline, Bundle, DeadEnd, Gate, Lesson, Phase, Provenance, SkillSet, Step, Target, Value,
 };
 
-use super::notation;
+use super::print;
+use skillc_runtime::notation;
 
 /// `+` added, `-` removed, `~` changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -452,8 +453,8 @@ fn lesson_changes(key: &str, o: &Lesson, n: &Lesson) -> Option<Described> {
     );
     field(
         "symptom",
-        &notation::symptom(&o.symptom),
-        &notation::symptom(&n.symptom),
+        &print::machine(&o.symptom),
+        &print::machine(&n.symptom),
         &mut parts,
     );
     field(

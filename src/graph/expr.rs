@@ -6,7 +6,7 @@
 use skillc_runtime::ops::{self, OpSpec};
 
 use crate::diag::{Code, Diagnostic};
-use crate::syntax::{BinaryOp, Expr, ExprKind, Number, UnaryOp};
+use crate::syntax::{Expr, ExprKind};
 
 /// Which names an expression may read.
 pub(super) enum Scope<'a> {
@@ -145,115 +145,7 @@ pub fn to_fix_text(expr: &Expr) -> String {
 }
 
 /// Canonical source text: single spaces around binary operators, parentheses only
-/// where precedence needs them.
+/// where precedence needs them (the syntax printer's).
 pub fn to_text(expr: &Expr) -> String {
-    let mut out = String::new();
-    write_expr(expr, &mut out, 0);
-    out
-}
-
-fn precedence(expr: &Expr) -> u8 {
-    match &expr.kind {
-        ExprKind::Binary { op, .. } => binary_precedence(*op),
-        ExprKind::Unary {
-            op: UnaryOp::Not, ..
-        } => 3,
-        ExprKind::Unary {
-            op: UnaryOp::Neg, ..
-        } => 7,
-        _ => 8,
-    }
-}
-
-fn binary_precedence(op: BinaryOp) -> u8 {
-    match op {
-        BinaryOp::Or => 1,
-        BinaryOp::And => 2,
-        BinaryOp::Cmp(_) => 4,
-        BinaryOp::Add | BinaryOp::Sub => 5,
-        BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => 6,
-    }
-}
-
-fn write_expr(expr: &Expr, out: &mut String, min_precedence: u8) {
-    let own = precedence(expr);
-    let parenthesise = own < min_precedence;
-    if parenthesise {
-        out.push('(');
-    }
-    match &expr.kind {
-        ExprKind::Number(quantity) => {
-            write_number(quantity.number, out);
-            if let Some(unit) = &quantity.unit {
-                out.push(' ');
-                out.push_str(&unit.text);
-            }
-        }
-        ExprKind::Str(text) => {
-            out.push('"');
-            for c in text.chars() {
-                match c {
-                    '"' => out.push_str("\\\""),
-                    '\\' => out.push_str("\\\\"),
-                    '\n' => out.push_str("\\n"),
-                    '\t' => out.push_str("\\t"),
-                    c => out.push(c),
-                }
-            }
-            out.push('"');
-        }
-        ExprKind::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        ExprKind::Word(word) | ExprKind::Var(word) => out.push_str(word),
-        ExprKind::List(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_expr(item, out, 0);
-            }
-            out.push(']');
-        }
-        ExprKind::Unary { op, operand } => {
-            match op {
-                UnaryOp::Neg => out.push('-'),
-                UnaryOp::Not => out.push_str("not "),
-            }
-            write_expr(operand, out, own);
-        }
-        ExprKind::Binary { op, lhs, rhs } => {
-            // Comparisons do not chain, so both sides need a tighter operator.
-            let left_min = if matches!(op, BinaryOp::Cmp(_)) {
-                own + 1
-            } else {
-                own
-            };
-            write_expr(lhs, out, left_min);
-            out.push(' ');
-            out.push_str(op.symbol());
-            out.push(' ');
-            write_expr(rhs, out, own + 1);
-        }
-        ExprKind::Call { function, args } => {
-            out.push_str(function);
-            out.push('(');
-            for (i, arg) in args.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_expr(arg, out, 0);
-            }
-            out.push(')');
-        }
-    }
-    if parenthesise {
-        out.push(')');
-    }
-}
-
-fn write_number(number: Number, out: &mut String) {
-    match number {
-        Number::Int(i) => out.push_str(&i.to_string()),
-        Number::Float(f) => out.push_str(&format!("{f:?}")),
-    }
+    crate::syntax::print::expr(expr)
 }

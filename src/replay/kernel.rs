@@ -118,6 +118,7 @@ pub fn launch(params: Params<'_>, ctx: Context<'_>) -> Result<Launch, KernelChoi
                 cols,
                 herd: herd.unwrap_or(default),
                 weighted: true,
+                real_cols: None,
             };
             Launch::Rmsnorm {
                 x: names("x"),
@@ -134,6 +135,7 @@ pub fn launch(params: Params<'_>, ctx: Context<'_>) -> Result<Launch, KernelChoi
                 heads: 1,
                 head_dim,
                 herd: herd.unwrap_or(Herd::ROW),
+                rotary_dim: None,
             };
             Launch::Rope {
                 x: names("x"),

@@ -19,6 +19,7 @@
 pub mod ast;
 mod errors;
 mod parser;
+pub mod print;
 mod span;
 pub mod split;
 

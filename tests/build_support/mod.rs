@@ -32,9 +32,11 @@ pub fn build(dirs: &[PathBuf], name: Option<&str>) -> (Built, String) {
     (built, text.replace(&root, ""))
 }
 
-/// A fresh empty directory under the system temp dir, unique to this process.
+/// A fresh empty directory under the system temp dir, unique to this process and call
+/// (the test modules share one process, so two of them may ask for the same name at once).
 pub fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("skillc-test-{}-{name}", std::process::id()));
+    let id = next_scratch_id();
+    let dir = std::env::temp_dir().join(format!("skillc-test-{}-{id}-{name}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).expect("scratch dir");
     dir
@@ -61,4 +63,9 @@ pub fn subdirs(dir: &Path) -> Vec<PathBuf> {
         .collect();
     dirs.sort();
     dirs
+}
+
+fn next_scratch_id() -> usize {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }

@@ -27,10 +27,15 @@ pub fn skillc() -> Command {
     Command::new(env!("CARGO_BIN_EXE_skillc"))
 }
 
-/// A fresh directory under the test target dir, unique to this process.
+/// A fresh directory under the test target dir, unique to this process and call (the
+/// test modules share one process, so two of them may ask for the same name at once).
 pub fn scratch(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("deploy-{}", std::process::id()))
+        .join(format!(
+            "deploy-{}-{}",
+            std::process::id(),
+            next_scratch_id()
+        ))
         .join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
@@ -92,6 +97,8 @@ pub fn deploy_seeded(
         started: "2026-11-30T00:00Z".to_string(),
         evaluator: EvaluatorLaunch::Process(PathBuf::from(env!("CARGO_BIN_EXE_skillc"))),
         registry: None,
+        fixtures: Some(repo("../shared/fixtures")),
+        stop_after: None,
         bundle_notes: Vec::new(),
     };
     exec::deploy(bundle, &options, &mut Silent).expect("the run gets far enough to report")
@@ -181,4 +188,9 @@ pub fn poke(path: &Path, name: &str, value: &[u8]) {
     let at = 8 + header_len + start;
     bytes[at..at + value.len()].copy_from_slice(value);
     std::fs::write(path, bytes).expect("write");
+}
+
+fn next_scratch_id() -> usize {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }

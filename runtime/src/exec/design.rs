@@ -17,7 +17,7 @@ use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
 use crate::xdna2::interpreter::NpuPath;
 use crate::xdna2::kernels::{GemmSpec, GemmTile, GemvTile, Herd, Precision, QkvLayout};
-use crate::xdna2::plan::{Launch, Phase, Plan, PlanOptions, Step, Transform, WeightSource};
+use crate::xdna2::plan::{Launch, Phase, Plan, PlanOptions, Step};
 
 /// Prefill rows and decode context the plans are built and timed at, like the
 /// published figures.
@@ -44,11 +44,6 @@ pub struct Design {
     /// By site key (`gemm 2048x2048x512`).
     pub tilings: BTreeMap<String, Tiling>,
     pub path: NpuPath,
-    /// The FFN width the kernels see, when the model's is padded with zero rows of
-    /// gate/up and zero columns of down to meet a kernel's K granularity (exact:
-    /// silu(0)·0 = 0 meets zero weights).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ffn_padded: Option<usize>,
 }
 
 /// The prefill plan (SEQ_LEN rows) and the decode plan (SEQ_LEN context).
@@ -78,7 +73,6 @@ impl Design {
             options: baseline_options(),
             tilings: BTreeMap::new(),
             path: NpuPath::CORRECT,
-            ffn_padded: None,
         }
     }
 
@@ -105,69 +99,14 @@ impl Design {
         phase: Phase,
         seq_len: usize,
     ) -> Result<Plan, String> {
-        let mut kernels_arch = arch.clone();
-        if let Some(ffn) = self.ffn_padded {
-            if ffn < arch.intermediate_size {
-                return Err(format!("FFN padded to {ffn} < {}", arch.intermediate_size));
-            }
-            kernels_arch.intermediate_size = ffn;
-        }
-        let mut plan = plan_for(model, &kernels_arch, device, phase, seq_len, &self.options)
+        let mut plan = plan_for(model, arch, device, phase, seq_len, &self.options)
             .map_err(|e| e.to_string())?;
-        pad_ffn_sources(
-            &mut plan,
-            arch.intermediate_size,
-            kernels_arch.intermediate_size,
-        );
         for launch in launches_mut(&mut plan) {
             if let Some(t) = self.tilings.get(&site_key(launch)) {
                 apply_tiling(launch, t);
             }
         }
         Ok(plan)
-    }
-}
-
-/// Fills FFN buffers of a plan built at width `padded` from tensors of width `ffn`:
-/// zero rows after gate/up, zero columns after down. The column padding is written
-/// as phantom heads of one KV group (blocks of `gcd(ffn, padded)` columns), which is
-/// exactly "zeros at the end" in the plan's transform vocabulary.
-fn pad_ffn_sources(plan: &mut Plan, ffn: usize, padded: usize) {
-    if ffn == padded {
-        return;
-    }
-    let block = gcd(ffn, padded);
-    for buffer in plan.buffers.values_mut() {
-        let Some(WeightSource::Tensor { name, transforms }) = &mut buffer.source else {
-            continue;
-        };
-        let pad = if name.ends_with("mlp.gate_proj.weight") || name.ends_with("mlp.up_proj.weight")
-        {
-            Transform::Rows {
-                start: 0,
-                rows: ffn,
-                padded_rows: padded,
-            }
-        } else if name.ends_with("mlp.down_proj.weight") {
-            Transform::PadHeads {
-                axis: 1,
-                heads: ffn / block,
-                padded_heads: padded / block,
-                kv_heads: 1,
-                head_dim: block,
-            }
-        } else {
-            continue;
-        };
-        transforms.insert(0, pad);
-    }
-}
-
-fn gcd(a: usize, b: usize) -> usize {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
     }
 }
 

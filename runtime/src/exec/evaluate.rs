@@ -20,7 +20,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::artifacts::production::{ProductionPlan, WeightsRef, PLAN_SCHEMA};
-use super::artifacts::record::{DeployReport, PhaseStatus, PromptVerdict};
+use super::artifacts::record::{DeployReport, PhaseStatus, PromptVerdict, StepOutcome};
 use super::artifacts::registry::Registry;
 use super::artifacts::sha256_file;
 use super::checks::topk::{GATE_K, GATE_N_TOKENS};
@@ -322,11 +322,38 @@ fn gates_consistent(report: &DeployReport, prompts: usize) -> (bool, String) {
 
 fn warnings(report: &DeployReport) -> Vec<String> {
     let mut w = Vec::new();
-    let gated = report
-        .gates()
-        .any(|(p, g)| p == 0 && g.op == OpKind::CompareReference);
+    // The feature proofs' gates name their fixture; the model's own comparison does not.
+    let gated = report.gates().any(|(p, g)| {
+        p == 0 && g.op == OpKind::CompareReference && !g.conditions.contains_key("fixture")
+    });
+    if !gated && report.feature_proofs.is_empty() {
+        w.push("phase 0 was not gated against transformers outputs (no reference.safetensors, no fixtures to prove the model's code paths); the CPU reference is trusted from its own tests".into());
+    }
     if !gated {
-        w.push("phase 0 was not gated against transformers outputs (no reference.safetensors); the CPU reference is trusted from its own tests".into());
+        for p in report
+            .feature_proofs
+            .iter()
+            .filter(|p| p.fixtures.is_empty())
+        {
+            w.push(format!(
+                "phase 0: the model uses {}, which no transformers fixture takes; the CPU reference's code for it is trusted from its own tests",
+                p.feature
+            ));
+        }
+    }
+    for (phase, step) in report
+        .phases
+        .iter()
+        .flat_map(|p| p.steps.iter().map(move |s| (p.index, s)))
+    {
+        if let StepOutcome::Reverted { why } = &step.outcome {
+            if why.starts_with(super::phases::optimize::NUMERICS_FAILED) {
+                w.push(format!(
+                    "phase {phase}: `{}` broke the NPU numerics and was reverted ({why}); the deployment runs without it, but the kernel path it enables is wrong",
+                    step.op
+                ));
+            }
+        }
     }
     let low = report.diagnosis.iter().filter(|d| d.cosine < 0.85).count();
     if low > 0 {

@@ -8,6 +8,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::arch::{Architecture, RopeScaling};
+
 /// One injectable bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -88,6 +90,50 @@ impl Fault {
             Fault::StaleKv => "decode stores the previous position's K/V row again",
             Fault::GqaMapping => "decode attention pairs each query head with the next KV group",
             Fault::DropLmHeadPartition => "the last partition of the NPU LM head is not launched",
+        }
+    }
+}
+
+impl Fault {
+    /// The phase whose gates must catch the fault: the kernel and table checks
+    /// of phase 1, the single block of phase 2, the teacher-forced decode gate of
+    /// phase 3, and the numerics probe of the phase-5 change that moves the LM
+    /// head onto the NPU.
+    pub fn catching_phase(self) -> u8 {
+        match self {
+            Fault::GemmNNotMultiple | Fault::L1Overflow | Fault::NoLlama3Rope => 1,
+            Fault::DropQkvBias | Fault::SkipQkNorm => 2,
+            Fault::DecodeRopeOffByOne | Fault::KvWrongSlot | Fault::StaleKv | Fault::GqaMapping => {
+                3
+            }
+            Fault::DropLmHeadPartition => 5,
+        }
+    }
+
+    /// How the name of the gate that must catch it begins.
+    pub fn catching_gate(self) -> &'static str {
+        match self {
+            Fault::GemmNNotMultiple => "kernel gemm",
+            Fault::L1Overflow => "placement gemm",
+            Fault::NoLlama3Rope => "kernel rope",
+            Fault::DropQkvBias | Fault::SkipQkNorm => "block cosine",
+            Fault::DecodeRopeOffByOne | Fault::KvWrongSlot | Fault::StaleKv | Fault::GqaMapping => {
+                "verify: teacher-forced logits"
+            }
+            Fault::DropLmHeadPartition => "probe: teacher-forced logits after partition-lm-head",
+        }
+    }
+
+    /// Why the fault has nothing to act on in `arch`, when it has not.
+    pub fn inert_on(self, arch: &Architecture) -> Option<&'static str> {
+        match self {
+            Fault::NoLlama3Rope if !matches!(arch.rope_scaling, RopeScaling::Llama3 { .. }) => {
+                Some("no llama3 scaling")
+            }
+            Fault::DropQkvBias if !arch.qkv_bias => Some("no q/k/v bias"),
+            Fault::SkipQkNorm if !arch.qk_norm => Some("no q/k norm"),
+            Fault::GqaMapping if arch.num_kv_heads < 2 => Some("one KV head"),
+            _ => None,
         }
     }
 }

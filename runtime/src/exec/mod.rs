@@ -49,10 +49,19 @@ pub mod files {
     pub const EVALUATION_MD: &str = "evaluation.md";
 }
 
+/// The subcommand of the `skillc` program that runs the independent evaluator,
+/// named after the operation it carries out (phase 7's `evaluate`): phase 7 starts
+/// it and the command line defines it from this one name.
+pub const EVALUATOR_COMMAND: &str = crate::ops::OpKind::Evaluate.name();
+
+/// The stop record's gate of a run stopped by [`DeployOptions::stop_after`].
+pub const STOP_AFTER_GATE: &str = "stop-after";
+
 /// How phase 7 starts the independent evaluator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EvaluatorLaunch {
-    /// Run `program evaluate OUT_DIR --model MODEL_DIR` as a fresh process.
+    /// Run `program evaluate OUT_DIR --model MODEL_DIR` as a fresh process
+    /// ([`EVALUATOR_COMMAND`]).
     Process(PathBuf),
 }
 
@@ -74,6 +83,12 @@ pub struct DeployOptions {
     /// A kernel registry written by an earlier run, whose configurations this run
     /// tries first.
     pub registry: Option<PathBuf>,
+    /// Stop after this phase (the planted-fault bench stops after the phase that
+    /// must catch its fault); the report then ends at gate [`STOP_AFTER_GATE`].
+    pub stop_after: Option<u8>,
+    /// The transformers fixtures (`shared/fixtures`) that prove, path by path, a
+    /// model without transformers outputs of its own; none: every path unproven.
+    pub fixtures: Option<PathBuf>,
     /// What the caller found wrong with the bundle and ran anyway (files changed
     /// since it was built, texts shortened), for the report.
     pub bundle_notes: Vec<String>,

@@ -88,6 +88,7 @@ impl<'a> Run<'a> {
             bundle_notes: options.bundle_notes.clone(),
             model_dir: name.clone(),
             model: None,
+            padding: None,
             seed: options.seed,
             faults: options.faults.clone(),
             prompts: Vec::new(),
@@ -95,6 +96,7 @@ impl<'a> Run<'a> {
             verification: Vec::new(),
             texts: Vec::new(),
             diagnosis: Vec::new(),
+            feature_proofs: Vec::new(),
             verified: BTreeMap::new(),
             performance: None,
             verdict: Verdict::Fail,
@@ -490,6 +492,9 @@ pub fn deploy(
     for index in 0..=7u8 {
         let phase = &bundle.phases[index as usize];
         let mut rec = PhaseRecord::new(index, &phase.name, &phase.title);
+        if matches!(end, PhaseEnd::Passed) && options.stop_after.is_some_and(|last| index > last) {
+            end = PhaseEnd::Failed(stopped_after(index - 1));
+        }
         if !matches!(end, PhaseEnd::Passed) {
             run.report.phases.push(rec);
             continue;
@@ -527,6 +532,20 @@ pub fn deploy(
         report: run.report,
         exit_code,
     })
+}
+
+/// The stop record of a run asked to end after phase `last`.
+fn stopped_after(last: u8) -> Stop {
+    Stop {
+        phase: last,
+        gate: super::STOP_AFTER_GATE.into(),
+        metric: "phase".into(),
+        value: f64::from(last),
+        comparison: "<=".into(),
+        threshold: f64::from(last),
+        reason: format!("the run was asked to stop after phase {last} (--stop-after)"),
+        tried: Vec::new(),
+    }
 }
 
 fn run_phase(run: &mut Run<'_>, index: u8, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {

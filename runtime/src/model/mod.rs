@@ -20,6 +20,7 @@ pub mod arch;
 pub mod chat;
 pub mod checkpoint;
 pub mod config;
+pub mod features;
 pub mod gguf;
 pub mod memory;
 pub mod oracle;

@@ -107,6 +107,8 @@ pub enum PlanChange {
     GemvDecode,
     CpuDecodeAttention,
     PadHeads,
+    /// Zero-pad the model dimensions no legal tiling divides (`xdna2::padding`).
+    PadDims,
     /// Prefill GEMM weights are pre-transposed at setup by every plan already.
     PretransposeWeights,
 }
@@ -180,6 +182,7 @@ pub fn effect(op: &Op, arch: &Architecture, device: &Device) -> Result<Effect, A
         Op::QkNorm if arch.qk_norm => Ok(Effect::Path(PathChange::QkNorm)),
         Op::QkNorm => Err(ApplyError::NoQkNorm),
         Op::PadHeads { .. } => plan(PlanChange::PadHeads, Both),
+        Op::PadDims => plan(PlanChange::PadDims, Both),
         Op::MergeLaunches { group } => plan(
             PlanChange::MergeLaunches {
                 group: group.clone(),
@@ -287,6 +290,7 @@ impl PlanChange {
             PlanChange::GemvDecode => options.gemv_decode = true,
             PlanChange::CpuDecodeAttention => options.cpu_decode_attention = true,
             PlanChange::PadHeads => options.pad_heads = true,
+            PlanChange::PadDims => options.pad_dims = true,
             PlanChange::PretransposeWeights => {}
         }
     }
@@ -424,6 +428,7 @@ mod tests {
                     layout: QkvLayout::HeadFirst,
                     omit_pingpong: false,
                     pad_heads: false,
+                    pad_dims: false,
                     precision: Precision::Bf16,
                     bias_on_npu: false,
                     o_ffn_calls: Vec::new(),

@@ -26,6 +26,7 @@ pub enum OpKind {
     SelectTiling,
     ValidateKernel,
     RegisterKernel,
+    PadDims,
     BuildBlock,
     PadHeads,
     BiasAfterRope,
@@ -57,7 +58,7 @@ pub enum OpKind {
 
 impl OpKind {
     /// Every operation, in table order.
-    pub const ALL: [OpKind; 37] = [
+    pub const ALL: [OpKind; 38] = [
         OpKind::CheckScope,
         OpKind::LoadWeights,
         OpKind::BuildReference,
@@ -68,6 +69,7 @@ impl OpKind {
         OpKind::SelectTiling,
         OpKind::ValidateKernel,
         OpKind::RegisterKernel,
+        OpKind::PadDims,
         OpKind::BuildBlock,
         OpKind::PadHeads,
         OpKind::BiasAfterRope,
@@ -98,12 +100,12 @@ impl OpKind {
     ];
 
     /// The operation's row of [`OPERATIONS`].
-    pub fn spec(self) -> &'static OpSpec {
+    pub const fn spec(self) -> &'static OpSpec {
         &OPERATIONS[self as usize]
     }
 
     /// The language's name, e.g. `select-tiling`.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         self.spec().name
     }
 
@@ -116,8 +118,8 @@ impl OpKind {
             ValidateKernel | ValidateBlock | VerifyModel | CompareReference | ProfilePrefill
             | ProfileDecode | DiagnoseLayers | Evaluate => true,
             CheckScope | LoadWeights | BuildReference | RopeConvention | RopeScaling
-            | EnumerateKernels | SelectTiling | RegisterKernel | BuildBlock | PadHeads
-            | BiasAfterRope | QkNorm | BuildModel | MergeLaunches | SplitLaunches
+            | EnumerateKernels | SelectTiling | RegisterKernel | PadDims | BuildBlock
+            | PadHeads | BiasAfterRope | QkNorm | BuildModel | MergeLaunches | SplitLaunches
             | ReuseStaticWeights | MarkIntermediates | AlignLayout | LastTokenLmHead
             | TuneTiling | GemvDecode | CpuDecodeAttention | PretransposeWeights
             | PartitionLmHead | CascadeFfn | OmitPingpong | WriteArtifacts | RecordLessons
@@ -477,6 +479,14 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[1],
         params: &[req("kernel", KERNEL, "kernel name"), opt("shape", ParamKind::IntList, "shape").bounded(Positive)],
         doc: "record a validated kernel configuration in the kernel registry",
+    },
+    OpSpec {
+        kind: OpKind::PadDims,
+        name: "pad-dims",
+        phases: &[1],
+        params: &[],
+        doc: "zero-pad every model dimension no legal tiling divides (hidden, FFN, head_dim, \
+              KV groups) to the nearest size one accepts, searched over the device constraints",
     },
     // Phase 2: one decoder block.
     OpSpec {

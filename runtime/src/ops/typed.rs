@@ -40,6 +40,7 @@ pub enum Op {
         kernel: Kernel,
         shape: Option<Vec<usize>>,
     },
+    PadDims,
     BuildBlock {
         layer: Option<usize>,
     },
@@ -200,6 +201,7 @@ impl Op {
                 kernel: r.word("kernel")?,
                 shape: r.opt_dims("shape")?,
             },
+            K::PadDims => Op::PadDims,
             K::BuildBlock => Op::BuildBlock {
                 layer: r.opt_int("layer")?,
             },
@@ -284,6 +286,7 @@ impl Op {
             Op::SelectTiling(_) => K::SelectTiling,
             Op::ValidateKernel(_) => K::ValidateKernel,
             Op::RegisterKernel { .. } => K::RegisterKernel,
+            Op::PadDims => K::PadDims,
             Op::BuildBlock { .. } => K::BuildBlock,
             Op::PadHeads { .. } => K::PadHeads,
             Op::BiasAfterRope => K::BiasAfterRope,
@@ -321,6 +324,7 @@ impl Op {
             Op::CheckScope
             | Op::BuildReference
             | Op::EnumerateKernels
+            | Op::PadDims
             | Op::BiasAfterRope
             | Op::QkNorm
             | Op::BuildModel

@@ -17,6 +17,7 @@ use super::kernels::{
     Dtype, EltwiseSpec, FlashAttentionSpec, GemmSpec, GemvSpec, Herd, LmHeadSpec, NormSpec,
     QkvLayout, RopeSpec,
 };
+use super::padding::{self, Padding, PaddingError, Shape};
 use super::plan::{
     Binding, Buffer, BufferClass, Call, HostOp, Launch, Phase, Plan, PlanOptions, Role, Step,
     Transform, WeightSource,
@@ -67,6 +68,8 @@ pub enum PlanError {
         split: usize,
         launches: usize,
     },
+    #[error("{model}: {why}")]
+    Padding { model: String, why: String },
 }
 
 /// A feature of a model the plans cannot express, and why.
@@ -161,6 +164,36 @@ pub fn apply(
     )
 }
 
+/// The dimensions the plans run before `pad-dims`: query heads after
+/// `pad-heads`' intra-group phantom heads when that is on.
+pub fn unpadded_shape(arch: &Architecture, options: &PlanOptions) -> Shape {
+    Shape {
+        hidden: arch.hidden_size,
+        ffn: arch.intermediate_size,
+        head_dim: arch.head_dim,
+        heads: if options.pad_heads {
+            padded_heads(arch)
+        } else {
+            arch.num_heads
+        },
+        kv_heads: arch.num_kv_heads,
+        qk_norm: arch.qk_norm,
+    }
+}
+
+/// What `pad-dims` pads `arch` to on `device`: nothing unless the option is on.
+pub fn padding_of(
+    arch: &Architecture,
+    device: &Device,
+    options: &PlanOptions,
+) -> Result<Padding, PaddingError> {
+    let shape = unpadded_shape(arch, options);
+    if !options.pad_dims {
+        return Ok(Padding::none(&shape));
+    }
+    Ok(padding::search(device, &shape)?.padding)
+}
+
 /// The plan of `phase` for `arch` at `seq_len` (prefill rows, or the decode
 /// context) under `options`.
 pub fn plan_for(
@@ -170,6 +203,24 @@ pub fn plan_for(
     phase: Phase,
     seq_len: usize,
     options: &PlanOptions,
+) -> Result<Plan, PlanError> {
+    let padding = padding_of(arch, device, options).map_err(|e| PlanError::Padding {
+        model: model.to_string(),
+        why: e.to_string(),
+    })?;
+    padded_plan(model, arch, device, (phase, seq_len), options, padding)
+}
+
+/// [`plan_for`] at the given padding (which must pad this model's unpadded
+/// shape, `unpadded_shape`), whatever `options.pad_dims` says: how the
+/// exactness of padding is tested one dimension at a time.
+pub fn padded_plan(
+    model: &str,
+    arch: &Architecture,
+    device: &Device,
+    (phase, seq_len): (Phase, usize),
+    options: &PlanOptions,
+    padding: Padding,
 ) -> Result<Plan, PlanError> {
     let unsupported = |what: &str| PlanError::Unsupported {
         model: model.to_string(),
@@ -181,7 +232,21 @@ pub fn plan_for(
     if phase == Phase::Decode && !options.gemv_decode {
         return Err(unsupported("decode with CPU projections"));
     }
-    let mut b = Builder::new(model, arch, device, phase, seq_len, options);
+    let base = unpadded_shape(arch, options);
+    let consistent = padding.hidden.real == base.hidden
+        && padding.ffn.real == base.ffn
+        && padding.head_dim.real == base.head_dim
+        && padding.heads.real == base.heads
+        && padding.kv_heads.real == base.kv_heads
+        && padding.heads.padded == padding.kv_heads.padded * padding.group()
+        && padding.dims().iter().all(|(_, p)| p.padded >= p.real);
+    if !consistent {
+        return Err(PlanError::Padding {
+            model: model.to_string(),
+            why: format!("{padding:?} does not pad this model's dimensions {base:?}"),
+        });
+    }
+    let mut b = Builder::new(model, arch, device, (phase, seq_len), options, padding);
     match phase {
         Phase::Prefill => b.prefill()?,
         Phase::Decode => b.decode(),
@@ -189,16 +254,23 @@ pub fn plan_for(
     Ok(b.finish())
 }
 
-/// Model dimensions after padding.
+/// Model dimensions as the kernels see them, with the real ones they pad.
 #[derive(Debug, Clone, Copy)]
 struct Dims {
     hidden: usize,
+    real_hidden: usize,
     ffn: usize,
+    real_ffn: usize,
     head_dim: usize,
-    /// Query heads as the kernels see them (padded).
+    real_head_dim: usize,
+    /// Query heads as the kernels see them: `kv_heads × group`.
     heads: usize,
+    /// Query heads per KV head (after `pad-heads`' phantom heads).
+    group: usize,
+    /// The config's query heads.
     real_heads: usize,
     kv_heads: usize,
+    real_kv_heads: usize,
     vocab: usize,
     eps: f64,
 }
@@ -212,9 +284,86 @@ impl Dims {
         self.kv_heads * self.head_dim
     }
 
+    /// Whether `pad-heads` put phantom heads inside the KV groups.
     fn padded(&self) -> bool {
-        self.heads != self.real_heads
+        self.real_kv_heads * self.group != self.real_heads
     }
+
+    fn level(real: usize, padded: usize) -> Vec<[usize; 2]> {
+        if real == padded {
+            Vec::new()
+        } else {
+            vec![[real, padded]]
+        }
+    }
+
+    /// A hidden-wide vector: its padded length and levels.
+    fn hidden_vector(&self) -> (usize, Vec<[usize; 2]>) {
+        (self.hidden, self.hidden_levels())
+    }
+
+    /// A head_dim-wide vector (a Q/K norm weight).
+    fn head_vector(&self) -> (usize, Vec<[usize; 2]>) {
+        (self.head_dim, self.head_dim_levels())
+    }
+
+    /// Zero-padding levels of a hidden axis.
+    fn hidden_levels(&self) -> Vec<[usize; 2]> {
+        Self::level(self.real_hidden, self.hidden)
+    }
+
+    fn ffn_levels(&self) -> Vec<[usize; 2]> {
+        Self::level(self.real_ffn, self.ffn)
+    }
+
+    fn head_dim_levels(&self) -> Vec<[usize; 2]> {
+        Self::level(self.real_head_dim, self.head_dim)
+    }
+
+    /// A `[kv groups, heads per group, head_dim]` axis: KV groups appended,
+    /// zeros appended to each head.
+    fn heads_levels(&self, per_group: usize) -> Vec<[usize; 2]> {
+        if self.kv_heads == self.real_kv_heads && self.head_dim == self.real_head_dim {
+            return Vec::new();
+        }
+        vec![
+            [self.real_kv_heads, self.kv_heads],
+            [per_group, per_group],
+            [self.real_head_dim, self.head_dim],
+        ]
+    }
+
+    fn q_levels(&self) -> Vec<[usize; 2]> {
+        self.heads_levels(self.group)
+    }
+
+    fn kv_levels(&self) -> Vec<[usize; 2]> {
+        self.heads_levels(1)
+    }
+
+    /// The real column count of a hidden-wide norm, when padded.
+    fn real_hidden_cols(&self) -> Option<usize> {
+        (self.hidden != self.real_hidden).then_some(self.real_hidden)
+    }
+
+    /// The real head_dim, when the heads are padded.
+    fn real_head_dim(&self) -> Option<usize> {
+        (self.head_dim != self.real_head_dim).then_some(self.real_head_dim)
+    }
+
+    /// Whether any dimension the decode cascade reads is padded: its fused
+    /// RMSNorm averages over its whole K, and its K split moves with K.
+    fn cascade_padded(&self) -> bool {
+        self.hidden != self.real_hidden
+            || self.ffn != self.real_ffn
+            || self.head_dim != self.real_head_dim
+            || self.kv_heads != self.real_kv_heads
+    }
+}
+
+/// A `ZeroPad` transform for these levels, if any axis is padded.
+fn zero_pad(rows: Vec<[usize; 2]>, cols: Vec<[usize; 2]>) -> Option<Transform> {
+    (!rows.is_empty() || !cols.is_empty()).then_some(Transform::ZeroPad { rows, cols })
 }
 
 /// The smallest GQA-compatible head count that makes heads × head_dim a
@@ -237,6 +386,7 @@ struct Builder<'a> {
     phase: Phase,
     seq: usize,
     options: &'a PlanOptions,
+    padding: Option<Padding>,
     dims: Dims,
     buffers: BTreeMap<String, Buffer>,
     prologue: Vec<Step>,
@@ -256,22 +406,22 @@ impl<'a> Builder<'a> {
         model: &str,
         arch: &'a Architecture,
         device: &'a Device,
-        phase: Phase,
-        seq: usize,
+        (phase, seq): (Phase, usize),
         options: &'a PlanOptions,
+        padding: Padding,
     ) -> Self {
-        let heads = if options.pad_heads {
-            padded_heads(arch)
-        } else {
-            arch.num_heads
-        };
         let dims = Dims {
-            hidden: arch.hidden_size,
-            ffn: arch.intermediate_size,
-            head_dim: arch.head_dim,
-            heads,
+            hidden: padding.hidden.padded,
+            real_hidden: padding.hidden.real,
+            ffn: padding.ffn.padded,
+            real_ffn: padding.ffn.real,
+            head_dim: padding.head_dim.padded,
+            real_head_dim: padding.head_dim.real,
+            heads: padding.heads.padded,
+            group: padding.group(),
             real_heads: arch.num_heads,
-            kv_heads: arch.num_kv_heads,
+            kv_heads: padding.kv_heads.padded,
+            real_kv_heads: padding.kv_heads.real,
             vocab: arch.vocab_size,
             eps: arch.rms_norm_eps,
         };
@@ -282,6 +432,7 @@ impl<'a> Builder<'a> {
             phase,
             seq,
             options,
+            padding: Some(padding).filter(Padding::is_padded),
             dims,
             buffers: BTreeMap::new(),
             prologue: Vec::new(),
@@ -297,6 +448,7 @@ impl<'a> Builder<'a> {
             seq_len: self.seq,
             num_layers: self.arch.num_layers,
             options: self.options.clone(),
+            padding: self.padding,
             buffers: self.buffers,
             prologue: self.prologue,
             layer: self.layer,
@@ -378,6 +530,14 @@ impl<'a> Builder<'a> {
         if d.padded() && module == "self_attn.o_proj" {
             transforms.push(pad(1));
         }
+        let (rows, cols) = match module {
+            "self_attn.q_proj" => (d.q_levels(), d.hidden_levels()),
+            "self_attn.k_proj" | "self_attn.v_proj" => (d.kv_levels(), d.hidden_levels()),
+            "self_attn.o_proj" => (d.hidden_levels(), d.q_levels()),
+            "mlp.down_proj" => (d.hidden_levels(), d.ffn_levels()),
+            _ => (d.ffn_levels(), d.hidden_levels()),
+        };
+        transforms.extend(zero_pad(rows, cols));
         if self.phase == Phase::Prefill {
             transforms.push(Transform::Transpose);
         }
@@ -391,11 +551,13 @@ impl<'a> Builder<'a> {
         )
     }
 
+    /// A per-layer vector (a norm weight) of `elements`, zero-padded along
+    /// `levels`.
     fn layer_vector(
         &mut self,
         name: &str,
         tensor: &str,
-        elements: usize,
+        (elements, levels): (usize, Vec<[usize; 2]>),
         class: BufferClass,
     ) -> String {
         self.tensor(
@@ -403,13 +565,14 @@ impl<'a> Builder<'a> {
             class,
             format!("model.layers.{{layer}}.{tensor}"),
             elements,
-            Vec::new(),
+            zero_pad(levels, Vec::new()).into_iter().collect(),
         )
     }
 
+    /// The RoPE table: rows as wide as the real head_dim (the rotated part).
     fn lut(&mut self) -> String {
         let positions = self.seq;
-        let hd = self.dims.head_dim;
+        let hd = self.dims.real_head_dim;
         self.buffers.insert(
             "lut".to_string(),
             Buffer {
@@ -426,6 +589,32 @@ impl<'a> Builder<'a> {
         "lut".to_string()
     }
 
+    /// The embedding table on the host, its columns zero-padded to hidden.
+    fn embedding_table(&mut self) -> String {
+        let d = self.dims;
+        self.tensor(
+            "embed",
+            BufferClass::Host,
+            "model.embed_tokens.weight".into(),
+            d.vocab * d.hidden,
+            zero_pad(Vec::new(), d.hidden_levels())
+                .into_iter()
+                .collect(),
+        )
+    }
+
+    /// A host-side hidden-wide vector (the final norm's weight).
+    fn final_norm(&mut self, class: BufferClass) -> String {
+        let (elements, levels) = self.dims.hidden_vector();
+        self.tensor(
+            "final_norm",
+            class,
+            "model.norm.weight".into(),
+            elements,
+            zero_pad(levels, Vec::new()).into_iter().collect(),
+        )
+    }
+
     fn output_projection_tensor(&self) -> String {
         if self.arch.tie_word_embeddings {
             "model.embed_tokens.weight".to_string()
@@ -434,7 +623,8 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn norm(&self, rows: usize, cols: usize, weighted: bool) -> NormSpec {
+    /// A row norm of `cols` (padded) columns whose real ones are `real_cols`.
+    fn norm(&self, rows: usize, cols: usize, real_cols: Option<usize>) -> NormSpec {
         let herd = if rows % self.device.columns == 0 {
             Herd::ROW
         } else {
@@ -444,7 +634,8 @@ impl<'a> Builder<'a> {
             rows,
             cols,
             herd,
-            weighted,
+            weighted: true,
+            real_cols,
         }
     }
 
@@ -464,6 +655,7 @@ impl<'a> Builder<'a> {
             heads,
             head_dim: self.dims.head_dim,
             herd,
+            rotary_dim: self.dims.real_head_dim(),
         }
     }
 
@@ -519,7 +711,7 @@ impl<'a> Builder<'a> {
         let ln1 = self.layer_vector(
             "ln1",
             "input_layernorm.weight",
-            d.hidden,
+            d.hidden_vector(),
             self.weight_class(),
         );
         let wq = self.projection("wq", "self_attn.q_proj", qd, d.hidden);
@@ -536,7 +728,7 @@ impl<'a> Builder<'a> {
             weight: Some(ln1),
             out: xn.clone(),
             eps: d.eps,
-            spec: self.norm(rows, d.hidden, true),
+            spec: self.norm(rows, d.hidden, d.real_hidden_cols()),
         }];
         for (w, out) in [(&wq, &q), (&wk, &k), (&wv, &v)] {
             launches.push(match self.phase {
@@ -555,8 +747,10 @@ impl<'a> Builder<'a> {
         }
         if self.arch.qk_norm {
             let class = self.weight_class();
-            let qn_w = self.layer_vector("q_norm", "self_attn.q_norm.weight", d.head_dim, class);
-            let kn_w = self.layer_vector("k_norm", "self_attn.k_norm.weight", d.head_dim, class);
+            let qn_w =
+                self.layer_vector("q_norm", "self_attn.q_norm.weight", d.head_vector(), class);
+            let kn_w =
+                self.layer_vector("k_norm", "self_attn.k_norm.weight", d.head_vector(), class);
             let (qn, kn) = (self.act("qn", rows * qd), self.act("kn", rows * kvd));
             for (x, w, out, heads) in [(&q_in, qn_w, &qn, d.heads), (&k_in, kn_w, &kn, d.kv_heads)]
             {
@@ -565,7 +759,7 @@ impl<'a> Builder<'a> {
                     weight: w,
                     out: out.clone(),
                     eps: d.eps,
-                    spec: self.norm(rows * heads, d.head_dim, true),
+                    spec: self.norm(rows * heads, d.head_dim, d.real_head_dim()),
                 });
             }
             (q_in, k_in) = (qn, kn);
@@ -601,17 +795,14 @@ impl<'a> Builder<'a> {
         let d = self.dims;
         let rows = self.rows();
         let parts = [
-            ("bq", "q_proj", d.heads),
-            ("bk", "k_proj", d.kv_heads),
-            ("bv", "v_proj", d.kv_heads),
+            ("bq", "q_proj", d.heads, d.q_levels()),
+            ("bk", "k_proj", d.kv_heads, d.kv_levels()),
+            ("bv", "v_proj", d.kv_heads, d.kv_levels()),
         ];
         let class = self.weight_class();
         std::array::from_fn(|i| {
-            let (name, module, heads) = parts[i];
-            let mut transforms = Vec::new();
-            if name == "bq" && d.padded() {
-                transforms.push(self.pad_q_heads());
-            }
+            let (name, module, heads, levels) = parts[i].clone();
+            let mut transforms = self.bias_transforms(name, levels);
             transforms.push(Transform::Broadcast { rows });
             let width = heads * d.head_dim;
             let bias = self.tensor(
@@ -633,15 +824,22 @@ impl<'a> Builder<'a> {
     }
 
     /// Phantom query heads along a bias's rows (axis 0).
-    fn pad_q_heads(&self) -> Transform {
+    /// How a q/k/v bias vector reaches the plan's padded width: phantom query
+    /// heads first (at the real head size), then the zero padding of its axis.
+    fn bias_transforms(&self, name: &str, levels: Vec<[usize; 2]>) -> Vec<Transform> {
         let d = self.dims;
-        Transform::PadHeads {
-            axis: 0,
-            heads: d.real_heads,
-            padded_heads: d.heads,
-            kv_heads: d.kv_heads,
-            head_dim: d.head_dim,
+        let mut transforms = Vec::new();
+        if name == "bq" && d.padded() {
+            transforms.push(Transform::PadHeads {
+                axis: 0,
+                heads: d.real_heads,
+                padded_heads: d.real_kv_heads * d.group,
+                kv_heads: d.real_kv_heads,
+                head_dim: d.real_head_dim,
+            });
         }
+        transforms.extend(zero_pad(levels, Vec::new()));
+        transforms
     }
 
     /// Qwen2.5's q/k/v bias, added on the host after RoPE.
@@ -652,15 +850,12 @@ impl<'a> Builder<'a> {
         let d = self.dims;
         let rows = self.rows();
         let parts = [
-            ("bq", "q_proj", d.heads, true),
-            ("bk", "k_proj", d.kv_heads, true),
-            ("bv", "v_proj", d.kv_heads, false),
+            ("bq", "q_proj", d.heads, true, d.q_levels()),
+            ("bk", "k_proj", d.kv_heads, true, d.kv_levels()),
+            ("bv", "v_proj", d.kv_heads, false, d.kv_levels()),
         ];
-        for ((name, module, heads, rotate), x) in parts.into_iter().zip(qkv) {
-            let mut transforms = Vec::new();
-            if name == "bq" && d.padded() {
-                transforms.push(self.pad_q_heads());
-            }
+        for ((name, module, heads, rotate, levels), x) in parts.into_iter().zip(qkv) {
+            let transforms = self.bias_transforms(name, levels);
             let bias = self.tensor(
                 name,
                 BufferClass::Host,
@@ -675,6 +870,7 @@ impl<'a> Builder<'a> {
                 heads,
                 head_dim: d.head_dim,
                 lut: rotate.then(|| "lut".to_string()),
+                rotary_dim: d.real_head_dim().filter(|_| rotate),
             });
         }
     }
@@ -682,13 +878,7 @@ impl<'a> Builder<'a> {
     fn prefill(&mut self) -> Result<(), PlanError> {
         let d = self.dims;
         let s = self.seq;
-        let embed = self.tensor(
-            "embed",
-            BufferClass::Host,
-            "model.embed_tokens.weight".into(),
-            d.vocab * d.hidden,
-            Vec::new(),
-        );
+        let embed = self.embedding_table();
         self.act("x", s * d.hidden);
         self.prologue.push(Step::Host(HostOp::Embed {
             table: embed,
@@ -726,6 +916,7 @@ impl<'a> Builder<'a> {
         if spec.tile.dk_chunks == 1 {
             spec.layout = self.options.layout;
         }
+        spec.scale_dim = d.real_head_dim();
         let mut names = [
             q.to_string(),
             k.to_string(),
@@ -792,7 +983,12 @@ impl<'a> Builder<'a> {
         let wu = self.projection("wu", "mlp.up_proj", d.ffn, d.hidden);
         let wd = self.projection("wd", "mlp.down_proj", d.hidden, d.ffn);
         let class = self.weight_class();
-        let ln2 = self.layer_vector("ln2", "post_attention_layernorm.weight", d.hidden, class);
+        let ln2 = self.layer_vector(
+            "ln2",
+            "post_attention_layernorm.weight",
+            d.hidden_vector(),
+            class,
+        );
         (wo, wg, wu, wd, ln2)
     }
 
@@ -815,7 +1011,7 @@ impl<'a> Builder<'a> {
                 weight: Some(ln2),
                 out: hn.clone(),
                 eps: d.eps,
-                spec: self.norm(s, d.hidden, true),
+                spec: self.norm(s, d.hidden, d.real_hidden_cols()),
             },
             self.gemm(&hn, &wg, &gate, d.hidden, d.ffn),
             self.gemm(&hn, &wu, &up, d.hidden, d.ffn),
@@ -848,13 +1044,7 @@ impl<'a> Builder<'a> {
         } else {
             self.weight_class()
         };
-        let final_norm = self.tensor(
-            "final_norm",
-            class,
-            "model.norm.weight".into(),
-            d.hidden,
-            Vec::new(),
-        );
+        let final_norm = self.final_norm(class);
         if self.options.last_token_lm_head {
             let xf = self.act("xf", d.hidden);
             self.epilogue.push(Step::Host(HostOp::RmsNorm {
@@ -864,6 +1054,7 @@ impl<'a> Builder<'a> {
                 cols: d.hidden,
                 eps: d.eps,
                 last_row: true,
+                real_cols: d.real_hidden_cols(),
             }));
             self.lm_head_gemv(&xf);
             return;
@@ -876,7 +1067,7 @@ impl<'a> Builder<'a> {
                 weight: Some(final_norm),
                 out: xf.clone(),
                 eps: d.eps,
-                spec: self.norm(s, d.hidden, true),
+                spec: self.norm(s, d.hidden, d.real_hidden_cols()),
             }],
             outputs: vec![xf.clone()],
         };
@@ -888,14 +1079,13 @@ impl<'a> Builder<'a> {
         for p in 0..parts {
             let start = (p * part_n).min(d.vocab);
             let rows = ((p + 1) * part_n).min(d.vocab) - start;
-            let transforms = vec![
-                Transform::Rows {
-                    start,
-                    rows,
-                    padded_rows: part_n,
-                },
-                Transform::Transpose,
-            ];
+            let mut transforms = vec![Transform::Rows {
+                start,
+                rows,
+                padded_rows: part_n,
+            }];
+            transforms.extend(zero_pad(Vec::new(), d.hidden_levels()));
+            transforms.push(Transform::Transpose);
             let w = self.tensor(
                 &format!("lm_head.{p}"),
                 self.weight_class(),
@@ -928,7 +1118,9 @@ impl<'a> Builder<'a> {
                 BufferClass::Host,
                 tensor,
                 d.vocab * d.hidden,
-                Vec::new(),
+                zero_pad(Vec::new(), d.hidden_levels())
+                    .into_iter()
+                    .collect(),
             );
             self.epilogue.push(Step::Host(HostOp::Matvec {
                 w,
@@ -953,11 +1145,12 @@ impl<'a> Builder<'a> {
         let launches: Vec<Launch> = (0..spec.parts)
             .map(|part| {
                 let rows = spec.rows(part);
-                let transforms = vec![Transform::Rows {
+                let mut transforms = vec![Transform::Rows {
                     start: rows.start,
                     rows: rows.len(),
                     padded_rows: spec.part.m,
                 }];
+                transforms.extend(zero_pad(Vec::new(), d.hidden_levels()));
                 let w = self.tensor(
                     &format!("lm_head.{part}"),
                     class,
@@ -992,13 +1185,7 @@ impl<'a> Builder<'a> {
 
     fn decode(&mut self) {
         let d = self.dims;
-        let embed = self.tensor(
-            "embed",
-            BufferClass::Host,
-            "model.embed_tokens.weight".into(),
-            d.vocab * d.hidden,
-            Vec::new(),
-        );
+        let embed = self.embedding_table();
         self.act("x", d.hidden);
         self.prologue.push(Step::Host(HostOp::Embed {
             table: embed,
@@ -1023,19 +1210,14 @@ impl<'a> Builder<'a> {
             heads: d.heads,
             kv_heads: d.kv_heads,
             head_dim: d.head_dim,
+            scale_dim: d.real_head_dim(),
         });
         self.o_ffn_decode(&attn);
         self.host(HostOp::Scheduling {
             what: "decode layer loop".into(),
         });
 
-        let final_norm = self.tensor(
-            "final_norm",
-            BufferClass::Host,
-            "model.norm.weight".into(),
-            d.hidden,
-            Vec::new(),
-        );
+        let final_norm = self.final_norm(BufferClass::Host);
         let xf = self.act("xf", d.hidden);
         self.epilogue.push(Step::Host(HostOp::RmsNorm {
             x: "x".into(),
@@ -1044,6 +1226,7 @@ impl<'a> Builder<'a> {
             cols: d.hidden,
             eps: d.eps,
             last_row: false,
+            real_cols: d.real_hidden_cols(),
         }));
         self.lm_head_gemv(&xf);
     }
@@ -1053,7 +1236,8 @@ impl<'a> Builder<'a> {
     fn cascade_legal(&self) -> bool {
         let d = self.dims;
         let l = &self.device.limits;
-        d.hidden < l.cascade_hidden_size_below
+        !d.cascade_padded()
+            && d.hidden < l.cascade_hidden_size_below
             && d.ffn % l.cascade_hidden_multiple == 0
             && d.q_dim() % l.cascade_hidden_multiple == 0
     }
@@ -1119,6 +1303,7 @@ impl<'a> Builder<'a> {
                 cols: d.hidden,
                 eps: d.eps,
                 last_row: false,
+                real_cols: d.real_hidden_cols(),
             });
             self.projection_call("gate_gemv", &wg, &hn, &gate);
             self.projection_call("up_gemv", &wu, &hn, &up);
@@ -1150,7 +1335,7 @@ impl<'a> Builder<'a> {
                 weight: Some(ln2),
                 out: hn.clone(),
                 eps: d.eps,
-                spec: self.norm(1, d.hidden, true),
+                spec: self.norm(1, d.hidden, d.real_hidden_cols()),
             },
             self.gemv(&wg, &hn, &gate, None, Herd::ROW),
             self.gemv(&wu, &hn, &up, None, Herd::ROW),

@@ -264,6 +264,7 @@ impl KernelSubject {
                     cols,
                     herd,
                     weighted: true,
+                    real_cols: None,
                 };
                 Launch::Rmsnorm {
                     x: names("x"),
@@ -299,6 +300,7 @@ impl KernelSubject {
                     heads: 1,
                     head_dim,
                     herd,
+                    rotary_dim: None,
                 };
                 Launch::Rope {
                     x: names("x"),

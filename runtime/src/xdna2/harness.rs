@@ -342,12 +342,20 @@ impl Harness<'_> {
                 &ones
             }
         };
+        // A padded row's mean is over its real columns; the rest are normalised
+        // by the same factor (the kernel's inputs there are zeros in a plan).
+        let real = spec.mean_cols();
         let mut reference = vec![0.0f32; xf.len()];
         for (o, row) in reference
             .chunks_mut(spec.cols.max(1))
             .zip(xf.chunks(spec.cols.max(1)))
         {
-            blocks::rms_norm(row, weight_bits, eps, o);
+            blocks::rms_norm(&row[..real], &weight_bits[..real], eps, &mut o[..real]);
+            let mean_square = row[..real].iter().map(|v| v * v).sum::<f32>() / real.max(1) as f32;
+            let inv = 1.0 / (mean_square + eps).sqrt();
+            for ((slot, &x), &w) in o.iter_mut().zip(row).zip(weight_bits).skip(real) {
+                *slot = bf16::to_f32(w) * (x * inv);
+            }
         }
         let out = match kernel {
             Kernel::QkRmsnorm => kernels::qk_rms_norm(self.device, spec, eps, &x, weight_bits),
@@ -358,9 +366,11 @@ impl Harness<'_> {
 
     fn rope(&self, spec: &RopeSpec) -> Result<(Vec<f32>, Vec<f32>), HarnessError> {
         let (hd, width) = (spec.head_dim, spec.heads * spec.head_dim);
+        // Zero-padded heads rotate their real dimensions and pass the rest.
+        let rotated = spec.rotated();
         let x = draws(self.seed, "rope-x", spec.rows * width, 1.0);
         let arch = Architecture {
-            head_dim: hd,
+            head_dim: rotated,
             ..self.arch.clone()
         };
         let inv_freq = blocks::inv_freq(&arch);
@@ -379,7 +389,7 @@ impl Harness<'_> {
             .for_each(|(p, row)| {
                 let (cos, sin) = blocks::rope_angles(&inv_freq, p);
                 row.chunks_mut(hd.max(1))
-                    .for_each(|head| blocks::apply_rope(head, &cos, &sin));
+                    .for_each(|head| blocks::apply_rope(&mut head[..rotated], &cos, &sin));
             });
         let out = kernels::rope(self.device, spec, &x, table, 0);
         Ok((bf16_out(out)?, reference))
@@ -501,7 +511,7 @@ fn reference_attention(spec: &FlashAttentionSpec, q: &[u16], k: &[u16], v: &[u16
     };
     let (lq, lk) = (spec.lq, spec.lk);
     let group = spec.heads / spec.kv_heads.max(1);
-    let scale = 1.0 / (hd as f32).sqrt();
+    let scale = spec.score_scale();
     let mut out = vec![0.0f32; q.len()];
     let rows: Vec<(usize, Vec<f32>)> = (0..spec.heads * lq)
         .into_par_iter()

@@ -63,6 +63,10 @@ pub struct PlanOptions {
     pub omit_pingpong: bool,
     /// GQA-aware phantom heads when heads × head_dim is not 1024-aligned.
     pub pad_heads: bool,
+    /// Zero-pad every dimension no legal tiling divides to the nearest size
+    /// one accepts (`padding.rs`); the plan records what it padded.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pad_dims: bool,
     /// GEMM operand precision.
     pub precision: super::kernels::Precision,
     /// Q/K/V bias added on the NPU before RoPE, as broadcast adds inside the
@@ -117,6 +121,7 @@ impl PlanOptions {
             layout: QkvLayout::SeqFirst,
             omit_pingpong: true,
             pad_heads: true,
+            pad_dims: false,
             precision: super::kernels::Precision::Bf16,
             bias_on_npu: false,
             o_ffn_calls: Vec::new(),
@@ -180,6 +185,86 @@ pub enum Transform {
     /// A vector repeated as `rows` identical rows (a bias as the second
     /// operand of an element-wise add over `rows` activations).
     Broadcast { rows: usize },
+    /// Zeros appended along both axes as padding decided (`padding.rs`):
+    /// each axis is nested levels `[real, padded]` from the outermost in (one
+    /// level for hidden or FFN; KV groups, heads per group and head_dim for a
+    /// head axis), and a real element keeps its digit at every level. Empty
+    /// levels leave the axis as it is.
+    ZeroPad {
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        rows: Vec<[usize; 2]>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        cols: Vec<[usize; 2]>,
+    },
+}
+
+/// The length of an axis padded as `levels` says (`real` picks which side).
+pub fn axis_len(levels: &[[usize; 2]], real: bool) -> usize {
+    levels
+        .iter()
+        .map(|l| if real { l[0] } else { l[1] })
+        .product()
+}
+
+/// Where real index `i` of an axis lands once padded as `levels`.
+pub fn padded_index(levels: &[[usize; 2]], mut i: usize) -> usize {
+    let (mut out, mut stride) = (0, 1);
+    for &[real, padded] in levels.iter().rev() {
+        out += (i % real.max(1)) * stride;
+        i /= real.max(1);
+        stride *= padded;
+    }
+    out
+}
+
+/// [`Transform::ZeroPad`] on a `rows × cols` tensor: returns the padded data
+/// with its rows and columns.
+pub fn zero_pad(
+    bits: &[u16],
+    (rows, cols): (usize, usize),
+    row_levels: &[[usize; 2]],
+    col_levels: &[[usize; 2]],
+) -> Result<(Vec<u16>, usize, usize), String> {
+    let fits = |levels: &[[usize; 2]], n: usize| {
+        levels.is_empty() || (axis_len(levels, true) == n && levels.iter().all(|l| l[1] >= l[0]))
+    };
+    if !fits(row_levels, rows) || !fits(col_levels, cols) || bits.len() != rows * cols {
+        return Err(format!(
+            "cannot pad a {rows}x{cols} tensor as rows {row_levels:?}, columns {col_levels:?}"
+        ));
+    }
+    let new_rows = if row_levels.is_empty() {
+        rows
+    } else {
+        axis_len(row_levels, false)
+    };
+    let new_cols = if col_levels.is_empty() {
+        cols
+    } else {
+        axis_len(col_levels, false)
+    };
+    let col_map: Vec<usize> = (0..cols)
+        .map(|c| {
+            if col_levels.is_empty() {
+                c
+            } else {
+                padded_index(col_levels, c)
+            }
+        })
+        .collect();
+    let mut out = vec![0u16; new_rows * new_cols];
+    for r in 0..rows {
+        let pr = if row_levels.is_empty() {
+            r
+        } else {
+            padded_index(row_levels, r)
+        };
+        let dst = &mut out[pr * new_cols..(pr + 1) * new_cols];
+        for (&v, &pc) in bits[r * cols..(r + 1) * cols].iter().zip(&col_map) {
+            dst[pc] = v;
+        }
+    }
+    Ok((out, new_rows, new_cols))
 }
 
 /// [`Transform::PadHeads`] on a `rows × cols` tensor (a vector is one column):
@@ -530,6 +615,9 @@ pub enum HostOp {
         heads: usize,
         kv_heads: usize,
         head_dim: usize,
+        /// The real head_dim of zero-padded heads, which scales the scores.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scale_dim: Option<usize>,
     },
     /// Re-lays a `[rows, heads, head_dim]` tensor between seq-first and head-first.
     Transpose {
@@ -551,6 +639,10 @@ pub enum HostOp {
         /// The RoPE table when the bias is rotated (q and k; not v).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         lut: Option<String>,
+        /// Dimensions of each head the table rotates, when the heads are
+        /// zero-padded past them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rotary_dim: Option<usize>,
     },
     /// Element-wise add on the host (decode glue).
     Add {
@@ -568,6 +660,10 @@ pub enum HostOp {
         cols: usize,
         eps: f64,
         last_row: bool,
+        /// The real columns of a zero-padded row, over which the mean square
+        /// is taken.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        real_cols: Option<usize>,
     },
     /// SiLU·mul on the host (decode glue).
     SiluMul {
@@ -641,6 +737,10 @@ pub struct Plan {
     pub seq_len: usize,
     pub num_layers: usize,
     pub options: PlanOptions,
+    /// The zero padding of the model's dimensions the kernels run at, when
+    /// any (see `padding.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub padding: Option<super::padding::Padding>,
     pub buffers: BTreeMap<String, Buffer>,
     pub prologue: Vec<Step>,
     pub layer: Vec<Step>,

@@ -94,6 +94,8 @@ pub fn bench(args: &Args) -> Result<(), String> {
             started: exec::artifacts::clock::now(),
             evaluator: EvaluatorLaunch::Process(program.clone()),
             registry: None,
+            fixtures: crate::cli::deploy::default_fixtures(),
+            stop_after: None,
             bundle_notes: bundle_notes.clone(),
         };
         let load = load_average();
@@ -243,7 +245,7 @@ fn wall_target_s(parameters: u64) -> f64 {
     }
 }
 
-fn load_average() -> String {
+pub(super) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|t| t.split_whitespace().next().map(str::to_string))

@@ -11,6 +11,7 @@ use serde_json::Value;
 pub mod build;
 pub mod deploy;
 pub mod emulator;
+pub mod faults;
 pub mod oracle;
 pub mod parse;
 
@@ -26,6 +27,8 @@ pub enum BenchCommand {
     Emulator(emulator::Args),
     /// Deploy the nine models from their configs; print wall time, phases and modeled figures.
     Deploy(deploy::Args),
+    /// The planted-fault matrix: each fault on the fixtures and the nine, caught in which phase and gate; unplanted runs with three seeds.
+    Faults(faults::Args),
 }
 
 pub fn run(cmd: BenchCommand) -> ExitCode {
@@ -35,6 +38,7 @@ pub fn run(cmd: BenchCommand) -> ExitCode {
         BenchCommand::Oracle(args) => exit_code(oracle::measure(&args)),
         BenchCommand::Emulator(args) => exit_code(emulator::bench(&args)),
         BenchCommand::Deploy(args) => exit_code(deploy::bench(&args)),
+        BenchCommand::Faults(args) => exit_code(faults::bench(&args)),
     }
 }
 

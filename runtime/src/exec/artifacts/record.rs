@@ -285,6 +285,10 @@ pub struct DeployReport {
     #[serde(default)]
     pub model_dir: String,
     pub model: Option<ModelInfo>,
+    /// The zero padding phase 1 gave the model's dimensions, with why each
+    /// padded one needed it (`xdna2::padding`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub padding: Option<crate::xdna2::padding::PaddingChoice>,
     pub seed: u64,
     pub faults: Vec<Fault>,
     pub prompts: Vec<Vec<u32>>,
@@ -295,6 +299,10 @@ pub struct DeployReport {
     pub texts: Vec<PromptText>,
     /// Per-layer cosines of the first prompt (phase 3 diagnosis, not a gate).
     pub diagnosis: Vec<crate::exec::checks::verify::LayerDiagnosis>,
+    /// For a model without transformers outputs: each code path it takes and the
+    /// fixtures that prove it (phase 0).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feature_proofs: Vec<crate::exec::checks::features::FeatureProof>,
     /// Numerics fingerprints that passed verification, with how each was verified.
     pub verified: BTreeMap<String, String>,
     pub performance: Option<Performance>,

@@ -15,12 +15,17 @@ pub fn render(r: &DeployReport) -> String {
         .map_or(r.model_dir.as_str(), |m| m.name.as_str());
     let _ = writeln!(out, "# Deployment report: {name}\n");
     let _ = writeln!(out, "Verdict: **{}**\n", r.verdict.label());
-    let _ = writeln!(
-        out,
-        "Bundle `{}` ({}).\n",
-        r.bundle,
-        r.bundle_sources.join(", ")
-    );
+    if let Some(seed) = r
+        .model
+        .as_ref()
+        .and_then(|m| m.weights.strip_prefix("random"))
+    {
+        let _ = writeln!(
+            out,
+            "**Random weights**{seed}: the model directory holds a config and no checkpoint, so the weights are drawn under the seed. The gates show that the NPU path computes what this architecture computes on those weights; the generated text and the logits say nothing about a trained model.\n"
+        );
+    }
+    let _ = writeln!(out, "Bundle `{}`, {}.\n", r.bundle, sources(r));
     for note in &r.bundle_notes {
         let _ = writeln!(out, "**Bundle warning:** {note}\n");
     }
@@ -46,6 +51,7 @@ pub fn render(r: &DeployReport) -> String {
             out.push('\n');
         }
     }
+    render_warnings(&mut out, r);
     let _ = writeln!(out, "## Phases\n");
     let _ = writeln!(out, "| phase | status | gates passed | wall s |");
     let _ = writeln!(out, "|---|---|---|---|");
@@ -66,6 +72,9 @@ pub fn render(r: &DeployReport) -> String {
         );
     }
     out.push('\n');
+    if let Some(choice) = &r.padding {
+        render_padding(&mut out, choice);
+    }
     render_texts(&mut out, r);
     if let Some(perf) = &r.performance {
         render_performance(&mut out, perf);
@@ -114,7 +123,39 @@ pub fn render(r: &DeployReport) -> String {
     out
 }
 
-/// A step outcome's label and reason, for the re-derived steps table.
+/// The trajectories the bundle was built from, without repeating the bundle's
+/// name when a trajectory has it.
+fn sources(r: &DeployReport) -> String {
+    let named = format!("{} (", r.bundle);
+    let list: Vec<String> = r
+        .bundle_sources
+        .iter()
+        .map(
+            |s| match s.strip_prefix(&named).and_then(|m| m.strip_suffix(')')) {
+                Some(model) => format!("recorded on {model}"),
+                None => format!("from trajectory {s}"),
+            },
+        )
+        .collect();
+    list.join("; ")
+}
+
+/// The evaluator's warnings, each with its reason, once phase 7 has run.
+fn render_warnings(out: &mut String, r: &DeployReport) {
+    let Some(evaluation) = &r.evaluation else {
+        return;
+    };
+    let _ = writeln!(out, "## Warnings\n");
+    if evaluation.warnings.is_empty() {
+        let _ = writeln!(out, "None.\n");
+        return;
+    }
+    for w in &evaluation.warnings {
+        let _ = writeln!(out, "- {w}");
+    }
+    out.push('\n');
+}
+
 /// Prompts and the text each side generated, in a table.
 fn render_texts(out: &mut String, r: &DeployReport) {
     if r.texts.is_empty() {
@@ -146,6 +187,28 @@ fn outcome_words(outcome: &StepOutcome) -> (&'static str, &str) {
         StepOutcome::Covered { why } => ("already in effect", why),
         StepOutcome::Reverted { why } => ("reverted", why),
         StepOutcome::Failed { why } => ("failed", why),
+    }
+}
+
+/// A fraction as a percentage with two significant digits below 1 % (a kernel
+/// far from its bound is not at 0 %).
+fn percent(fraction: f64) -> String {
+    let p = fraction * 100.0;
+    if p >= 1.0 || p == 0.0 {
+        format!("{p:.0}%")
+    } else {
+        let digits = (1 - p.log10().floor() as i32).max(0) as usize;
+        format!("{p:.digits$}%")
+    }
+}
+
+/// Below 1 % of its roofline bound a kernel's modeled time is launch and DMA
+/// set-up overhead, and the table says so.
+fn bound_words(fraction: f64, bound: &str) -> String {
+    if fraction < 0.01 {
+        format!("{bound}; overhead-dominated (launch and DMA set-up)")
+    } else {
+        bound.to_string()
     }
 }
 
@@ -205,13 +268,41 @@ fn render_performance(out: &mut String, perf: &Performance) {
     for row in rows.iter().take(ROOFLINE_ROWS) {
         let _ = writeln!(
             out,
-            "| {} | {} | {:.2} | {:.0}% | {} |",
+            "| {} | {} | {:.2} | {} | {} |",
             row.phase,
             row.name,
             row.ms,
-            row.fraction * 100.0,
-            row.bound
+            percent(row.fraction),
+            bound_words(row.fraction, &row.bound)
         );
     }
     out.push('\n');
+}
+
+/// What phase 1 padded with zeros, by how much, and which kernels refused the
+/// model's own sizes.
+fn render_padding(out: &mut String, choice: &crate::xdna2::padding::PaddingChoice) {
+    let _ = writeln!(out, "## Padding\n");
+    let _ = writeln!(
+        out,
+        "Dimensions no legal tiling divides, padded with zeros to the nearest size every kernel on them accepts (exact: the real outputs are those of the unpadded model).\n"
+    );
+    let _ = writeln!(out, "| dimension | model | kernels run | padded by |");
+    let _ = writeln!(out, "|---|---|---|---|");
+    for (dim, p) in choice.padding.dims() {
+        let by = if p.is_padded() {
+            format!("+{} (+{:.1}%)", p.padded - p.real, 100.0 * p.overhead())
+        } else {
+            "-".to_string()
+        };
+        let _ = writeln!(out, "| {dim} | {} | {} | {by} |", p.real, p.padded);
+    }
+    out.push('\n');
+    if !choice.refusals.is_empty() {
+        let _ = writeln!(out, "Refused at the model's size:\n");
+        for r in &choice.refusals {
+            let _ = writeln!(out, "- {} {} as {}: {}", r.dim, r.size, r.role, r.detail);
+        }
+        out.push('\n');
+    }
 }

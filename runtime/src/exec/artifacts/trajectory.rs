@@ -12,10 +12,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use crate::bundle::{BinaryOp, Expr, Lesson, LessonKind, Remedy, SkillSet, Symptom, Value};
+use crate::bundle::{Lesson, LessonKind, Remedy, SkillSet, Symptom, Value};
 use crate::exec::checks::gate::GateCheck;
-use crate::ops::is_keyword;
-use crate::ops::OpKind;
+use crate::notation;
+use crate::ops::{is_keyword, OpKind};
 
 /// Builds the text of one `.traj` file.
 #[derive(Debug, Clone)]
@@ -81,10 +81,7 @@ impl TrajectoryWriter {
         links: &ActionLinks<'_>,
     ) -> String {
         let id = self.id('a');
-        let mut line = format!("{id} action {op}");
-        for (k, v) in params {
-            let _ = write!(line, " {k}={}", value(v));
-        }
+        let mut line = format!("{id} action {}", notation::call(op, params));
         push_refs(&mut line, "after", &links.after);
         push_refs(&mut line, "supersedes", &links.supersedes);
         if !links.fixes.is_empty() {
@@ -93,7 +90,7 @@ impl TrajectoryWriter {
                 let _ = write!(line, " by {by}");
             }
         }
-        let _ = writeln!(self.text, "{}", wrap(&line));
+        let _ = writeln!(self.text, "{}", notation::wrap(&line));
         id
     }
 
@@ -119,14 +116,13 @@ impl TrajectoryWriter {
                 // Not a metric of the vocabulary: kept as text, never lost.
                 labels.push(g.summary());
             } else if g.value.is_finite() && g.threshold.is_finite() {
-                let unit = unit(&g.unit);
                 let _ = write!(
                     measurements,
-                    " {} = {}{unit} {} {}{unit}",
+                    " {} = {} {} {}",
                     g.metric,
-                    number(g.value),
+                    figure(g.value, &g.unit),
                     g.comparison.symbol(),
-                    number(g.threshold)
+                    figure(g.threshold, &g.unit)
                 );
             } else {
                 labels.push(format!("{} is not finite", g.metric));
@@ -140,7 +136,7 @@ impl TrajectoryWriter {
             if !first.conditions.is_empty() {
                 line.push_str(" when");
                 for (k, v) in &first.conditions {
-                    let _ = write!(line, " {}={}", key(k), value(v));
+                    let _ = write!(line, " {}={}", notation::key(k), notation::value(v));
                 }
             }
         }
@@ -149,7 +145,7 @@ impl TrajectoryWriter {
         if let Some(after) = after {
             let _ = write!(line, " after {after}");
         }
-        let _ = writeln!(self.text, "{}", wrap(&line));
+        let _ = writeln!(self.text, "{}", notation::wrap(&line));
         id
     }
 
@@ -164,7 +160,7 @@ impl TrajectoryWriter {
         if let Some(after) = after {
             let _ = write!(line, " after {after}");
         }
-        let _ = writeln!(self.text, "{}", wrap(&line));
+        let _ = writeln!(self.text, "{}", notation::wrap(&line));
         id
     }
 
@@ -201,7 +197,12 @@ impl TrajectoryWriter {
         }
         let _ = match lesson.fix_text.as_str() {
             "" => writeln!(out, "    {}", fix(&lesson.fix)),
-            text => writeln!(out, "    fix {} {}", quote(text), &fix(&lesson.fix)[4..]),
+            text => writeln!(
+                out,
+                "    fix {} {}",
+                quote(text),
+                notation::remedy(&lesson.fix)
+            ),
         };
         for remedy in &lesson.then {
             let _ = writeln!(out, "    {}", fix(remedy));
@@ -209,7 +210,7 @@ impl TrajectoryWriter {
         if !lesson.symptom.params.is_empty() {
             let mut when = String::from("    when");
             for (k, v) in &lesson.symptom.params {
-                let _ = write!(when, " {}={}", key(k), value(v));
+                let _ = write!(when, " {}={}", notation::key(k), notation::value(v));
             }
             let _ = writeln!(out, "{when}");
         }
@@ -227,7 +228,7 @@ impl TrajectoryWriter {
         let id = self.id('n');
         let mut line = format!("{id} note {}", quote(text));
         push_refs(&mut line, "about", about);
-        let _ = writeln!(self.text, "{}", wrap(&line));
+        let _ = writeln!(self.text, "{}", notation::wrap(&line));
         id
     }
 
@@ -235,7 +236,7 @@ impl TrajectoryWriter {
         let id = self.id('d');
         let mut line = format!("{id} decision {}", quote(text));
         push_refs(&mut line, "reverts", reverts);
-        let _ = writeln!(self.text, "{}", wrap(&line));
+        let _ = writeln!(self.text, "{}", notation::wrap(&line));
         id
     }
 }
@@ -246,56 +247,9 @@ fn push_refs(line: &mut String, clause: &str, ids: &[&str]) {
     }
 }
 
-/// Breaks a long entry before clause keywords so it reads like a hand-written one.
-fn wrap(line: &str) -> String {
-    if line.len() <= 100 {
-        return line.to_string();
-    }
-    let mut out = String::new();
-    let mut in_string = false;
-    let mut current = String::new();
-    for token in line.split(' ') {
-        if token.starts_with('"') && !(token.len() > 1 && token.ends_with('"')) {
-            in_string = true;
-        } else if in_string && token.ends_with('"') {
-            in_string = false;
-        }
-        let breaks = !in_string && current.len() > 60 && is_clause(token);
-        if breaks {
-            out.push_str(current.trim_end());
-            out.push_str("\n   ");
-            current.clear();
-        }
-        current.push(' ');
-        current.push_str(token);
-    }
-    out.push_str(current.trim_end());
-    out.trim_start().to_string()
-}
-
-fn is_clause(token: &str) -> bool {
-    matches!(
-        token,
-        "when" | "after" | "fixes" | "supersedes" | "reverts" | "about" | "->"
-    )
-}
-
 /// `"text"` with the language's escapes.
-pub fn quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+fn quote(text: &str) -> String {
+    notation::quoted(text)
 }
 
 /// An id prefix that is a valid id token: starts with a letter, then letters,
@@ -323,70 +277,24 @@ pub fn id_slug(name: &str) -> String {
     slug
 }
 
-fn key(k: &str) -> String {
-    let valid = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if valid {
-        k.to_string()
+/// A figure of this run at the precision the trajectory records it with: six
+/// decimals at ordinary magnitudes, six significant digits beyond 1e-4..1e9.
+/// Printing is the language printer's ([`notation::number`]).
+fn recorded(v: f64) -> f64 {
+    if !v.is_finite() || (v.fract() == 0.0 && v.abs() < 1e15) {
+        return v;
+    }
+    let text = if (1e-4..1e9).contains(&v.abs()) {
+        format!("{v:.6}")
     } else {
-        k.chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .collect()
-    }
+        format!("{v:.5e}")
+    };
+    text.parse().unwrap_or(v)
 }
 
-fn unit(u: &str) -> String {
-    if u.is_empty() {
-        String::new()
-    } else {
-        format!(" {u}")
-    }
-}
-
-/// A number in the language's syntax (no `inf`, no `NaN`, no `+`).
-pub fn number(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        return format!("{}", v as i64);
-    }
-    let a = v.abs();
-    if a != 0.0 && !(1e-4..1e9).contains(&a) {
-        // Six significant digits, then the shortest form of that.
-        let rounded: f64 = format!("{v:.5e}").parse().unwrap_or(v);
-        return format!("{rounded:e}");
-    }
-    let s = format!("{v:.6}");
-    let trimmed = s.trim_end_matches('0').trim_end_matches('.');
-    if trimmed == "0" || trimmed == "-0" {
-        format!("{v:e}")
-    } else {
-        trimmed.to_string()
-    }
-}
-
-fn is_word(s: &str) -> bool {
-    s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-        && !is_keyword(s)
-}
-
-/// A parameter value.
-pub fn value(v: &Value) -> String {
-    match v {
-        Value::Bool(b) => b.to_string(),
-        Value::Int(i) => i.to_string(),
-        Value::Float(f) => number(*f),
-        Value::IntList(list) => format!(
-            "[{}]",
-            list.iter()
-                .map(|i| i.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
-        Value::Text(t) if is_word(t) => t.clone(),
-        Value::Text(t) => quote(t),
-        Value::Quantity { value, unit } => format!("{} {unit}", number(*value)),
-    }
+/// A measured or modeled figure with its unit, as an observation writes it.
+fn figure(v: f64, unit: &str) -> String {
+    notation::quantity(recorded(v), unit)
 }
 
 fn symptom(s: &Symptom) -> String {
@@ -398,63 +306,15 @@ fn symptom(s: &Symptom) -> String {
         let _ = write!(out, " {op} fails");
     }
     if let (Some(metric), Some(cmp), Some(v)) = (&s.metric, s.comparison, s.value) {
-        let u = crate::ops::metric_spec(metric)
-            .map(|m| m.canonical_unit)
-            .unwrap_or("");
-        let _ = write!(
-            out,
-            " with {metric} {} {}{}",
-            cmp.symbol(),
-            number(v),
-            unit(u)
-        );
+        let unit = crate::ops::metric_spec(metric).map_or("", |m| m.canonical_unit);
+        let _ = write!(out, " with {}", notation::check(metric, cmp, v, unit));
     }
     out
 }
 
 /// `fix op key=value …`.
 pub fn fix(remedy: &Remedy) -> String {
-    let mut out = format!("fix {}", remedy.op);
-    for (k, e) in &remedy.set {
-        let _ = write!(out, " {k}={}", fix_value(e));
-    }
-    out
-}
-
-fn fix_value(e: &Expr) -> String {
-    match e {
-        Expr::Lit(v) => value(v),
-        Expr::Var(_) | Expr::Binary { .. } => format!("({})", expr(e)),
-        Expr::Call { .. } => expr(e),
-    }
-}
-
-fn expr(e: &Expr) -> String {
-    match e {
-        Expr::Lit(v) => value(v),
-        Expr::Var(name) => name.clone(),
-        Expr::Binary { op, lhs, rhs } => {
-            let sym = match op {
-                BinaryOp::Add => "+",
-                BinaryOp::Sub => "-",
-                BinaryOp::Mul => "*",
-                BinaryOp::Div => "/",
-                BinaryOp::Rem => "%",
-            };
-            format!("{} {sym} {}", operand(lhs), operand(rhs))
-        }
-        Expr::Call { func, args } => format!(
-            "{func}({})",
-            args.iter().map(expr).collect::<Vec<_>>().join(", ")
-        ),
-    }
-}
-
-fn operand(e: &Expr) -> String {
-    match e {
-        Expr::Binary { .. } => format!("({})", expr(e)),
-        _ => expr(e),
-    }
+    format!("fix {}", notation::remedy(remedy))
 }
 
 #[cfg(test)]
@@ -469,19 +329,15 @@ mod tests {
     }
 
     #[test]
-    fn numbers_use_the_language_syntax() {
-        assert_eq!(number(0.99), "0.99");
-        assert_eq!(number(3.0e-6), "3e-6");
-        assert_eq!(number(2048.0), "2048");
-        assert_eq!(number(-0.5), "-0.5");
-        assert_eq!(number(1.25e20), "1.25e20");
-    }
-
-    #[test]
-    fn values_quote_what_is_not_a_word() {
-        assert_eq!(value(&Value::Text("gemm".into())), "gemm");
-        assert_eq!(value(&Value::Text("two words".into())), "\"two words\"");
-        assert_eq!(value(&Value::Text("pass".into())), "\"pass\"");
-        assert_eq!(value(&Value::IntList(vec![8, 4])), "[8,4]");
+    fn figures_are_recorded_at_six_digits() {
+        let shown = |v: f64| figure(v, "");
+        assert_eq!(shown(0.99), "0.99");
+        assert_eq!(shown(0.999_876_543_21), "0.999877");
+        assert_eq!(shown(3.0e-6), "3e-6");
+        assert_eq!(shown(1.234_567_89e-7), "1.23457e-7");
+        assert_eq!(shown(2048.0), "2048");
+        assert_eq!(shown(-0.5), "-0.5");
+        assert_eq!(shown(1.25e20), "1.25e20");
+        assert_eq!(figure(12.345_678_9, "ms"), "12.345679 ms");
     }
 }

@@ -24,6 +24,7 @@ use crate::exec::design::Plans;
 use crate::model::oracle::{LogitRows, Reference};
 use crate::model::Model;
 use crate::xdna2::interpreter::Interpreter;
+use crate::xdna2::padding::Padding;
 
 /// Threshold of the teacher-forced logits error. Derived from the bf16 error
 /// measured on the four transformers fixtures (llama32-tiny, qwen25-tiny,
@@ -227,7 +228,7 @@ pub fn teacher_forced(
     let mut logits = npu
         .prefill(&plans.prefill, prompt)
         .map_err(|e| e.to_string())?;
-    let kv_prefill = kv_error(npu, reference, Some(prompt.len()));
+    let kv_prefill = kv_error(npu, plans.prefill.padding, reference, Some(prompt.len()));
     let mut run = ForcedRun {
         steps: Vec::with_capacity(reference.steps.len()),
         errors: DecodeErrors {
@@ -254,18 +255,61 @@ pub fn teacher_forced(
             .decode(&plans.decode, token)
             .map_err(|e| e.to_string())?;
     }
-    run.errors.kv_decode = kv_error(npu, reference, None);
+    run.errors.kv_decode = kv_error(npu, plans.decode.padding, reference, None);
     Ok(run)
+}
+
+/// The logits error of a short teacher-forced run: `prompt`'s prefill and the
+/// first `steps` decode steps fed the reference's tokens, each step's logits
+/// against the reference's (phases 4 and 5 probe every numerics change with it
+/// before timing it, so a change that breaks the arithmetic is seen by the
+/// phase that makes it, kept or not).
+pub fn teacher_forced_logits(
+    npu: &mut Interpreter<'_>,
+    plans: &Plans,
+    prompt: &[u32],
+    reference: &ReferenceRun,
+    steps: usize,
+) -> Result<Worst, String> {
+    let mut worst = Worst::none();
+    let mut logits = npu
+        .prefill(&plans.prefill, prompt)
+        .map_err(|e| e.to_string())?;
+    let mut forced = reference.forced_tokens();
+    for (step, expected) in reference.logits.iter().take(steps + 1).enumerate() {
+        let e = if logits.len() == expected.len() {
+            max_rel(|i| logits[i], expected, expected.len()).0
+        } else {
+            f64::NAN
+        };
+        worst.keep(e, || format!("step {step}"));
+        let Some(token) = forced.next().filter(|_| step < steps) else {
+            break;
+        };
+        logits = npu
+            .decode(&plans.decode, token)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(worst)
 }
 
 /// The worst layer's cache error: over the first `slots` slots of the
 /// reference's cache (the prompt's, after prefill), or over every slot either
 /// side holds.
-fn kv_error(npu: &Interpreter<'_>, reference: &ReferenceRun, slots: Option<usize>) -> Worst {
+fn kv_error(
+    npu: &Interpreter<'_>,
+    padding: Option<Padding>,
+    reference: &ReferenceRun,
+    slots: Option<usize>,
+) -> Worst {
     let mut worst = Worst::none();
     let width = reference.kv_width;
     for (layer, (keys, values)) in reference.kv.iter().enumerate() {
         let (npu_keys, npu_values) = npu.kv(layer);
+        // A padded plan caches padded heads; its real elements are what the
+        // unpadded plan would hold (`xdna2::padding`), the rest are zeros.
+        let real = |cache: &[u16]| padding.map_or_else(|| cache.to_vec(), |p| p.real_kv(cache));
+        let (npu_keys, npu_values) = (real(npu_keys), real(npu_values));
         for (name, ours, theirs) in [("keys", npu_keys, keys), ("values", npu_values, values)] {
             let theirs = match slots {
                 Some(s) => &theirs[..(s * width).min(theirs.len())],

@@ -4,6 +4,7 @@
 //! lessons a failed gate matches.
 
 pub mod decode;
+pub mod features;
 pub mod gate;
 pub mod remedy;
 pub mod topk;

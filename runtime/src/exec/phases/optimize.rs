@@ -25,7 +25,10 @@ use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::design::{self, fingerprint, modeled, Design, Plans};
 use crate::exec::run::{PhaseEnd, Run};
 use crate::exec::DeployError;
+use crate::model::arch::Architecture;
 use crate::ops::{Op, OpKind};
+use crate::xdna2::device::Device;
+use crate::xdna2::kernels::LmHeadSpec;
 
 /// Operations that change the plan (as opposed to profiling).
 const TECHNIQUES: &[OpKind] = &[
@@ -89,7 +92,9 @@ pub(crate) fn run(
     let t = target(phase);
     let plans = run.plans().map_err(DeployError::Usage)?;
     let start = modeled(&plans, &run.device, &run.params);
-    let baseline = value_of(&t, &start);
+    // One baseline for both phases: phase 3's verified plan (the report's
+    // "baseline" column), not whatever phase 4 left for phase 5.
+    let baseline = value_of(&t, run.baseline_times.as_ref().unwrap_or(&start));
     profile(run, &t, &start, "before");
     let mut current = (run.design.clone(), plans, start.clone());
     let steps: Vec<&Step> = run
@@ -107,7 +112,7 @@ pub(crate) fn run(
         run.progress.step(&format!(
             "{} {}",
             step.op,
-            crate::exec::artifacts::trajectory::value(&Value::Text(step.id.clone()))
+            crate::notation::text_value(&step.id)
         ));
         let (outcome, next) = try_technique(run, rec, &t, step, &current)?;
         if let Some(next) = next {
@@ -140,13 +145,13 @@ pub(crate) fn run(
         ),
         None => (
             ThresholdSource::Runtime {
-                rule: format!("reference system phase {phase}: strictly below the baseline of phase {}", phase - 1),
+                rule: format!("reference system phase {phase}: strictly below the modeled figure of the phase-3 plan"),
             },
             Comparison::Lt,
         ),
     };
     let gate = GateCheck::new(
-        format!("modeled {} strictly below the baseline", t.metric),
+        format!("modeled {} strictly below the phase-3 baseline", t.metric),
         t.profile_op,
         t.metric,
         final_value,
@@ -289,7 +294,7 @@ fn profile(run: &mut Run<'_>, t: &Target, times: &ModeledTimes, when: &str) {
         .traj
         .action(t.profile_op, &params, &ActionLinks::default());
     let g = GateCheck::new(
-        format!("{} {when}", t.metric),
+        format!("{} {when} the phase's techniques", t.metric),
         t.profile_op,
         t.metric,
         value_of(t, times),
@@ -328,8 +333,10 @@ fn try_technique(
     };
     let mut d = current.0.clone();
     let site = tune_site(&current.1, step);
+    let mut rederived = None;
     let applied = Op::read(step.op, &step.params)
         .map_err(|e| e.to_string())
+        .map(|op| fit_to_model(op, &arch, &run.device, &mut rederived))
         .and_then(|op| design::apply_change(&mut d, &arch, &run.device, &op, site.as_ref()));
     if let Err(why) = applied {
         return Ok((StepOutcome::NotApplicable { why }, None));
@@ -364,6 +371,24 @@ fn try_technique(
                     why.join("; ")
                 ),
             );
+        }
+    }
+    let (old_fp, new_fp) = (
+        fingerprint(&current.1, &current.0.path),
+        fingerprint(&plans, &d.path),
+    );
+    if old_fp != new_fp {
+        let probe = probe_gate(run, &plans, &d, step)?;
+        let passed = probe.passed;
+        let summary = probe.summary();
+        run.traj.observe(
+            Some("numerics probe before timing"),
+            &[&probe],
+            Some(&action),
+        );
+        run.gate(rec, probe);
+        if !passed {
+            return revert(run, format!("{NUMERICS_FAILED}: {summary}"));
         }
     }
     let times = modeled(&plans, &run.device, &run.params);
@@ -405,10 +430,6 @@ fn try_technique(
             ),
         );
     }
-    let (old_fp, new_fp) = (
-        fingerprint(&current.1, &current.0.path),
-        fingerprint(&plans, &d.path),
-    );
     if old_fp != new_fp {
         if let Some(why) = validate_new_sites(run, rec, &plans)? {
             return revert(run, why);
@@ -451,10 +472,7 @@ fn try_technique(
             run.gate(rec, g);
         }
         if !failed.is_empty() {
-            return revert(
-                run,
-                format!("verification fails after it: {}", failed.join("; ")),
-            );
+            return revert(run, format!("{NUMERICS_FAILED}: {}", failed.join("; ")));
         }
         format!(
             "numerics changed: new kernel configurations validated, greedy {} tokens re-verified on {} prompts",
@@ -467,7 +485,8 @@ fn try_technique(
         .or_insert_with(|| format!("phase {}: {} ({how})", rec.index, step.op));
     rec.notes.push(format!("{} {}: {how}", step.op, step.id));
     let why = format!(
-        "modeled {} {} -> {} {}",
+        "{}modeled {} {} -> {} {}",
+        rederived.map_or(String::new(), |r| format!("{r}; ")),
         t.metric,
         crate::exec::checks::gate::format_value(before),
         crate::exec::checks::gate::format_value(after),
@@ -476,8 +495,74 @@ fn try_technique(
     Ok((StepOutcome::Kept { why }, Some((d, plans, times))))
 }
 
-/// Decode steps of the short check.
+/// A technique recorded on a larger model, scaled to this one where the
+/// recorded value only bounds it: an LM head partitioned into more parts than
+/// this model's vocabulary has row blocks is partitioned into as many as it has
+/// (`why` says so).
+fn fit_to_model(op: Op, arch: &Architecture, device: &Device, why: &mut Option<String>) -> Op {
+    match op {
+        Op::PartitionLmHead { parts } => {
+            let most = LmHeadSpec::max_parts(device, arch.vocab_size, arch.hidden_size);
+            if parts > most && most > 1 {
+                *why = Some(format!(
+                    "recorded parts={parts}; this model's LM head has {most} row blocks, so {most} parts"
+                ));
+                return Op::PartitionLmHead { parts: most };
+            }
+            op
+        }
+        other => other,
+    }
+}
+
+/// Decode steps of the short check and of the numerics probe.
 const SHORT_STEPS: usize = 4;
+
+/// How a step reverted for its numerics begins (the evaluator warns on it).
+pub const NUMERICS_FAILED: &str = "verification fails after it";
+
+/// The numerics probe of a change, run before it is timed: the first prompt's
+/// prefill and `SHORT_STEPS` decode steps fed the reference's tokens, logits
+/// against the reference's, at the teacher-forced limit. Cheap (one prompt, five
+/// logits), so a change whose arithmetic is wrong fails in the phase that makes
+/// it even when its modeled time would have had it reverted anyway.
+fn probe_gate(
+    run: &Run<'_>,
+    plans: &Plans,
+    design: &Design,
+    step: &Step,
+) -> Result<GateCheck, DeployError> {
+    use crate::exec::checks::decode::{teacher_forced_logits, LOGITS_MAX_REL, LOGITS_RULE};
+    use crate::xdna2::interpreter::Interpreter;
+    let (Some(model), Some(prompt), Some(reference)) = (
+        run.model.as_ref(),
+        run.report.prompts.first(),
+        run.reference_runs.first(),
+    ) else {
+        return Err(DeployError::Usage(
+            "no model, prompt or reference run".into(),
+        ));
+    };
+    let mut npu = Interpreter::new(&run.device, &model.arch, &model.weights, design.path);
+    let worst = teacher_forced_logits(&mut npu, plans, prompt, reference, SHORT_STEPS)
+        .map_err(DeployError::Usage)?;
+    Ok(GateCheck::new(
+        format!("probe: teacher-forced logits after {} {}", step.op, step.id),
+        OpKind::VerifyModel,
+        "logits_max_rel",
+        worst.value,
+        Comparison::Le,
+        LOGITS_MAX_REL,
+        BTreeMap::from([
+            ("prompts".to_string(), Value::Int(1)),
+            ("tokens".to_string(), Value::Int(SHORT_STEPS as i64 + 1)),
+            ("worst".to_string(), Value::Text(worst.at)),
+        ]),
+        ThresholdSource::Runtime {
+            rule: LOGITS_RULE.into(),
+        },
+    ))
+}
 
 /// The short check: both plans' NPU paths run the first prompt's prefill and
 /// `SHORT_STEPS` decode steps fed the reference's greedy tokens (the same inputs on

@@ -5,21 +5,23 @@
 //! reference's greedy generations that later phases verify against, and, when the
 //! directory holds a transformers `reference.safetensors`, the match against it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::prompts::{check_prompts, default_prompts};
 use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::{ModelInfo, PhaseRecord, StepOrigin, StepOutcome, Stop};
 use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::checks::decode::reference_run;
+use crate::exec::checks::features::{fixture_matches, proofs, FixtureMatch};
 use crate::exec::checks::gate::{non_finite, GateCheck, ThresholdSource};
 use crate::exec::checks::topk::GATE_N_TOKENS;
 use crate::exec::run::{PhaseEnd, Run};
 use crate::exec::DeployError;
 use crate::model::config::ConfigError;
+use crate::model::features::{features, Feature};
 use crate::model::oracle::blocks::argmax;
 use crate::model::oracle::compare::{
-    check_all, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
+    check_all, Agreement, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
 };
 use crate::model::oracle::{LogitRows, Reference};
 use crate::model::scope::check_scope;
@@ -343,19 +345,18 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
             Err(e) => return Err(DeployError::io(&fixture_path, e)),
         }
     }
-    let fixture_prompt = match &run.fixture {
-        Some(f) => Some(
-            f.token_ids(&ReferenceTensors::key(
-                &f.prompts().into_iter().next().unwrap_or_default(),
-                "input_ids",
-            ))
+    let reference_prompts = match &run.fixture {
+        Some(f) => f
+            .prompts()
+            .iter()
+            .map(|p| f.token_ids(&ReferenceTensors::key(p, "input_ids")))
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| DeployError::io(&fixture_path, e))?,
-        ),
-        None => None,
+        None => Vec::new(),
     };
     let prompts = match &run.options.prompts {
         Some(p) => p.clone(),
-        None => default_prompts(&arch, run.options.seed, fixture_prompt),
+        None => default_prompts(&arch, run.options.seed, reference_prompts),
     };
     check_prompts(&prompts, arch.vocab_size).map_err(DeployError::Usage)?;
     run.report.prompts = prompts.clone();
@@ -491,9 +492,13 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
             });
         }
         rec.notes.push(
-            "phase 0 is not gated against transformers: the model directory holds no reference.safetensors".into(),
+            "the model directory holds no reference.safetensors: each code path the model takes is proven by a transformers fixture that takes it".into(),
         );
-        return Ok(PhaseEnd::Passed);
+        return prove_features(
+            run,
+            rec,
+            bundle_tol.map_or(DEFAULT_TOLERANCE, |t| t.min(DEFAULT_TOLERANCE)),
+        );
     };
     run.progress.step("compare-reference against transformers");
     // The reference computes in f32 like the fixture's transformers run, so the f32
@@ -534,22 +539,12 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
     };
     let checks = check_all(exact.as_ref().unwrap_or(model), fixture, tol)
         .map_err(|e| DeployError::Usage(e.to_string()))?;
-    // A NaN in any prompt's ratio must survive the fold (`f64::max` drops it).
-    let worst = checks
-        .iter()
-        .map(|c| c.worst_ratio())
-        .fold(0.0_f64, |worst, r| {
-            if worst.is_nan() || r.is_nan() {
-                f64::NAN
-            } else {
-                worst.max(r)
-            }
-        });
-    let compared: usize = checks.iter().map(|c| c.rows.len()).sum();
+    let agreement = Agreement::of(&checks);
+    let (worst, mismatched) = (agreement.worst, agreement.mismatched_tokens);
     let conditions = BTreeMap::from([
         ("against".to_string(), Value::Text("transformers".into())),
-        ("tensors".to_string(), Value::Int(compared as i64)),
-        ("prompts".to_string(), Value::Int(checks.len() as i64)),
+        ("tensors".to_string(), Value::Int(agreement.tensors as i64)),
+        ("prompts".to_string(), Value::Int(agreement.prompts as i64)),
     ]);
     let rule = |r: &str| ThresholdSource::Runtime {
         rule: r.to_string(),
@@ -564,18 +559,6 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
         conditions.clone(),
         rule("max |ours - transformers| / max |transformers| over every reference tensor"),
     );
-    let mismatched: usize = checks
-        .iter()
-        .map(|check| {
-            check
-                .tokens
-                .iter()
-                .zip(&check.expected_tokens)
-                .filter(|(a, b)| a != b)
-                .count()
-                + check.tokens.len().abs_diff(check.expected_tokens.len())
-        })
-        .sum();
     let tokens = GateCheck::new(
         "transformers match: greedy tokens",
         OpKind::CompareReference,
@@ -590,7 +573,7 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
         "transformers match: non-finite values",
         OpKind::CompareReference,
         "nan_count",
-        checks.iter().map(|c| c.non_finite()).sum::<usize>() as f64,
+        agreement.non_finite as f64,
         Comparison::Eq,
         0.0,
         conditions,
@@ -623,4 +606,118 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
         reason: "the CPU reference disagrees with transformers".into(),
         tried: Vec::new(),
     }))
+}
+
+/// A model without transformers outputs of its own: every code path it takes
+/// (`model::features`) is matched with the fixtures of `--fixtures` that take it,
+/// and each such fixture is gated against its transformers outputs. A fixture that
+/// fails stops phase 0 (the reference is wrong on a path this model uses); a path
+/// no fixture takes is noted, and the evaluator warns about it.
+fn prove_features(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    tol: f64,
+) -> Result<PhaseEnd, DeployError> {
+    let Some(arch) = run.arch.as_ref() else {
+        return Ok(PhaseEnd::Passed);
+    };
+    let used = features(arch);
+    run.progress
+        .step("compare-reference against the transformers fixtures");
+    let matches = run
+        .options
+        .fixtures
+        .as_deref()
+        .map(|dir| fixture_matches(dir, tol))
+        .unwrap_or_default();
+    let params = BTreeMap::from([
+        ("against".to_string(), Value::Text("fixtures".into())),
+        ("tol".to_string(), Value::Float(tol)),
+    ]);
+    let action = run
+        .traj
+        .action(OpKind::CompareReference, &params, &ActionLinks::default());
+    let mut gates = Vec::new();
+    for m in matches.iter().filter(|m| !m.features.is_disjoint(&used)) {
+        let pair = fixture_gates(m, &used, tol);
+        // One observation per fixture: an observation measures a metric once.
+        run.traj.observe(
+            Some(&format!(
+                "CPU reference vs transformers on fixture {}",
+                m.fixture
+            )),
+            &[&pair[0], &pair[1]],
+            Some(&action),
+        );
+        gates.extend(pair);
+    }
+    let mut failed = None;
+    for g in gates {
+        if !run.gate(rec, g.clone()) && failed.is_none() {
+            failed = Some(g);
+        }
+    }
+    let proofs = proofs(&used, &matches, tol);
+    for p in &proofs {
+        rec.notes.push(match p.fixtures.as_slice() {
+            [] => format!("{}: no transformers fixture takes this path; the reference's code for it is trusted from its own tests", p.feature),
+            names => format!("{}: proven by {}", p.feature, names.join(", ")),
+        });
+    }
+    run.report.feature_proofs = proofs;
+    let Some(gate) = failed else {
+        return Ok(PhaseEnd::Passed);
+    };
+    Ok(PhaseEnd::Failed(Stop {
+        phase: 0,
+        gate: gate.name.clone(),
+        metric: gate.metric.clone(),
+        value: gate.value,
+        comparison: gate.comparison.symbol().into(),
+        threshold: gate.threshold,
+        reason: "the CPU reference disagrees with transformers on a fixture that takes code paths this model uses".into(),
+        tried: Vec::new(),
+    }))
+}
+
+/// The error and token gates of one fixture, naming the paths it proves here.
+fn fixture_gates(m: &FixtureMatch, used: &BTreeSet<Feature>, tol: f64) -> [GateCheck; 2] {
+    let paths: Vec<&str> = m
+        .features
+        .intersection(used)
+        .map(|f| f.describe())
+        .collect();
+    let conditions = BTreeMap::from([
+        ("fixture".to_string(), Value::Text(m.fixture.clone())),
+        ("paths".to_string(), Value::Text(paths.join("; "))),
+    ]);
+    let (worst, wrong) = match &m.agreement {
+        Ok(a) => (a.worst, (a.mismatched_tokens + a.non_finite) as f64),
+        Err(_) => (f64::NAN, f64::NAN),
+    };
+    let rule = |r: &str| ThresholdSource::Runtime {
+        rule: r.to_string(),
+    };
+    [
+        GateCheck::new(
+            format!("feature proof: {} worst tensor error", m.fixture),
+            OpKind::CompareReference,
+            "max_rel",
+            worst,
+            Comparison::Le,
+            tol,
+            conditions.clone(),
+            rule("max |ours - transformers| / max |transformers| over every reference tensor of the fixture"),
+        ),
+        GateCheck::new(
+            format!("feature proof: {} greedy tokens", m.fixture),
+            OpKind::CompareReference,
+            "mismatches",
+            wrong,
+            Comparison::Eq,
+            0.0,
+            conditions,
+            rule("the fixture's greedy tokens equal transformers' and nothing is non-finite"),
+        ),
+    ]
 }

@@ -21,16 +21,21 @@ use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::DeployError;
 use crate::model::arch::RopeScaling;
 use crate::ops::{KernelSettings, Op, OpKind};
+use crate::xdna2::builder::unpadded_shape;
 use crate::xdna2::cost::time_standalone;
+use crate::xdna2::device::Device;
 use crate::xdna2::interpreter::weights::TensorIndex;
 use crate::xdna2::interpreter::{has_scaling, table_frequencies, RopeTable};
-use crate::xdna2::kernels::{self, GemmSpec, GemmTile, Herd, Kernel};
-use crate::xdna2::plan::Launch;
+use crate::xdna2::kernels::{self, GemmSpec, GemmTile, GemvSpec, Herd, Kernel};
+use crate::xdna2::plan::{HostOp, Launch, Step as PlanStep};
+use crate::xdna2::{padding, tiling};
 
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
     run.progress.step(OpKind::EnumerateKernels.name());
     plant_rope_fault(run, rec);
-    pad_ffn(run, rec);
+    if let Some(end) = place_dimensions(run, rec)? {
+        return Ok(end);
+    }
     let plans = match run.plans() {
         Ok(p) => p,
         Err(reason) => return Ok(run.fail_step(rec, 1, OpKind::EnumerateKernels, &reason)),
@@ -87,30 +92,197 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     Ok(PhaseEnd::Passed)
 }
 
-/// A FFN width the decode GEMVs cannot reduce over (K a multiple of the GEMV
-/// granularity) is padded with zeros, exactly; derived from the config.
-fn pad_ffn(run: &mut Run<'_>, rec: &mut PhaseRecord) {
+/// Whether every NPU kernel site of `plans` has a legal tiling (a GEMM any
+/// tiling of the tile search, another kernel its selected configuration): the
+/// gate that a dimension no tiling divides fails, with the first such site.
+fn placement_gate(run: &Run<'_>, plans: &Plans) -> (GateCheck, Option<Launch>) {
+    let device = &run.device;
+    let mut refused: Vec<(String, Launch, String)> = Vec::new();
+    for (key, (_, launch)) in design::sites(plans) {
+        let why = match &launch {
+            Launch::Gemm { spec, .. } => {
+                let full = GemmSpec {
+                    herd: Herd([device.columns, device.compute_rows]),
+                    ..*spec
+                };
+                match tiling::gemm_places(device, &full) {
+                    true => None,
+                    false => Some(kernels::Kernel::Gemm.name().to_string()),
+                }
+            }
+            other => other
+                .check(device)
+                .first()
+                .map(|v| v.constraint.label().to_string()),
+        };
+        if let Some(why) = why {
+            refused.push((key, launch, why));
+        }
+    }
+    refused.extend(cpu_projections(device, plans));
+    let mut conditions = BTreeMap::new();
+    let first = refused.first().map(|(_, l, _)| l.clone());
+    if let Some((_, launch, _)) = refused.first() {
+        conditions.insert(
+            "kernel".to_string(),
+            Value::Text(launch.kernel().name().to_string()),
+        );
+        conditions.insert(
+            "constraint".to_string(),
+            Value::Text(
+                crate::xdna2::constraints::Constraint::Alignment
+                    .label()
+                    .to_string(),
+            ),
+        );
+    }
+    let names: Vec<&str> = refused.iter().map(|(k, _, _)| k.as_str()).collect();
+    let gate = GateCheck::new(
+        "placement of the model's dimensions",
+        OpKind::SelectTiling,
+        "violations",
+        refused.len() as f64,
+        Comparison::Eq,
+        0.0,
+        conditions,
+        ThresholdSource::Runtime {
+            rule: if names.is_empty() {
+                "every kernel site has a legal tiling".to_string()
+            } else {
+                format!("no legal tiling divides: {}", names.join(", "))
+            },
+        },
+    );
+    (gate, first)
+}
+
+/// The decode projections the builder moved to the CPU because no GEMV
+/// tiling places them (a K that is not a multiple of the GEMV's granularity):
+/// refused sites too, though the plan still runs. The LM head's matvec in the
+/// epilogue is a design choice (`last-token-lm-head` and `partition-lm-head`
+/// move it), not a refusal.
+fn cpu_projections(device: &Device, plans: &Plans) -> Vec<(String, Launch, String)> {
+    let mut out: BTreeMap<String, (Launch, String)> = BTreeMap::new();
+    for step in &plans.decode.layer {
+        let PlanStep::Host(HostOp::Matvec { w, x, out: y, m, k }) = step else {
+            continue;
+        };
+        let launch = Launch::Gemv {
+            w: w.clone(),
+            x: x.clone(),
+            out: y.clone(),
+            residual: None,
+            spec: GemvSpec::select(device, *m, *k, Herd::ROW),
+        };
+        let Some(why) = launch.check(device).first().map(|v| v.to_string()) else {
+            continue;
+        };
+        out.entry(format!("{} (on the CPU)", site_key(&launch)))
+            .or_insert((launch, why));
+    }
+    out.into_iter().map(|(k, (l, w))| (k, l, w)).collect()
+}
+
+/// Phase 1 starts with every kernel site placeable: a model dimension no
+/// legal tiling divides fails the placement gate, and the bundle's lessons say
+/// what to do (the reference trajectory's: pad it with zeros, `pad-dims`).
+fn place_dimensions(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+) -> Result<Option<PhaseEnd>, DeployError> {
+    let plans = match run.plans() {
+        Ok(p) => p,
+        Err(reason) => {
+            return Ok(Some(run.fail_step(
+                rec,
+                1,
+                OpKind::EnumerateKernels,
+                &reason,
+            )))
+        }
+    };
+    let (gate, site) = placement_gate(run, &plans);
+    let Some(site) = site else {
+        return Ok(None);
+    };
+    let params = tiling_params(&site);
+    let action = run
+        .traj
+        .action(OpKind::SelectTiling, &params, &ActionLinks::default());
+    let obs = run.traj.observe(None, &[&gate], Some(&action));
+    run.gate(rec, gate.clone());
+    let failed = Failure {
+        phase: 1,
+        gate: gate.clone(),
+        op: gate.op,
+        params: params.clone(),
+    };
+    let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
+        let (Some(arch), Some(name)) = (run.arch.clone(), run.model_name()) else {
+            return Attempt::Inapplicable("no model".into());
+        };
+        let mut d = run.design.clone();
+        if let Err(e) = design::apply_changes(&mut d, &arch, &run.device, changes, Some(&site)) {
+            return Attempt::Inapplicable(e);
+        }
+        match d.plans(&name, &arch, &run.device) {
+            Ok(plans) => Attempt::Checked(placement_gate(run, &plans).0),
+            Err(e) => Attempt::Inapplicable(e),
+        }
+    };
+    let Some(fixed) = run.try_lessons(
+        rec,
+        &failed,
+        &obs,
+        (OpKind::SelectTiling, &params),
+        &mut attempt,
+    ) else {
+        let stop = run.stop(
+            rec,
+            &failed,
+            "no lesson of the bundle makes every kernel site placeable",
+        );
+        return Ok(Some(PhaseEnd::Failed(stop)));
+    };
+    if let Some(arch) = run.arch.clone() {
+        design::apply_changes(&mut run.design, &arch, &run.device, &fixed.changes, None)
+            .map_err(DeployError::Usage)?;
+    }
+    report_padding(run, rec, &fixed.lesson);
+    Ok(None)
+}
+
+/// What the design now pads (the report's padding table), with a note.
+fn report_padding(run: &mut Run<'_>, rec: &mut PhaseRecord, lesson: &str) {
     let Some(arch) = run.arch.as_ref() else {
         return;
     };
-    let multiple = run.device.limits.gemv_k_multiple.max(1);
-    let ffn = arch.intermediate_size;
-    if ffn % multiple == 0 {
+    let shape = unpadded_shape(arch, &run.design.options);
+    let Ok(choice) = padding::search(&run.device, &shape) else {
+        return;
+    };
+    if !run.design.options.pad_dims || !choice.padding.is_padded() {
         return;
     }
-    let padded = ffn.div_ceil(multiple) * multiple;
-    run.design.ffn_padded = Some(padded);
-    let why = format!(
-        "intermediate_size {ffn} is not a multiple of {multiple} (GEMV K granularity): the FFN runs at {padded} with zero rows of gate/up and zero columns of down, which adds exact zeros"
-    );
-    run.traj.note(&why, &[]);
-    rec.steps.push(StepRecord {
-        op: "pad-ffn".into(),
-        params: BTreeMap::from([("multiple".to_string(), Value::Int(multiple as i64))]),
-        origin: StepOrigin::Derived { why },
-        outcome: StepOutcome::AsRecorded,
-        recorded: None,
-    });
+    let padded: Vec<String> = choice
+        .padding
+        .dims()
+        .iter()
+        .filter(|(_, p)| p.is_padded())
+        .map(|(dim, p)| {
+            format!(
+                "{dim} {} -> {} (+{:.1}%)",
+                p.real,
+                p.padded,
+                100.0 * p.overhead()
+            )
+        })
+        .collect();
+    rec.notes.push(format!(
+        "{lesson} padded with zeros: {} (see the padding table)",
+        padded.join(", ")
+    ));
+    run.report.padding = Some(choice);
 }
 
 fn plant_rope_fault(run: &mut Run<'_>, rec: &mut PhaseRecord) {
@@ -296,45 +468,22 @@ fn distance(a: [usize; 3], b: [usize; 3]) -> f64 {
         .sum()
 }
 
-/// The modeled-fastest tiling that places and covers every column of N.
+/// The modeled-fastest tiling that places and covers every column of N, on
+/// the full array, from the tile search over the device constraints.
 fn search_gemm(run: &Run<'_>, spec: &GemmSpec) -> Option<(GemmSpec, usize)> {
-    let mut best: Option<(f64, GemmSpec)> = None;
-    let mut feasible = 0;
-    let herd = Herd([run.device.columns, run.device.compute_rows]);
-    for tile_m in [16, 32, 64] {
-        for tile_k_l2 in [32, 64, 128, 256, 512] {
-            for tile_k_l1 in [16, 32, 64] {
-                for tile_n in [8, 16, 32, 64, 128, 256] {
-                    let s = GemmSpec {
-                        herd,
-                        tile: GemmTile {
-                            tile_m,
-                            tile_k_l2,
-                            tile_k_l1,
-                            tile_n,
-                            ..spec.tile
-                        },
-                        ..*spec
-                    };
-                    if !s.check(&run.device).is_empty() || s.unwritten_columns() != 0 {
-                        continue;
-                    }
-                    feasible += 1;
-                    let launch = Launch::Gemm {
-                        a: String::new(),
-                        b: String::new(),
-                        out: String::new(),
-                        spec: s,
-                    };
-                    let t = time_standalone(&launch, &run.device, &run.params);
-                    if best.as_ref().is_none_or(|(bt, _)| t < *bt) {
-                        best = Some((t, s));
-                    }
-                }
-            }
-        }
-    }
-    best.map(|(_, s)| (s, feasible))
+    let full = GemmSpec {
+        herd: Herd([run.device.columns, run.device.compute_rows]),
+        ..*spec
+    };
+    tiling::cheapest_gemm(&run.device, &full, |s| {
+        let launch = Launch::Gemm {
+            a: String::new(),
+            b: String::new(),
+            out: String::new(),
+            spec: *s,
+        };
+        time_standalone(&launch, &run.device, &run.params)
+    })
 }
 
 /// Plants the tiling faults on the first GEMM site where they can be planted.

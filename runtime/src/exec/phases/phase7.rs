@@ -10,7 +10,7 @@ use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::evaluate::Evaluation;
 use crate::exec::run::{PhaseEnd, Run};
-use crate::exec::{files, DeployError, EvaluatorLaunch};
+use crate::exec::{files, DeployError, EvaluatorLaunch, EVALUATOR_COMMAND};
 use crate::ops::OpKind;
 
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
@@ -26,7 +26,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     run.fixture = None;
     let EvaluatorLaunch::Process(program) = &run.options.evaluator;
     let output = Command::new(program)
-        .arg("evaluate")
+        .arg(EVALUATOR_COMMAND)
         .arg(&run.options.out_dir)
         .arg("--model")
         .arg(&run.options.model_dir)

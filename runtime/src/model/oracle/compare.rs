@@ -270,6 +270,56 @@ impl ReferenceCheck {
     }
 }
 
+/// What a set of prompt checks says as a whole: the worst error ratio (NaN
+/// kept), the greedy tokens that differ (a length difference counts each missing
+/// one), the non-finite values, and how many tensors and prompts were compared.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Agreement {
+    pub worst: f64,
+    pub mismatched_tokens: usize,
+    pub non_finite: usize,
+    pub tensors: usize,
+    pub prompts: usize,
+}
+
+impl Agreement {
+    pub fn of(checks: &[ReferenceCheck]) -> Self {
+        let worst = checks
+            .iter()
+            .map(ReferenceCheck::worst_ratio)
+            .fold(0.0_f64, |worst, r| {
+                if worst.is_nan() || r.is_nan() {
+                    f64::NAN
+                } else {
+                    worst.max(r)
+                }
+            });
+        let mismatched_tokens = checks
+            .iter()
+            .map(|c| {
+                let differ = c
+                    .tokens
+                    .iter()
+                    .zip(&c.expected_tokens)
+                    .filter(|(a, b)| a != b);
+                differ.count() + c.tokens.len().abs_diff(c.expected_tokens.len())
+            })
+            .sum();
+        Agreement {
+            worst,
+            mismatched_tokens,
+            non_finite: checks.iter().map(ReferenceCheck::non_finite).sum(),
+            tensors: checks.iter().map(|c| c.rows.len()).sum(),
+            prompts: checks.len(),
+        }
+    }
+
+    /// Every tensor within `tolerance`, every token equal, nothing non-finite.
+    pub fn holds(&self, tolerance: f64) -> bool {
+        self.worst <= tolerance && self.mismatched_tokens == 0 && self.non_finite == 0
+    }
+}
+
 /// Runs `model` on the first prompt of `reference` and compares every tensor.
 pub fn check_reference(
     model: &Model,

@@ -24,22 +24,22 @@ pub fn transpose(x: &[u16], rows: usize, heads: usize, head_dim: usize, to: QkvL
 
 /// `x += RoPE(b)` per row (position `base + r`) when a RoPE table is given, else
 /// `x += b`; RoPE(q + b) = RoPE(q) + RoPE(b). The rotated bias is rounded to bf16
-/// like the RoPE kernel's output, then the sum is.
+/// like the RoPE kernel's output, then the sum is. The table rotates the first
+/// `rotary` dimensions of each head (all of them unless the heads are padded).
 pub fn add_bias(
     x: &mut [u16],
     bias: &[u16],
-    heads: usize,
-    head_dim: usize,
+    (heads, head_dim, rotary): (usize, usize, usize),
     lut: Option<&[u16]>,
     base: usize,
 ) {
     let width = heads * head_dim;
-    let half = head_dim / 2;
+    let half = rotary.min(head_dim) / 2;
     let b: Vec<f32> = bf16::to_f32_vec(bias);
     for (r, row) in x.chunks_mut(width.max(1)).enumerate() {
         let mut rotated = b.clone();
         if let Some(table) = lut {
-            let t = &table[(base + r) * head_dim..][..head_dim];
+            let t = &table[(base + r) * 2 * half..][..2 * half];
             for head in rotated.chunks_mut(head_dim) {
                 for i in 0..half {
                     let (c, s) = (bf16::to_f32(t[i]), bf16::to_f32(t[half + i]));
@@ -57,17 +57,18 @@ pub fn add_bias(
 
 /// One query per head over the first `positions` cached keys and values, f32 math
 /// on bf16 values (the host's numpy-like attention). Query head `h` reads KV head
-/// `h / group` (`shift` moves it to the next group: a planted fault).
+/// `h / group` (`shift` moves it to the next group: a planted fault). Scores are
+/// scaled by `scale_dim^-1/2` (the real head_dim when the heads are zero-padded).
 pub fn decode_attention(
     q: &[u16],
     (keys, values): (&[u16], &[u16]),
     positions: usize,
-    (heads, kv_heads, head_dim): (usize, usize, usize),
+    (heads, kv_heads, head_dim, scale_dim): (usize, usize, usize, usize),
     shift: usize,
 ) -> Vec<u16> {
     let kv_width = kv_heads * head_dim;
     let group = heads / kv_heads.max(1);
-    let scale = 1.0 / (head_dim as f32).sqrt();
+    let scale = 1.0 / (scale_dim as f32).sqrt();
     let mut out = vec![0u16; heads * head_dim];
     let mut scores = vec![0.0f32; positions];
     for (h, o) in out.chunks_mut(head_dim).enumerate() {

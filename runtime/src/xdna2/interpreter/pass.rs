@@ -49,7 +49,7 @@ pub(super) fn run(
             pass.step(step)?;
         }
         if record {
-            let x = pass.get("x")?.clone();
+            let x = real_columns(pass.get("x")?, plan, pass.model.arch.hidden_size);
             pass.model.layer_outputs.push(x);
         }
     }
@@ -131,7 +131,7 @@ impl<'m> Pass<'_, 'm> {
         };
         let copies = transforms
             .iter()
-            .any(|t| matches!(t, Transform::PadHeads { .. }));
+            .any(|t| matches!(t, Transform::PadHeads { .. } | Transform::ZeroPad { .. }));
         let key = (
             format!("{source:?}"),
             if per_layer { self.layer } else { 0 },
@@ -397,6 +397,7 @@ impl<'m> Pass<'_, 'm> {
                 heads,
                 kv_heads,
                 head_dim,
+                scale_dim,
             } => {
                 let qv = self.get(q)?;
                 let (keys, values) = self.model.kv.layer(self.layer);
@@ -412,7 +413,7 @@ impl<'m> Pass<'_, 'm> {
                     qv,
                     (keys, values),
                     positions,
-                    (*heads, *kv_heads, *head_dim),
+                    (*heads, *kv_heads, *head_dim, scale_dim.unwrap_or(*head_dim)),
                     shift,
                 );
                 self.put(out, y);
@@ -434,6 +435,7 @@ impl<'m> Pass<'_, 'm> {
                 heads,
                 head_dim,
                 lut,
+                rotary_dim,
                 ..
             } => {
                 if !self.model.path.qkv_bias {
@@ -447,7 +449,8 @@ impl<'m> Pass<'_, 'm> {
                 };
                 let mut xv = self.get(x)?.clone();
                 let position = self.rope_position();
-                add_bias(&mut xv, &b, *heads, *head_dim, table.as_deref(), position);
+                let shape = (*heads, *head_dim, rotary_dim.unwrap_or(*head_dim));
+                add_bias(&mut xv, &b, shape, table.as_deref(), position);
                 self.put(x, xv);
             }
             HostOp::Add { a, b, out, .. } => {
@@ -466,6 +469,7 @@ impl<'m> Pass<'_, 'm> {
                 cols,
                 eps,
                 last_row,
+                real_cols,
             } => {
                 let xv = self.get(x)?;
                 let rows: Vec<f32> = if *last_row {
@@ -474,9 +478,11 @@ impl<'m> Pass<'_, 'm> {
                     bf16::to_f32_vec(xv)
                 };
                 let w = self.weight(weight)?;
+                // Padded columns are zeros in and out: the mean is over the real ones.
+                let real = real_cols.unwrap_or(*cols).min(*cols);
                 let mut y = vec![0.0f32; rows.len()];
                 for (o, r) in y.chunks_mut(*cols).zip(rows.chunks(*cols)) {
-                    blocks::rms_norm(r, &w, *eps as f32, o);
+                    blocks::rms_norm(&r[..real], &w[..real], *eps as f32, &mut o[..real]);
                 }
                 self.put(out, bf16::from_f32_vec(&y));
             }
@@ -517,4 +523,17 @@ impl<'m> Pass<'_, 'm> {
         logits.truncate(vocab);
         Ok(logits)
     }
+}
+
+/// The real columns of a residual-stream buffer: the first `hidden` of each row
+/// of a plan that pads hidden (padding appends zeros, see `xdna2::padding`).
+fn real_columns(x: &[u16], plan: &Plan, hidden: usize) -> Vec<u16> {
+    let width = plan.padding.map_or(hidden, |p| p.hidden.padded);
+    if width == hidden {
+        return x.to_vec();
+    }
+    x.chunks(width.max(1))
+        .flat_map(|row| &row[..hidden.min(row.len())])
+        .copied()
+        .collect()
 }

@@ -97,6 +97,15 @@ fn apply<'m>(data: WeightData<'m>, transform: &Transform) -> Result<WeightData<'
             kv_heads,
             head_dim,
         } => pad_heads(data, axis, heads, padded_heads, kv_heads, head_dim),
+        Transform::ZeroPad { ref rows, ref cols } => {
+            let (bits, new_rows, new_cols) =
+                crate::xdna2::plan::zero_pad(&data.bits, (data.rows, data.cols), rows, cols)?;
+            Ok(WeightData {
+                bits: Cow::Owned(bits),
+                rows: new_rows,
+                cols: new_cols,
+            })
+        }
         // The real rows only, borrowed: the zero padding up to `padded_rows` is
         // implicit (kernels that read a partition accept its real rows; the
         // interpreter's GEMM treats missing rows as the zeros they are).

@@ -50,12 +50,17 @@ pub struct FlashAttentionSpec {
     pub causal: bool,
     pub layout: QkvLayout,
     pub tile: FlashTile,
+    /// Scores are scaled by `scale_dim^-1/2` instead of `head_dim^-1/2`: the
+    /// real head_dim of zero-padded heads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_dim: Option<usize>,
 }
 
 impl FlashAttentionSpec {
     /// The registry's full-chip placement: (lqp 256, 4 q-tiles, 2 heads per
     /// unroll, cascade 4), one head per unroll for odd head counts, fewer
-    /// q-tiles when the sequence is short; head_dim above 64 is chunked and
+    /// q-tiles when the sequence is short; head_dim above 64 is chunked (into
+    /// the fewest equal chunks whose tiles fit L1: 2 at 128, 4 at 256) and
     /// runs head-first (the seq-first variant needs dv_chunks = 1).
     pub fn select(
         lq: usize,
@@ -75,7 +80,9 @@ impl FlashAttentionSpec {
             .into_iter()
             .find(|c| lk % (c * key) == 0)
             .unwrap_or(1);
-        let chunks = head_dim.div_ceil(64).max(1);
+        let chunks = (1..=head_dim.max(1))
+            .find(|c| head_dim % c == 0 && fits_l1(head_dim / c))
+            .unwrap_or_else(|| head_dim.div_ceil(64).max(1));
         let layout = if chunks > 1 {
             QkvLayout::HeadFirst
         } else {
@@ -97,7 +104,13 @@ impl FlashAttentionSpec {
                 dk_chunks: chunks,
                 dv_chunks: chunks,
             },
+            scale_dim: None,
         }
+    }
+
+    /// The factor on the scores: `scale_dim^-1/2`, else `head_dim^-1/2`.
+    pub fn score_scale(&self) -> f32 {
+        1.0 / (self.scale_dim.unwrap_or(self.head_dim) as f32).sqrt()
     }
 
     /// Tiles the launch occupies as a herd `[q_tiles · heads_per_unroll, cascade]`.
@@ -186,14 +199,7 @@ impl FlashAttentionSpec {
         );
         let dk = self.head_dim / t.dk_chunks.max(1);
         let dv = self.head_dim / t.dv_chunks.max(1);
-        c.l1(&[
-            ("Q", key * dk * 2),
-            ("K 2x", 2 * key * dk * 2),
-            ("V", key * dv * 2),
-            ("P bf16", key * key * 2),
-            ("O f32", key * dv * 4),
-            ("max/sum", key * 4 * 2),
-        ]);
+        c.l1(&l1_parts(key, dk, dv));
         c.channels(
             herd.cols(),
             ChannelUse {
@@ -214,6 +220,25 @@ impl FlashAttentionSpec {
             QkvLayout::HeadFirst => (head * layout_len + pos) * self.head_dim,
         }
     }
+}
+
+/// One compute tile's L1 buffers for key blocks of `key` at chunk widths `dk`
+/// (Q, K) and `dv` (V, O).
+fn l1_parts(key: usize, dk: usize, dv: usize) -> [(&'static str, usize); 6] {
+    [
+        ("Q", key * dk * 2),
+        ("K 2x", 2 * key * dk * 2),
+        ("V", key * dv * 2),
+        ("P bf16", key * key * 2),
+        ("O f32", key * dv * 4),
+        ("max/sum", key * 4 * 2),
+    ]
+}
+
+/// Whether chunks of `d` dimensions fit npu2's 64 KiB compute-tile memory
+/// with 64-key blocks (the selection's guess; `check` decides on the device).
+fn fits_l1(d: usize) -> bool {
+    l1_parts(64, d, d).iter().map(|(_, b)| b).sum::<usize>() <= 64 * 1024
 }
 
 /// Attention output in the spec's layout.
@@ -287,7 +312,7 @@ fn attend_one(
     values: &[f32],
 ) -> Vec<u16> {
     let hd = spec.head_dim;
-    let scale = 1.0 / (hd as f32).sqrt();
+    let scale = spec.score_scale();
     // Query `pos` sits at absolute position pos + (lk − lq) among the keys.
     let last_visible = if spec.causal {
         pos + spec.lk.saturating_sub(spec.lq)

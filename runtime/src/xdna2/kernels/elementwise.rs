@@ -39,6 +39,17 @@ pub struct NormSpec {
     pub herd: Herd,
     /// Multiplies by a weight vector of `cols` elements.
     pub weighted: bool,
+    /// RMSNorm over a zero-padded row: the mean square is taken over these
+    /// first columns (the real ones; the rest are padding zeros).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub real_cols: Option<usize>,
+}
+
+impl NormSpec {
+    /// Columns the mean square is taken over.
+    pub fn mean_cols(&self) -> usize {
+        self.real_cols.unwrap_or(self.cols).min(self.cols)
+    }
 }
 
 /// RoPE over `rows` positions of `heads` heads of `head_dim`.
@@ -48,6 +59,18 @@ pub struct RopeSpec {
     pub heads: usize,
     pub head_dim: usize,
     pub herd: Herd,
+    /// Heads zero-padded past their real dimensions: only the first
+    /// `rotary_dim` of each head are rotated (half-split within them) and the
+    /// lookup table rows are that wide; the padding passes through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotary_dim: Option<usize>,
+}
+
+impl RopeSpec {
+    /// Dimensions of each head that rotate (the table's row width).
+    pub fn rotated(&self) -> usize {
+        self.rotary_dim.unwrap_or(self.head_dim).min(self.head_dim)
+    }
 }
 
 impl EltwiseSpec {
@@ -129,12 +152,17 @@ impl RopeSpec {
                 self.rows, self.heads
             )
         });
-        c.require(self.head_dim % 2 == 0, Constraint::Alignment, || {
-            format!(
-                "half-split RoPE needs an even head_dim, got {}",
-                self.head_dim
-            )
-        });
+        c.require(
+            self.head_dim % 2 == 0 && self.rotated() % 2 == 0,
+            Constraint::Alignment,
+            || {
+                format!(
+                    "half-split RoPE needs an even head_dim, got {} (rotating {})",
+                    self.head_dim,
+                    self.rotated()
+                )
+            },
+        );
         let hd = self.head_dim * 2;
         c.l1(&[("x 2x", 2 * hd), ("lut 2x", 2 * hd), ("out 2x", 2 * hd)]);
         c.channels(cols, streamed(rows, 2, 1));
@@ -198,24 +226,33 @@ fn norm_rows(
         operand(kernel, "weight", w, spec.cols)?;
     }
     let weight = weight.filter(|_| spec.weighted);
+    let mean_cols = spec.mean_cols();
     let mut out = vec![0u16; x.len()];
     out.par_chunks_mut(spec.cols.max(1))
         .zip(x.par_chunks(spec.cols.max(1)))
-        .for_each(|(o, row)| rms_norm_row(row, weight, eps, o));
+        .for_each(|(o, row)| rms_norm_row(row, mean_cols, weight, eps, o));
     Ok(out)
 }
 
-/// One row of RMSNorm with the vector unit's roundings.
-pub(crate) fn rms_norm_row(row: &[u16], weight: Option<&[u16]>, eps: f32, out: &mut [u16]) {
+/// One row of RMSNorm with the vector unit's roundings; the mean square is
+/// over the first `mean_cols` elements (all of a row that is not padded).
+pub(crate) fn rms_norm_row(
+    row: &[u16],
+    mean_cols: usize,
+    weight: Option<&[u16]>,
+    eps: f32,
+    out: &mut [u16],
+) {
+    let real = &row[..mean_cols.min(row.len())];
     let mut lanes = [0.0f32; 8];
-    for chunk in row.chunks(8) {
+    for chunk in real.chunks(8) {
         for (lane, &v) in lanes.iter_mut().zip(chunk) {
             let f = bf16::to_f32(v);
             *lane += f * f;
         }
     }
     let sum: f32 = lanes.iter().sum();
-    let inv = 1.0 / (sum / row.len().max(1) as f32 + eps).sqrt();
+    let inv = 1.0 / (sum / real.len().max(1) as f32 + eps).sqrt();
     for (i, (o, &v)) in out.iter_mut().zip(row).enumerate() {
         let normed = bf16::round(bf16::to_f32(v) * inv);
         *o = match weight {
@@ -225,7 +262,7 @@ pub(crate) fn rms_norm_row(row: &[u16], weight: Option<&[u16]>, eps: f32, out: &
     }
 }
 
-/// The RoPE lookup table `[positions, head_dim]`: each row holds
+/// The RoPE lookup table `[positions, 2 · inv_freq.len()]`: each row holds
 /// `cos(p·f_0..f_{d/2})` then `sin(p·f_0..f_{d/2})` with the angle formed in
 /// f32 (as transformers does), rounded to bf16.
 pub fn rope_lut(inv_freq: &[f32], positions: usize) -> Vec<u16> {
@@ -253,7 +290,8 @@ pub fn rope(
     refuse_if_any(Kernel::Rope, spec.check(device))?;
     let (hd, width) = (spec.head_dim, spec.heads * spec.head_dim);
     operand(Kernel::Rope, "x", x, spec.rows * width)?;
-    let needed = (first_position + spec.rows) * hd;
+    let rotated = spec.rotated();
+    let needed = (first_position + spec.rows) * rotated;
     if lut.len() < needed {
         return Err(KernelError::Operand {
             kernel: Kernel::Rope,
@@ -262,13 +300,13 @@ pub fn rope(
             got: lut.len(),
         });
     }
-    let half = hd / 2;
-    let mut out = vec![0u16; x.len()];
+    let half = rotated / 2;
+    let mut out = x.to_vec();
     out.par_chunks_mut(width.max(1))
         .zip(x.par_chunks(width.max(1)))
         .enumerate()
         .for_each(|(r, (o, row))| {
-            let table = &lut[(first_position + r) * hd..][..hd];
+            let table = &lut[(first_position + r) * rotated..][..rotated];
             for (oh, xh) in o.chunks_mut(hd).zip(row.chunks(hd)) {
                 for i in 0..half {
                     let (c, s) = (bf16::to_f32(table[i]), bf16::to_f32(table[half + i]));

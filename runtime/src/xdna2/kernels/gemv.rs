@@ -313,7 +313,7 @@ pub fn gemv_swiglu(
     operand(Kernel::GemvSwiglu, "W_up", w_up, spec.m * spec.k)?;
     operand(Kernel::GemvSwiglu, "norm_weight", norm_weight, spec.k)?;
     let mut normed = vec![0u16; spec.k];
-    rms_norm_row(x, Some(norm_weight), eps, &mut normed);
+    rms_norm_row(x, x.len(), Some(norm_weight), eps, &mut normed);
     let gate = matvec_f32(spec, w_gate, &normed);
     let up = matvec_f32(spec, w_up, &normed);
     Ok(gate

@@ -1,0 +1,332 @@
+//! `skillc bench faults`: the planted-fault matrix. Every fault is planted, one at
+//! a time, in a deployment of each subject: the four transformers fixtures and the
+//! nine models from their configs alone (seeded random weights). A planted run
+//! stops after the phase whose gates must catch the fault (`Fault::catching_phase`),
+//! which keeps full-size runs affordable; a fault that nothing caught by then is a
+//! miss. Then each subject deploys unplanted with three seeds, as far as the last
+//! catching phase (the fixtures to the end): any failing check gate is a false alarm.
+//! The bench prints the matrix as Markdown, the false alarms and its wall time.
+//!
+//! Full-size models take several GB each: run it under the shared memory lock,
+//! `flock /work/wt/bigmem.lock cargo run --release -- bench faults`, or
+//! `--no-models` for the fixtures alone.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use skillc_runtime::exec::artifacts::record::DeployReport;
+use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Fault};
+use skillc_runtime::model::config::load_config;
+
+use super::deploy::{load_average, MODELS};
+use crate::cli::bundle_file;
+use crate::cli::progress::Display;
+use crate::outdir::{Claim, Kind};
+
+/// The transformers fixtures of the matrix (one per family the nine come from).
+pub const FIXTURES: [&str; 4] = ["llama32-tiny", "qwen25-tiny", "qwen3-tiny", "smollm2-tiny"];
+
+/// Gates whose failure on an unplanted deployment is a false alarm: the checks
+/// a fault is caught by, and the evaluator's. (A transferred GEMM tiling that
+/// fails its kernel check is a real catch repaired by a lesson, and an
+/// optimization whose modeled time did not drop a decision, not an alarm.)
+const CHECK_GATES: [&str; 8] = [
+    "kernel rope",
+    "block",
+    "verify:",
+    "probe:",
+    "feature proof",
+    "transformers match",
+    "reference sanity",
+    "evaluator",
+];
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The skill bundle to deploy (relative paths: from the current directory).
+    #[arg(long, default_value = "generated-skills/llama1b")]
+    pub bundle: PathBuf,
+    /// The transformers fixtures.
+    #[arg(long, default_value = "../shared/fixtures")]
+    pub fixtures: PathBuf,
+    /// Directory holding the nine model configs.
+    #[arg(long, default_value = "../shared/models")]
+    pub models: PathBuf,
+    /// Only these of the nine models (directory names); all nine by default.
+    #[arg(long = "model")]
+    pub only: Vec<String>,
+    /// The fixtures only, none of the nine models.
+    #[arg(long)]
+    pub no_models: bool,
+    /// Only these faults; all by default.
+    #[arg(long = "fault")]
+    pub faults: Vec<String>,
+    /// Seeds of the unplanted runs (0, 1, …).
+    #[arg(long, default_value_t = 3)]
+    pub seeds: u64,
+    /// Where each run's output directory goes.
+    #[arg(long, default_value = "target/bench-faults")]
+    pub out: PathBuf,
+    /// The figures as JSON on stdout (the table goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A deployment subject: a fixture (with its transformers outputs) or one of the
+/// nine (its config alone).
+struct Subject {
+    name: String,
+    dir: PathBuf,
+    full_size: bool,
+}
+
+/// What a planted run showed.
+enum Cell {
+    Caught { phase: u8, gate: String, value: f64 },
+    Missed { first_failure: Option<String> },
+    Inert(&'static str),
+}
+
+impl Cell {
+    fn text(&self) -> String {
+        match self {
+            Cell::Caught { phase, gate, value } => {
+                format!("phase {phase}, {gate} {}", short(*value))
+            }
+            Cell::Missed {
+                first_failure: None,
+            } => "MISSED".into(),
+            Cell::Missed {
+                first_failure: Some(f),
+            } => format!("MISSED (first failure: {f})"),
+            Cell::Inert(why) => format!("n/a ({why})"),
+        }
+    }
+}
+
+fn short(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+pub fn bench(args: &Args) -> Result<(), String> {
+    let started = Instant::now();
+    let loaded = bundle_file::load(&args.bundle)?;
+    let notes = loaded.report_notes(false)?;
+    let bundle = loaded.bundle;
+    let faults = chosen_faults(&args.faults)?;
+    let subjects = subjects(args)?;
+    let program =
+        std::env::current_exe().map_err(|e| format!("cannot locate skillc itself: {e}"))?;
+    let mut progress = Display::new(false);
+    let mut deploy = |subject: &Subject, fault: Option<Fault>, seed: u64, stop: Option<u8>| {
+        let tag = fault.map_or(format!("unplanted-{seed}"), |f| f.to_string());
+        progress.line(&format!("{}: {tag}", subject.name));
+        let out = args.out.join(&subject.name).join(&tag);
+        let claim = Claim::new(&out, Kind::Deploy, true, &mut |m| progress.note(m))
+            .map_err(|e| e.to_string())?;
+        let options = DeployOptions {
+            model_dir: subject.dir.clone(),
+            out_dir: claim.staging().to_path_buf(),
+            seed,
+            prompts: None,
+            faults: fault.into_iter().collect(),
+            started: exec::artifacts::clock::now(),
+            evaluator: EvaluatorLaunch::Process(program.clone()),
+            registry: None,
+            fixtures: Some(args.fixtures.clone()),
+            stop_after: stop,
+            bundle_notes: notes.clone(),
+        };
+        let outcome = exec::deploy(&bundle, &options, &mut progress)
+            .map_err(|e| format!("{} {tag}: {e}", subject.name))?;
+        claim.commit().map_err(|e| e.to_string())?;
+        Ok::<DeployReport, String>(outcome.report)
+    };
+    let mut matrix = Vec::new();
+    for fault in &faults {
+        let mut cells = Vec::new();
+        for subject in &subjects {
+            let arch = load_config(&subject.dir.join("config.json"))
+                .map_err(|e| format!("{}: {e}", subject.name))?;
+            let cell = match fault.inert_on(&arch) {
+                Some(why) => Cell::Inert(why),
+                None => {
+                    let report = deploy(subject, Some(*fault), 0, Some(fault.catching_phase()))?;
+                    judge(*fault, &report)
+                }
+            };
+            cells.push(cell);
+        }
+        matrix.push((*fault, cells));
+    }
+    let last_catch = faults.iter().map(|f| f.catching_phase()).max().unwrap_or(7);
+    let mut alarms = Vec::new();
+    for subject in &subjects {
+        let stop = subject.full_size.then_some(last_catch);
+        let mut found = Vec::new();
+        for seed in 0..args.seeds {
+            let report = deploy(subject, None, seed, stop)?;
+            found.extend(
+                false_alarms(&report)
+                    .into_iter()
+                    .map(|a| format!("seed {seed}: {a}")),
+            );
+        }
+        alarms.push((subject, stop, found));
+    }
+    let mut out = super::Output::new("faults", args.json);
+    print(&mut out, &subjects, &matrix, &alarms, args.seeds);
+    let wall = started.elapsed().as_secs_f64();
+    out.line(&format!(
+        "\nwall time {wall:.0} s on this machine (load average {} at the end)",
+        load_average()
+    ));
+    out.set("wall_s", wall);
+    out.finish();
+    Ok(())
+}
+
+fn chosen_faults(names: &[String]) -> Result<Vec<Fault>, String> {
+    if names.is_empty() {
+        return Ok(Fault::ALL.to_vec());
+    }
+    names
+        .iter()
+        .map(|n| n.parse::<Fault>().map_err(|e| e.to_string()))
+        .collect()
+}
+
+fn subjects(args: &Args) -> Result<Vec<Subject>, String> {
+    let mut out: Vec<Subject> = FIXTURES
+        .iter()
+        .map(|f| Subject {
+            name: f.to_string(),
+            dir: args.fixtures.join(f),
+            full_size: false,
+        })
+        .collect();
+    if !args.no_models {
+        out.extend(
+            MODELS
+                .iter()
+                .filter(|m| args.only.is_empty() || args.only.iter().any(|o| o == *m))
+                .map(|m| Subject {
+                    name: m.to_string(),
+                    dir: args.models.join(m),
+                    full_size: true,
+                }),
+        );
+    }
+    for s in &out {
+        if !s.dir.join("config.json").is_file() {
+            return Err(format!("{}: no config.json", s.dir.display()));
+        }
+    }
+    Ok(out)
+}
+
+/// Caught when a gate of the fault's catching kind failed in its catching phase.
+fn judge(fault: Fault, report: &DeployReport) -> Cell {
+    let phase = fault.catching_phase();
+    let caught = report
+        .gates()
+        .find(|(p, g)| !g.passed && *p == phase && g.name.starts_with(fault.catching_gate()));
+    match caught {
+        Some((p, g)) => Cell::Caught {
+            phase: p,
+            gate: g.metric.clone(),
+            value: g.value,
+        },
+        None => Cell::Missed {
+            first_failure: report
+                .gates()
+                .find(|(_, g)| !g.passed)
+                .map(|(p, g)| format!("phase {p} {}", g.name)),
+        },
+    }
+}
+
+/// The check gates that failed on an unplanted run, and a stop before the end.
+fn false_alarms(report: &DeployReport) -> Vec<String> {
+    let mut out: Vec<String> = report
+        .gates()
+        .filter(|(_, g)| !g.passed && CHECK_GATES.iter().any(|c| g.name.starts_with(c)))
+        .map(|(p, g)| format!("phase {p} {}", g.summary()))
+        .collect();
+    if let Some(stop) = report
+        .stop
+        .as_ref()
+        .filter(|s| s.gate != exec::STOP_AFTER_GATE)
+    {
+        out.push(format!("stopped in phase {} at {}", stop.phase, stop.gate));
+    }
+    out
+}
+
+fn print(
+    out: &mut super::Output,
+    subjects: &[Subject],
+    matrix: &[(Fault, Vec<Cell>)],
+    alarms: &[(&Subject, Option<u8>, Vec<String>)],
+    seeds: u64,
+) {
+    let names: Vec<&str> = subjects.iter().map(|s| s.name.as_str()).collect();
+    out.line("skillc bench faults: each fault planted alone; fixtures with their transformers outputs, the nine from their configs (seeded random weights, seed 0); a run stops after the phase that must catch its fault");
+    out.line("");
+    out.line(&format!(
+        "| fault (catching phase) | {} |",
+        names.join(" | ")
+    ));
+    out.line(&format!("|---|{}", "---|".repeat(names.len())));
+    let (mut caught, mut missed) = (0, 0);
+    for (fault, cells) in matrix {
+        let texts: Vec<String> = cells.iter().map(Cell::text).collect();
+        out.line(&format!(
+            "| `{fault}` ({}) | {} |",
+            fault.catching_phase(),
+            texts.join(" | ")
+        ));
+        for (subject, cell) in subjects.iter().zip(cells) {
+            let (state, phase, metric, value) = match cell {
+                Cell::Caught { phase, gate, value } => {
+                    caught += 1;
+                    ("caught", Some(*phase), Some(gate.clone()), Some(*value))
+                }
+                Cell::Missed { .. } => {
+                    missed += 1;
+                    ("missed", None, None, None)
+                }
+                Cell::Inert(_) => ("not-applicable", None, None, None),
+            };
+            out.row(serde_json::json!({
+                "fault": fault.name(), "subject": subject.name, "outcome": state,
+                "phase": phase, "metric": metric, "value": value, "cell": cell.text(),
+            }));
+        }
+    }
+    out.line("");
+    out.line(&format!(
+        "caught {caught} of {} applicable planted runs, {missed} missed",
+        caught + missed
+    ));
+    out.line("");
+    out.line(&format!("Unplanted runs, seeds 0..{seeds}:"));
+    let mut total = 0;
+    for (subject, stop, found) in alarms {
+        total += found.len();
+        let reach = stop.map_or("to the end".to_string(), |p| format!("through phase {p}"));
+        let verdict = if found.is_empty() {
+            "0 false alarms".to_string()
+        } else {
+            format!("{} false alarm(s): {}", found.len(), found.join("; "))
+        };
+        out.line(&format!("- {} ({reach}): {verdict}", subject.name));
+    }
+    out.set("caught", caught);
+    out.set("missed", missed);
+    out.set("false_alarms", total);
+}

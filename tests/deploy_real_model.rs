@@ -1,0 +1,79 @@
+//! The one model with trained weights, SmolLM2-135M-Instruct as a Q4_1 GGUF,
+//! deployed with the reference bundle on the bf16 NPU path.
+//!
+//! With the chat message of its transformers reference it passes all eight
+//! phases with a plain PASS, and report.md shows the text the CPU oracle and
+//! the NPU path produce side by side. Without prompts the deployment verifies on
+//! the reference's own two prompts (plain and chat), not on drawn token ids.
+//!
+//! Both are ignored in the default run (CI's budget is the tiny fixtures); the README's
+//! real-model command and `--ignored` in release run them.
+
+use crate::deploy_support;
+
+use deploy_support::{deploy, llama1b, repo, scratch, skillc, summary};
+use skillc_runtime::model::oracle::compare::ReferenceTensors;
+
+const SMOLLM2: &str = "../shared/models/smollm2-135m-instruct-q4_1";
+const ANSWER: &str = "The capital of France is Paris.";
+
+#[cfg(feature = "tokenizer")]
+#[test]
+#[ignore = "a 135M-parameter deploy: ~60 s in release, minutes in the test profile; run with `cargo test --release --test integration deploy_real_model:: -- --ignored`"]
+fn the_real_gguf_model_deploys_with_a_plain_pass_on_its_chat_prompt() {
+    let out = scratch("smollm2-135m-chat");
+    let run = skillc()
+        .args(["deploy", "generated-skills/llama1b", "--quiet", "--model"])
+        .arg(repo(SMOLLM2))
+        .arg("--chat")
+        .arg("What is the capital of France?")
+        .arg("--out")
+        .arg(&out)
+        .current_dir(repo("."))
+        .output()
+        .expect("skillc deploy runs");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(run.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("smollm2-135m-instruct-q4_1: PASS\n"),
+        "{stdout}"
+    );
+    let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(md.contains("Verdict: **PASS**"), "{md}");
+    // The text row: prompt, oracle, NPU path.
+    assert!(
+        md.contains(&format!(
+            "<\\|im_start\\|>assistant⏎ | {ANSWER} | {ANSWER} |"
+        )),
+        "{md}"
+    );
+}
+
+#[cfg(feature = "tokenizer")]
+#[test]
+#[ignore = "a 135M-parameter deploy: ~60 s in release, minutes in the test profile; run with `cargo test --release --test integration deploy_real_model:: -- --ignored`"]
+fn without_prompts_the_real_model_is_verified_on_its_reference_prompts() {
+    let model = repo(SMOLLM2);
+    let out = scratch("smollm2-135m-default");
+    let r = deploy(llama1b(), &model, &out, &[]).report;
+    let reference = ReferenceTensors::read(&model.join("reference.safetensors")).unwrap();
+    let ids: Vec<Vec<u32>> = reference
+        .prompts()
+        .iter()
+        .map(|p| {
+            reference
+                .token_ids(&ReferenceTensors::key(p, "input_ids"))
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert_eq!(r.prompts, ids, "{}", summary(&r));
+    let texts: Vec<(&str, &str)> = r
+        .texts
+        .iter()
+        .map(|t| (t.oracle_text.as_str(), t.npu_text.as_str()))
+        .collect();
+    assert_eq!(texts.len(), 2, "{}", summary(&r));
+    assert_eq!(texts[0], (ANSWER, ANSWER));
+    assert!(r.texts[1].prompt_text == "The capital of France is");
+}

@@ -1,0 +1,56 @@
+//! The skillc package's integration tests, as one test binary: one link instead of one per
+//! file, and one pool of test threads for the whole suite (issue 15: the cold test command).
+//! Each module is one former `tests/<name>.rs`; run one with `cargo test --test integration
+//! <name>::`. Support modules are compiled once and shared.
+
+mod build_support;
+mod deploy_support;
+
+mod architecture;
+mod build;
+mod build_agentskills;
+mod build_cli;
+mod build_hostile;
+mod bundle_quality;
+mod cli;
+mod cli_calibrate;
+mod cli_reference;
+mod deploy_evaluator;
+mod deploy_faults;
+mod deploy_fixtures;
+mod deploy_gates;
+mod deploy_learning;
+mod deploy_optimize;
+mod deploy_padding_property;
+mod deploy_real_model;
+mod deploy_scope;
+mod hardening;
+mod llama1b;
+mod print;
+mod replay;
+mod robustness;
+mod syntax;
+
+/// `autotests = false` means a new `tests/*.rs` runs only once it is a module here: fail
+/// rather than let a forgotten file pass by not running.
+#[test]
+fn every_test_file_is_a_module_of_this_binary() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let listed = include_str!("integration.rs");
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("tests/ is readable") {
+        let path = entry.expect("tests/ entry").path();
+        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        let is_test_file = path.extension().is_some_and(|e| e == "rs") && stem != "integration";
+        if is_test_file && !listed.lines().any(|l| l == format!("mod {stem};")) {
+            missing.push(stem.to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "tests/{{{}}}.rs: not a module of tests/integration.rs",
+        missing.join(",")
+    );
+}
