@@ -151,6 +151,12 @@ pub(crate) fn run(
         )
         .map_err(DeployError::Usage)?
     };
+    let kept_fp = fingerprint(&current.1, &current.0.path);
+    if let Some(how) = run.verified.get(&kept_fp) {
+        rec.notes.push(format!(
+            "the plan kept has the numerics fingerprint verified in {how}: the phase's verification gates hold for it"
+        ));
+    }
     let refs: Vec<&GateCheck> = gates.iter().collect();
     run.traj.observe(
         Some(&format!("phase {phase} result: the plan kept")),
@@ -255,7 +261,7 @@ fn kept_plan_gates(
     (plans, design): (&Plans, &Design),
     threshold: ThresholdSource,
 ) -> Result<[GateCheck; 2], String> {
-    let numerics = teacher_forced_gate(inputs, plans, design, "kept plan")?;
+    let numerics = teacher_forced_gate(inputs, plans, design, "kept plan: teacher-forced logits")?;
     let times = modeled(plans, inputs.device, inputs.params);
     let time = GateCheck::new(
         format!(
