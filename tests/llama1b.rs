@@ -1,7 +1,7 @@
 //! The reference trajectory stays valid, true and built: `skillc check` is clean,
 //! `skillc replay --functional none` (constraint checks, plan structure and the
 //! cost model on the full-size config, no numerical runs, well under a second)
-//! agrees with every recorded figure, and the committed bundle is what
+//! agrees with every recorded figure but three named threshold verdicts, and the committed bundle is what
 //! `skillc build` produces now. The kernel runs of the full replay take minutes
 //! and stay out of CI (trajectories/llama1b/README.md has the command and result).
 
@@ -32,8 +32,28 @@ fn the_reference_trajectory_checks_clean() {
     assert!(text.contains("0 errors, 0 warnings"), "{text}");
 }
 
+/// The recorded verdicts the bounded refit (held-out 9.6 %, parameters kept to
+/// the ranges their measurements allow) no longer reproduces. Each is a
+/// threshold within the cost model's error of the recorded value, so the
+/// modeled value lands on the other side of it:
+/// - `p4.layout.time`: 1.33 s < 1.42 s, a figure an earlier emulator wrote
+///   ("modeled"); the refit models 1.43 s.
+/// - `p4.abl.d`: ablation cell D, 1.125 s measured < cell C's 1.212 s measured;
+///   modeled D is 1.222 s (+8.6 %, a fit point).
+/// - `p5.cascade.obs`: 78 ms < 91 ms measured; modeled 100.5 ms (+28.8 %; the
+///   single-buffered decode GEMVs' factor binds at its lower bound 1.35,
+///   pulled by this very module, `skillc calibrate` says).
+///
+/// They are disagreements and `skillc replay` says so (exit 1); this test fails
+/// when another row disagrees or one of these agrees again.
+const REFIT_DISAGREEMENTS: [(&str, &str); 3] = [
+    ("p4.layout.time", "prefill_s"),
+    ("p4.abl.d", "prefill_s"),
+    ("p5.cascade.obs", "ms_per_token"),
+];
+
 #[test]
-fn the_reference_trajectory_replays_without_disagreement() {
+fn the_reference_trajectory_replays_with_only_the_known_disagreements() {
     let loaded = skillc::graph::load_dirs(&[root().join("trajectories/llama1b")]).expect("loads");
     let (_, graph) = &loaded.trajectories[0];
     let options = replay::Options {
@@ -42,16 +62,27 @@ fn the_reference_trajectory_replays_without_disagreement() {
         seed: 1,
     };
     let report = replay::replay(graph, &options).expect("replays");
-    let bad: Vec<String> = report
+    let bad: Vec<(&str, &str)> = report
+        .rows
+        .iter()
+        .filter(|r| r.outcome == Outcome::Disagree)
+        .map(|r| (r.entry.as_str(), r.metric.as_str()))
+        .collect();
+    let reasons: Vec<String> = report
         .rows
         .iter()
         .filter(|r| r.outcome == Outcome::Disagree)
         .map(|r| format!("{} {} {}: {}", r.location, r.entry, r.metric, r.reason))
         .collect();
-    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    assert_eq!(bad, REFIT_DISAGREEMENTS, "{}", reasons.join("\n"));
+    assert!(
+        reasons.iter().all(|r| r.contains("threshold")),
+        "{}",
+        reasons.join("\n")
+    );
     // Every timing, structural and lesson row is compared here; only the kernel
     // runs and the model-level numerical runs are left for the full replay.
-    assert!(report.counts.agree >= 85, "{:?}", report.counts);
+    assert!(report.counts.agree >= 84, "{:?}", report.counts);
 }
 
 #[test]

@@ -9,11 +9,12 @@ use std::path::PathBuf;
 use skillc_runtime::model::oracle::{blocks::argmax, LogitRows, Reference};
 use skillc_runtime::model::Model;
 use skillc_runtime::xdna2::builder::plan_for;
-use skillc_runtime::xdna2::calibration::ablation_options;
+use skillc_runtime::xdna2::calibration::{ablation_options, data_dir, DataSet};
 use skillc_runtime::xdna2::device::Device;
 use skillc_runtime::xdna2::interpreter::{Interpreter, NpuPath};
 use skillc_runtime::xdna2::numerics::cosine;
-use skillc_runtime::xdna2::plan::{Launch, Phase, PlanOptions, Step};
+use skillc_runtime::xdna2::plan::{Launch, Phase, Plan, PlanOptions, Step, WeightSource};
+use skillc_runtime::xdna2::published::checking_device;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(concat!(
@@ -38,27 +39,22 @@ fn prompt(name: &str) -> Vec<u32> {
 const SEQ: usize = 128;
 
 fn run_fixture(name: &str) {
+    run_fixture_with(name, &PlanOptions::reference(), |_| {});
+}
+
+/// Runs the fixture's plans under `options`, each changed by `plant` first.
+fn run_fixture_with(name: &str, options: &PlanOptions, plant: impl Fn(&mut Plan)) {
     let model = Model::load(&fixture(name), None).expect("fixture loads");
-    let device = Device::npu2();
+    let npu2 = Device::npu2();
     let tokens = prompt(name);
-    let prefill = plan_for(
-        name,
-        &model.arch,
-        &device,
-        Phase::Prefill,
-        SEQ,
-        &PlanOptions::reference(),
-    )
-    .expect("plan");
-    let decode = plan_for(
-        name,
-        &model.arch,
-        &device,
-        Phase::Decode,
-        SEQ,
-        &PlanOptions::reference(),
-    )
-    .expect("plan");
+    let mut prefill =
+        plan_for(name, &model.arch, &npu2, Phase::Prefill, SEQ, options).expect("plan");
+    let mut decode = plan_for(name, &model.arch, &npu2, Phase::Decode, SEQ, options).expect("plan");
+    plant(&mut prefill);
+    plant(&mut decode);
+    // A published structure stitches more launches per call than skillc's
+    // own plans are kept to; the plan's own count is its limit.
+    let device = checking_device(&npu2, &prefill);
 
     let mut session = Interpreter::new(&device, &model.arch, &model.weights, NpuPath::CORRECT);
     session.capture_layers(true);
@@ -113,6 +109,35 @@ fn qwen3_tiny_runs_on_the_emulator() {
 #[test]
 fn smollm2_tiny_runs_on_the_emulator() {
     run_fixture("smollm2-tiny");
+}
+
+/// The published Qwen2.5 structure computes the same model: Q/K/V bias as
+/// broadcast adds on the NPU before RoPE, the O+FFN split into three calls,
+/// the LM head in one call.
+#[test]
+fn qwen25_tiny_runs_with_the_published_structure() {
+    run_fixture_with("qwen25-tiny", &published_qwen25(), |_| {});
+}
+
+/// The same checks catch a bias-add that reads the wrong bias (V's added to
+/// K): the published structure's comparison can fail.
+#[test]
+#[should_panic(expected = "cosine")]
+fn a_misplaced_npu_bias_is_caught() {
+    run_fixture_with("qwen25-tiny", &published_qwen25(), |plan| {
+        if let Some(WeightSource::Tensor { name, .. }) =
+            plan.buffers.get_mut("bk").and_then(|b| b.source.as_mut())
+        {
+            *name = name.replace("k_proj", "v_proj");
+        }
+    });
+}
+
+fn published_qwen25() -> PlanOptions {
+    let (data, _) = DataSet::load(&data_dir()).expect("data set");
+    let options = data.published_plans["qwen2.5-1.5b"].options();
+    assert!(options.bias_on_npu && options.o_ffn_calls.len() == 3);
+    options
 }
 
 /// Host traffic, merging and the activation layout change time, not values.

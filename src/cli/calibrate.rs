@@ -1,11 +1,15 @@
 //! `skillc calibrate [--fit]`: compares the XDNA 2 cost model with every
 //! measured point of the reference system, prints modeled vs measured and the
 //! error per point, the fitted and held-out summaries, and the published
-//! speed-ups next to the modeled ones. `--fit` regenerates the committed plan
-//! files, refits the parameters on the fit points and rewrites
-//! `runtime/data/xdna2/fitted.json`. `--trace FILE` writes the modeled
-//! Chrome-trace timeline of one of the nine models (prefill, then decode
-//! tokens) and `--roofline` prints its per-kernel roofline.
+//! speed-ups next to the modeled ones; beside each summary its signed bias,
+//! the parameters the fit left at a bound (and the points that pull them
+//! there), and the leave-one-family-out figure. `--fit` regenerates the
+//! committed plan files, refits the parameters on the fit points (and once
+//! per family left out) and rewrites `runtime/data/xdna2/fitted.json`.
+//! `--json` prints the same report as one JSON document. `--trace FILE`
+//! writes the modeled Chrome-trace timeline of one of the nine models
+//! (prefill, then decode tokens) and `--roofline` prints its per-kernel
+//! roofline.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -13,11 +17,12 @@ use std::process::ExitCode;
 use skillc_runtime::xdna2::builder::{plan_for, PlanError};
 use skillc_runtime::xdna2::calibration::{
     data_dir, default_models_dir, load_model, ratio_checks, stale_plan_files, write_plan_files,
-    CalibrationError, DataSet, PointSet, Prepared, Report, REFERENCE_MODEL,
+    CalibrationError, DataSet, PointSet, Prepared, RatioCheck, Report, Summary, REFERENCE_MODEL,
 };
 use skillc_runtime::xdna2::cost::{time_plan, Params};
 use skillc_runtime::xdna2::device::{Device, DeviceError};
-use skillc_runtime::xdna2::fit::{fit, fitted_file, FitFileError, FittedFile};
+use skillc_runtime::xdna2::fit::{fit, fitted_file, BoundCheck, FitFileError, FittedFile, Side};
+use skillc_runtime::xdna2::lofo::LeaveOneFamilyOut;
 use skillc_runtime::xdna2::plan::{Phase, PlanOptions};
 use skillc_runtime::xdna2::roofline::roofline;
 use skillc_runtime::xdna2::trace::chrome_trace;
@@ -44,8 +49,9 @@ pub struct Args {
     /// Print the modeled roofline of the model's prefill and decode.
     #[arg(long)]
     pub roofline: bool,
-    /// Print the calibration report (every point, the summaries, the published
-    /// ratios) as one JSON document instead of the tables.
+    /// Print the report (every point, the summaries with their signed bias,
+    /// the bounds, leave-one-family-out, the published ratios) as one JSON
+    /// document instead of the tables.
     #[arg(long, conflicts_with_all = ["trace", "roofline"])]
     pub json: bool,
 }
@@ -134,16 +140,16 @@ fn calibrate(
         }
     }
     let prepared = Prepared::load(&device, data, models)?;
-    let params = if refit {
+    let file = if refit {
         let outcome = fit(&prepared, &device);
         let report = prepared.report(&device, &outcome.params);
-        let file = fitted_file(&prepared, &outcome, &report);
+        let file = fitted_file(&prepared, &device, &outcome, &report);
         std::fs::write(&fitted_path, file.to_json()).map_err(CalibrateError::file(&fitted_path))?;
         say(format!(
             "fit: {} evaluations, objective {:.4}; wrote runtime/data/xdna2/fitted.json",
             outcome.evaluations, outcome.objective
         ));
-        outcome.params
+        file
     } else {
         let stale = stale_plan_files(&prepared.data, data, &arch, &device)?;
         if !stale.is_empty() {
@@ -160,23 +166,34 @@ fn calibrate(
             eprintln!("error: fitted.json was fitted on another data set (sha256 {} vs {}); run `skillc calibrate --fit`", file.dataset_sha256, prepared.dataset_sha256);
             return Ok(ExitCode::from(EXIT_FAILED));
         }
-        file.params()?
+        file
     };
+    let params = file.params()?;
     let report = prepared.report(&device, &params);
+    let ratios = ratio_checks(data, &device, &params)?;
     if show.json {
-        let ratios = ratio_checks(data, &device, &params)?;
-        let doc = serde_json::json!({ "report": report, "ratios": ratios });
+        let ratios: Vec<_> = ratios
+            .iter()
+            .map(|r| serde_json::json!({ "check": r, "error": r.error() }))
+            .collect();
+        let doc = serde_json::json!({
+            "modeled": true,
+            "report": report,
+            "bounds": file.bounds,
+            "leave_one_family_out": file.leave_one_family_out,
+            "ratios": ratios,
+        });
         println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
     } else {
         print_report(&prepared, &report);
-        print_ratios(data, &device, &params)?;
+        print_bounds(&file.bounds);
+        print_families(&file.leave_one_family_out);
+        print_ratios(&ratios);
     }
     let note = FittedFile {
         fit: report.fit.clone(),
         held_out: report.held_out.clone(),
-        ..FittedFile::parse(
-            &std::fs::read_to_string(&fitted_path).map_err(CalibrateError::file(&fitted_path))?,
-        )?
+        ..file
     }
     .note();
     if show.trace.is_some() || show.roofline {
@@ -280,11 +297,14 @@ fn print_report(prepared: &Prepared, report: &Report) {
         }
     }
     println!();
-    let line = |label: &str, s: &skillc_runtime::xdna2::calibration::Summary| {
+    let line = |label: &str, s: &Summary| {
         println!(
-            "{label}: {} points, median error {:.1}%, worst {:.1}% ({})",
+            "{label}: {} points, median error {:.1}%, signed median {:+.1}% ({} of {} below measured), worst {:.1}% ({})",
             s.points,
             100.0 * s.median_error,
+            100.0 * s.median_signed_error,
+            s.negative,
+            s.points,
             100.0 * s.worst_error,
             s.worst_id
         )
@@ -293,9 +313,80 @@ fn print_report(prepared: &Prepared, report: &Report) {
     line("held-out", &report.held_out);
 }
 
-fn print_ratios(data: &Path, device: &Device, params: &Params) -> Result<(), CalibrateError> {
+/// The parameters the fit left at a bound of their measured range.
+fn print_bounds(bounds: &[BoundCheck]) {
     println!();
-    for check in ratio_checks(data, device, params)? {
+    if bounds.is_empty() {
+        println!("bounds: every parameter fitted inside the range its measurements allow");
+        return;
+    }
+    println!("parameters at a bound of the range their measurements allow:");
+    for b in bounds {
+        let side = match b.side {
+            Side::Lower => "lower",
+            Side::Upper => "upper",
+        };
+        println!(
+            "  {} = {:.4e} at its {side} bound [{:.4e}, {:.4e}] ({})",
+            b.param, b.value, b.lower, b.upper, b.range
+        );
+        if !b.binds() {
+            println!("    does not bind: the fit gains nothing past it");
+            continue;
+        }
+        let pulls: Vec<String> = b
+            .pulled_by
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} {:+.1}% -> {:+.1}%",
+                    p.id,
+                    100.0 * p.error,
+                    100.0 * p.past
+                )
+            })
+            .collect();
+        println!(
+            "    binds: 1% past it the objective drops {:.2e}; pulled by {}",
+            b.gain,
+            pulls.join(", ")
+        );
+    }
+}
+
+/// Each family's held-out points predicted without its kernel shapes.
+fn print_families(lofo: &LeaveOneFamilyOut) {
+    println!();
+    println!("leave one family out (refit without the kernel points only that family's published plans run):");
+    for f in &lofo.families {
+        let errors: Vec<String> = f
+            .errors
+            .iter()
+            .map(|(id, e)| format!("{id} {:+.1}%", 100.0 * e))
+            .collect();
+        println!(
+            "  {:<10} {} fit points left out; {}",
+            f.family,
+            f.dropped.len(),
+            errors.join(", ")
+        );
+    }
+    let s = &lofo.summary;
+    println!(
+        "leave-one-family-out: {} points, median error {:.1}%, signed median {:+.1}% ({} of {} below measured), worst {:.1}% ({})",
+        s.points,
+        100.0 * s.median_error,
+        100.0 * s.median_signed_error,
+        s.negative,
+        s.points,
+        100.0 * s.worst_error,
+        s.worst_id
+    );
+}
+
+fn print_ratios(ratios: &[RatioCheck]) {
+    println!();
+    for check in ratios {
         println!(
             "{}: modeled {:.2}x, published {:.2}x ({:+.1}%)",
             check.name,
@@ -304,7 +395,6 @@ fn print_ratios(data: &Path, device: &Device, params: &Params) -> Result<(), Cal
             100.0 * check.error()
         );
     }
-    Ok(())
 }
 
 fn human_time(seconds: f64) -> String {

@@ -430,6 +430,10 @@ mod tests {
                     pad_heads: false,
                     pad_dims: false,
                     precision: Precision::Bf16,
+                    bias_on_npu: false,
+                    o_ffn_calls: Vec::new(),
+                    lm_head_one_call: false,
+                    single_buffered_down: false,
                 };
                 let mut after = before.clone();
                 change.apply(&mut after);

@@ -62,6 +62,12 @@ impl PlanOptions {
 pub enum PlanError {
     #[error("{model}: {what} has no plan structure in the reference deployment")]
     Unsupported { model: String, what: String },
+    #[error("{model}: the O+FFN split runs {split} launches, the group has {launches}")]
+    Split {
+        model: String,
+        split: usize,
+        launches: usize,
+    },
     #[error("{model}: {why}")]
     Padding { model: String, why: String },
 }
@@ -242,7 +248,7 @@ pub fn padded_plan(
     }
     let mut b = Builder::new(model, arch, device, (phase, seq_len), options, padding);
     match phase {
-        Phase::Prefill => b.prefill(),
+        Phase::Prefill => b.prefill()?,
         Phase::Decode => b.decode(),
     }
     Ok(b.finish())
@@ -733,7 +739,12 @@ impl<'a> Builder<'a> {
                 Phase::Decode => self.gemv(w, &xn, out, None, Herd::ROW),
             });
         }
-        let (mut q_in, mut k_in) = (q.clone(), k.clone());
+        let (mut q_in, mut k_in, mut v_out) = (q.clone(), k.clone(), v.clone());
+        if self.options.bias_on_npu && self.arch.qkv_bias {
+            let biased = self.npu_bias(&[q.clone(), k.clone(), v.clone()]);
+            launches.extend(biased.iter().map(|(launch, _)| launch.clone()));
+            [q_in, k_in, v_out] = biased.map(|(_, out)| out);
+        }
         if self.arch.qk_norm {
             let class = self.weight_class();
             let qn_w =
@@ -741,7 +752,8 @@ impl<'a> Builder<'a> {
             let kn_w =
                 self.layer_vector("k_norm", "self_attn.k_norm.weight", d.head_vector(), class);
             let (qn, kn) = (self.act("qn", rows * qd), self.act("kn", rows * kvd));
-            for (x, w, out, heads) in [(&q, qn_w, &qn, d.heads), (&k, kn_w, &kn, d.kv_heads)] {
+            for (x, w, out, heads) in [(&q_in, qn_w, &qn, d.heads), (&k_in, kn_w, &kn, d.kv_heads)]
+            {
                 launches.push(Launch::QkRmsnorm {
                     x: x.clone(),
                     weight: w,
@@ -765,20 +777,74 @@ impl<'a> Builder<'a> {
             Phase::Prefill => "rms_gemms_rope",
             Phase::Decode => "rms_gemv_rope",
         };
-        let outputs = vec![qr.clone(), kr.clone(), v.clone()];
+        let outputs = vec![qr.clone(), kr.clone(), v_out.clone()];
         (
             Group {
                 name,
                 launches,
                 outputs,
             },
-            [qr, kr, v],
+            [qr, kr, v_out],
         )
+    }
+
+    /// Qwen2.5's q/k/v bias as broadcast adds on the NPU, before RoPE (the
+    /// published plans): each projection output plus its bias repeated over
+    /// the rows. Returns each add with the buffer it writes.
+    fn npu_bias(&mut self, qkv: &[String; 3]) -> [(Launch, String); 3] {
+        let d = self.dims;
+        let rows = self.rows();
+        let parts = [
+            ("bq", "q_proj", d.heads, d.q_levels()),
+            ("bk", "k_proj", d.kv_heads, d.kv_levels()),
+            ("bv", "v_proj", d.kv_heads, d.kv_levels()),
+        ];
+        let class = self.weight_class();
+        std::array::from_fn(|i| {
+            let (name, module, heads, levels) = parts[i].clone();
+            let mut transforms = self.bias_transforms(name, levels);
+            transforms.push(Transform::Broadcast { rows });
+            let width = heads * d.head_dim;
+            let bias = self.tensor(
+                name,
+                class,
+                format!("model.layers.{{layer}}.self_attn.{module}.bias"),
+                rows * width,
+                transforms,
+            );
+            let biased = self.act(&format!("{}b", qkv[i]), rows * width);
+            let launch = Launch::EltwiseAdd {
+                a: qkv[i].clone(),
+                b: bias,
+                out: biased.clone(),
+                spec: self.eltwise(rows * width),
+            };
+            (launch, biased)
+        })
+    }
+
+    /// Phantom query heads along a bias's rows (axis 0).
+    /// How a q/k/v bias vector reaches the plan's padded width: phantom query
+    /// heads first (at the real head size), then the zero padding of its axis.
+    fn bias_transforms(&self, name: &str, levels: Vec<[usize; 2]>) -> Vec<Transform> {
+        let d = self.dims;
+        let mut transforms = Vec::new();
+        if name == "bq" && d.padded() {
+            transforms.push(Transform::PadHeads {
+                axis: 0,
+                heads: d.real_heads,
+                padded_heads: d.real_kv_heads * d.group,
+                kv_heads: d.real_kv_heads,
+                head_dim: d.real_head_dim,
+            });
+        }
+        transforms.extend(zero_pad(levels, Vec::new()));
+        transforms
     }
 
     /// Qwen2.5's q/k/v bias, added on the host after RoPE.
     fn bias_after_rope(&mut self, qkv: &[String; 3]) {
-        if !self.arch.qkv_bias {
+        if !self.arch.qkv_bias || self.options.bias_on_npu {
             return;
         }
         let d = self.dims;
@@ -789,17 +855,7 @@ impl<'a> Builder<'a> {
             ("bv", "v_proj", d.kv_heads, false, d.kv_levels()),
         ];
         for ((name, module, heads, rotate, levels), x) in parts.into_iter().zip(qkv) {
-            let mut transforms = Vec::new();
-            if name == "bq" && d.padded() {
-                transforms.push(Transform::PadHeads {
-                    axis: 0,
-                    heads: d.real_heads,
-                    padded_heads: d.real_kv_heads * d.group,
-                    kv_heads: d.real_kv_heads,
-                    head_dim: d.real_head_dim,
-                });
-            }
-            transforms.extend(zero_pad(levels, Vec::new()));
+            let transforms = self.bias_transforms(name, levels);
             let bias = self.tensor(
                 name,
                 BufferClass::Host,
@@ -819,7 +875,7 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn prefill(&mut self) {
+    fn prefill(&mut self) -> Result<(), PlanError> {
         let d = self.dims;
         let s = self.seq;
         let embed = self.embedding_table();
@@ -843,11 +899,12 @@ impl<'a> Builder<'a> {
         let attn = self.act("attn", s * d.q_dim());
         self.attention_call(&qr, &kr, &v, &attn);
         let o_ffn = self.o_ffn_prefill(&attn);
-        self.emit(o_ffn);
+        self.emit_split(o_ffn)?;
         self.host(HostOp::Scheduling {
             what: "prefill layer loop".into(),
         });
         self.lm_head_prefill();
+        Ok(())
     }
 
     /// The flash-attention call, with host transposes around it when it runs
@@ -1074,13 +1131,16 @@ impl<'a> Builder<'a> {
             }));
             return;
         }
-        let mut spec = LmHeadSpec::select(
+        // Double-buffered whatever `omit_pingpong` says: the LM head is its
+        // own module (the option is module-global), and the reference's
+        // 8-partition LM head streamed 38.9 GB/s, faster than the registry's
+        // double-buffered 16384x2048 GEMV (calibration §4).
+        let spec = LmHeadSpec::select(
             self.device,
             d.vocab,
             d.hidden,
             self.options.lm_head_parts.max(1),
         );
-        spec.part.omit_pingpong = self.options.omit_pingpong && self.phase == Phase::Decode;
         let class = self.weight_class();
         let launches: Vec<Launch> = (0..spec.parts)
             .map(|part| {
@@ -1108,7 +1168,12 @@ impl<'a> Builder<'a> {
             })
             .collect();
         // More partitions than one call may hold run as several calls.
-        for chunk in launches.chunks(self.device.limits.launches_per_call_max.max(1)) {
+        let per_call = if self.options.lm_head_one_call {
+            launches.len()
+        } else {
+            self.device.limits.launches_per_call_max
+        };
+        for chunk in launches.chunks(per_call.max(1)) {
             let group = Group {
                 name: "lm_head_gemv",
                 launches: chunk.to_vec(),
@@ -1298,7 +1363,10 @@ impl<'a> Builder<'a> {
     /// One decode projection as its own GEMV call, or on the CPU when the
     /// GEMV kernel cannot place it (e.g. K not a multiple of 64).
     fn projection_call(&mut self, name: &'static str, w: &str, x: &str, out: &str) {
-        let launch = self.gemv(w, x, out, None, Herd::ROW);
+        let mut launch = self.gemv(w, x, out, None, Herd::ROW);
+        if let Launch::Gemv { spec, .. } = &mut launch {
+            spec.omit_pingpong |= self.options.single_buffered_down && name == "down_gemv";
+        }
         if launch.check(self.device).is_empty() {
             self.emit(Group {
                 name,
@@ -1322,6 +1390,31 @@ impl<'a> Builder<'a> {
 
     fn emit(&mut self, group: Group) {
         self.emit_into(group, Part::Layer);
+    }
+
+    /// Emits the prefill O+FFN group as the options' split calls, when it is
+    /// merged and a split is given.
+    fn emit_split(&mut self, group: Group) -> Result<(), PlanError> {
+        let splits = &self.options.o_ffn_calls;
+        if splits.is_empty() || !self.options.merge_launches {
+            self.emit(group);
+            return Ok(());
+        }
+        let split: usize = splits.iter().map(|s| s.launches).sum();
+        if split != group.launches.len() {
+            return Err(PlanError::Split {
+                model: self.model.clone(),
+                split,
+                launches: group.launches.len(),
+            });
+        }
+        let mut start = 0;
+        for s in splits {
+            let call = self.call(&group, start..start + s.launches, s.name.clone());
+            self.layer.push(Step::Call(call));
+            start += s.launches;
+        }
+        Ok(())
     }
 
     /// Emits a group as one merged call or one call per launch.

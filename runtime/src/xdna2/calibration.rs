@@ -20,6 +20,7 @@ use super::kernels::{
     Precision, RopeSpec,
 };
 use super::plan::{Launch, Phase, Plan, PlanFileError, PlanOptions};
+use super::published::{published_plan, PublishedError, PublishedPlan};
 use crate::model::arch::Architecture;
 use crate::model::config::{load_config, ConfigError};
 
@@ -41,6 +42,8 @@ pub struct DataSet {
     pub decode_context: usize,
     /// Sequence length of whole-model prefill (TTFT) figures.
     pub prefill_seq_len: usize,
+    /// The plan structure each model was published with, by model.
+    pub published_plans: BTreeMap<String, PublishedPlan>,
     pub points: Vec<Point>,
 }
 
@@ -170,6 +173,8 @@ pub enum CalibrationError {
     Build(#[from] PlanError),
     #[error("model config: {0}")]
     Config(#[from] ConfigError),
+    #[error(transparent)]
+    Published(#[from] PublishedError),
 }
 
 impl KernelSubject {
@@ -358,6 +363,24 @@ pub struct PreparedPoint {
     probe: Probe,
 }
 
+impl PreparedPoint {
+    /// The standalone launch a kernel point times.
+    pub fn launch(&self) -> Option<&Launch> {
+        match &self.probe {
+            Probe::Launch(launch) => Some(launch),
+            _ => None,
+        }
+    }
+
+    /// The model a whole-model point predicts.
+    pub fn model(&self) -> Option<&str> {
+        match &self.point.subject {
+            Subject::Ttft { model } | Subject::Decode { model } => Some(model),
+            _ => None,
+        }
+    }
+}
+
 /// The data set resolved against the device, the plan files and the model
 /// configs, ready to be evaluated many times.
 #[derive(Debug, Clone)]
@@ -380,6 +403,9 @@ fn read(path: &Path) -> Result<String, CalibrationError> {
 pub fn load_model(models_dir: &Path, model: &str) -> Result<Architecture, CalibrationError> {
     Ok(load_config(&models_dir.join(model).join("config.json"))?)
 }
+
+/// How the plans of whole-model points are keyed (`"<model> <Phase> published"`).
+const PUBLISHED_SUFFIX: &str = " published";
 
 /// The committed `calibration.json`, compiled in so an installed binary has it.
 pub const CALIBRATION_JSON: &str = include_str!("../../data/xdna2/calibration.json");
@@ -498,14 +524,15 @@ impl Prepared {
                     Subject::Ttft { .. } => (Phase::Prefill, data.prefill_seq_len),
                     _ => (Phase::Decode, data.decode_context),
                 };
-                let plan = plan_for(model, &arch, device, phase, seq, &PlanOptions::reference())?;
-                if let Err(violations) = plan.check(device) {
-                    return Err(CalibrationError::Refused {
-                        id: point.id.clone(),
-                        violations,
-                    });
-                }
-                plans.push((format!("{model} {phase:?} reference"), plan));
+                let published =
+                    data.published_plans
+                        .get(model)
+                        .ok_or_else(|| CalibrationError::Point {
+                            id: point.id.clone(),
+                            message: format!("no published plan structure for {model}"),
+                        })?;
+                let plan = published_plan(model, &arch, device, phase, seq, published)?;
+                plans.push((format!("{model} {phase:?}{PUBLISHED_SUFFIX}"), plan));
                 Probe::Plan {
                     plan: plans.len() - 1,
                     scope: Scope::Total,
@@ -522,6 +549,15 @@ impl Prepared {
                 context: *context,
             },
         })
+    }
+
+    /// The published plans (prefill and decode) of `model` that whole-model
+    /// points predict.
+    pub fn published_plans_of<'a>(&'a self, model: &'a str) -> impl Iterator<Item = &'a Plan> {
+        self.plans
+            .iter()
+            .filter(move |(name, plan)| plan.model == model && name.ends_with(PUBLISHED_SUFFIX))
+            .map(|(_, plan)| plan)
     }
 
     /// Modeled seconds of every point under `params`.
@@ -640,40 +676,54 @@ pub struct Summary {
     pub points: usize,
     /// Median of |error|, as a fraction.
     pub median_error: f64,
+    /// Median of the signed error (modeled / measured − 1): the model's bias.
+    pub median_signed_error: f64,
+    /// Points the model predicts faster than measured.
+    pub negative: usize,
     pub worst_error: f64,
     pub worst_id: String,
 }
 
 impl Summary {
     fn of(results: &[PointResult], set: PointSet) -> Summary {
-        let mut errors: Vec<(f64, &str)> = results
+        let selected: Vec<(&str, f64)> = results
             .iter()
             .filter(|r| r.set == set)
-            .map(|r| {
-                (
-                    if r.error.is_finite() {
-                        r.error.abs()
-                    } else {
-                        f64::INFINITY
-                    },
-                    r.id.as_str(),
-                )
-            })
+            .map(|r| (r.id.as_str(), r.error))
             .collect();
-        errors.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let n = errors.len();
-        let median_error = match n {
-            0 => 0.0,
-            _ if n % 2 == 1 => errors[n / 2].0,
-            _ => (errors[n / 2 - 1].0 + errors[n / 2].0) / 2.0,
-        };
-        let (worst_error, worst_id) = errors.last().map_or((0.0, ""), |(e, id)| (*e, id));
+        Summary::of_errors(&selected)
+    }
+
+    /// The statistics of signed errors by point id (a non-finite error counts
+    /// as the worst).
+    pub fn of_errors(errors: &[(&str, f64)]) -> Summary {
+        let finite = |e: f64| if e.is_finite() { e } else { f64::INFINITY };
+        let mut absolute: Vec<(f64, &str)> = errors
+            .iter()
+            .map(|(id, e)| (finite(*e).abs(), *id))
+            .collect();
+        absolute.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut signed: Vec<f64> = errors.iter().map(|(_, e)| finite(*e)).collect();
+        signed.sort_by(f64::total_cmp);
+        let (worst_error, worst_id) = absolute.last().map_or((0.0, ""), |(e, id)| (*e, id));
         Summary {
-            points: n,
-            median_error,
+            points: errors.len(),
+            median_error: median(&absolute.iter().map(|a| a.0).collect::<Vec<_>>()),
+            median_signed_error: median(&signed),
+            negative: signed.iter().filter(|e| **e < 0.0).count(),
             worst_error,
             worst_id: worst_id.to_string(),
         }
+    }
+}
+
+/// Median of sorted values (0 for none).
+fn median(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => sorted[n / 2],
+        _ => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
     }
 }
 
@@ -924,4 +974,34 @@ pub fn ratio_checks(
             source: iron.into(),
         },
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_summary_reports_the_bias_beside_the_error() {
+        let errors = [
+            ("a", -0.2),
+            ("b", -0.1),
+            ("c", 0.05),
+            ("d", -0.3),
+            ("e", 0.4),
+        ];
+        let s = Summary::of_errors(&errors);
+        assert_eq!((s.points, s.negative, s.worst_id.as_str()), (5, 3, "e"));
+        assert!((s.median_error - 0.2).abs() < 1e-12, "{s:?}");
+        assert!((s.median_signed_error + 0.1).abs() < 1e-12, "{s:?}");
+        let even = Summary::of_errors(&errors[..4]);
+        assert!((even.median_signed_error + 0.15).abs() < 1e-12, "{even:?}");
+        assert!((even.median_error - 0.15).abs() < 1e-12, "{even:?}");
+    }
+
+    #[test]
+    fn a_non_finite_error_is_the_worst() {
+        let s = Summary::of_errors(&[("a", 0.1), ("b", f64::NAN)]);
+        assert_eq!(s.worst_id, "b");
+        assert!(s.worst_error.is_infinite());
+    }
 }

@@ -109,8 +109,9 @@ impl HostRate {
 pub struct HostCosts {
     pub embed: HostRate,
     pub kv_extract: HostRate,
-    pub decode_glue: HostRate,
     pub cpu_lm_head: HostRate,
+    /// Tokenizing the prompt, part of every TTFT.
+    pub tokenize_s: f64,
     pub prefill_last_row_norm_s: f64,
     pub decode_final_norm_s: f64,
     pub decode_layer_s: f64,

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::calibration::{PointSet, Prepared, Report, Summary};
 use super::cost::Params;
 use super::device::Device;
+use super::lofo::{leave_one_family_out, LeaveOneFamilyOut};
 
 /// The committed fit.
 pub const FITTED_JSON: &str = include_str!("../../data/xdna2/fitted.json");
@@ -35,6 +36,117 @@ pub struct FittedFile {
     pub held_out: Summary,
     /// Signed error (modeled / measured − 1) of every point.
     pub errors: BTreeMap<String, f64>,
+    /// Every parameter the fit left at a bound, and whether it binds.
+    pub bounds: Vec<BoundCheck>,
+    pub leave_one_family_out: LeaveOneFamilyOut,
+}
+
+/// Which end of its range a parameter sits at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    Lower,
+    Upper,
+}
+
+/// A fitted parameter at a bound of the range its measurements allow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoundCheck {
+    pub param: String,
+    pub value: f64,
+    pub side: Side,
+    pub lower: f64,
+    pub upper: f64,
+    /// What the range comes from.
+    pub range: String,
+    /// How much the fit objective drops for a 1 % step past the bound: the
+    /// bound binds when this is positive.
+    pub gain: f64,
+    /// The fit points whose error shrinks most past the bound (why it binds).
+    pub pulled_by: Vec<Pull>,
+}
+
+/// A fit point's signed error at the bound and 1 % past it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pull {
+    pub id: String,
+    pub error: f64,
+    pub past: f64,
+}
+
+impl BoundCheck {
+    pub fn binds(&self) -> bool {
+        self.gain > 0.0
+    }
+}
+
+/// Squared log error of a modeled vs measured time (a penalty for nonsense).
+fn log_error_squared(modeled: f64, measured: f64) -> f64 {
+    let ratio = modeled / measured;
+    if ratio.is_finite() && ratio > 0.0 {
+        ratio.ln().powi(2)
+    } else {
+        1e6
+    }
+}
+
+/// The parameters `params` leaves within 0.1 % of a bound, each with the
+/// objective's change one 1 % step past it and the points that pull it there.
+pub fn bound_checks(prepared: &Prepared, device: &Device, params: &Params) -> Vec<BoundCheck> {
+    let fit_points = fit_point_indices(prepared);
+    let at = prepared.evaluate(device, params);
+    let values = params.values();
+    let mut checks = Vec::new();
+    for (i, spec) in Params::SPECS.iter().enumerate() {
+        let side = if (values[i] / spec.lower).ln().abs() < 1e-3 {
+            Side::Lower
+        } else if (values[i] / spec.upper).ln().abs() < 1e-3 {
+            Side::Upper
+        } else {
+            continue;
+        };
+        let mut moved = values.clone();
+        moved[i] *= match side {
+            Side::Lower => 0.99,
+            Side::Upper => 1.01,
+        };
+        let past = prepared.evaluate(device, &Params::from_values(&moved));
+        let mut gain = 0.0;
+        let mut pulls = Vec::new();
+        for &p in &fit_points {
+            let measured = prepared.points[p].measured_s;
+            let drop = log_error_squared(at[p], measured) - log_error_squared(past[p], measured);
+            gain += drop;
+            if drop > 0.0 {
+                pulls.push((drop, p));
+            }
+        }
+        pulls.sort_by(|a, b| b.0.total_cmp(&a.0));
+        checks.push(BoundCheck {
+            param: spec.name.to_string(),
+            value: values[i],
+            side,
+            lower: spec.lower,
+            upper: spec.upper,
+            range: spec.range.to_string(),
+            gain,
+            pulled_by: pulls
+                .iter()
+                .take(if gain > 0.0 { 3 } else { 0 })
+                .map(|&(_, p)| {
+                    let measured = prepared.points[p].measured_s;
+                    Pull {
+                        id: prepared.points[p].point.id.clone(),
+                        error: at[p] / measured - 1.0,
+                        past: past[p] / measured - 1.0,
+                    }
+                })
+                .collect(),
+        });
+    }
+    checks
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -77,11 +189,12 @@ impl FittedFile {
     /// The calibration note printed beside every modeled figure.
     pub fn note(&self) -> String {
         format!(
-            "modeled; cost model calibration: median {:.1}%, worst {:.1}% over {} fitted points, held-out median {:.1}%, worst {:.1}% over {} points",
+            "modeled; cost model calibration: median {:.1}%, worst {:.1}% over {} fitted points, held-out median {:.1}% (bias {:+.1}%), worst {:.1}% over {} points",
             100.0 * self.fit.median_error,
             100.0 * self.fit.worst_error,
             self.fit.points,
             100.0 * self.held_out.median_error,
+            100.0 * self.held_out.median_signed_error,
             100.0 * self.held_out.worst_error,
             self.held_out.points
         )
@@ -119,27 +232,29 @@ impl Objective<'_> {
             .evaluate(self.device, &Params::from_values(&values));
         self.fit_points
             .iter()
-            .map(|&i| {
-                let ratio = modeled[i] / self.prepared.points[i].measured_s;
-                if ratio.is_finite() && ratio > 0.0 {
-                    ratio.ln().powi(2)
-                } else {
-                    1e6
-                }
-            })
+            .map(|&i| log_error_squared(modeled[i], self.prepared.points[i].measured_s))
             .sum()
     }
 }
 
-/// Fits the parameters to the fit points of `prepared`.
-pub fn fit(prepared: &Prepared, device: &Device) -> FitOutcome {
-    let fit_points = prepared
+/// Indices of the fit points of `prepared`.
+pub fn fit_point_indices(prepared: &Prepared) -> Vec<usize> {
+    prepared
         .points
         .iter()
         .enumerate()
         .filter(|(_, p)| p.point.set == PointSet::Fit)
         .map(|(i, _)| i)
-        .collect();
+        .collect()
+}
+
+/// Fits the parameters to the fit points of `prepared`.
+pub fn fit(prepared: &Prepared, device: &Device) -> FitOutcome {
+    fit_on(prepared, device, fit_point_indices(prepared))
+}
+
+/// Fits the parameters to the points `fit_points` (indices into `prepared`).
+pub fn fit_on(prepared: &Prepared, device: &Device, fit_points: Vec<usize>) -> FitOutcome {
     let mut objective = Objective {
         prepared,
         device,
@@ -244,10 +359,18 @@ fn explore(
     (x, fx)
 }
 
-/// The file a fit writes.
-pub fn fitted_file(prepared: &Prepared, outcome: &FitOutcome, report: &Report) -> FittedFile {
+/// The file a fit writes: the fit, its bounds, and the leave-one-family-out
+/// refits.
+pub fn fitted_file(
+    prepared: &Prepared,
+    device: &Device,
+    outcome: &FitOutcome,
+    report: &Report,
+) -> FittedFile {
     let names = Params::SPECS.iter().map(|s| s.name.to_string());
     FittedFile {
+        bounds: bound_checks(prepared, device, &outcome.params),
+        leave_one_family_out: leave_one_family_out(prepared, device),
         dataset_sha256: prepared.dataset_sha256.clone(),
         method: METHOD.to_string(),
         objective: outcome.objective,

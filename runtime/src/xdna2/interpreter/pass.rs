@@ -298,7 +298,19 @@ impl<'m> Pass<'_, 'm> {
                 self.put(out, y);
             }
             Launch::EltwiseAdd { a, b, out, .. } => {
-                let (x, y) = (self.get(a)?, self.get(b)?);
+                // The second operand is an activation, or a weight (a bias
+                // broadcast over the rows, added on the NPU).
+                let weight = match self.bufs.contains_key(b) {
+                    true => None,
+                    false => Some(self.weight(b)?),
+                };
+                let x = self.get(a)?;
+                // A broadcast bias holds the plan's rows; a pass runs its real
+                // rows, the leading ones (every row of a broadcast is the same).
+                let y: &[u16] = match &weight {
+                    Some(w) => &w[..x.len().min(w.len())],
+                    None => self.get(b)?,
+                };
                 let small = EltwiseSpec::select(d, x.len(), Herd::SINGLE);
                 let z = kernels::eltwise_add(d, &small, x, y).map_err(err)?;
                 self.put(out, z);

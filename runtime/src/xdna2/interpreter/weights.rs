@@ -132,6 +132,14 @@ fn apply<'m>(
             };
             Ok(WeightData { bits, rows, cols })
         }
+        Transform::Broadcast { rows } => {
+            let row = data.bits.into_owned();
+            Ok(WeightData {
+                cols: row.len(),
+                bits: Cow::Owned(row.repeat(rows)),
+                rows,
+            })
+        }
     }
 }
 

@@ -69,6 +69,38 @@ pub struct PlanOptions {
     pub pad_dims: bool,
     /// GEMM operand precision.
     pub precision: super::kernels::Precision,
+    /// Q/K/V bias added on the NPU before RoPE, as broadcast adds inside the
+    /// attention-input call (the published Qwen2.5 plans); otherwise on the
+    /// host after RoPE (the reference trajectory's `bias-after-rope`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub bias_on_npu: bool,
+    /// The calls the merged prefill O+FFN launches split into, in order (the
+    /// published plans of large or non-aligned FFNs); empty: one call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub o_ffn_calls: Vec<CallSplit>,
+    /// Every LM-head partition in one call, however many (the published
+    /// 19-partition Qwen LM head); otherwise calls of at most the device's
+    /// launch limit.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub lm_head_one_call: bool,
+    /// The standalone decode down-projection GEMV single-buffered in its own
+    /// module, whatever `omit_pingpong` says of the others (the published
+    /// large-FFN decodes: `down_gemv` with `omit_pingpong=all`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub single_buffered_down: bool,
+}
+
+/// One call of a split launch group: its name and how many of the group's
+/// launches it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallSplit {
+    pub name: String,
+    pub launches: usize,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 impl PlanOptions {
@@ -91,6 +123,10 @@ impl PlanOptions {
             pad_heads: true,
             pad_dims: false,
             precision: super::kernels::Precision::Bf16,
+            bias_on_npu: false,
+            o_ffn_calls: Vec::new(),
+            lm_head_one_call: false,
+            single_buffered_down: false,
         }
     }
 
@@ -146,6 +182,9 @@ pub enum Transform {
         rows: usize,
         padded_rows: usize,
     },
+    /// A vector repeated as `rows` identical rows (a bias as the second
+    /// operand of an element-wise add over `rows` activations).
+    Broadcast { rows: usize },
     /// Zeros appended along both axes as padding decided (`padding.rs`):
     /// each axis is nested levels `[real, padded]` from the outermost in (one
     /// level for hidden or FFN; KV groups, heads per group and head_dim for a
