@@ -7,6 +7,7 @@ mod build_support;
 mod deploy_support;
 
 mod architecture;
+mod bench_deploy;
 mod build;
 mod build_agentskills;
 mod build_cli;

@@ -297,20 +297,8 @@ fn print_report(prepared: &Prepared, report: &Report) {
         }
     }
     println!();
-    let line = |label: &str, s: &Summary| {
-        println!(
-            "{label}: {} points, median error {:.1}%, signed median {:+.1}% ({} of {} below measured), worst {:.1}% ({})",
-            s.points,
-            100.0 * s.median_error,
-            100.0 * s.median_signed_error,
-            s.negative,
-            s.points,
-            100.0 * s.worst_error,
-            s.worst_id
-        )
-    };
-    line("calibration", &report.fit);
-    line("held-out", &report.held_out);
+    println!("{}", summary_line("calibration", &report.fit));
+    println!("{}", summary_line("held-out", &report.held_out));
 }
 
 /// The parameters the fit left at a bound of their measured range.
@@ -371,9 +359,13 @@ fn print_families(lofo: &LeaveOneFamilyOut) {
             errors.join(", ")
         );
     }
-    let s = &lofo.summary;
-    println!(
-        "leave-one-family-out: {} points, median error {:.1}%, signed median {:+.1}% ({} of {} below measured), worst {:.1}% ({})",
+    println!("{}", summary_line("leave-one-family-out", &lofo.summary));
+}
+
+/// One summary of errors: median, signed median (the bias), worst.
+fn summary_line(label: &str, s: &Summary) -> String {
+    format!(
+        "{label}: {} points, median error {:.1}%, signed median {:+.1}% ({} of {} below measured), worst {:.1}% ({})",
         s.points,
         100.0 * s.median_error,
         100.0 * s.median_signed_error,
@@ -381,7 +373,7 @@ fn print_families(lofo: &LeaveOneFamilyOut) {
         s.points,
         100.0 * s.worst_error,
         s.worst_id
-    );
+    )
 }
 
 fn print_ratios(ratios: &[RatioCheck]) {

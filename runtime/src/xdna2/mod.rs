@@ -10,6 +10,7 @@
 //! `roofline` (what a reader looks at); `harness` runs one launch against the f32
 //! oracle (the kernel check of deploy, replay, calibration and the tests).
 
+pub mod anchor;
 pub mod builder;
 pub mod calibration;
 pub mod constraints;

@@ -5,6 +5,11 @@
 //! (shared/reference/xdna2-calibration.md §6, as the emulator's calibration data set
 //! holds them). Wall times depend on the machine's load, printed with them.
 //!
+//! Beside them, per model, skillc's plan against its anchor
+//! (`skillc_runtime::xdna2::anchor`): the published mlir-air plan structure of the
+//! same model timed by the cost model in the same run, the ratio with the
+//! held-out error band, and a plan win only where the ratio exceeds the band.
+//!
 //! Run with `cargo run --release -- bench deploy` (targets: under 3 minutes up to
 //! 1.7B parameters, under 6 minutes for 3B–4B, on 2 cores).
 
@@ -14,7 +19,11 @@ use std::time::Instant;
 
 use skillc_runtime::exec::artifacts::record::{DeployReport, PhaseStatus};
 use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch};
-use skillc_runtime::xdna2::calibration::{DataSet, Subject};
+use skillc_runtime::model::config::load_config;
+use skillc_runtime::xdna2::anchor::{self, Figure, Versus};
+use skillc_runtime::xdna2::calibration::{self, DataSet, Prepared, Report, Subject};
+use skillc_runtime::xdna2::device::Device;
+use skillc_runtime::xdna2::fit::committed_params;
 
 use super::BenchError;
 use crate::cli::bundle_file;
@@ -63,6 +72,66 @@ struct Row {
     cpu_s: Option<f64>,
     load: String,
     report: DeployReport,
+    /// skillc's plan against the published one (TTFT, decode), or why not.
+    versus: Result<Option<[Versus; 2]>, String>,
+}
+
+/// What the anchors are timed and judged with: the committed data set and
+/// parameters, and their report (each model's own held-out error).
+struct Anchors {
+    device: Device,
+    prepared: Prepared,
+    report: Report,
+}
+
+impl Anchors {
+    fn load() -> Result<Self, String> {
+        let device = Device::npu2();
+        let prepared = Prepared::load(
+            &device,
+            &calibration::data_dir(),
+            &calibration::default_models_dir(),
+        )
+        .map_err(|e| format!("calibration data: {e}"))?;
+        let report = prepared.report(&device, &committed_params());
+        Ok(Self {
+            device,
+            prepared,
+            report,
+        })
+    }
+
+    /// The published plan of `model` built for the deployed config, timed with
+    /// the parameters the deployment was timed with, against skillc's
+    /// production figures of `report` (TTFT at 2048, decode at the data set's
+    /// context).
+    fn versus(
+        &self,
+        model: &str,
+        config: &Path,
+        report: &DeployReport,
+    ) -> Result<Option<[Versus; 2]>, String> {
+        let perf = report.performance.as_ref();
+        let (Some(ttft), Some(decode)) = (
+            perf.map(|p| p.production.ttft_s),
+            perf.and_then(|p| p.published_context_decode.as_ref())
+                .map(|c| c.ms_per_token * 1e-3),
+        ) else {
+            return Ok(None);
+        };
+        let arch = load_config(config).map_err(|e| e.to_string())?;
+        let data = &self.prepared.data;
+        let params = committed_params();
+        let published = anchor::published_times(data, model, &arch, &self.device, &params)
+            .map_err(|e| e.to_string())?;
+        Ok(published.map(|(ttft_pub, decode_pub)| {
+            let band = |f| anchor::band(&self.prepared, &self.report, model, f);
+            [
+                Versus::new(Figure::Ttft, ttft, ttft_pub, band(Figure::Ttft)),
+                Versus::new(Figure::Decode, decode, decode_pub, band(Figure::Decode)),
+            ]
+        }))
+    }
 }
 
 pub fn bench(args: &Args) -> Result<(), BenchError> {
@@ -72,6 +141,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
     let mut progress = Display::new(false);
     let program = std::env::current_exe().map_err(BenchError::Executable)?;
     let published = published_figures();
+    let anchors = Anchors::load()?;
     let models: Vec<&str> = MODELS
         .iter()
         .copied()
@@ -110,6 +180,8 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
         let wall_s = started.elapsed().as_secs_f64();
         let cpu_s = cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
         let parameters = outcome.report.model.as_ref().map_or(0, |m| m.parameters);
+        let config = args.models.join(model).join("config.json");
+        let versus = anchors.versus(model, &config, &outcome.report);
         rows.push(Row {
             model: model.to_string(),
             parameters,
@@ -117,6 +189,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
             cpu_s,
             load,
             report: outcome.report,
+            versus,
         });
     }
     let mut out = super::Output::new("deploy", args.json);
@@ -155,8 +228,8 @@ fn print_table(out: &mut super::Output, rows: &[Row], published: &Published, bun
     let context = DataSet::committed().decode_context;
     out.line(&format!("skillc bench deploy: bundle {}, seeded random weights, verification 2 prompts x 32 greedy tokens", bundle.display()));
     out.line("");
-    out.line(&format!("| model | params | deploy wall s (target) | CPU s | load | phases passed | verdict | steps re-derived | modeled TTFT s | mlir-air TTFT s | TTFT vs mlir-air | modeled tok/s ctx 2048 | modeled tok/s ctx {context} | mlir-air tok/s | decode vs mlir-air | calls/layer pf/dec |"));
-    out.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    out.line(&format!("| model | params | deploy wall s (target) | CPU s | load | phases passed | verdict | steps re-derived | modeled TTFT s | mlir-air TTFT s | TTFT vs mlir-air | modeled tok/s ctx 2048 | modeled tok/s ctx {context} | mlir-air tok/s | decode vs mlir-air | calls/layer pf/dec | TTFT plan vs published plan | decode plan vs published plan | plan verdict |"));
+    out.line("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let fmt =
         |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
     let ratio = |modeled: Option<f64>, published: Option<f64>| match (modeled, published) {
@@ -202,10 +275,14 @@ fn print_table(out: &mut super::Output, rows: &[Row], published: &Published, bun
             "published_tok_s": tok_s,
             "calls_per_layer": production.map(|p| [p.calls_per_layer_prefill, p.calls_per_layer_decode]),
             "calibration": r.performance.as_ref().map(|p| p.calibration.clone()),
+            "plan_vs_published_plan": match &row.versus {
+                Ok(v) => serde_json::json!(v),
+                Err(e) => serde_json::json!({ "error": e }),
+            },
         }));
         let within = if row.wall_s < target { "" } else { " OVER" };
         out.line(&format!(
-            "| {} | {:.2}B | {:.0} (<{target:.0}){within} | {} | {} | {passed}/8 | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {:.2}B | {:.0} (<{target:.0}){within} | {} | {} | {passed}/8 | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             row.model,
             row.parameters as f64 / 1e9,
             row.wall_s,
@@ -224,6 +301,7 @@ fn print_table(out: &mut super::Output, rows: &[Row], published: &Published, bun
                 "{}/{}",
                 p.calls_per_layer_prefill, p.calls_per_layer_decode
             )),
+            versus_cells(&row.versus),
         ));
     }
     out.line("");
@@ -234,8 +312,36 @@ fn print_table(out: &mut super::Output, rows: &[Row], published: &Published, bun
         out.line(&format!("Modeled figures are the emulator's cost model: TTFT for a 2048-token prompt, decode at 2048 and at {context} cached tokens ({note})."));
     }
     out.line(&format!("Published figures: shared/reference/xdna2-calibration.md §6 (mlir-air:programming_examples/llms/README.md); the cost model is fitted on Llama-3.2-1B's and holds the other eight out. Published decode speeds were measured at short context, so they are compared with the modeled decode at {context} tokens."));
+    out.line("Plan vs published plan: modeled(published mlir-air plan structure of the model) / modeled(skillc's production plan), both timed by the cost model in this run with the same parameters (TTFT at 2048 tokens, decode at the published context), above 1x when skillc's plan is modeled faster; ± is the band, the larger of the held-out median error and the model's own held-out error on that figure. A plan win is claimed only above 1 + band (slower: below 1 / (1 + band)); in between the cost model cannot tell the plans apart.");
     out.line("Steps re-derived: bundle steps that ran with other parameters than recorded on Llama-3.2-1B, did not apply, or were reverted; each with its reason in the model's report.md.");
     out.line("CPU s is user+system time of this process and its evaluator child; load is the 1-minute load average when the run started (the machine is shared).");
+}
+
+/// The two ratio cells and the verdict cell of a row.
+fn versus_cells(versus: &Result<Option<[Versus; 2]>, String>) -> String {
+    match versus {
+        Ok(Some(pair)) => {
+            let cell = |v: &Versus| format!("{:.2}x (±{:.1}%)", v.speedup, 100.0 * v.band);
+            let verdicts: Vec<String> = pair
+                .iter()
+                .map(|v| {
+                    let figure = match v.figure {
+                        Figure::Ttft => "TTFT",
+                        Figure::Decode => "decode",
+                    };
+                    format!("{figure} {}", v.verdict.label())
+                })
+                .collect();
+            format!(
+                "{} | {} | {}",
+                cell(&pair[0]),
+                cell(&pair[1]),
+                verdicts.join("; ")
+            )
+        }
+        Ok(None) => "- | - | no published plan structure".to_string(),
+        Err(e) => format!("- | - | not timed: {e}"),
+    }
 }
 
 /// The wall-time targets on 2 cores: 3 minutes up to 1.7B parameters,
@@ -268,4 +374,30 @@ fn cpu_seconds() -> Option<f64> {
         .filter_map(|f| f.parse::<f64>().ok())
         .sum();
     Some(ticks / 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_shows_each_ratio_with_its_band_and_the_verdict_it_allows() {
+        let pair = [
+            Versus::new(Figure::Ttft, 1.0, 1.2, 0.1),
+            Versus::new(Figure::Decode, 0.1, 0.105, 0.2),
+        ];
+        assert_eq!(
+            versus_cells(&Ok(Some(pair))),
+            "1.20x (±10.0%) | 1.05x (±20.0%) | TTFT plan win; decode within the band"
+        );
+        let slower = [
+            Versus::new(Figure::Ttft, 1.0, 0.8, 0.1),
+            Versus::new(Figure::Decode, 0.1, 0.1, 0.1),
+        ];
+        assert!(versus_cells(&Ok(Some(slower))).ends_with("TTFT slower; decode within the band"));
+        assert_eq!(
+            versus_cells(&Ok(None)),
+            "- | - | no published plan structure"
+        );
+    }
 }
