@@ -2,7 +2,6 @@
 //! threads). Each module is one former `tests/<name>.rs`; run one with
 //! `cargo test -p skillc-runtime --test integration <name>::`.
 
-
 mod config;
 mod fixtures;
 mod gguf;

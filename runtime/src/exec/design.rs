@@ -105,8 +105,29 @@ impl Design {
             if let Some(t) = self.tilings.get(&site_key(launch)) {
                 apply_tiling(launch, t);
             }
+            if self.path.defects.silu_for_gelu {
+                plant_silu_for_gelu(launch);
+            }
         }
         Ok(plan)
+    }
+}
+
+/// Planted fault `silu-for-gelu`: a GELU-tanh gate launch becomes SiLU-mul.
+fn plant_silu_for_gelu(launch: &mut Launch) {
+    if let Launch::GeluMul {
+        gate,
+        up,
+        out,
+        spec,
+    } = launch
+    {
+        *launch = Launch::SiluMul {
+            gate: std::mem::take(gate),
+            up: std::mem::take(up),
+            out: std::mem::take(out),
+            spec: *spec,
+        };
     }
 }
 
@@ -227,7 +248,9 @@ pub fn shape_of(launch: &Launch) -> Vec<usize> {
             vec![spec.rows, spec.cols]
         }
         Launch::Rope { spec, .. } => vec![spec.rows * spec.heads, spec.head_dim],
-        Launch::SiluMul { spec, .. } | Launch::EltwiseAdd { spec, .. } => vec![spec.n],
+        Launch::SiluMul { spec, .. }
+        | Launch::GeluMul { spec, .. }
+        | Launch::EltwiseAdd { spec, .. } => vec![spec.n],
         Launch::FlashAttention { spec, .. } => vec![spec.lq, spec.lk, spec.head_dim],
         Launch::LmHeadGemv { spec, .. } => vec![spec.vocab, spec.part.k],
     }

@@ -293,7 +293,11 @@ pub fn time_launch(launch: &Launch, device: &Device, params: &Params, in_call: b
                 dram,
             )
         }
-        Launch::SiluMul { spec, .. } => {
+        // GELU-tanh-mul has no published timing (uncalibrated): it streams like
+        // SiLU-mul (two operands in, one out) with the same per-element cycles,
+        // one transcendental (tanh for the sigmoid's exp) and a few more
+        // multiply-adds that the vector unit's pipeline overlaps.
+        Launch::SiluMul { spec, .. } | Launch::GeluMul { spec, .. } => {
             let n = spec.n as f64;
             vector_cost(
                 n,

@@ -146,6 +146,11 @@ pub enum Transform {
         rows: usize,
         padded_rows: usize,
     },
+    /// One added to every element, rounded to bf16 once at setup: Gemma's
+    /// `(1 + w)` norm weights, so the RMSNorm kernels multiply by the factor
+    /// they always do (transformers forms `1 + w` in f32; the bf16 rounding of
+    /// the sum is this path's own error, within the kernels' tolerance).
+    OffsetOne,
     /// Zeros appended along both axes as padding decided (`padding.rs`):
     /// each axis is nested levels `[real, padded]` from the outermost in (one
     /// level for hidden or FFN; KV groups, heads per group and head_dim for a
@@ -401,6 +406,14 @@ pub enum Launch {
         out: String,
         spec: EltwiseSpec,
     },
+    /// `gelu_tanh(gate) · up`: Gemma's gated MLP (transformers'
+    /// `gelu_pytorch_tanh`).
+    GeluMul {
+        gate: String,
+        up: String,
+        out: String,
+        spec: EltwiseSpec,
+    },
     EltwiseAdd {
         a: String,
         b: String,
@@ -441,6 +454,7 @@ impl Launch {
             Launch::QkRmsnorm { .. } => Kernel::QkRmsnorm,
             Launch::Rope { .. } => Kernel::Rope,
             Launch::SiluMul { .. } => Kernel::SiluMul,
+            Launch::GeluMul { .. } => Kernel::GeluMul,
             Launch::EltwiseAdd { .. } => Kernel::EltwiseAdd,
             Launch::Softmax { .. } => Kernel::Softmax,
             Launch::FlashAttention { .. } => Kernel::FlashAttention,
@@ -467,7 +481,7 @@ impl Launch {
             }
             Launch::QkRmsnorm { x, weight, .. } => vec![x, weight],
             Launch::Rope { x, lut, .. } => vec![x, lut],
-            Launch::SiluMul { gate, up, .. } => vec![gate, up],
+            Launch::SiluMul { gate, up, .. } | Launch::GeluMul { gate, up, .. } => vec![gate, up],
             Launch::EltwiseAdd { a, b, .. } => vec![a, b],
             Launch::Softmax { x, .. } => vec![x],
             Launch::FlashAttention { q, k, v, .. } => vec![q, k, v],
@@ -484,6 +498,7 @@ impl Launch {
             | Launch::QkRmsnorm { out, .. }
             | Launch::Rope { out, .. }
             | Launch::SiluMul { out, .. }
+            | Launch::GeluMul { out, .. }
             | Launch::EltwiseAdd { out, .. }
             | Launch::Softmax { out, .. }
             | Launch::FlashAttention { out, .. }
@@ -501,6 +516,7 @@ impl Launch {
             Launch::QkRmsnorm { spec, .. } => spec.check(device, Kernel::QkRmsnorm),
             Launch::Rope { spec, .. } => spec.check(device),
             Launch::SiluMul { spec, .. } => spec.check(device, Kernel::SiluMul),
+            Launch::GeluMul { spec, .. } => spec.check(device, Kernel::GeluMul),
             Launch::EltwiseAdd { spec, .. } => spec.check(device, Kernel::EltwiseAdd),
             Launch::Softmax { spec, .. } => spec.check(device, Kernel::Softmax),
             Launch::FlashAttention { spec, .. } => spec.check(device),
@@ -521,7 +537,9 @@ impl Launch {
                 format!("{}x{}", spec.rows, spec.cols)
             }
             Launch::Rope { spec, .. } => format!("{}x{}", spec.rows * spec.heads, spec.head_dim),
-            Launch::SiluMul { spec, .. } | Launch::EltwiseAdd { spec, .. } => spec.n.to_string(),
+            Launch::SiluMul { spec, .. }
+            | Launch::GeluMul { spec, .. }
+            | Launch::EltwiseAdd { spec, .. } => spec.n.to_string(),
             Launch::FlashAttention { spec, .. } => format!(
                 "{}x{} h{}/{} d{}",
                 spec.lq, spec.lk, spec.heads, spec.kv_heads, spec.head_dim
@@ -560,6 +578,11 @@ pub enum HostOp {
         out: String,
         rows: usize,
         hidden: usize,
+        /// Each gathered row times this factor rounded to bf16, the product
+        /// rounded to bf16 (Gemma's `embed_scale`, which transformers casts to
+        /// the weights' dtype before multiplying).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scale: Option<f32>,
     },
     /// Stores this layer's K and V rows in the host KV cache (prefill: all
     /// rows with the head-major transpose; decode: one appended row).
@@ -1006,6 +1029,12 @@ fn operand_sizes(launch: &Launch) -> Vec<(&str, usize)> {
             vec![(x, n), (out, n)]
         }
         Launch::SiluMul {
+            gate,
+            up,
+            out,
+            spec,
+        }
+        | Launch::GeluMul {
             gate,
             up,
             out,

@@ -92,6 +92,10 @@ pub struct Defects {
     /// slice of the logits stays zero.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub drop_lm_head_partition: bool,
+    /// The gated MLP runs `silu_mul` where the plan has `gelu_mul` (the plans
+    /// are built with the SiLU kernel in its place).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub silu_for_gelu: bool,
 }
 
 impl Defects {
@@ -101,6 +105,7 @@ impl Defects {
         stale_kv: false,
         gqa_mapping: false,
         drop_lm_head_partition: false,
+        silu_for_gelu: false,
     };
 
     pub fn none(&self) -> bool {

@@ -129,9 +129,12 @@ impl<'m> Pass<'_, 'm> {
             Some(WeightSource::Tensor { transforms, .. }) => transforms,
             None => return Err(ExecError::NotATensor(name.to_string())),
         };
-        let copies = transforms
-            .iter()
-            .any(|t| matches!(t, Transform::PadHeads { .. } | Transform::ZeroPad { .. }));
+        let copies = transforms.iter().any(|t| {
+            matches!(
+                t,
+                Transform::PadHeads { .. } | Transform::ZeroPad { .. } | Transform::OffsetOne
+            )
+        });
         let key = (
             format!("{source:?}"),
             if per_layer { self.layer } else { 0 },
@@ -300,6 +303,12 @@ impl<'m> Pass<'_, 'm> {
                 let y = kernels::silu_mul(d, &small, g, u).map_err(err)?;
                 self.put(out, y);
             }
+            Launch::GeluMul { gate, up, out, .. } => {
+                let (g, u) = (self.get(gate)?, self.get(up)?);
+                let small = EltwiseSpec::select(d, g.len(), Herd::SINGLE);
+                let y = kernels::gelu_mul(d, &small, g, u).map_err(err)?;
+                self.put(out, y);
+            }
             Launch::EltwiseAdd { a, b, out, .. } => {
                 let (x, y) = (self.get(a)?, self.get(b)?);
                 let small = EltwiseSpec::select(d, x.len(), Herd::SINGLE);
@@ -370,11 +379,21 @@ impl<'m> Pass<'_, 'm> {
     fn host(&mut self, op: &HostOp) -> Result<(), ExecError> {
         match op {
             HostOp::Embed {
-                table, out, hidden, ..
+                table,
+                out,
+                hidden,
+                scale,
+                ..
             } => {
                 let ids = self.ids;
                 let t = self.weight(table)?;
-                let y = kernels::embedding(&t, *hidden, ids).map_err(self.kernel())?;
+                let mut y = kernels::embedding(&t, *hidden, ids).map_err(self.kernel())?;
+                if let Some(scale) = scale {
+                    let factor = bf16::round(*scale);
+                    for v in &mut y {
+                        *v = bf16::from_f32(bf16::to_f32(*v) * factor);
+                    }
+                }
                 self.put(out, y);
             }
             HostOp::KvStore { k, v, kv_width, .. } => {
