@@ -153,13 +153,27 @@ pub fn launches(plan: &Plan) -> impl Iterator<Item = &Launch> {
     plan.calls().flat_map(|(_, c)| c.launches.iter())
 }
 
-/// One launch per kernel × shape over both plans, by site key.
+/// One launch per kernel × shape over both plans, by site key. A plan with
+/// sliding-window layers runs its flash attention with the window mask there:
+/// that configuration is a site of its own.
 pub fn sites(plans: &Plans) -> BTreeMap<String, (Phase, Launch)> {
     let mut out = BTreeMap::new();
     for plan in [&plans.prefill, &plans.decode] {
         for launch in launches(plan) {
-            out.entry(site_key(launch))
-                .or_insert_with(|| (plan.phase, launch.clone()));
+            let mut variants = vec![launch.clone()];
+            if let (Launch::FlashAttention { .. }, Some(sliding)) = (launch, &plan.sliding) {
+                let mut windowed = launch.clone();
+                if let Launch::FlashAttention { spec, .. } = &mut windowed {
+                    spec.window = Some(sliding.window);
+                }
+                if sliding.layers.len() >= plan.num_layers {
+                    variants.clear();
+                }
+                variants.push(windowed);
+            }
+            for v in variants {
+                out.entry(site_key(&v)).or_insert_with(|| (plan.phase, v));
+            }
         }
     }
     out

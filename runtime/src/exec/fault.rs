@@ -38,10 +38,13 @@ pub enum Fault {
     /// The gated MLP of a GELU-tanh model runs the SiLU kernel (`silu_mul`
     /// where the plan has `gelu_mul`).
     SiluForGelu,
+    /// Sliding-window layers attend over one position more than their window
+    /// (prefill's mask and decode's KV window).
+    WindowOffByOne,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 12] = [
         Fault::GemmNNotMultiple,
         Fault::DropQkvBias,
         Fault::NoLlama3Rope,
@@ -53,6 +56,7 @@ impl Fault {
         Fault::GqaMapping,
         Fault::DropLmHeadPartition,
         Fault::SiluForGelu,
+        Fault::WindowOffByOne,
     ];
 
     /// The faults of the decode side, which only the decode gates can see.
@@ -77,6 +81,7 @@ impl Fault {
             Fault::GqaMapping => "gqa-mapping",
             Fault::DropLmHeadPartition => "drop-lm-head-partition",
             Fault::SiluForGelu => "silu-for-gelu",
+            Fault::WindowOffByOne => "window-off-by-one",
         }
     }
 
@@ -96,6 +101,9 @@ impl Fault {
             Fault::GqaMapping => "decode attention pairs each query head with the next KV group",
             Fault::DropLmHeadPartition => "the last partition of the NPU LM head is not launched",
             Fault::SiluForGelu => "the GELU-tanh MLP runs the SiLU-mul kernel",
+            Fault::WindowOffByOne => {
+                "sliding-window layers attend over one position more than their window"
+            }
         }
     }
 }
@@ -111,7 +119,7 @@ impl Fault {
             | Fault::L1Overflow
             | Fault::NoLlama3Rope
             | Fault::SiluForGelu => 1,
-            Fault::DropQkvBias | Fault::SkipQkNorm => 2,
+            Fault::DropQkvBias | Fault::SkipQkNorm | Fault::WindowOffByOne => 2,
             Fault::DecodeRopeOffByOne | Fault::KvWrongSlot | Fault::StaleKv | Fault::GqaMapping => {
                 3
             }
@@ -126,7 +134,7 @@ impl Fault {
             Fault::L1Overflow => "placement gemm",
             Fault::NoLlama3Rope => "kernel rope",
             Fault::SiluForGelu => "kernel silu_mul",
-            Fault::DropQkvBias | Fault::SkipQkNorm => "block cosine",
+            Fault::DropQkvBias | Fault::SkipQkNorm | Fault::WindowOffByOne => "block cosine",
             Fault::DecodeRopeOffByOne | Fault::KvWrongSlot | Fault::StaleKv | Fault::GqaMapping => {
                 "verify: teacher-forced logits"
             }
@@ -146,6 +154,7 @@ impl Fault {
             Fault::SiluForGelu if arch.activation != Activation::GeluTanh => {
                 Some("no GELU-tanh MLP")
             }
+            Fault::WindowOffByOne if arch.sliding_window.is_none() => Some("no sliding window"),
             _ => None,
         }
     }

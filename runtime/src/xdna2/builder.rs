@@ -19,8 +19,8 @@ use super::kernels::{
 };
 use super::padding::{self, Padding, PaddingError, Shape};
 use super::plan::{
-    Binding, Buffer, BufferClass, Call, HostOp, Launch, Phase, Plan, PlanOptions, Role, Step,
-    Transform, WeightSource,
+    Binding, Buffer, BufferClass, Call, HostOp, Launch, Phase, Plan, PlanOptions, Role,
+    SlidingLayers, Step, Transform, WeightSource,
 };
 use crate::model::arch::{Activation, Architecture, NormWeight};
 
@@ -76,9 +76,10 @@ pub struct UnsupportedFeature {
 /// Every feature of `arch` the plan builder cannot express (it refuses a model on
 /// the first; phase 0 names them all).
 pub fn unsupported_features(arch: &Architecture) -> Vec<UnsupportedFeature> {
-    // (1 + w) norms (`Transform::OffsetOne`), sandwich norms (RMSNorm launches
-    // before the residual adds), the embedding scale (`HostOp::Embed::scale`)
-    // and the GELU-tanh MLP (`gelu_mul`) are planned; what follows is not yet.
+    // Gemma-3 is planned: (1 + w) norms (`Transform::OffsetOne`), sandwich
+    // norms (RMSNorm launches before the residual adds), the embedding scale
+    // (`HostOp::Embed::scale`), the GELU-tanh MLP (`gelu_mul`), sliding-window
+    // layers with their local RoPE table (`Plan::sliding`). What follows is not.
     let mut found = Vec::new();
     if let Some(scalar) = arch.query_pre_attn_scalar {
         if integer_scale_dim(scalar).is_none() {
@@ -91,28 +92,25 @@ pub fn unsupported_features(arch: &Architecture) -> Vec<UnsupportedFeature> {
             });
         }
     }
-    if let Some(local) = &arch.local_rope {
-        found.push(UnsupportedFeature {
-            name: "a local RoPE base",
-            reason: format!(
-                "sliding-window layers rotate with base {} and global ones with {}; the plans \
-                 hold one RoPE table",
-                local.theta, arch.rope_theta
-            ),
-        });
-    }
-    if let Some(sw) = &arch.sliding_window {
-        found.push(UnsupportedFeature {
-            name: "sliding-window attention",
-            reason: format!(
-                "window {} on {} of {} layers; flash attention has no window mask and the plans attend over every cached position",
-                sw.window,
-                sw.layers.len(),
-                arch.num_layers
-            ),
-        });
-    }
     found
+}
+
+/// The buffer of the sliding-window layers' RoPE table.
+const LOCAL_LUT: &str = "lut_local";
+
+/// The local RoPE table's buffer, when the sliding-window layers rotate with a
+/// base of their own.
+fn local_lut(arch: &Architecture) -> Option<String> {
+    (arch.local_rope.is_some() && arch.sliding_window.is_some()).then(|| LOCAL_LUT.to_string())
+}
+
+/// The plan's sliding-window layers, from the architecture.
+fn sliding_layers(arch: &Architecture) -> Option<SlidingLayers> {
+    arch.sliding_window.as_ref().map(|sw| SlidingLayers {
+        window: sw.window as usize,
+        layers: sw.layers.clone(),
+        local_lut: local_lut(arch),
+    })
 }
 
 /// `query_pre_attn_scalar` as the whole number the attention kernels scale by
@@ -438,6 +436,7 @@ impl<'a> Builder<'a> {
             num_layers: self.arch.num_layers,
             options: self.options.clone(),
             padding: self.padding,
+            sliding: sliding_layers(self.arch),
             buffers: self.buffers,
             prologue: self.prologue,
             layer: self.layer,
@@ -570,23 +569,32 @@ impl<'a> Builder<'a> {
         transforms
     }
 
-    /// The RoPE table: rows as wide as the real head_dim (the rotated part).
+    /// The RoPE table: rows as wide as the real head_dim (the rotated part);
+    /// with the local base's table beside it when sliding-window layers have
+    /// one (`SlidingLayers::local_lut`).
     fn lut(&mut self) -> String {
         let positions = self.seq;
         let hd = self.dims.real_head_dim;
-        self.buffers.insert(
-            "lut".to_string(),
-            Buffer {
-                class: self.weight_class(),
-                dtype: Dtype::Bf16,
-                elements: positions * hd,
-                source: Some(WeightSource::RopeLut {
-                    positions,
-                    head_dim: hd,
-                }),
-                per_layer: false,
-            },
-        );
+        let has_local = local_lut(self.arch).is_some();
+        for (name, local) in [("lut", false), (LOCAL_LUT, true)] {
+            if local && !has_local {
+                continue;
+            }
+            self.buffers.insert(
+                name.to_string(),
+                Buffer {
+                    class: self.weight_class(),
+                    dtype: Dtype::Bf16,
+                    elements: positions * hd,
+                    source: Some(WeightSource::RopeLut {
+                        positions,
+                        head_dim: hd,
+                        local,
+                    }),
+                    per_layer: false,
+                },
+            );
+        }
         "lut".to_string()
     }
 

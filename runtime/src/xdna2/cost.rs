@@ -546,7 +546,7 @@ fn time_host(plan: &Plan, op: &HostOp, section: Section, device: &Device, params
             .time((rows * heads * head_dim) as f64 * bf16),
         HostOp::DecodeAttention {
             heads, head_dim, ..
-        } => host_attention_time(params, *heads, *head_dim, plan.seq_len),
+        } => host_attention_time(params, *heads, *head_dim, attended_context(plan)),
         HostOp::Add { n, .. } | HostOp::SiluMul { n, .. } => {
             host.decode_glue.time(3.0 * *n as f64 * bf16)
         }
@@ -568,6 +568,22 @@ fn time_host(plan: &Plan, op: &HostOp, section: Section, device: &Device, params
 pub fn host_attention_time(params: &Params, heads: usize, head_dim: usize, context: usize) -> f64 {
     params.host_attention_s
         + params.host_attention_s_per_element * (heads * head_dim * context) as f64
+}
+
+/// The cached positions one decode step's attention reads per layer, averaged
+/// over the layers (the layer template is timed once and counted per layer):
+/// the whole context, or at most the window on sliding-window layers. The
+/// window's saving is **uncalibrated**: the published Gemma3-4B decode reads
+/// every position on every layer (calibration §7, its slope grows with the
+/// context like the other models').
+fn attended_context(plan: &Plan) -> usize {
+    let Some(sliding) = &plan.sliding else {
+        return plan.seq_len;
+    };
+    let layers = plan.num_layers.max(1);
+    let windowed = sliding.layers.len().min(layers);
+    let positions = windowed * sliding.window.min(plan.seq_len) + (layers - windowed) * plan.seq_len;
+    positions.div_ceil(layers)
 }
 
 /// One-time write of every static weight buffer (per layer where per-layer).

@@ -442,7 +442,10 @@ pub fn validation_launch(launch: &Launch, device: &Device) -> Launch {
         Launch::FlashAttention { spec, .. } => {
             let key = device.limits.fa_key_block;
             let block = lcm(spec.tile.lqp.max(1), key * spec.tile.cascade.max(1));
-            let len = spec.lq.min(block.max(256));
+            // Long enough for a window mask to cut keys off (a window past the
+            // sequence masks nothing).
+            let need = spec.window.map_or(256, |w| w + 256).max(block);
+            let len = spec.lq.min(need.div_ceil(block) * block);
             (spec.lq, spec.lk) = (len, len);
         }
         Launch::Gemv { .. }
@@ -534,7 +537,9 @@ fn reference_attention(spec: &FlashAttentionSpec, q: &[u16], k: &[u16], v: &[u16
             } else {
                 lk
             };
-            let mut scores: Vec<f32> = (0..visible)
+            // The sliding window keeps the last `window` of the visible keys.
+            let first = spec.window.map_or(0, |w| visible.saturating_sub(w));
+            let mut scores: Vec<f32> = (first..visible)
                 .map(|j| {
                     let ks = &k[at(lk, spec.kv_heads, j, kv)..][..hd];
                     qs.iter()
@@ -546,7 +551,7 @@ fn reference_attention(spec: &FlashAttentionSpec, q: &[u16], k: &[u16], v: &[u16
                 .collect();
             blocks::softmax_in_place(&mut scores);
             let mut o = vec![0.0f32; hd];
-            for (j, &p) in scores.iter().enumerate() {
+            for (j, &p) in (first..visible).zip(&scores) {
                 let vs = &v[at(lk, spec.kv_heads, j, kv)..][..hd];
                 for (acc, &x) in o.iter_mut().zip(vs) {
                     *acc += p * bf16::to_f32(x);

@@ -303,8 +303,31 @@ pub enum WeightSource {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         transforms: Vec<Transform>,
     },
-    /// RoPE cos|sin table for `positions` positions (see `kernels::rope_lut`).
-    RopeLut { positions: usize, head_dim: usize },
+    /// RoPE cos|sin table for `positions` positions (see `kernels::rope_lut`),
+    /// of the model's global base, or of the local base of its sliding-window
+    /// layers (`local`, see [`SlidingLayers`]).
+    RopeLut {
+        positions: usize,
+        head_dim: usize,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        local: bool,
+    },
+}
+
+/// The layers of a plan whose attention sees only the last `window`
+/// positions (Gemma-3's sliding-window layers): flash attention runs with its
+/// window mask there (`FlashAttentionSpec::window`), the host KV cache drops
+/// what slid out of the window and decode attention reads the window only.
+/// Every layer runs the plan's one layer template; on these layers a RoPE
+/// launch or rotated bias that names the `lut` buffer reads `local_lut`
+/// instead when there is one (the local RoPE base).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlidingLayers {
+    pub window: usize,
+    pub layers: Vec<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_lut: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -540,10 +563,13 @@ impl Launch {
             Launch::SiluMul { spec, .. }
             | Launch::GeluMul { spec, .. }
             | Launch::EltwiseAdd { spec, .. } => spec.n.to_string(),
-            Launch::FlashAttention { spec, .. } => format!(
-                "{}x{} h{}/{} d{}",
-                spec.lq, spec.lk, spec.heads, spec.kv_heads, spec.head_dim
-            ),
+            Launch::FlashAttention { spec, .. } => {
+                let window = spec.window.map_or_else(String::new, |w| format!(" w{w}"));
+                format!(
+                    "{}x{} h{}/{} d{}{window}",
+                    spec.lq, spec.lk, spec.heads, spec.kv_heads, spec.head_dim
+                )
+            }
             Launch::LmHeadGemv { spec, part, .. } => {
                 format!(
                     "{}x{} part {}/{}",
@@ -725,6 +751,9 @@ pub struct Plan {
     /// any (see `padding.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub padding: Option<super::padding::Padding>,
+    /// The layers that attend over a sliding window, when the model has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding: Option<SlidingLayers>,
     pub buffers: BTreeMap<String, Buffer>,
     pub prologue: Vec<Step>,
     pub layer: Vec<Step>,
@@ -745,6 +774,25 @@ pub enum PlanFileError {
 }
 
 impl Plan {
+    /// The attention window of `layer`, if it is a sliding-window layer.
+    pub fn window_of(&self, layer: usize) -> Option<usize> {
+        self.sliding
+            .as_ref()
+            .filter(|s| s.layers.contains(&layer))
+            .map(|s| s.window)
+    }
+
+    /// The buffer `layer` reads where the template names `buffer`: the local
+    /// RoPE table on a sliding-window layer, else `buffer` itself.
+    pub fn layer_buffer<'a>(&'a self, buffer: &'a str, layer: usize) -> &'a str {
+        match &self.sliding {
+            Some(s) if buffer == "lut" && s.layers.contains(&layer) => {
+                s.local_lut.as_deref().unwrap_or(buffer)
+            }
+            _ => buffer,
+        }
+    }
+
     pub fn sections(&self) -> [(Section, &[Step]); 3] {
         [
             (Section::Prologue, &self.prologue),
