@@ -342,4 +342,3 @@ fn real_rows_only_give_the_bits_of_the_full_production_launch() {
         assert_eq!(differ, 0, "layer {layer}: {differ} of {real} values differ");
     }
 }
-

@@ -582,7 +582,8 @@ fn attended_context(plan: &Plan) -> usize {
     };
     let layers = plan.num_layers.max(1);
     let windowed = sliding.layers.len().min(layers);
-    let positions = windowed * sliding.window.min(plan.seq_len) + (layers - windowed) * plan.seq_len;
+    let positions =
+        windowed * sliding.window.min(plan.seq_len) + (layers - windowed) * plan.seq_len;
     positions.div_ceil(layers)
 }
 
