@@ -152,7 +152,7 @@ fn plant_block_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
         }
     }
     if run.options.faults.contains(&Fault::WindowOffByOne) {
-        match Fault::WindowOffByOne.inert_on(&arch) {
+        match Fault::WindowOffByOne.inert_on(arch) {
             None => {
                 run.design.path.defects.window_off_by_one = true;
                 rec.notes.push(format!(
