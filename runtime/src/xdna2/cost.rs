@@ -570,6 +570,25 @@ pub fn host_attention_time(params: &Params, heads: usize, head_dim: usize, conte
         + params.host_attention_s_per_element * (heads * head_dim * context) as f64
 }
 
+/// What of `arch`'s plans the cost model times with no published measurement
+/// behind it, for the note printed beside every modeled figure: Gemma-3's
+/// GELU-tanh gate and the decode-attention saving of its sliding window. (Its
+/// sandwich norms are RMSNorm launches and its windowed prefill attention costs
+/// what causal attention does, both calibrated kernels.)
+pub fn uncalibrated_parts(arch: &crate::model::arch::Architecture) -> Vec<&'static str> {
+    let mut parts = Vec::new();
+    if arch.activation == crate::model::arch::Activation::GeluTanh {
+        parts.push("gelu_mul (no published timing; timed at SiLU-mul's cycles per element)");
+    }
+    if arch.sliding_window.is_some() {
+        parts.push(
+            "decode attention over the sliding window (the published Gemma3-4B decode reads every \
+             cached position, calibration §7)",
+        );
+    }
+    parts
+}
+
 /// The cached positions one decode step's attention reads per layer, averaged
 /// over the layers (the layer template is timed once and counted per layer):
 /// the whole context, or at most the window on sliding-window layers. The
