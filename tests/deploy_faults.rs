@@ -377,3 +377,39 @@ fn the_report_of_a_random_weight_deployment() {
     assert!(masked.contains("**Random weights**"), "{masked}");
     insta::assert_snapshot!("report_random_weights", masked);
 }
+
+/// Gemma-3's own kernels and masks: a SiLU gate where the MLP gates with
+/// GELU-tanh stops phase 1 at the gated-activation kernel check (judged against
+/// the model's activation), and a sliding window one position too wide (prefill
+/// mask and decode KV window) stops phase 2 at the block cosine: layer 0 is a
+/// sliding layer and the 20-token prompt is longer than the window of 8. On a
+/// model without them each fault has nothing to act on and changes nothing.
+#[test]
+fn gemma3_faults_are_caught_and_inert_elsewhere() {
+    let cases = [
+        (Fault::SiluForGelu, 1, "kernel silu_mul", "mismatches"),
+        (Fault::WindowOffByOne, 2, "block cosine", "cosine"),
+    ];
+    for (fault, phase, gate, metric) in cases {
+        let case = Case {
+            fixture: "gemma3-tiny",
+            fault,
+            phase,
+            gate,
+            metric,
+        };
+        let outcome = run(llama1b(), &case, "gemma3");
+        assert_caught(&case, &outcome.report);
+        assert_eq!(outcome.exit_code, 1, "{fault}");
+        let out = scratch(&format!("inert-{fault}"));
+        let outcome = deploy(llama1b(), &fixture("llama32-tiny"), &out, &[fault]);
+        let r = &outcome.report;
+        assert_eq!(outcome.exit_code, 0, "{fault}:\n{}", summary(r));
+        let said = r
+            .phases
+            .iter()
+            .flat_map(|p| &p.notes)
+            .any(|n| n.contains(&format!("planted fault {fault} does not apply")));
+        assert!(said, "{fault}:\n{}", summary(r));
+    }
+}

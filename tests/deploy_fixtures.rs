@@ -9,7 +9,8 @@ use crate::deploy_support;
 use deploy_support::{check, deploy, fixture, llama1b, scratch, summary};
 use skillc_runtime::exec::artifacts::record::{PhaseStatus, Verdict};
 
-const FIXTURES: [&str; 6] = [
+const FIXTURES: [&str; 7] = [
+    "gemma3-tiny",
     "llama32-odd",
     "llama32-tiny",
     "qwen25-odd",

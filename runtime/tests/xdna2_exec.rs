@@ -45,6 +45,13 @@ fn run_fixture(name: &str) {
 /// Runs the fixture's plans under `options`, each changed by `plant` first.
 fn run_fixture_with(name: &str, options: &PlanOptions, plant: impl Fn(&mut Plan)) {
     let model = Model::load(&fixture(name), None).expect("fixture loads");
+    run_model(name, &model, options, plant);
+}
+
+/// `model` (a fixture's weights, its architecture possibly edited: the reference
+/// runs the same one) on the emulator under `options`, each plan changed by
+/// `plant` first, against the reference.
+fn run_model(name: &str, model: &Model, options: &PlanOptions, plant: impl Fn(&mut Plan)) {
     let npu2 = Device::npu2();
     let tokens = prompt(name);
     let mut prefill =
@@ -59,7 +66,7 @@ fn run_fixture_with(name: &str, options: &PlanOptions, plant: impl Fn(&mut Plan)
     let mut session = Interpreter::new(&device, &model.arch, &model.weights, NpuPath::CORRECT);
     session.capture_layers(true);
     let npu = session.prefill(&prefill, &tokens).expect("prefill runs");
-    let mut reference = Reference::new(&model).expect("reference");
+    let mut reference = Reference::new(model).expect("reference");
     let out = reference
         .prefill(&tokens, LogitRows::Last)
         .expect("reference prefill");
@@ -138,6 +145,20 @@ fn published_qwen25() -> PlanOptions {
     let options = data.published_plans["qwen2.5-1.5b"].options();
     assert!(options.bias_on_npu && options.o_ffn_calls.len() == 3);
     options
+}
+
+/// Gemma-3 on the NPU path: (1 + w) norms, sandwich norms, the embedding
+/// scale, q/k norm, the GELU-tanh MLP, the window of 8 on five of six layers
+/// (a 20-token prompt, so prefill's mask and the decode KV cache both cut
+/// positions off) and their local RoPE base. The decode cascade is illegal
+/// with sandwich norms, so the reference options take the host-glue decode
+/// path and the unmerged ones the NPU GEMV path with RMSNorm launches.
+#[test]
+fn gemma3_tiny_runs_on_the_emulator() {
+    let model = Model::load(&fixture("gemma3-tiny"), None).expect("fixture loads");
+    for options in [PlanOptions::reference(), PlanOptions::naive()] {
+        run_model("gemma3-tiny", &model, &options, |_| {});
+    }
 }
 
 /// Host traffic, merging and the activation layout change time, not values.

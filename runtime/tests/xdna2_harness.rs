@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 
 use skillc_runtime::model::arch::Architecture;
+use skillc_runtime::model::config::load_config;
 use skillc_runtime::xdna2::calibration::{
     default_models_dir, load_model, DataSet, Subject, REFERENCE_MODEL,
 };
@@ -14,7 +15,7 @@ use skillc_runtime::xdna2::device::Device;
 use skillc_runtime::xdna2::harness::{
     tolerance_of, validation_launch, DrawnWeights, Harness, KernelRun, RunOutcome, Scale,
 };
-use skillc_runtime::xdna2::kernels::{rope_lut, GemmSpec, Herd, RopeSpec};
+use skillc_runtime::xdna2::kernels::{rope_lut, EltwiseSpec, GemmSpec, Herd, RopeSpec};
 use skillc_runtime::xdna2::plan::Launch;
 
 fn arch() -> Architecture {
@@ -52,7 +53,9 @@ fn work(launch: &Launch) -> usize {
         | Launch::QkRmsnorm { spec, .. }
         | Launch::Softmax { spec, .. } => spec.rows * spec.cols,
         Launch::Rope { spec, .. } => spec.rows * spec.heads * spec.head_dim,
-        Launch::SiluMul { spec, .. } | Launch::EltwiseAdd { spec, .. } => spec.n,
+        Launch::SiluMul { spec, .. }
+        | Launch::GeluMul { spec, .. }
+        | Launch::EltwiseAdd { spec, .. } => spec.n,
     }
 }
 
@@ -200,4 +203,43 @@ fn a_configuration_the_device_refuses_is_a_refusal() {
     let run = check(&arch, &device, &launch, None);
     assert!(matches!(run.outcome, RunOutcome::Refused(ref v) if !v.is_empty()));
     assert_eq!(run.ran_shape, run.shape);
+}
+
+fn gemma3_tiny() -> Architecture {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/gemma3-tiny/config.json");
+    load_config(&path).expect("gemma3-tiny's config")
+}
+
+/// Gemma's MLP at its production FFN width: `gelu_mul` passes against the
+/// model's GELU-tanh; `silu_mul` in its place (planted fault `silu-for-gelu`)
+/// fails, and so does `gelu_mul` judged for a SiLU model.
+#[test]
+fn the_gated_activation_kernel_must_be_the_models() {
+    let (gemma, llama, device) = (gemma3_tiny(), arch(), Device::npu2());
+    let spec = EltwiseSpec::select(&device, 2048 * gemma.intermediate_size, Herd::ROW);
+    let (gate, up, out) = ("gate".to_string(), "up".to_string(), "act".to_string());
+    let gelu = Launch::GeluMul {
+        gate: gate.clone(),
+        up: up.clone(),
+        out: out.clone(),
+        spec,
+    };
+    let silu = Launch::SiluMul {
+        gate,
+        up,
+        out,
+        spec,
+    };
+    let run = check(&gemma, &device, &gelu, None);
+    assert!(run.passed(), "{:?}", run.outcome);
+    for (arch, launch) in [(&gemma, &silu), (&llama, &gelu)] {
+        let run = check(arch, &device, launch, None);
+        let comparison = run.comparison().expect("it ran");
+        assert!(
+            !run.passed() && comparison.mismatches > 1000,
+            "{:?}",
+            run.outcome
+        );
+    }
 }

@@ -128,8 +128,29 @@ impl Design {
             if let Some(t) = self.tilings.get(&site_key(launch)) {
                 apply_tiling(launch, t);
             }
+            if self.path.defects.silu_for_gelu {
+                plant_silu_for_gelu(launch);
+            }
         }
         Ok(plan)
+    }
+}
+
+/// Planted fault `silu-for-gelu`: a GELU-tanh gate launch becomes SiLU-mul.
+fn plant_silu_for_gelu(launch: &mut Launch) {
+    if let Launch::GeluMul {
+        gate,
+        up,
+        out,
+        spec,
+    } = launch
+    {
+        *launch = Launch::SiluMul {
+            gate: std::mem::take(gate),
+            up: std::mem::take(up),
+            out: std::mem::take(out),
+            spec: *spec,
+        };
     }
 }
 
@@ -155,13 +176,27 @@ pub fn launches(plan: &Plan) -> impl Iterator<Item = &Launch> {
     plan.calls().flat_map(|(_, c)| c.launches.iter())
 }
 
-/// One launch per kernel × shape over both plans, by site key.
+/// One launch per kernel × shape over both plans, by site key. A plan with
+/// sliding-window layers runs its flash attention with the window mask there:
+/// that configuration is a site of its own.
 pub fn sites(plans: &Plans) -> BTreeMap<String, (Phase, Launch)> {
     let mut out = BTreeMap::new();
     for plan in [&plans.prefill, &plans.decode] {
         for launch in launches(plan) {
-            out.entry(site_key(launch))
-                .or_insert_with(|| (plan.phase, launch.clone()));
+            let mut variants = vec![launch.clone()];
+            if let (Launch::FlashAttention { .. }, Some(sliding)) = (launch, &plan.sliding) {
+                let mut windowed = launch.clone();
+                if let Launch::FlashAttention { spec, .. } = &mut windowed {
+                    spec.window = Some(sliding.window);
+                }
+                if sliding.layers.len() >= plan.num_layers {
+                    variants.clear();
+                }
+                variants.push(windowed);
+            }
+            for v in variants {
+                out.entry(site_key(&v)).or_insert_with(|| (plan.phase, v));
+            }
         }
     }
     out
@@ -250,7 +285,9 @@ pub fn shape_of(launch: &Launch) -> Vec<usize> {
             vec![spec.rows, spec.cols]
         }
         Launch::Rope { spec, .. } => vec![spec.rows * spec.heads, spec.head_dim],
-        Launch::SiluMul { spec, .. } | Launch::EltwiseAdd { spec, .. } => vec![spec.n],
+        Launch::SiluMul { spec, .. }
+        | Launch::GeluMul { spec, .. }
+        | Launch::EltwiseAdd { spec, .. } => vec![spec.n],
         Launch::FlashAttention { spec, .. } => vec![spec.lq, spec.lk, spec.head_dim],
         Launch::LmHeadGemv { spec, .. } => vec![spec.vocab, spec.part.k],
     }

@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::arch::{Architecture, RopeScaling};
+use crate::model::arch::{Activation, Architecture, RopeScaling};
 
 /// One injectable bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -35,10 +35,16 @@ pub enum Fault {
     GqaMapping,
     /// The last partition of the NPU LM head is not launched.
     DropLmHeadPartition,
+    /// The gated MLP of a GELU-tanh model runs the SiLU kernel (`silu_mul`
+    /// where the plan has `gelu_mul`).
+    SiluForGelu,
+    /// Sliding-window layers attend over one position more than their window
+    /// (prefill's mask and decode's KV window).
+    WindowOffByOne,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 10] = [
+    pub const ALL: [Fault; 12] = [
         Fault::GemmNNotMultiple,
         Fault::DropQkvBias,
         Fault::NoLlama3Rope,
@@ -49,6 +55,8 @@ impl Fault {
         Fault::StaleKv,
         Fault::GqaMapping,
         Fault::DropLmHeadPartition,
+        Fault::SiluForGelu,
+        Fault::WindowOffByOne,
     ];
 
     /// The faults of the decode side, which only the decode gates can see.
@@ -72,6 +80,8 @@ impl Fault {
             Fault::StaleKv => "stale-kv",
             Fault::GqaMapping => "gqa-mapping",
             Fault::DropLmHeadPartition => "drop-lm-head-partition",
+            Fault::SiluForGelu => "silu-for-gelu",
+            Fault::WindowOffByOne => "window-off-by-one",
         }
     }
 
@@ -90,6 +100,10 @@ impl Fault {
             Fault::StaleKv => "decode stores the previous position's K/V row again",
             Fault::GqaMapping => "decode attention pairs each query head with the next KV group",
             Fault::DropLmHeadPartition => "the last partition of the NPU LM head is not launched",
+            Fault::SiluForGelu => "the GELU-tanh MLP runs the SiLU-mul kernel",
+            Fault::WindowOffByOne => {
+                "sliding-window layers attend over one position more than their window"
+            }
         }
     }
 }
@@ -101,8 +115,11 @@ impl Fault {
     /// head onto the NPU.
     pub fn catching_phase(self) -> u8 {
         match self {
-            Fault::GemmNNotMultiple | Fault::L1Overflow | Fault::NoLlama3Rope => 1,
-            Fault::DropQkvBias | Fault::SkipQkNorm => 2,
+            Fault::GemmNNotMultiple
+            | Fault::L1Overflow
+            | Fault::NoLlama3Rope
+            | Fault::SiluForGelu => 1,
+            Fault::DropQkvBias | Fault::SkipQkNorm | Fault::WindowOffByOne => 2,
             Fault::DecodeRopeOffByOne | Fault::KvWrongSlot | Fault::StaleKv | Fault::GqaMapping => {
                 3
             }
@@ -116,7 +133,8 @@ impl Fault {
             Fault::GemmNNotMultiple => "kernel gemm",
             Fault::L1Overflow => "placement gemm",
             Fault::NoLlama3Rope => "kernel rope",
-            Fault::DropQkvBias | Fault::SkipQkNorm => "block cosine",
+            Fault::SiluForGelu => "kernel silu_mul",
+            Fault::DropQkvBias | Fault::SkipQkNorm | Fault::WindowOffByOne => "block cosine",
             Fault::DecodeRopeOffByOne | Fault::KvWrongSlot | Fault::StaleKv | Fault::GqaMapping => {
                 "verify: teacher-forced logits"
             }
@@ -133,6 +151,10 @@ impl Fault {
             Fault::DropQkvBias if !arch.qkv_bias => Some("no q/k/v bias"),
             Fault::SkipQkNorm if !arch.qk_norm => Some("no q/k norm"),
             Fault::GqaMapping if arch.num_kv_heads < 2 => Some("one KV head"),
+            Fault::SiluForGelu if arch.activation != Activation::GeluTanh => {
+                Some("no GELU-tanh MLP")
+            }
+            Fault::WindowOffByOne if arch.sliding_window.is_none() => Some("no sliding window"),
             _ => None,
         }
     }

@@ -232,7 +232,19 @@ impl<'a> Run<'a> {
 
     /// The cost model's calibration note, printed beside modeled figures.
     pub fn calibration_note(&self) -> String {
-        crate::xdna2::fit::FittedFile::committed().note()
+        let note = crate::xdna2::fit::FittedFile::committed().note();
+        let parts = self
+            .arch
+            .as_ref()
+            .map(crate::xdna2::cost::uncalibrated_parts)
+            .unwrap_or_default();
+        if parts.is_empty() {
+            return note;
+        }
+        format!(
+            "{note}; **uncalibrated** for this model: {}",
+            parts.join("; ")
+        )
     }
 
     /// Writes the kernel registry file.

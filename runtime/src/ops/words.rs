@@ -83,6 +83,7 @@ spelled!(Kernel {
     Kernel::QkRmsnorm => "qk_rmsnorm",
     Kernel::Rope => "rope",
     Kernel::SiluMul => "silu_mul",
+    Kernel::GeluMul => "gelu_mul",
     Kernel::EltwiseAdd => "eltwise_add",
     Kernel::Softmax => "softmax",
     Kernel::FlashAttention => "flash_attention",

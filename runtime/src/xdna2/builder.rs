@@ -19,8 +19,8 @@ use super::kernels::{
 };
 use super::padding::{self, Padding, PaddingError, Shape};
 use super::plan::{
-    Binding, Buffer, BufferClass, Call, HostOp, Launch, Phase, Plan, PlanOptions, Role, Step,
-    Transform, WeightSource,
+    Binding, Buffer, BufferClass, Call, HostOp, Launch, Phase, Plan, PlanOptions, Role,
+    SlidingLayers, Step, Transform, WeightSource,
 };
 use crate::model::arch::{Activation, Architecture, NormWeight};
 
@@ -82,68 +82,47 @@ pub struct UnsupportedFeature {
 /// Every feature of `arch` the plan builder cannot express (it refuses a model on
 /// the first; phase 0 names them all).
 pub fn unsupported_features(arch: &Architecture) -> Vec<UnsupportedFeature> {
+    // Gemma-3 is planned: (1 + w) norms (`Transform::OffsetOne`), sandwich
+    // norms (RMSNorm launches before the residual adds), the embedding scale
+    // (`HostOp::Embed::scale`), the GELU-tanh MLP (`gelu_mul`), sliding-window
+    // layers with their local RoPE table (`Plan::sliding`). What follows is not.
     let mut found = Vec::new();
-    if arch.norm_weight != NormWeight::Direct {
-        found.push(UnsupportedFeature {
-            name: "(1 + w) RMSNorm",
-            reason: "the norms multiply by 1 + w; the rmsnorm kernels apply w".into(),
-        });
-    }
-    if arch.sandwich_norms {
-        found.push(UnsupportedFeature {
-            name: "sandwich norms",
-            reason: "the attention and MLP outputs are normalised before their residual adds; \
-                     the plans add o_proj's and down_proj's outputs to the residual directly"
-                .into(),
-        });
-    }
-    if arch.scale_embeddings {
-        found.push(UnsupportedFeature {
-            name: "the embedding scale",
-            reason: "embedding rows are multiplied by sqrt(hidden_size); the plans feed them \
-                     unscaled"
-                .into(),
-        });
-    }
     if let Some(scalar) = arch.query_pre_attn_scalar {
-        if scalar != arch.head_dim as f64 {
+        if integer_scale_dim(scalar).is_none() {
             found.push(UnsupportedFeature {
                 name: "query_pre_attn_scalar",
                 reason: format!(
-                    "scores are scaled by {scalar}^-1/2; flash attention scales by head_dim^-1/2 ({})",
-                    arch.head_dim
+                    "scores are scaled by {scalar}^-1/2; the attention kernels scale by the \
+                     inverse square root of a whole number of dimensions"
                 ),
             });
         }
     }
-    if let Some(local) = &arch.local_rope {
-        found.push(UnsupportedFeature {
-            name: "a local RoPE base",
-            reason: format!(
-                "sliding-window layers rotate with base {} and global ones with {}; the plans \
-                 hold one RoPE table",
-                local.theta, arch.rope_theta
-            ),
-        });
-    }
-    if arch.activation != Activation::Silu {
-        found.push(UnsupportedFeature {
-            name: "a GELU MLP",
-            reason: "the gated MLP uses GELU (tanh approximation); the NPU kernels fuse SiLU only (silu_mul, gemv_swiglu)".into(),
-        });
-    }
-    if let Some(sw) = &arch.sliding_window {
-        found.push(UnsupportedFeature {
-            name: "sliding-window attention",
-            reason: format!(
-                "window {} on {} of {} layers; flash attention has no window mask and the plans attend over every cached position",
-                sw.window,
-                sw.layers.len(),
-                arch.num_layers
-            ),
-        });
-    }
     found
+}
+
+/// The buffer of the sliding-window layers' RoPE table.
+const LOCAL_LUT: &str = "lut_local";
+
+/// The local RoPE table's buffer, when the sliding-window layers rotate with a
+/// base of their own.
+fn local_lut(arch: &Architecture) -> Option<String> {
+    (arch.local_rope.is_some() && arch.sliding_window.is_some()).then(|| LOCAL_LUT.to_string())
+}
+
+/// The plan's sliding-window layers, from the architecture.
+fn sliding_layers(arch: &Architecture) -> Option<SlidingLayers> {
+    arch.sliding_window.as_ref().map(|sw| SlidingLayers {
+        window: sw.window as usize,
+        layers: sw.layers.clone(),
+        local_lut: local_lut(arch),
+    })
+}
+
+/// `query_pre_attn_scalar` as the whole number the attention kernels scale by
+/// (`scale_dim^-1/2`), when it is one.
+fn integer_scale_dim(scalar: f64) -> Option<usize> {
+    (scalar > 0.0 && scalar.fract() == 0.0 && scalar <= 1e6).then_some(scalar as usize)
 }
 
 /// Rebuilds `plan` for `arch` with one more optimization on.
@@ -273,6 +252,8 @@ struct Dims {
     real_kv_heads: usize,
     vocab: usize,
     eps: f64,
+    /// `query_pre_attn_scalar` as a whole number of dimensions.
+    attn_scalar: Option<usize>,
 }
 
 impl Dims {
@@ -351,6 +332,17 @@ impl Dims {
         (self.head_dim != self.real_head_dim).then_some(self.real_head_dim)
     }
 
+    /// What the attention scores are scaled by the inverse square root of, when
+    /// it is not the kernels' head_dim: `query_pre_attn_scalar` (Gemma), else
+    /// the real head_dim of padded heads.
+    fn scale_dim(&self) -> Option<usize> {
+        match self.attn_scalar {
+            Some(s) if s != self.head_dim => Some(s),
+            Some(_) => None,
+            None => self.real_head_dim(),
+        }
+    }
+
     /// Whether any dimension the decode cascade reads is padded: its fused
     /// RMSNorm averages over its whole K, and its K split moves with K.
     fn cascade_padded(&self) -> bool {
@@ -424,6 +416,7 @@ impl<'a> Builder<'a> {
             real_kv_heads: padding.kv_heads.real,
             vocab: arch.vocab_size,
             eps: arch.rms_norm_eps,
+            attn_scalar: arch.query_pre_attn_scalar.and_then(integer_scale_dim),
         };
         Builder {
             model: model.to_string(),
@@ -449,6 +442,7 @@ impl<'a> Builder<'a> {
             num_layers: self.arch.num_layers,
             options: self.options.clone(),
             padding: self.padding,
+            sliding: sliding_layers(self.arch),
             buffers: self.buffers,
             prologue: self.prologue,
             layer: self.layer,
@@ -560,32 +554,53 @@ impl<'a> Builder<'a> {
         (elements, levels): (usize, Vec<[usize; 2]>),
         class: BufferClass,
     ) -> String {
+        let transforms = self.norm_transforms(levels);
         self.tensor(
             name,
             class,
             format!("model.layers.{{layer}}.{tensor}"),
             elements,
-            zero_pad(levels, Vec::new()).into_iter().collect(),
+            transforms,
         )
     }
 
-    /// The RoPE table: rows as wide as the real head_dim (the rotated part).
+    /// A norm weight's setup: `1 + w` where the model's norms apply that
+    /// (before the zero padding, so padded columns stay zero), then the padding.
+    fn norm_transforms(&self, levels: Vec<[usize; 2]>) -> Vec<Transform> {
+        let mut transforms = Vec::new();
+        if self.arch.norm_weight == NormWeight::OffsetOne {
+            transforms.push(Transform::OffsetOne);
+        }
+        transforms.extend(zero_pad(levels, Vec::new()));
+        transforms
+    }
+
+    /// The RoPE table: rows as wide as the real head_dim (the rotated part);
+    /// with the local base's table beside it when sliding-window layers have
+    /// one (`SlidingLayers::local_lut`).
     fn lut(&mut self) -> String {
         let positions = self.seq;
         let hd = self.dims.real_head_dim;
-        self.buffers.insert(
-            "lut".to_string(),
-            Buffer {
-                class: self.weight_class(),
-                dtype: Dtype::Bf16,
-                elements: positions * hd,
-                source: Some(WeightSource::RopeLut {
-                    positions,
-                    head_dim: hd,
-                }),
-                per_layer: false,
-            },
-        );
+        let has_local = local_lut(self.arch).is_some();
+        for (name, local) in [("lut", false), (LOCAL_LUT, true)] {
+            if local && !has_local {
+                continue;
+            }
+            self.buffers.insert(
+                name.to_string(),
+                Buffer {
+                    class: self.weight_class(),
+                    dtype: Dtype::Bf16,
+                    elements: positions * hd,
+                    source: Some(WeightSource::RopeLut {
+                        positions,
+                        head_dim: hd,
+                        local,
+                    }),
+                    per_layer: false,
+                },
+            );
+        }
         "lut".to_string()
     }
 
@@ -606,12 +621,13 @@ impl<'a> Builder<'a> {
     /// A host-side hidden-wide vector (the final norm's weight).
     fn final_norm(&mut self, class: BufferClass) -> String {
         let (elements, levels) = self.dims.hidden_vector();
+        let transforms = self.norm_transforms(levels);
         self.tensor(
             "final_norm",
             class,
             "model.norm.weight".into(),
             elements,
-            zero_pad(levels, Vec::new()).into_iter().collect(),
+            transforms,
         )
     }
 
@@ -885,6 +901,7 @@ impl<'a> Builder<'a> {
             out: "x".into(),
             rows: s,
             hidden: d.hidden,
+            scale: self.embedding_scale(),
         }));
 
         let (front, [qr, kr, v]) = self.attention_front();
@@ -916,7 +933,7 @@ impl<'a> Builder<'a> {
         if spec.tile.dk_chunks == 1 {
             spec.layout = self.options.layout;
         }
-        spec.scale_dim = d.real_head_dim();
+        spec.scale_dim = d.scale_dim();
         let mut names = [
             q.to_string(),
             k.to_string(),
@@ -975,7 +992,9 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// A layer's o_proj, gate, up and down projections and its post-attention norm.
+    /// A layer's o_proj, gate, up and down projections and the norm in front
+    /// of its MLP (`post_attention_layernorm`, or Gemma's
+    /// `pre_feedforward_layernorm`).
     fn o_ffn_weights(&mut self) -> (String, String, String, String, String) {
         let d = self.dims;
         let wo = self.projection("wo", "self_attn.o_proj", d.hidden, d.q_dim());
@@ -983,23 +1002,104 @@ impl<'a> Builder<'a> {
         let wu = self.projection("wu", "mlp.up_proj", d.ffn, d.hidden);
         let wd = self.projection("wd", "mlp.down_proj", d.hidden, d.ffn);
         let class = self.weight_class();
-        let ln2 = self.layer_vector(
-            "ln2",
-            "post_attention_layernorm.weight",
-            d.hidden_vector(),
-            class,
-        );
+        let mlp_norm = if self.arch.sandwich_norms {
+            "pre_feedforward_layernorm.weight"
+        } else {
+            "post_attention_layernorm.weight"
+        };
+        let ln2 = self.layer_vector("ln2", mlp_norm, d.hidden_vector(), class);
         (wo, wg, wu, wd, ln2)
+    }
+
+    /// Gemma's sandwich norms, the weights of the RMSNorms on the attention and
+    /// MLP outputs before their residual adds, held as `class`.
+    fn sandwich_weights(&mut self, class: BufferClass) -> Option<[String; 2]> {
+        if !self.arch.sandwich_norms {
+            return None;
+        }
+        let v = self.dims.hidden_vector();
+        Some([
+            self.layer_vector(
+                "ln_attn_out",
+                "post_attention_layernorm.weight",
+                v.clone(),
+                class,
+            ),
+            self.layer_vector("ln_mlp_out", "post_feedforward_layernorm.weight", v, class),
+        ])
+    }
+
+    /// The NPU RMSNorm of a sandwich norm on `rows` rows of `x` into `out`.
+    fn sandwich_norm(&mut self, x: &str, weight: &str, out: &str, rows: usize) -> Launch {
+        let d = self.dims;
+        let out = self.act(out, rows * d.hidden);
+        Launch::Rmsnorm {
+            x: x.into(),
+            weight: Some(weight.into()),
+            out,
+            eps: d.eps,
+            spec: self.norm(rows, d.hidden, d.real_hidden_cols()),
+        }
+    }
+
+    /// The gated activation of the model's MLP on the NPU.
+    fn gated(&self, gate: String, up: String, out: String, n: usize) -> Launch {
+        let spec = self.eltwise(n);
+        match self.arch.activation {
+            Activation::Silu => Launch::SiluMul {
+                gate,
+                up,
+                out,
+                spec,
+            },
+            Activation::GeluTanh => Launch::GeluMul {
+                gate,
+                up,
+                out,
+                spec,
+            },
+        }
+    }
+
+    /// The embedding rows' factor (Gemma's √hidden), when the model has one.
+    fn embedding_scale(&self) -> Option<f32> {
+        self.arch
+            .scale_embeddings
+            .then(|| self.arch.embedding_scale())
+    }
+
+    /// `launches` with the sandwich norm `weight` applied to `produced` (the
+    /// output of the last launch) before the residual add reads it: returns
+    /// what the add reads.
+    fn normed_output(
+        &mut self,
+        launches: &mut Vec<Launch>,
+        produced: String,
+        weight: Option<&String>,
+        out: &str,
+        rows: usize,
+    ) -> String {
+        match weight {
+            Some(w) => {
+                let norm = self.sandwich_norm(&produced, w, out, rows);
+                launches.push(norm);
+                out.to_string()
+            }
+            None => produced,
+        }
     }
 
     fn o_ffn_prefill(&mut self, attn: &str) -> Group {
         let d = self.dims;
         let s = self.seq;
         let (wo, wg, wu, wd, ln2) = self.o_ffn_weights();
+        let class = self.weight_class();
+        let sandwich = self.sandwich_weights(class);
         let [o, h1, hn, down] = ["o", "h1", "hn", "down"].map(|n| self.act(n, s * d.hidden));
         let [gate, up, act] = ["gate", "up", "act"].map(|n| self.act(n, s * d.ffn));
-        let launches = vec![
-            self.gemm(attn, &wo, &o, d.q_dim(), d.hidden),
+        let mut launches = vec![self.gemm(attn, &wo, &o, d.q_dim(), d.hidden)];
+        let o = self.normed_output(&mut launches, o, sandwich.as_ref().map(|w| &w[0]), "on", s);
+        launches.extend([
             Launch::EltwiseAdd {
                 a: "x".into(),
                 b: o,
@@ -1015,20 +1115,22 @@ impl<'a> Builder<'a> {
             },
             self.gemm(&hn, &wg, &gate, d.hidden, d.ffn),
             self.gemm(&hn, &wu, &up, d.hidden, d.ffn),
-            Launch::SiluMul {
-                gate,
-                up,
-                out: act.clone(),
-                spec: self.eltwise(s * d.ffn),
-            },
+            self.gated(gate, up, act.clone(), s * d.ffn),
             self.gemm(&act, &wd, &down, d.ffn, d.hidden),
-            Launch::EltwiseAdd {
-                a: h1,
-                b: down,
-                out: "x".into(),
-                spec: self.eltwise(s * d.hidden),
-            },
-        ];
+        ]);
+        let down = self.normed_output(
+            &mut launches,
+            down,
+            sandwich.as_ref().map(|w| &w[1]),
+            "down_n",
+            s,
+        );
+        launches.push(Launch::EltwiseAdd {
+            a: h1,
+            b: down,
+            out: "x".into(),
+            spec: self.eltwise(s * d.hidden),
+        });
         Group {
             name: "o_ffn",
             launches,
@@ -1192,6 +1294,7 @@ impl<'a> Builder<'a> {
             out: "x".into(),
             rows: 1,
             hidden: d.hidden,
+            scale: self.embedding_scale(),
         }));
 
         let (front, [qr, kr, v]) = self.attention_front();
@@ -1210,7 +1313,7 @@ impl<'a> Builder<'a> {
             heads: d.heads,
             kv_heads: d.kv_heads,
             head_dim: d.head_dim,
-            scale_dim: d.real_head_dim(),
+            scale_dim: d.scale_dim(),
         });
         self.o_ffn_decode(&attn);
         self.host(HostOp::Scheduling {
@@ -1236,7 +1339,10 @@ impl<'a> Builder<'a> {
     fn cascade_legal(&self) -> bool {
         let d = self.dims;
         let l = &self.device.limits;
+        // The cascade adds o_proj's and down_proj's outputs to the residual
+        // inside its GEMVs: no room for a sandwich norm between.
         !d.cascade_padded()
+            && !self.arch.sandwich_norms
             && d.hidden < l.cascade_hidden_size_below
             && d.ffn % l.cascade_hidden_multiple == 0
             && d.q_dim() % l.cascade_hidden_multiple == 0
@@ -1289,7 +1395,9 @@ impl<'a> Builder<'a> {
             if let Some(b) = self.buffers.get_mut("ln2") {
                 b.class = BufferClass::Host;
             }
+            let sandwich = self.sandwich_weights(BufferClass::Host);
             self.projection_call("o_gemv", &wo, attn, &o);
+            let o = self.host_normed(o, sandwich.as_ref().map(|w| &w[0]), "on");
             self.host(HostOp::Add {
                 a: "x".into(),
                 b: o,
@@ -1314,6 +1422,7 @@ impl<'a> Builder<'a> {
                 n: d.ffn,
             });
             self.projection_call("down_gemv", &wd, &act, &down);
+            let down = self.host_normed(down, sandwich.as_ref().map(|w| &w[1]), "down_n");
             self.host(HostOp::Add {
                 a: h1,
                 b: down,
@@ -1322,8 +1431,11 @@ impl<'a> Builder<'a> {
             });
             return;
         }
-        let launches = vec![
-            self.gemv(&wo, attn, &o, None, Herd::ROW),
+        let class = self.weight_class();
+        let sandwich = self.sandwich_weights(class);
+        let mut launches = vec![self.gemv(&wo, attn, &o, None, Herd::ROW)];
+        let o = self.normed_output(&mut launches, o, sandwich.as_ref().map(|w| &w[0]), "on", 1);
+        launches.extend([
             Launch::EltwiseAdd {
                 a: "x".into(),
                 b: o,
@@ -1339,25 +1451,47 @@ impl<'a> Builder<'a> {
             },
             self.gemv(&wg, &hn, &gate, None, Herd::ROW),
             self.gemv(&wu, &hn, &up, None, Herd::ROW),
-            Launch::SiluMul {
-                gate,
-                up,
-                out: act.clone(),
-                spec: self.eltwise(d.ffn),
-            },
+            self.gated(gate, up, act.clone(), d.ffn),
             self.gemv(&wd, &act, &down, None, Herd::ROW),
-            Launch::EltwiseAdd {
-                a: h1,
-                b: down,
-                out: "x".into(),
-                spec: self.eltwise(d.hidden),
-            },
-        ];
+        ]);
+        let down = self.normed_output(
+            &mut launches,
+            down,
+            sandwich.as_ref().map(|w| &w[1]),
+            "down_n",
+            1,
+        );
+        launches.push(Launch::EltwiseAdd {
+            a: h1,
+            b: down,
+            out: "x".into(),
+            spec: self.eltwise(d.hidden),
+        });
         self.emit(Group {
             name: "o_gemv_ffn",
             launches,
             outputs: vec!["x".into()],
         });
+    }
+
+    /// `x` through the host RMSNorm `weight` into `out` when there is one (a
+    /// sandwich norm of the host-glue decode path): returns what to read next.
+    fn host_normed(&mut self, x: String, weight: Option<&String>, out: &str) -> String {
+        let Some(w) = weight else {
+            return x;
+        };
+        let d = self.dims;
+        let out = self.act(out, d.hidden);
+        self.host(HostOp::RmsNorm {
+            x,
+            weight: w.clone(),
+            out: out.clone(),
+            cols: d.hidden,
+            eps: d.eps,
+            last_row: false,
+            real_cols: d.real_hidden_cols(),
+        });
+        out
     }
 
     /// One decode projection as its own GEMV call, or on the CPU when the
@@ -1419,8 +1553,21 @@ impl<'a> Builder<'a> {
 
     /// Emits a group as one merged call or one call per launch.
     fn emit_into(&mut self, group: Group, part: Part) {
-        let calls: Vec<Call> = if self.options.merge_launches || group.launches.len() == 1 {
-            vec![self.call(&group, 0..group.launches.len(), group.name.to_string())]
+        let n = group.launches.len();
+        let limit = self.device.limits.launches_per_call_max.max(1);
+        let calls: Vec<Call> = if (self.options.merge_launches && n <= limit) || n == 1 {
+            vec![self.call(&group, 0..n, group.name.to_string())]
+        } else if self.options.merge_launches {
+            // More launches than one call may hold (Gemma's sandwich norms make
+            // o_ffn 10): as few calls as the limit allows, of even size.
+            let parts = n.div_ceil(limit);
+            let size = n.div_ceil(parts);
+            (0..parts)
+                .map(|p| {
+                    let range = p * size..((p + 1) * size).min(n);
+                    self.call(&group, range, format!("{}.{p}", group.name))
+                })
+                .collect()
         } else {
             (0..group.launches.len())
                 .map(|i| {

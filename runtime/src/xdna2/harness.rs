@@ -291,6 +291,7 @@ impl Harness<'_> {
             }
             Launch::Rope { spec, .. } => self.rope(spec),
             Launch::SiluMul { spec, .. } => self.eltwise(spec, Kernel::SiluMul),
+            Launch::GeluMul { spec, .. } => self.eltwise(spec, Kernel::GeluMul),
             Launch::EltwiseAdd { spec, .. } => self.eltwise(spec, Kernel::EltwiseAdd),
             Launch::Softmax { spec, .. } => {
                 let x = draws(seed, "softmax-x", spec.rows * spec.cols, 2.0);
@@ -403,10 +404,17 @@ impl Harness<'_> {
         let a = draws(self.seed, "eltwise-a", spec.n, 2.0);
         let b = draws(self.seed, "eltwise-b", spec.n, 2.0);
         let (af, bf) = (bf16::to_f32_vec(&a), bf16::to_f32_vec(&b));
-        let (reference, out) = if kernel == Kernel::SiluMul {
+        // A gated activation is judged against the model's activation: a SiLU
+        // kernel where the model gates with GELU-tanh fails here.
+        let (reference, out) = if kernel == Kernel::SiluMul || kernel == Kernel::GeluMul {
             let mut g = af;
             blocks::gated_activation(self.arch.activation, &mut g, &bf);
-            (g, kernels::silu_mul(self.device, spec, &a, &b))
+            let out = if kernel == Kernel::SiluMul {
+                kernels::silu_mul(self.device, spec, &a, &b)
+            } else {
+                kernels::gelu_mul(self.device, spec, &a, &b)
+            };
+            (g, out)
         } else {
             let sum = af.iter().zip(&bf).map(|(x, y)| x + y).collect();
             (sum, kernels::eltwise_add(self.device, spec, &a, &b))
@@ -425,14 +433,19 @@ pub fn validation_launch(launch: &Launch, device: &Device) -> Launch {
             spec.rows = spec.rows.min(tiles * (64 / tiles).max(1));
         }
         Launch::Softmax { spec, .. } => spec.rows = spec.rows.min(spec.herd.tiles() * 4),
-        Launch::SiluMul { spec, .. } | Launch::EltwiseAdd { spec, .. } => {
+        Launch::SiluMul { spec, .. }
+        | Launch::GeluMul { spec, .. }
+        | Launch::EltwiseAdd { spec, .. } => {
             let block = (spec.tile.tile * spec.herd.tiles()).max(1);
             spec.n = spec.n.min(block * (spec.n / block).clamp(1, 4));
         }
         Launch::FlashAttention { spec, .. } => {
             let key = device.limits.fa_key_block;
             let block = lcm(spec.tile.lqp.max(1), key * spec.tile.cascade.max(1));
-            let len = spec.lq.min(block.max(256));
+            // Long enough for a window mask to cut keys off (a window past the
+            // sequence masks nothing).
+            let need = spec.window.map_or(256, |w| w + 256).max(block);
+            let len = spec.lq.min(need.div_ceil(block) * block);
             (spec.lq, spec.lk) = (len, len);
         }
         Launch::Gemv { .. }
@@ -524,7 +537,9 @@ fn reference_attention(spec: &FlashAttentionSpec, q: &[u16], k: &[u16], v: &[u16
             } else {
                 lk
             };
-            let mut scores: Vec<f32> = (0..visible)
+            // The sliding window keeps the last `window` of the visible keys.
+            let first = spec.window.map_or(0, |w| visible.saturating_sub(w));
+            let mut scores: Vec<f32> = (first..visible)
                 .map(|j| {
                     let ks = &k[at(lk, spec.kv_heads, j, kv)..][..hd];
                     qs.iter()
@@ -536,7 +551,7 @@ fn reference_attention(spec: &FlashAttentionSpec, q: &[u16], k: &[u16], v: &[u16
                 .collect();
             blocks::softmax_in_place(&mut scores);
             let mut o = vec![0.0f32; hd];
-            for (j, &p) in scores.iter().enumerate() {
+            for (j, &p) in (first..visible).zip(&scores) {
                 let vs = &v[at(lk, spec.kv_heads, j, kv)..][..hd];
                 for (acc, &x) in o.iter_mut().zip(vs) {
                     *acc += p * bf16::to_f32(x);

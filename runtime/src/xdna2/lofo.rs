@@ -64,6 +64,7 @@ fn signature(launch: &Launch, lm_head_rows: usize) -> Signature {
                 spec.kv_heads,
                 spec.head_dim,
                 usize::from(spec.causal),
+                spec.window.unwrap_or(0),
             ],
         ),
         Launch::Rmsnorm { spec, .. } | Launch::QkRmsnorm { spec, .. } => {
@@ -73,6 +74,7 @@ fn signature(launch: &Launch, lm_head_rows: usize) -> Signature {
         Launch::Rope { spec, .. } => (Kernel::Rope, vec![spec.rows * spec.heads, spec.head_dim]),
         Launch::EltwiseAdd { spec, .. } => (Kernel::EltwiseAdd, vec![spec.n]),
         Launch::SiluMul { spec, .. } => (Kernel::SiluMul, vec![spec.n]),
+        Launch::GeluMul { spec, .. } => (Kernel::GeluMul, vec![spec.n]),
     }
 }
 

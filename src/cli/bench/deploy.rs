@@ -85,14 +85,14 @@ struct Anchors {
 }
 
 impl Anchors {
-    fn load() -> Result<Self, String> {
+    fn load() -> Result<Self, BenchError> {
         let device = Device::npu2();
         let prepared = Prepared::load(
             &device,
             &calibration::data_dir(),
             &calibration::default_models_dir(),
         )
-        .map_err(|e| format!("calibration data: {e}"))?;
+        .map_err(BenchError::Calibration)?;
         let report = prepared.report(&device, &committed_params());
         Ok(Self {
             device,
@@ -110,7 +110,7 @@ impl Anchors {
         model: &str,
         config: &Path,
         report: &DeployReport,
-    ) -> Result<Option<[Versus; 2]>, String> {
+    ) -> Result<Option<[Versus; 2]>, BenchError> {
         let perf = report.performance.as_ref();
         let (Some(ttft), Some(decode)) = (
             perf.map(|p| p.production.ttft_s),
@@ -119,11 +119,10 @@ impl Anchors {
         ) else {
             return Ok(None);
         };
-        let arch = load_config(config).map_err(|e| e.to_string())?;
+        let arch = load_config(config).map_err(|e| BenchError::config(config, e))?;
         let data = &self.prepared.data;
         let params = committed_params();
-        let published = anchor::published_times(data, model, &arch, &self.device, &params)
-            .map_err(|e| e.to_string())?;
+        let published = anchor::published_times(data, model, &arch, &self.device, &params)?;
         Ok(published.map(|(ttft_pub, decode_pub)| {
             let band = |f| anchor::band(&self.prepared, &self.report, model, f);
             [
@@ -181,7 +180,10 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
         let cpu_s = cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
         let parameters = outcome.report.model.as_ref().map_or(0, |m| m.parameters);
         let config = args.models.join(model).join("config.json");
-        let versus = anchors.versus(model, &config, &outcome.report);
+        // The row keeps why a comparison could not be made, as its table cell says.
+        let versus = anchors
+            .versus(model, &config, &outcome.report)
+            .map_err(|e| e.to_string());
         rows.push(Row {
             model: model.to_string(),
             parameters,

@@ -89,6 +89,10 @@ pub enum BenchError {
     Diagnostics { label: String, errors: usize },
     #[error(transparent)]
     Emit(#[from] crate::emit::EmitError),
+    #[error("calibration data: {0}")]
+    Calibration(#[source] skillc_runtime::xdna2::calibration::CalibrationError),
+    #[error(transparent)]
+    Published(#[from] skillc_runtime::xdna2::published::PublishedError),
 }
 
 impl BenchError {

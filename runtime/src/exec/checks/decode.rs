@@ -53,6 +53,9 @@ pub struct ReferenceRun {
     pub steps: Vec<GreedyStep>,
     /// The logits of every step.
     pub logits: Vec<Vec<f32>>,
+    /// Every layer's keys and values right after the prefill, `[slots, kv_dim]`
+    /// (a sliding-window layer holds only what the next query can see).
+    pub kv_prefill: Vec<(Vec<f32>, Vec<f32>)>,
     /// Every layer's keys and values after the last step, `[slots, kv_dim]`.
     pub kv: Vec<(Vec<f32>, Vec<f32>)>,
     /// Non-finite logits met on the way.
@@ -77,6 +80,7 @@ pub fn reference_run(model: &Model, prompt: &[u32]) -> Result<ReferenceRun, Refe
         kv_width: model.arch.kv_dim(),
         steps: Vec::with_capacity(GATE_N_TOKENS),
         logits: Vec::with_capacity(GATE_N_TOKENS),
+        kv_prefill: cache_of(&reference, model.arch.num_layers),
         kv: Vec::new(),
         non_finite: 0,
     };
@@ -91,13 +95,18 @@ pub fn reference_run(model: &Model, prompt: &[u32]) -> Result<ReferenceRun, Refe
         }
         logits = reference.decode_step(token)?;
     }
-    run.kv = (0..model.arch.num_layers)
+    run.kv = cache_of(&reference, model.arch.num_layers);
+    Ok(run)
+}
+
+/// Every layer's cached keys and values of `reference`, as they stand.
+fn cache_of(reference: &Reference<'_>, layers: usize) -> Vec<(Vec<f32>, Vec<f32>)> {
+    (0..layers)
         .map(|l| {
             let (k, v) = reference.kv(l);
             (k.to_vec(), v.to_vec())
         })
-        .collect();
-    Ok(run)
+        .collect()
 }
 
 /// The worst error of one comparison and where it is.
@@ -222,7 +231,7 @@ pub fn teacher_forced(
     reference: &ReferenceRun,
 ) -> Result<ForcedRun, ExecError> {
     let mut logits = npu.prefill(&plans.prefill, prompt)?;
-    let kv_prefill = kv_error(npu, plans.prefill.padding, reference, Some(prompt.len()));
+    let kv_prefill = kv_error(npu, plans.prefill.padding, reference, &reference.kv_prefill);
     let mut run = ForcedRun {
         steps: Vec::with_capacity(reference.steps.len()),
         errors: DecodeErrors {
@@ -247,7 +256,7 @@ pub fn teacher_forced(
         };
         logits = npu.decode(&plans.decode, token)?;
     }
-    run.errors.kv_decode = kv_error(npu, plans.decode.padding, reference, None);
+    run.errors.kv_decode = kv_error(npu, plans.decode.padding, reference, &reference.kv);
     Ok(run)
 }
 
@@ -281,28 +290,23 @@ pub fn teacher_forced_logits(
     Ok(worst)
 }
 
-/// The worst layer's cache error: over the first `slots` slots of the
-/// reference's cache (the prompt's, after prefill), or over every slot either
-/// side holds.
+/// The worst layer's cache error against the reference's cache `expected` (after
+/// prefill or after the last step), over every slot either side holds.
 fn kv_error(
     npu: &Interpreter<'_>,
     padding: Option<Padding>,
     reference: &ReferenceRun,
-    slots: Option<usize>,
+    expected: &[(Vec<f32>, Vec<f32>)],
 ) -> Worst {
     let mut worst = Worst::none();
     let width = reference.kv_width;
-    for (layer, (keys, values)) in reference.kv.iter().enumerate() {
+    for (layer, (keys, values)) in expected.iter().enumerate() {
         let (npu_keys, npu_values) = npu.kv(layer);
         // A padded plan caches padded heads; its real elements are what the
         // unpadded plan would hold (`xdna2::padding`), the rest are zeros.
         let real = |cache: &[u16]| padding.map_or_else(|| cache.to_vec(), |p| p.real_kv(cache));
         let (npu_keys, npu_values) = (real(npu_keys), real(npu_values));
         for (name, ours, theirs) in [("keys", npu_keys, keys), ("values", npu_values, values)] {
-            let theirs = match slots {
-                Some(s) => &theirs[..(s * width).min(theirs.len())],
-                None => &theirs[..],
-            };
             let len = theirs.len().max(ours.len());
             let bits = |i: usize| ours.get(i).map_or(0.0, |&b| crate::bf16::to_f32(b));
             let (e, at) = max_rel(bits, theirs, len);

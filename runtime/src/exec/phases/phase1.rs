@@ -33,6 +33,7 @@ use crate::xdna2::{padding, tiling};
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
     run.progress.step(OpKind::EnumerateKernels.name());
     plant_rope_fault(run, rec);
+    plant_gelu_fault(run, rec);
     if let Some(end) = place_dimensions(run, rec)? {
         return Ok(end);
     }
@@ -304,6 +305,27 @@ fn plant_rope_fault(run: &mut Run<'_>, rec: &mut PhaseRecord) {
             "planted fault no-llama3-rope does not apply: the model has no llama3 RoPE scaling"
                 .into(),
         );
+    }
+}
+
+fn plant_gelu_fault(run: &mut Run<'_>, rec: &mut PhaseRecord) {
+    if !run.options.faults.contains(&Fault::SiluForGelu) {
+        return;
+    }
+    let Some(arch) = run.arch.as_ref() else {
+        return;
+    };
+    match Fault::SiluForGelu.inert_on(arch) {
+        None => {
+            run.design.path.defects.silu_for_gelu = true;
+            rec.notes.push(format!(
+                "planted fault silu-for-gelu: {}",
+                Fault::SiluForGelu.description()
+            ));
+        }
+        Some(why) => rec
+            .notes
+            .push(format!("planted fault silu-for-gelu does not apply: {why}")),
     }
 }
 

@@ -151,6 +151,20 @@ fn plant_block_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
             );
         }
     }
+    if run.options.faults.contains(&Fault::WindowOffByOne) {
+        match Fault::WindowOffByOne.inert_on(arch) {
+            None => {
+                run.design.path.defects.window_off_by_one = true;
+                rec.notes.push(format!(
+                    "planted fault window-off-by-one: {}",
+                    Fault::WindowOffByOne.description()
+                ));
+            }
+            Some(why) => rec.notes.push(format!(
+                "planted fault window-off-by-one does not apply: {why}"
+            )),
+        }
+    }
     if run.options.faults.contains(&Fault::SkipQkNorm) {
         if arch.qk_norm {
             run.design.path.qk_norm = false;

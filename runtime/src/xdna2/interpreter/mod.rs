@@ -92,6 +92,14 @@ pub struct Defects {
     /// slice of the logits stays zero.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub drop_lm_head_partition: bool,
+    /// The gated MLP runs `silu_mul` where the plan has `gelu_mul` (the plans
+    /// are built with the SiLU kernel in its place).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub silu_for_gelu: bool,
+    /// Sliding-window layers attend over one position more than their window,
+    /// in prefill (flash attention's mask) and in decode.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub window_off_by_one: bool,
 }
 
 impl Defects {
@@ -101,6 +109,8 @@ impl Defects {
         stale_kv: false,
         gqa_mapping: false,
         drop_lm_head_partition: false,
+        silu_for_gelu: false,
+        window_off_by_one: false,
     };
 
     pub fn none(&self) -> bool {
@@ -108,12 +118,18 @@ impl Defects {
     }
 }
 
-/// The inverse frequencies a table of `kind` holds for `arch` (the NPU side's own
-/// code, not the reference's: see `rope`).
+/// The inverse frequencies a table of `kind` holds for `arch`'s global RoPE
+/// (the NPU side's own code, not the reference's: see `rope`).
 pub fn table_frequencies(arch: &Architecture, kind: RopeTable) -> Vec<f32> {
+    layer_table_frequencies(arch, kind, false)
+}
+
+/// [`table_frequencies`] of the global RoPE, or of the local base of the
+/// sliding-window layers when `local`.
+pub fn layer_table_frequencies(arch: &Architecture, kind: RopeTable, local: bool) -> Vec<f32> {
     match kind {
-        RopeTable::Scaled => rope::scaled_frequencies(arch),
-        RopeTable::Unscaled => rope::unscaled_frequencies(arch),
+        RopeTable::Scaled => rope::scaled_frequencies(arch, local),
+        RopeTable::Unscaled => rope::unscaled_frequencies(arch, local),
     }
 }
 
@@ -187,8 +203,9 @@ pub struct Interpreter<'m> {
     arch: &'m Architecture,
     index: TensorIndex<'m>,
     path: NpuPath,
-    /// RoPE tables by their number of positions.
-    luts: HashMap<usize, Arc<Vec<u16>>>,
+    /// RoPE tables by their number of positions and whether they hold the
+    /// local base.
+    luts: HashMap<(usize, bool), Arc<Vec<u16>>>,
     /// Weight copies (padded heads, zero rows made explicit) by source and layer.
     copies: HashMap<(String, usize), Arc<Vec<u16>>>,
     kv: KvCache,
@@ -255,7 +272,9 @@ impl<'m> Interpreter<'m> {
     }
 
     /// Layer `layer`'s cached keys and values, `[slots, kv_width]` bf16 bits each
-    /// (slots written so far; a slot past the position is a wrong write).
+    /// (slots written so far; a slot past the position is a wrong write), from
+    /// its first held position on (past 0 on a sliding-window layer that has
+    /// dropped what slid out, as the reference's cache does).
     pub fn kv(&self, layer: usize) -> (&[u16], &[u16]) {
         self.kv.layer(layer)
     }
@@ -327,29 +346,36 @@ impl<'m> Interpreter<'m> {
         self.counters.tokens += rows as u64;
     }
 
-    /// The RoPE table over `positions` positions for this path.
-    fn lut(&mut self, positions: usize) -> Arc<Vec<u16>> {
+    /// The RoPE table over `positions` positions for this path (of the local
+    /// base when `local`).
+    fn lut(&mut self, positions: usize, local: bool) -> Arc<Vec<u16>> {
         let (arch, rope) = (self.arch, self.path.rope);
         self.luts
-            .entry(positions)
+            .entry((positions, local))
             .or_insert_with(|| {
-                Arc::new(kernels::rope_lut(&table_frequencies(arch, rope), positions))
+                let freqs = layer_table_frequencies(arch, rope, local);
+                Arc::new(kernels::rope_lut(&freqs, positions))
             })
             .clone()
     }
 }
 
 /// The host KV cache: per layer, keys and values `[slots, kv_width]` as bf16,
-/// written slot by slot.
+/// written slot by slot. A sliding-window layer drops the positions no later
+/// query can see (`drop_before`), as transformers' sliding-window cache does;
+/// its first held slot is then past 0 (`first`), and slots are addressed by
+/// their position throughout.
 #[derive(Debug, Clone)]
 struct KvCache {
     layers: Vec<(Vec<u16>, Vec<u16>)>,
+    first: Vec<usize>,
 }
 
 impl KvCache {
     fn new(layers: usize) -> Self {
         KvCache {
             layers: vec![(Vec::new(), Vec::new()); layers],
+            first: vec![0; layers],
         }
     }
 
@@ -358,6 +384,27 @@ impl KvCache {
             k.clear();
             v.clear();
         }
+        self.first.fill(0);
+    }
+
+    /// The position of layer `layer`'s first held slot.
+    fn first(&self, layer: usize) -> usize {
+        self.first.get(layer).copied().unwrap_or(0)
+    }
+
+    /// Drops layer `layer`'s slots before position `position`.
+    fn drop_before(&mut self, layer: usize, position: usize, width: usize) {
+        let first = self.first(layer);
+        let Some((k, v)) = self.layers.get_mut(layer) else {
+            return;
+        };
+        let drop = position.saturating_sub(first).min(k.len() / width.max(1));
+        if drop == 0 {
+            return;
+        }
+        k.drain(..drop * width);
+        v.drain(..drop * width);
+        self.first[layer] = first + drop;
     }
 
     fn layer(&self, layer: usize) -> (&[u16], &[u16]) {
@@ -369,7 +416,12 @@ impl KvCache {
     /// Writes `keys` and `values` (whole rows of `width`) from slot `slot` on;
     /// slots skipped over hold zeros.
     fn write(&mut self, layer: usize, slot: usize, width: usize, keys: &[u16], values: &[u16]) {
+        let first = self.first(layer);
         let Some((k, v)) = self.layers.get_mut(layer) else {
+            return;
+        };
+        // A slot that slid out of the window is not held any more.
+        let Some(slot) = slot.checked_sub(first) else {
             return;
         };
         for (cache, rows) in [(k, keys), (v, values)] {
@@ -384,8 +436,9 @@ impl KvCache {
     /// The row of slot `slot`, zeros when it was never written.
     fn row(&self, layer: usize, slot: usize, width: usize) -> (Vec<u16>, Vec<u16>) {
         let (k, v) = self.layer(layer);
+        let held = slot.checked_sub(self.first(layer));
         let take = |c: &[u16]| {
-            c.get(slot * width..(slot + 1) * width)
+            held.and_then(|s| c.get(s * width..(s + 1) * width))
                 .map_or_else(|| vec![0; width], <[u16]>::to_vec)
         };
         (take(k), take(v))

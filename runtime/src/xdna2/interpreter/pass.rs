@@ -13,7 +13,9 @@ use super::weights::resolve;
 use super::{ExecError, Interpreter};
 use crate::bf16;
 use crate::model::oracle::{blocks, linear};
-use crate::xdna2::kernels::{self, EltwiseSpec, Herd, KernelError, NormSpec, RopeSpec};
+use crate::xdna2::kernels::{
+    self, EltwiseSpec, FlashAttentionSpec, Herd, KernelError, NormSpec, RopeSpec,
+};
 use crate::xdna2::plan::{Buffer, HostOp, Launch, Phase, Plan, Step, Transform, WeightSource};
 
 /// Runs `plan` on `ids` at the interpreter's next positions, through the first
@@ -123,15 +125,20 @@ impl<'m> Pass<'_, 'm> {
         let buffer = self.buffer(name)?;
         let (source, per_layer) = (buffer.source.clone(), buffer.per_layer);
         let transforms = match &source {
-            Some(WeightSource::RopeLut { positions, .. }) => {
-                return Ok(WeightRef::Shared(self.model.lut(*positions)));
+            Some(WeightSource::RopeLut {
+                positions, local, ..
+            }) => {
+                return Ok(WeightRef::Shared(self.model.lut(*positions, *local)));
             }
             Some(WeightSource::Tensor { transforms, .. }) => transforms,
             None => return Err(ExecError::NotATensor(name.to_string())),
         };
-        let copies = transforms
-            .iter()
-            .any(|t| matches!(t, Transform::PadHeads { .. } | Transform::ZeroPad { .. }));
+        let copies = transforms.iter().any(|t| {
+            matches!(
+                t,
+                Transform::PadHeads { .. } | Transform::ZeroPad { .. } | Transform::OffsetOne
+            )
+        });
         let key = (
             format!("{source:?}"),
             if per_layer { self.layer } else { 0 },
@@ -282,7 +289,7 @@ impl<'m> Pass<'_, 'm> {
             }
             Launch::Rope { x, lut, out, spec } => {
                 let xv = self.get(x)?.clone();
-                let table = self.weight(lut)?;
+                let table = self.weight(self.plan.layer_buffer(lut, self.layer))?;
                 let small = RopeSpec {
                     rows: self.rows,
                     herd: Herd::SINGLE,
@@ -295,6 +302,12 @@ impl<'m> Pass<'_, 'm> {
                 let (g, u) = (self.get(gate)?, self.get(up)?);
                 let small = EltwiseSpec::select(d, g.len(), Herd::SINGLE);
                 let y = kernels::silu_mul(d, &small, g, u).map_err(err)?;
+                self.put(out, y);
+            }
+            Launch::GeluMul { gate, up, out, .. } => {
+                let (g, u) = (self.get(gate)?, self.get(up)?);
+                let small = EltwiseSpec::select(d, g.len(), Herd::SINGLE);
+                let y = kernels::gelu_mul(d, &small, g, u).map_err(err)?;
                 self.put(out, y);
             }
             Launch::EltwiseAdd { a, b, out, .. } => {
@@ -330,6 +343,10 @@ impl<'m> Pass<'_, 'm> {
                     self.get(k)?.as_slice(),
                     self.get(v)?.as_slice(),
                 );
+                let spec = &FlashAttentionSpec {
+                    window: self.window(),
+                    ..*spec
+                };
                 let y = attention_rows(d, spec, self.rows, qkv).map_err(|e| match e {
                     ExecError::Kernel { source, .. } => err(source),
                     other => other,
@@ -361,6 +378,23 @@ impl<'m> Pass<'_, 'm> {
         Ok(())
     }
 
+    /// The attention window of the current layer, if it is a sliding-window
+    /// layer (planted fault `window-off-by-one`: one position wider).
+    fn window(&self) -> Option<usize> {
+        let widen = usize::from(self.model.path.defects.window_off_by_one);
+        self.plan.window_of(self.layer).map(|w| w + widen)
+    }
+
+    /// On a sliding-window layer, drops the cached positions the next query
+    /// (at `base + rows`) cannot see, once this pass has attended: the cache
+    /// then holds what the reference's does.
+    fn slide(&mut self, width: usize) {
+        if let Some(window) = self.window() {
+            let keep_from = (self.base + self.rows + 1).saturating_sub(window);
+            self.model.kv.drop_before(self.layer, keep_from, width);
+        }
+    }
+
     /// The position RoPE rotates the first row at (planted fault: one too far in
     /// decode).
     fn rope_position(&self) -> usize {
@@ -379,11 +413,21 @@ impl<'m> Pass<'_, 'm> {
     fn host(&mut self, op: &HostOp) -> Result<(), ExecError> {
         match op {
             HostOp::Embed {
-                table, out, hidden, ..
+                table,
+                out,
+                hidden,
+                scale,
+                ..
             } => {
                 let ids = self.ids;
                 let t = self.weight(table)?;
-                let y = kernels::embedding(&t, *hidden, ids).map_err(self.kernel())?;
+                let mut y = kernels::embedding(&t, *hidden, ids).map_err(self.kernel())?;
+                if let Some(scale) = scale {
+                    let factor = bf16::round(*scale);
+                    for v in &mut y {
+                        *v = bf16::from_f32(bf16::to_f32(*v) * factor);
+                    }
+                }
                 self.put(out, y);
             }
             HostOp::KvStore { k, v, kv_width, .. } => {
@@ -399,6 +443,10 @@ impl<'m> Pass<'_, 'm> {
                 }
                 let width = *kv_width;
                 self.model.kv.write(self.layer, slot, width, &keys, &values);
+                // Prefill attends over its own rows, not the cache.
+                if !decode {
+                    self.slide(width);
+                }
             }
             HostOp::DecodeAttention {
                 q,
@@ -411,8 +459,16 @@ impl<'m> Pass<'_, 'm> {
                 let qv = self.get(q)?;
                 let (keys, values) = self.model.kv.layer(self.layer);
                 let shift = usize::from(self.model.path.defects.gqa_mapping);
-                let positions = self.base + 1;
-                if keys.len() < positions * *kv_heads * *head_dim {
+                // Positions held from `first` on; the window sees the last ones.
+                let first = self.model.kv.first(self.layer);
+                let from = self
+                    .window()
+                    .map_or(0, |w| (self.base + 1).saturating_sub(w))
+                    .max(first);
+                let positions = self.base + 1 - from;
+                let width = *kv_heads * *head_dim;
+                let start = (from - first) * width;
+                if keys.len() < start + positions * width {
                     return Err(ExecError::Unwritten(format!(
                         "KV cache slot {} of layer {}",
                         self.base, self.layer
@@ -420,12 +476,13 @@ impl<'m> Pass<'_, 'm> {
                 }
                 let y = decode_attention(
                     qv,
-                    (keys, values),
+                    (&keys[start..], &values[start..]),
                     positions,
                     (*heads, *kv_heads, *head_dim, scale_dim.unwrap_or(*head_dim)),
                     shift,
                 );
                 self.put(out, y);
+                self.slide(width);
             }
             HostOp::Transpose {
                 from,
@@ -453,7 +510,7 @@ impl<'m> Pass<'_, 'm> {
                 }
                 let b = self.weight(bias)?;
                 let table = match lut {
-                    Some(l) => Some(self.weight(l)?),
+                    Some(l) => Some(self.weight(self.plan.layer_buffer(l, self.layer))?),
                     None => None,
                 };
                 let mut xv = self.get(x)?.clone();

@@ -9,7 +9,7 @@
 
 use std::f64::consts::TAU;
 
-use crate::model::arch::{Architecture, RopeScaling};
+use crate::model::arch::{Architecture, Rope, RopeScaling};
 
 /// `theta^(-2j / head_dim)` for `j < head_dim / 2`, in f64.
 fn base_frequencies(theta: f64, head_dim: usize) -> Vec<f64> {
@@ -34,10 +34,23 @@ fn llama3_scaled(f: f64, factor: f64, low: f64, high: f64, original: f64) -> f64
     }
 }
 
-/// The frequencies of `arch`'s global RoPE with its scaling applied.
-pub fn scaled_frequencies(arch: &Architecture) -> Vec<f32> {
-    let base = base_frequencies(arch.rope_theta, arch.head_dim);
-    let scaled: Vec<f64> = match arch.rope_scaling {
+/// The RoPE `arch` rotates with: the global one, or the local base of its
+/// sliding-window layers (Gemma-3's `rope_local_base_freq`) when `local`.
+fn rope_of(arch: &Architecture, local: bool) -> Rope {
+    match (&arch.local_rope, local) {
+        (Some(rope), true) => rope.clone(),
+        _ => Rope {
+            theta: arch.rope_theta,
+            scaling: arch.rope_scaling.clone(),
+        },
+    }
+}
+
+/// The frequencies of `arch`'s global (or `local`) RoPE with its scaling applied.
+pub fn scaled_frequencies(arch: &Architecture, local: bool) -> Vec<f32> {
+    let rope = rope_of(arch, local);
+    let base = base_frequencies(rope.theta, arch.head_dim);
+    let scaled: Vec<f64> = match rope.scaling {
         RopeScaling::Default => base,
         RopeScaling::Linear { factor } => base.iter().map(|f| f / factor).collect(),
         RopeScaling::Llama3 {
@@ -62,8 +75,8 @@ pub fn scaled_frequencies(arch: &Architecture) -> Vec<f32> {
 }
 
 /// The frequencies without any scaling (what a table that forgets it holds).
-pub fn unscaled_frequencies(arch: &Architecture) -> Vec<f32> {
-    base_frequencies(arch.rope_theta, arch.head_dim)
+pub fn unscaled_frequencies(arch: &Architecture, local: bool) -> Vec<f32> {
+    base_frequencies(rope_of(arch, local).theta, arch.head_dim)
         .into_iter()
         .map(|f| f as f32)
         .collect()

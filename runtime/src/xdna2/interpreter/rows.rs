@@ -108,6 +108,7 @@ pub fn attention_rows(
     small.layout = spec.layout;
     small.tile.heads_per_unroll = spec.tile.heads_per_unroll;
     small.scale_dim = spec.scale_dim;
+    small.window = spec.window;
     small.tile.cascade = cascade;
     let hd = spec.head_dim;
     let pad = |x: &[u16], heads: usize| pad_positions(x, rows, len, heads, hd, spec.layout);

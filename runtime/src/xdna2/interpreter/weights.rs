@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::ExecError;
+use crate::bf16;
 use crate::model::tensor::BfTensor;
 use crate::model::weights::Weights;
 use crate::xdna2::plan::{Plan, Transform, TransformError, WeightSource};
@@ -93,6 +94,15 @@ fn apply<'m>(
     match *transform {
         // Numerically a no-op for the emulator (see the module documentation).
         Transform::Transpose => Ok(data),
+        Transform::OffsetOne => Ok(WeightData {
+            bits: Cow::Owned(
+                data.bits
+                    .iter()
+                    .map(|&w| bf16::from_f32(1.0 + bf16::to_f32(w)))
+                    .collect(),
+            ),
+            ..data
+        }),
         Transform::PadHeads {
             axis,
             heads,

@@ -54,6 +54,12 @@ pub struct FlashAttentionSpec {
     /// real head_dim of zero-padded heads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_dim: Option<usize>,
+    /// Sliding-window mask: a query at absolute position p sees keys
+    /// `p + 1 − window ..= p` (transformers' `kv_idx > q_idx − window`). For
+    /// timing the masked blocks cost like the causal ones (the kernel masks,
+    /// it does not skip).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<usize>,
 }
 
 impl FlashAttentionSpec {
@@ -105,6 +111,7 @@ impl FlashAttentionSpec {
                 dv_chunks: chunks,
             },
             scale_dim: None,
+            window: None,
         }
     }
 
@@ -319,6 +326,9 @@ fn attend_one(
     } else {
         spec.lk - 1
     };
+    let first_visible = spec
+        .window
+        .map_or(0, |w| (last_visible + 1).saturating_sub(w));
     let stages = spec.tile.cascade.max(1);
     let per_stage = spec.lk / stages;
     let block = 64;
@@ -330,7 +340,8 @@ fn attend_one(
             sum: 0.0,
             acc: vec![0.0; hd],
         };
-        let (lo, hi) = (s * per_stage, ((s + 1) * per_stage).min(last_visible + 1));
+        let lo = (s * per_stage).max(first_visible);
+        let hi = ((s + 1) * per_stage).min(last_visible + 1);
         let mut start = lo;
         while start < hi {
             let end = (start + block).min(hi);

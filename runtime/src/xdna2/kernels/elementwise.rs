@@ -345,6 +345,37 @@ pub(crate) fn silu_mul_value(g: u16, u: u16) -> u16 {
     bf16::from_f32(silu * bf16::to_f32(u))
 }
 
+/// `gelu_tanh(gate) · up`, Gemma's gated MLP.
+pub fn gelu_mul(
+    device: &Device,
+    spec: &EltwiseSpec,
+    gate: &[u16],
+    up: &[u16],
+) -> Result<Vec<u16>, KernelError> {
+    refuse_if_any(Kernel::GeluMul, spec.check(device, Kernel::GeluMul))?;
+    operand(Kernel::GeluMul, "gate", gate, spec.n)?;
+    operand(Kernel::GeluMul, "up", up, spec.n)?;
+    Ok(gate
+        .par_iter()
+        .zip(up.par_iter())
+        .map(|(&g, &u)| gelu_mul_value(g, u))
+        .collect())
+}
+
+/// One element of GELU(tanh)·mul with the vector unit's bf16 roundings: the
+/// array has no GELU, so it is composed from what it has (cube, tanh, fused
+/// multiply-adds), each intermediate rounded to bf16 as the vector unit stores
+/// it: `0.5 · g · (1 + tanh(√(2/π) · (g + 0.044715 · g³)))`.
+pub(crate) fn gelu_mul_value(g: u16, u: u16) -> u16 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    let gf = bf16::to_f32(g);
+    let cube = bf16::round(gf * gf * gf);
+    let inner = bf16::round(SQRT_2_OVER_PI * (gf + 0.044_715 * cube));
+    let t = bf16::round(inner.tanh());
+    let gelu = bf16::round(0.5 * gf * (1.0 + t));
+    bf16::from_f32(gelu * bf16::to_f32(u))
+}
+
 /// `a + b`.
 pub fn eltwise_add(
     device: &Device,

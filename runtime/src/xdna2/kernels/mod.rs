@@ -18,8 +18,8 @@ pub mod gemv;
 
 pub use attention::{flash_attention, FlashAttentionSpec, FlashTile, QkvLayout};
 pub use elementwise::{
-    eltwise_add, embedding, qk_rms_norm, rms_norm, rope, rope_lut, silu_mul, softmax, EltwiseSpec,
-    NormSpec, RopeSpec, RowTile,
+    eltwise_add, embedding, gelu_mul, qk_rms_norm, rms_norm, rope, rope_lut, silu_mul, softmax,
+    EltwiseSpec, NormSpec, RopeSpec, RowTile,
 };
 pub use gemm::{gemm, gemm_f32, gemm_into, BOperand, Epilogue, GemmSpec, GemmTile};
 pub use gemv::{
@@ -37,6 +37,7 @@ pub enum Kernel {
     QkRmsnorm,
     Rope,
     SiluMul,
+    GeluMul,
     EltwiseAdd,
     Softmax,
     FlashAttention,
@@ -45,7 +46,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 12] = [
+    pub const ALL: [Kernel; 13] = [
         Kernel::Gemm,
         Kernel::Gemv,
         Kernel::GemvSwiglu,
@@ -53,6 +54,7 @@ impl Kernel {
         Kernel::QkRmsnorm,
         Kernel::Rope,
         Kernel::SiluMul,
+        Kernel::GeluMul,
         Kernel::EltwiseAdd,
         Kernel::Softmax,
         Kernel::FlashAttention,

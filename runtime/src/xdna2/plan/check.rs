@@ -242,6 +242,12 @@ fn operand_sizes(launch: &Launch) -> Vec<(&str, usize)> {
             up,
             out,
             spec,
+        }
+        | Launch::GeluMul {
+            gate,
+            up,
+            out,
+            spec,
         } => vec![(gate, spec.n), (up, spec.n), (out, spec.n)],
         Launch::EltwiseAdd { a, b, out, spec } => vec![(a, spec.n), (b, spec.n), (out, spec.n)],
         Launch::Softmax { x, out, spec } => {

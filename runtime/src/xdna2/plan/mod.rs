@@ -185,6 +185,11 @@ pub enum Transform {
     /// A vector repeated as `rows` identical rows (a bias as the second
     /// operand of an element-wise add over `rows` activations).
     Broadcast { rows: usize },
+    /// One added to every element, rounded to bf16 once at setup: Gemma's
+    /// `(1 + w)` norm weights, so the RMSNorm kernels multiply by the factor
+    /// they always do (transformers forms `1 + w` in f32; the bf16 rounding of
+    /// the sum is this path's own error, within the kernels' tolerance).
+    OffsetOne,
     /// Zeros appended along both axes as padding decided (`padding.rs`):
     /// each axis is nested levels `[real, padded]` from the outermost in (one
     /// level for hidden or FFN; KV groups, heads per group and head_dim for a
@@ -208,8 +213,31 @@ pub enum WeightSource {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         transforms: Vec<Transform>,
     },
-    /// RoPE cos|sin table for `positions` positions (see `kernels::rope_lut`).
-    RopeLut { positions: usize, head_dim: usize },
+    /// RoPE cos|sin table for `positions` positions (see `kernels::rope_lut`),
+    /// of the model's global base, or of the local base of its sliding-window
+    /// layers (`local`, see [`SlidingLayers`]).
+    RopeLut {
+        positions: usize,
+        head_dim: usize,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        local: bool,
+    },
+}
+
+/// The layers of a plan whose attention sees only the last `window`
+/// positions (Gemma-3's sliding-window layers): flash attention runs with its
+/// window mask there (`FlashAttentionSpec::window`), the host KV cache drops
+/// what slid out of the window and decode attention reads the window only.
+/// Every layer runs the plan's one layer template; on these layers a RoPE
+/// launch or rotated bias that names the `lut` buffer reads `local_lut`
+/// instead when there is one (the local RoPE base).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlidingLayers {
+    pub window: usize,
+    pub layers: Vec<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_lut: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -311,6 +339,14 @@ pub enum Launch {
         out: String,
         spec: EltwiseSpec,
     },
+    /// `gelu_tanh(gate) · up`: Gemma's gated MLP (transformers'
+    /// `gelu_pytorch_tanh`).
+    GeluMul {
+        gate: String,
+        up: String,
+        out: String,
+        spec: EltwiseSpec,
+    },
     EltwiseAdd {
         a: String,
         b: String,
@@ -351,6 +387,7 @@ impl Launch {
             Launch::QkRmsnorm { .. } => Kernel::QkRmsnorm,
             Launch::Rope { .. } => Kernel::Rope,
             Launch::SiluMul { .. } => Kernel::SiluMul,
+            Launch::GeluMul { .. } => Kernel::GeluMul,
             Launch::EltwiseAdd { .. } => Kernel::EltwiseAdd,
             Launch::Softmax { .. } => Kernel::Softmax,
             Launch::FlashAttention { .. } => Kernel::FlashAttention,
@@ -377,7 +414,7 @@ impl Launch {
             }
             Launch::QkRmsnorm { x, weight, .. } => vec![x, weight],
             Launch::Rope { x, lut, .. } => vec![x, lut],
-            Launch::SiluMul { gate, up, .. } => vec![gate, up],
+            Launch::SiluMul { gate, up, .. } | Launch::GeluMul { gate, up, .. } => vec![gate, up],
             Launch::EltwiseAdd { a, b, .. } => vec![a, b],
             Launch::Softmax { x, .. } => vec![x],
             Launch::FlashAttention { q, k, v, .. } => vec![q, k, v],
@@ -394,6 +431,7 @@ impl Launch {
             | Launch::QkRmsnorm { out, .. }
             | Launch::Rope { out, .. }
             | Launch::SiluMul { out, .. }
+            | Launch::GeluMul { out, .. }
             | Launch::EltwiseAdd { out, .. }
             | Launch::Softmax { out, .. }
             | Launch::FlashAttention { out, .. }
@@ -411,6 +449,7 @@ impl Launch {
             Launch::QkRmsnorm { spec, .. } => spec.check(device, Kernel::QkRmsnorm),
             Launch::Rope { spec, .. } => spec.check(device),
             Launch::SiluMul { spec, .. } => spec.check(device, Kernel::SiluMul),
+            Launch::GeluMul { spec, .. } => spec.check(device, Kernel::GeluMul),
             Launch::EltwiseAdd { spec, .. } => spec.check(device, Kernel::EltwiseAdd),
             Launch::Softmax { spec, .. } => spec.check(device, Kernel::Softmax),
             Launch::FlashAttention { spec, .. } => spec.check(device),
@@ -431,11 +470,16 @@ impl Launch {
                 format!("{}x{}", spec.rows, spec.cols)
             }
             Launch::Rope { spec, .. } => format!("{}x{}", spec.rows * spec.heads, spec.head_dim),
-            Launch::SiluMul { spec, .. } | Launch::EltwiseAdd { spec, .. } => spec.n.to_string(),
-            Launch::FlashAttention { spec, .. } => format!(
-                "{}x{} h{}/{} d{}",
-                spec.lq, spec.lk, spec.heads, spec.kv_heads, spec.head_dim
-            ),
+            Launch::SiluMul { spec, .. }
+            | Launch::GeluMul { spec, .. }
+            | Launch::EltwiseAdd { spec, .. } => spec.n.to_string(),
+            Launch::FlashAttention { spec, .. } => {
+                let window = spec.window.map_or_else(String::new, |w| format!(" w{w}"));
+                format!(
+                    "{}x{} h{}/{} d{}{window}",
+                    spec.lq, spec.lk, spec.heads, spec.kv_heads, spec.head_dim
+                )
+            }
             Launch::LmHeadGemv { spec, part, .. } => {
                 format!(
                     "{}x{} part {}/{}",
@@ -470,6 +514,11 @@ pub enum HostOp {
         out: String,
         rows: usize,
         hidden: usize,
+        /// Each gathered row times this factor rounded to bf16, the product
+        /// rounded to bf16 (Gemma's `embed_scale`, which transformers casts to
+        /// the weights' dtype before multiplying).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scale: Option<f32>,
     },
     /// Stores this layer's K and V rows in the host KV cache (prefill: all
     /// rows with the head-major transpose; decode: one appended row).
@@ -612,6 +661,9 @@ pub struct Plan {
     /// any (see `padding.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub padding: Option<super::padding::Padding>,
+    /// The layers that attend over a sliding window, when the model has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding: Option<SlidingLayers>,
     pub buffers: BTreeMap<String, Buffer>,
     pub prologue: Vec<Step>,
     pub layer: Vec<Step>,
@@ -619,6 +671,25 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The attention window of `layer`, if it is a sliding-window layer.
+    pub fn window_of(&self, layer: usize) -> Option<usize> {
+        self.sliding
+            .as_ref()
+            .filter(|s| s.layers.contains(&layer))
+            .map(|s| s.window)
+    }
+
+    /// The buffer `layer` reads where the template names `buffer`: the local
+    /// RoPE table on a sliding-window layer, else `buffer` itself.
+    pub fn layer_buffer<'a>(&'a self, buffer: &'a str, layer: usize) -> &'a str {
+        match &self.sliding {
+            Some(s) if buffer == "lut" && s.layers.contains(&layer) => {
+                s.local_lut.as_deref().unwrap_or(buffer)
+            }
+            _ => buffer,
+        }
+    }
+
     pub fn sections(&self) -> [(Section, &[Step]); 3] {
         [
             (Section::Prologue, &self.prologue),
