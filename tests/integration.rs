@@ -36,10 +36,5 @@ mod test_support;
 /// A new `tests/*.rs` runs only once it is a module here (see `test_support`).
 #[test]
 fn every_test_file_is_a_module_of_this_binary() {
-    let missing = test_support::unlisted_test_files(include_str!("integration.rs"));
-    assert!(
-        missing.is_empty(),
-        "tests/{{{}}}.rs: not a module of tests/integration.rs",
-        missing.join(",")
-    );
+    test_support::assert_every_test_file_listed(include_str!("integration.rs"));
 }

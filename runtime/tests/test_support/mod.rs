@@ -26,11 +26,10 @@ pub fn fixture_dir(name: &str) -> PathBuf {
     root.join("../shared/fixtures").join(name)
 }
 
-/// The `tests/*.rs` files of this package that are not a `mod <name>;` line of
-/// `listed` (the text of the binary's root file). `autotests = false` means a file
-/// that is not a module never runs, so the binaries fail on any rather than let a
-/// forgotten file pass by not running.
-pub fn unlisted_test_files(listed: &str) -> Vec<String> {
+/// Fails when a `tests/*.rs` file of this package is not a `mod <name>;` line of
+/// `listed` (the text of the binary's root file): with `autotests = false` such a
+/// file never runs, and a forgotten file must not pass by not running.
+pub fn assert_every_test_file_listed(listed: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
     let mut missing = Vec::new();
     for entry in std::fs::read_dir(&dir).expect("tests/ is readable") {
@@ -44,5 +43,9 @@ pub fn unlisted_test_files(listed: &str) -> Vec<String> {
         }
     }
     missing.sort();
-    missing
+    assert!(
+        missing.is_empty(),
+        "tests/{{{}}}.rs: not a module of tests/integration.rs",
+        missing.join(",")
+    );
 }
