@@ -9,16 +9,6 @@ use crate::deploy_support;
 use deploy_support::{check, deploy, fixture, llama1b, scratch, summary};
 use skillc_runtime::exec::artifacts::record::{PhaseStatus, Verdict};
 
-const FIXTURES: [&str; 7] = [
-    "gemma3-tiny",
-    "llama32-odd",
-    "llama32-tiny",
-    "qwen25-odd",
-    "qwen25-tiny",
-    "qwen3-tiny",
-    "smollm2-tiny",
-];
-
 /// What phase 1 pads, per fixture: (dimension, model size, padded size).
 fn expected_padding(name: &str) -> Vec<(&'static str, usize, usize)> {
     match name {
@@ -42,7 +32,7 @@ fn expected_padding(name: &str) -> Vec<(&'static str, usize, usize)> {
 
 #[test]
 fn every_fixture_deploys_with_phase_0_gated_against_transformers() {
-    for name in FIXTURES {
+    for name in crate::test_support::FIXTURES {
         let out = scratch(&format!("fixture-{name}"));
         let outcome = deploy(llama1b(), &fixture(name), &out, &[]);
         let r = &outcome.report;

@@ -44,15 +44,25 @@ pub fn float(v: f64) -> String {
 /// characters are kept as they are: the grammar reads them raw, and the pages that
 /// show a text make them visible themselves.
 pub fn quoted(text: &str) -> String {
+    quote_with(text, |c| match c {
+        '"' => Some("\\\""),
+        '\\' => Some("\\\\"),
+        '\n' => Some("\\n"),
+        '\t' => Some("\\t"),
+        _ => None,
+    })
+}
+
+/// `text` between double quotes, each character `escape` maps written as what it
+/// maps to (the language's strings here; other formats, such as DOT, bring their own
+/// escapes).
+pub fn quote_with(text: &str, escape: impl Fn(char) -> Option<&'static str>) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
     for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            c => out.push(c),
+        match escape(c) {
+            Some(escaped) => out.push_str(escaped),
+            None => out.push(c),
         }
     }
     out.push('"');

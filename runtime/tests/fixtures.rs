@@ -16,20 +16,11 @@ use skillc_runtime::model::oracle::compare::{
 use skillc_runtime::model::oracle::Reference;
 use skillc_runtime::model::Model;
 
-/// Every transformers-checked fixture of `shared/fixtures`.
-const FIXTURES: [&str; 7] = [
-    "gemma3-tiny",
-    "llama32-odd",
-    "llama32-tiny",
-    "qwen25-odd",
-    "qwen25-tiny",
-    "qwen3-tiny",
-    "smollm2-tiny",
-];
+use crate::test_support::{fixture_dir, FIXTURES};
 
+/// Every transformers-checked fixture of `shared/fixtures`.
 fn fixtures() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
-    let dirs: Vec<PathBuf> = FIXTURES.iter().map(|name| root.join(name)).collect();
+    let dirs: Vec<PathBuf> = FIXTURES.iter().map(|name| fixture_dir(name)).collect();
     for dir in &dirs {
         assert!(dir.join(REFERENCE_FILE).is_file(), "{}", dir.display());
     }

@@ -263,17 +263,11 @@ fn shorten(text: &str) -> String {
 
 /// A DOT double-quoted string.
 fn quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => {}
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    skillc_runtime::notation::quote_with(text, |c| match c {
+        '"' => Some("\\\""),
+        '\\' => Some("\\\\"),
+        '\n' => Some("\\n"),
+        '\r' => Some(""),
+        _ => None,
+    })
 }

@@ -20,7 +20,7 @@ pub fn repo(relative: &str) -> PathBuf {
 }
 
 pub fn fixture(name: &str) -> PathBuf {
-    repo(&format!("../shared/fixtures/{name}"))
+    crate::test_support::fixture_dir(name)
 }
 
 pub fn skillc() -> Command {

@@ -30,7 +30,7 @@ use crate::ops::OpKind;
 use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
 use crate::xdna2::fit::committed_params;
-use crate::xdna2::plan::Phase;
+use crate::xdna2::plan::{Launch, Phase};
 
 /// How a phase ended.
 #[derive(Debug)]
@@ -175,10 +175,38 @@ impl<'a> Run<'a> {
 
     /// The plans of the current design.
     pub fn plans(&self) -> Result<Plans, DeployError> {
+        self.plans_of(&self.design)
+    }
+
+    /// The plans of `design` for this run's model.
+    pub fn plans_of(&self, design: &Design) -> Result<Plans, DeployError> {
         let (Some(arch), Some(name)) = (self.arch.as_ref(), self.model_name()) else {
             return Err(DeployError::NoModel);
         };
-        Ok(self.design.plans(&name, arch, &self.device)?)
+        Ok(design.plans(&name, arch, &self.device)?)
+    }
+
+    /// The current design with a fix's `changes` applied (a tiling fix at the failing
+    /// `site`), for re-checking the fix before keeping it.
+    pub(crate) fn with_changes(
+        &self,
+        changes: &[Change],
+        site: Option<&Launch>,
+    ) -> Result<Design, DeployError> {
+        let arch = self.arch.as_ref().ok_or(DeployError::NoModel)?;
+        let mut design = self.design.clone();
+        super::design::apply_changes(&mut design, arch, &self.device, changes, site)?;
+        Ok(design)
+    }
+
+    /// Keeps a fix that passed its re-check: its changes applied to the run's design.
+    pub(crate) fn keep_fix(
+        &mut self,
+        changes: &[Change],
+        site: Option<&Launch>,
+    ) -> Result<(), DeployError> {
+        self.design = self.with_changes(changes, site)?;
+        Ok(())
     }
 
     /// Modeled decode of the current design at a `context` other than the

@@ -221,14 +221,10 @@ fn place_dimensions(
         params: params.clone(),
     };
     let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
-        let (Some(arch), Some(name)) = (run.arch.clone(), run.model_name()) else {
-            return Attempt::Inapplicable("no model".into());
-        };
-        let mut d = run.design.clone();
-        if let Err(e) = design::apply_changes(&mut d, &arch, &run.device, changes, Some(&site)) {
-            return Attempt::Inapplicable(e.to_string());
-        }
-        match d.plans(&name, &arch, &run.device) {
+        let plans = run
+            .with_changes(changes, Some(&site))
+            .and_then(|d| run.plans_of(&d));
+        match plans {
             Ok(plans) => Attempt::Checked(placement_gate(run, &plans).0),
             Err(e) => Attempt::Inapplicable(e.to_string()),
         }
@@ -247,8 +243,9 @@ fn place_dimensions(
         );
         return Ok(Some(PhaseEnd::Failed(stop)));
     };
-    if let Some(arch) = run.arch.clone() {
-        design::apply_changes(&mut run.design, &arch, &run.device, &fixed.changes, None)?;
+    match run.keep_fix(&fixed.changes, None) {
+        Ok(()) | Err(DeployError::NoModel) => {}
+        Err(e) => return Err(e),
     }
     report_padding(run, rec, &fixed.lesson);
     Ok(None)
@@ -766,16 +763,11 @@ fn validate_site(
         };
         let site = launch.clone();
         let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
-            let (Some(arch), Some(name)) = (run.arch.clone(), run.model_name()) else {
-                return Attempt::Inapplicable("no model".into());
-            };
-            let mut d = run.design.clone();
-            if let Err(e) = design::apply_changes(&mut d, &arch, &run.device, changes, Some(&site))
-            {
-                return Attempt::Inapplicable(e.to_string());
-            }
-            let plans = match d.plans(&name, &arch, &run.device) {
-                Ok(p) => p,
+            let trial = run
+                .with_changes(changes, Some(&site))
+                .and_then(|d| Ok((run.plans_of(&d)?, d)));
+            let (plans, d) = match trial {
+                Ok(t) => t,
                 Err(e) => return Attempt::Inapplicable(e.to_string()),
             };
             let Some((_, relaunch)) = design::sites(&plans).remove(&site_key(&site)) else {
@@ -788,15 +780,7 @@ fn validate_site(
         };
         match run.try_lessons(rec, &failed, &obs, (op, &params), &mut attempt) {
             Some(fixed) => {
-                if let Some(arch) = run.arch.clone() {
-                    let _ = design::apply_changes(
-                        &mut run.design,
-                        &arch,
-                        &run.device,
-                        &fixed.changes,
-                        Some(&site),
-                    );
-                }
+                let _ = run.keep_fix(&fixed.changes, Some(&site));
                 run.tiling_sources
                     .insert(key.to_string(), format!("lesson {}", fixed.lesson));
             }

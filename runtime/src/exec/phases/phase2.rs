@@ -14,7 +14,7 @@ use crate::exec::checks::gate::{
     BLOCK_COSINE_MIN,
 };
 use crate::exec::checks::remedy::Failure;
-use crate::exec::design::{self, Design};
+use crate::exec::design::Design;
 use crate::exec::fault::Fault;
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::DeployError;
@@ -78,13 +78,10 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         let metric = gate.metric.clone();
         let (c, p) = (cos_min.clone(), pos_min.clone());
         let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
-            let Some(arch) = run.arch.clone() else {
-                return Attempt::Inapplicable("no model".into());
+            let d = match run.with_changes(changes, None) {
+                Ok(d) => d,
+                Err(e) => return Attempt::Inapplicable(e.to_string()),
             };
-            let mut d = run.design.clone();
-            if let Err(e) = design::apply_changes(&mut d, &arch, &run.device, changes, None) {
-                return Attempt::Inapplicable(e.to_string());
-            }
             if d == run.design {
                 return Attempt::Inapplicable("the fix changes nothing in this deployment".into());
             }
@@ -105,16 +102,9 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             &mut attempt,
         ) {
             Some(fixed) => {
-                let Some(arch) = run.arch.clone() else {
+                if let Err(DeployError::NoModel) = run.keep_fix(&fixed.changes, None) {
                     break;
-                };
-                let _ = design::apply_changes(
-                    &mut run.design,
-                    &arch,
-                    &run.device,
-                    &fixed.changes,
-                    None,
-                );
+                }
             }
             None => {
                 let stop = run.stop(rec, &failure, "no lesson of the bundle fixed the block");

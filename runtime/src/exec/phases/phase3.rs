@@ -71,15 +71,11 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         };
         let metric = gate.metric.clone();
         let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
-            let (Some(arch), Some(name)) = (run.arch.clone(), run.model_name()) else {
-                return Attempt::Inapplicable("no model".into());
-            };
-            let mut d = run.design.clone();
-            if let Err(e) = design::apply_changes(&mut d, &arch, &run.device, changes, None) {
-                return Attempt::Inapplicable(e.to_string());
-            }
-            let plans = match d.plans(&name, &arch, &run.device) {
-                Ok(p) => p,
+            let trial = run
+                .with_changes(changes, None)
+                .and_then(|d| Ok((run.plans_of(&d)?, d)));
+            let (plans, d) = match trial {
+                Ok(t) => t,
                 Err(e) => return Attempt::Inapplicable(e.to_string()),
             };
             match run_verification(run, &plans, d.path, false) {
@@ -101,15 +97,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             &mut attempt,
         ) {
             Some(fixed) => {
-                if let Some(arch) = run.arch.clone() {
-                    let _ = design::apply_changes(
-                        &mut run.design,
-                        &arch,
-                        &run.device,
-                        &fixed.changes,
-                        None,
-                    );
-                }
+                let _ = run.keep_fix(&fixed.changes, None);
             }
             None => {
                 let stop = run.stop(

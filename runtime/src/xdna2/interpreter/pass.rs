@@ -228,10 +228,10 @@ impl<'m> Pass<'_, 'm> {
                 spec,
             } => {
                 let xv = self.get(x)?.clone();
-                let r = match residual {
-                    Some(r) => Some(self.get(r)?.clone()),
-                    None => None,
-                };
+                let r = residual
+                    .as_ref()
+                    .map(|r| self.get(r).cloned())
+                    .transpose()?;
                 let wb = self.full_weight(w, spec.m * spec.k)?;
                 let y = kernels::gemv(d, spec, &wb, &xv, r.as_deref()).map_err(err)?;
                 self.put(out, y);
@@ -260,10 +260,7 @@ impl<'m> Pass<'_, 'm> {
                 spec,
             } => {
                 let xv = self.get(x)?.clone();
-                let w = match weight {
-                    Some(w) => Some(self.weight(w)?),
-                    None => None,
-                };
+                let w = weight.as_ref().map(|w| self.weight(w)).transpose()?;
                 let small = Self::rows_of(&xv, spec);
                 let y =
                     kernels::rms_norm(d, &small, *eps as f32, &xv, w.as_deref()).map_err(err)?;

@@ -111,59 +111,61 @@ pub fn attention_rows(
     small.window = spec.window;
     small.tile.cascade = cascade;
     let hd = spec.head_dim;
-    let pad = |x: &[u16], heads: usize| pad_positions(x, rows, len, heads, hd, spec.layout);
-    let (qp, kp, vp) = (
-        pad(q, spec.heads),
-        pad(k, spec.kv_heads),
-        pad(v, spec.kv_heads),
-    );
-    let out = kernels::flash_attention(d, &small, &qp, &kp, &vp).map_err(ExecError::kernel)?;
-    Ok(unpad_positions(
-        &out,
+    let positions = Positions {
         rows,
         len,
-        spec.heads,
         hd,
-        spec.layout,
-    ))
+        layout: spec.layout,
+    };
+    let (qp, kp, vp) = (
+        positions.pad(q, spec.heads),
+        positions.pad(k, spec.kv_heads),
+        positions.pad(v, spec.kv_heads),
+    );
+    let out = kernels::flash_attention(d, &small, &qp, &kp, &vp).map_err(ExecError::kernel)?;
+    Ok(positions.unpad(&out, spec.heads))
 }
 
-fn pad_positions(
-    x: &[u16],
+/// Where the `rows` real positions of a Q, K, V or output tensor sit among the
+/// kernel's `len` positions, in either layout.
+struct Positions {
     rows: usize,
     len: usize,
-    heads: usize,
     hd: usize,
     layout: QkvLayout,
-) -> Vec<u16> {
-    let mut out = vec![0u16; len * heads * hd];
-    match layout {
-        QkvLayout::SeqFirst => out[..rows * heads * hd].copy_from_slice(&x[..rows * heads * hd]),
-        QkvLayout::HeadFirst => {
-            for h in 0..heads {
-                out[h * len * hd..][..rows * hd].copy_from_slice(&x[h * rows * hd..][..rows * hd]);
+}
+
+impl Positions {
+    /// `x` (real rows) zero-padded to `len` positions.
+    fn pad(&self, x: &[u16], heads: usize) -> Vec<u16> {
+        let (rows, len, hd) = (self.rows, self.len, self.hd);
+        let mut out = vec![0u16; len * heads * hd];
+        match self.layout {
+            QkvLayout::SeqFirst => {
+                out[..rows * heads * hd].copy_from_slice(&x[..rows * heads * hd])
+            }
+            QkvLayout::HeadFirst => {
+                for h in 0..heads {
+                    out[h * len * hd..][..rows * hd]
+                        .copy_from_slice(&x[h * rows * hd..][..rows * hd]);
+                }
             }
         }
+        out
     }
-    out
-}
 
-fn unpad_positions(
-    x: &[u16],
-    rows: usize,
-    len: usize,
-    heads: usize,
-    hd: usize,
-    layout: QkvLayout,
-) -> Vec<u16> {
-    match layout {
-        QkvLayout::SeqFirst => x[..rows * heads * hd].to_vec(),
-        QkvLayout::HeadFirst => {
-            let mut out = Vec::with_capacity(rows * heads * hd);
-            for h in 0..heads {
-                out.extend_from_slice(&x[h * len * hd..][..rows * hd]);
+    /// The real rows of a padded `x`.
+    fn unpad(&self, x: &[u16], heads: usize) -> Vec<u16> {
+        let (rows, len, hd) = (self.rows, self.len, self.hd);
+        match self.layout {
+            QkvLayout::SeqFirst => x[..rows * heads * hd].to_vec(),
+            QkvLayout::HeadFirst => {
+                let mut out = Vec::with_capacity(rows * heads * hd);
+                for h in 0..heads {
+                    out.extend_from_slice(&x[h * len * hd..][..rows * hd]);
+                }
+                out
             }
-            out
         }
     }
 }
