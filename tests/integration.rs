@@ -31,3 +31,11 @@ mod print;
 mod replay;
 mod robustness;
 mod syntax;
+#[path = "../runtime/tests/test_support/mod.rs"]
+mod test_support;
+
+/// A new `tests/*.rs` runs only once it is a module here (see `test_support`).
+#[test]
+fn every_test_file_is_a_module_of_this_binary() {
+    test_support::assert_every_test_file_listed(include_str!("integration.rs"));
+}
