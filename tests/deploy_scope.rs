@@ -1,6 +1,6 @@
 //! Phase 0's scope check through `skillc deploy`: mixture-of-experts, MLA,
-//! encoder-decoder and partial-rotary configs are refused with the reason,
-//! Gemma 3 is refused naming each feature the NPU plans cannot express yet, and
+//! encoder-decoder and partial-rotary configs are refused with the reason, a
+//! Gemma-3 attention scale the kernels cannot express is refused by name, and
 //! usage problems exit 2 before any phase runs.
 
 use crate::deploy_support;
@@ -44,30 +44,30 @@ fn architectures_outside_the_families_are_refused_at_phase_0_with_the_reason() {
     insta::assert_snapshot!(reasons);
 }
 
+/// Gemma-3 is in scope except for what its attention kernels cannot scale by: a
+/// `query_pre_attn_scalar` that is not a whole number of dimensions is refused
+/// at phase 0 by name (Gemma-3-1B's own 256 deploys; the bench runs it).
 #[test]
-fn gemma_3_is_refused_naming_each_feature_the_npu_plans_lack() {
-    let out = scratch("gemma");
-    let outcome = deploy(llama1b(), &repo("../shared/models/gemma-3-1b"), &out, &[]);
+fn a_gemma_3_scale_the_kernels_cannot_express_is_refused_by_name() {
+    let model = scratch("gemma-scale");
+    let config = std::fs::read_to_string(repo("../shared/models/gemma-3-1b/config.json"))
+        .expect("gemma-3-1b config");
+    let mut config: serde_json::Value = serde_json::from_str(&config).expect("json");
+    config["query_pre_attn_scalar"] = serde_json::json!(256.5);
+    std::fs::write(model.join("config.json"), config.to_string()).expect("write config");
+    let out = scratch("gemma-scale-out");
+    let outcome = deploy(llama1b(), &model, &out, &[]);
     assert_eq!(outcome.exit_code, 1);
     let stop = outcome.report.stop.as_ref().expect("stop");
     assert_eq!(
         (stop.phase, stop.metric.as_str(), stop.value),
-        (0, "blockers", 6.0)
+        (0, "blockers", 1.0)
     );
-    for feature in [
-        "(1 + w) RMSNorm on the NPU",
-        "sandwich norms on the NPU",
-        "the embedding scale on the NPU",
-        "a local RoPE base on the NPU (sliding-window layers rotate with base 10000",
-        "a GELU MLP on the NPU",
-        "sliding-window attention on the NPU (window 512",
-    ] {
-        assert!(
-            stop.reason.contains(feature),
-            "{feature} missing from: {}",
-            stop.reason
-        );
-    }
+    assert!(
+        stop.reason.contains("query_pre_attn_scalar") && stop.reason.contains("256.5"),
+        "{}",
+        stop.reason
+    );
 }
 
 #[test]

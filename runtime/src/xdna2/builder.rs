@@ -1555,7 +1555,8 @@ impl<'a> Builder<'a> {
     fn emit_into(&mut self, group: Group, part: Part) {
         let n = group.launches.len();
         let limit = self.device.limits.launches_per_call_max.max(1);
-        let calls: Vec<Call> = if (self.options.merge_launches && n <= limit) || n == 1 {
+        let fits = n <= limit || self.options.published_calls;
+        let calls: Vec<Call> = if (self.options.merge_launches && fits) || n == 1 {
             vec![self.call(&group, 0..n, group.name.to_string())]
         } else if self.options.merge_launches {
             // More launches than one call may hold (Gemma's sandwich norms make

@@ -86,6 +86,7 @@ impl PublishedPlan {
             o_ffn_calls: self.o_ffn_calls.clone(),
             lm_head_parts: self.lm_head_parts,
             lm_head_one_call: self.lm_head_one_call,
+            published_calls: true,
             ..PlanOptions::reference()
         }
     }

@@ -88,6 +88,12 @@ pub struct PlanOptions {
     /// large-FFN decodes: `down_gemv` with `omit_pingpong=all`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub single_buffered_down: bool,
+    /// Every merged launch group in one call, whatever its launch count, as the
+    /// published plans compile them (9 launches in Qwen2.5's
+    /// `rms_qkv_bias_rope`); otherwise a group past the device's launch limit
+    /// is split into even calls (skillc's own plans: Gemma's 10-launch `o_ffn`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub published_calls: bool,
 }
 
 /// One call of a split launch group: its name and how many of the group's
@@ -127,6 +133,7 @@ impl PlanOptions {
             o_ffn_calls: Vec::new(),
             lm_head_one_call: false,
             single_buffered_down: false,
+            published_calls: false,
         }
     }
 
