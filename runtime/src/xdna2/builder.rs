@@ -386,6 +386,16 @@ struct Builder<'a> {
     epilogue: Vec<Step>,
 }
 
+/// The weights of a layer's O+FFN block: its four projections and the norm in
+/// front of its MLP.
+struct OFfnWeights {
+    wo: String,
+    wg: String,
+    wu: String,
+    wd: String,
+    ln2: String,
+}
+
 /// Launches merged (or not) as one group, with the buffers consumed after it.
 struct Group {
     name: &'static str,
@@ -712,6 +722,15 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// `x` times the layer weight `w` into `out` (`k` to `n` columns): a GEMM
+    /// over the prompt's rows in prefill, a GEMV on one row in decode.
+    fn matmul(&self, x: &str, w: &str, out: &str, k: usize, n: usize) -> Launch {
+        match self.phase {
+            Phase::Prefill => self.gemm(x, w, out, k, n),
+            Phase::Decode => self.gemv(w, x, out, None, Herd::ROW),
+        }
+    }
+
     fn host(&mut self, op: HostOp) {
         self.layer.push(Step::Host(op));
     }
@@ -747,13 +766,8 @@ impl<'a> Builder<'a> {
             spec: self.norm(rows, d.hidden, d.real_hidden_cols()),
         }];
         for (w, out) in [(&wq, &q), (&wk, &k), (&wv, &v)] {
-            launches.push(match self.phase {
-                Phase::Prefill => {
-                    let n = self.buffers[out.as_str()].elements / rows;
-                    self.gemm(&xn, w, out, d.hidden, n)
-                }
-                Phase::Decode => self.gemv(w, &xn, out, None, Herd::ROW),
-            });
+            let n = self.buffers[out.as_str()].elements / rows;
+            launches.push(self.matmul(&xn, w, out, d.hidden, n));
         }
         let (mut q_in, mut k_in, mut v_out) = (q.clone(), k.clone(), v.clone());
         if self.options.bias_on_npu && self.arch.qkv_bias {
@@ -995,7 +1009,7 @@ impl<'a> Builder<'a> {
     /// A layer's o_proj, gate, up and down projections and the norm in front
     /// of its MLP (`post_attention_layernorm`, or Gemma's
     /// `pre_feedforward_layernorm`).
-    fn o_ffn_weights(&mut self) -> (String, String, String, String, String) {
+    fn o_ffn_weights(&mut self) -> OFfnWeights {
         let d = self.dims;
         let wo = self.projection("wo", "self_attn.o_proj", d.hidden, d.q_dim());
         let wg = self.projection("wg", "mlp.gate_proj", d.ffn, d.hidden);
@@ -1008,7 +1022,24 @@ impl<'a> Builder<'a> {
             "post_attention_layernorm.weight"
         };
         let ln2 = self.layer_vector("ln2", mlp_norm, d.hidden_vector(), class);
-        (wo, wg, wu, wd, ln2)
+        OFfnWeights {
+            wo,
+            wg,
+            wu,
+            wd,
+            ln2,
+        }
+    }
+
+    /// The O+FFN block's activations, as many rows as the phase has:
+    /// `[o, h1, hn, down]` hidden-wide and `[gate, up, act]` FFN-wide.
+    fn o_ffn_acts(&mut self) -> ([String; 4], [String; 3]) {
+        let d = self.dims;
+        let rows = self.rows();
+        (
+            ["o", "h1", "hn", "down"].map(|n| self.act(n, rows * d.hidden)),
+            ["gate", "up", "act"].map(|n| self.act(n, rows * d.ffn)),
+        )
     }
 
     /// Gemma's sandwich norms, the weights of the RMSNorms on the attention and
@@ -1090,52 +1121,65 @@ impl<'a> Builder<'a> {
     }
 
     fn o_ffn_prefill(&mut self, attn: &str) -> Group {
+        let weights = self.o_ffn_weights();
+        Group {
+            name: "o_ffn",
+            launches: self.o_ffn_launches(attn, weights),
+            outputs: vec!["x".into()],
+        }
+    }
+
+    /// The layer's second half on the NPU as one group's launches: o_proj, the
+    /// attention output's sandwich norm, the residual add, the MLP's norm, gate
+    /// and up, the gated activation, down, the MLP output's sandwich norm and
+    /// the residual add; GEMMs over the prompt in prefill, GEMVs in decode.
+    fn o_ffn_launches(&mut self, attn: &str, w: OFfnWeights) -> Vec<Launch> {
         let d = self.dims;
-        let s = self.seq;
-        let (wo, wg, wu, wd, ln2) = self.o_ffn_weights();
+        let rows = self.rows();
         let class = self.weight_class();
         let sandwich = self.sandwich_weights(class);
-        let [o, h1, hn, down] = ["o", "h1", "hn", "down"].map(|n| self.act(n, s * d.hidden));
-        let [gate, up, act] = ["gate", "up", "act"].map(|n| self.act(n, s * d.ffn));
-        let mut launches = vec![self.gemm(attn, &wo, &o, d.q_dim(), d.hidden)];
-        let o = self.normed_output(&mut launches, o, sandwich.as_ref().map(|w| &w[0]), "on", s);
+        let ([o, h1, hn, down], [gate, up, act]) = self.o_ffn_acts();
+        let mut launches = vec![self.matmul(attn, &w.wo, &o, d.q_dim(), d.hidden)];
+        let o = self.normed_output(
+            &mut launches,
+            o,
+            sandwich.as_ref().map(|w| &w[0]),
+            "on",
+            rows,
+        );
         launches.extend([
             Launch::EltwiseAdd {
                 a: "x".into(),
                 b: o,
                 out: h1.clone(),
-                spec: self.eltwise(s * d.hidden),
+                spec: self.eltwise(rows * d.hidden),
             },
             Launch::Rmsnorm {
                 x: h1.clone(),
-                weight: Some(ln2),
+                weight: Some(w.ln2),
                 out: hn.clone(),
                 eps: d.eps,
-                spec: self.norm(s, d.hidden, d.real_hidden_cols()),
+                spec: self.norm(rows, d.hidden, d.real_hidden_cols()),
             },
-            self.gemm(&hn, &wg, &gate, d.hidden, d.ffn),
-            self.gemm(&hn, &wu, &up, d.hidden, d.ffn),
-            self.gated(gate, up, act.clone(), s * d.ffn),
-            self.gemm(&act, &wd, &down, d.ffn, d.hidden),
+            self.matmul(&hn, &w.wg, &gate, d.hidden, d.ffn),
+            self.matmul(&hn, &w.wu, &up, d.hidden, d.ffn),
+            self.gated(gate, up, act.clone(), rows * d.ffn),
+            self.matmul(&act, &w.wd, &down, d.ffn, d.hidden),
         ]);
         let down = self.normed_output(
             &mut launches,
             down,
             sandwich.as_ref().map(|w| &w[1]),
             "down_n",
-            s,
+            rows,
         );
         launches.push(Launch::EltwiseAdd {
             a: h1,
             b: down,
             out: "x".into(),
-            spec: self.eltwise(s * d.hidden),
+            spec: self.eltwise(rows * d.hidden),
         });
-        Group {
-            name: "o_ffn",
-            launches,
-            outputs: vec!["x".into()],
-        }
+        launches
     }
 
     fn lm_head_prefill(&mut self) {
@@ -1349,128 +1393,107 @@ impl<'a> Builder<'a> {
     }
 
     fn o_ffn_decode(&mut self, attn: &str) {
-        let d = self.dims;
-        let (wo, wg, wu, wd, ln2) = self.o_ffn_weights();
-        let [o, h1, hn, down] = ["o", "h1", "hn", "down"].map(|n| self.act(n, d.hidden));
-        let [gate, up, act] = ["gate", "up", "act"].map(|n| self.act(n, d.ffn));
-        if self.options.cascade_ffn && self.cascade_legal() {
-            let herd = Herd([self.device.columns, self.options.cascade_rows]);
-            let mut swiglu = self.gemv_spec(d.ffn, d.hidden, herd);
-            swiglu.omit_pingpong = self.options.omit_pingpong;
-            let launches = vec![
-                self.gemv(&wo, attn, &h1, Some("x"), herd),
-                Launch::GemvSwiglu {
-                    x: h1.clone(),
-                    norm: ln2,
-                    gate: wg,
-                    up: wu,
-                    out: act.clone(),
-                    eps: d.eps,
-                    spec: swiglu,
-                },
-                self.gemv(&wd, &act, "x", Some(&h1), herd),
-            ];
-            self.emit(Group {
-                name: "o_gemv_ffn",
-                launches,
-                outputs: vec!["x".into()],
-            });
+        let weights = self.o_ffn_weights();
+        let launches = if self.options.cascade_ffn && self.cascade_legal() {
+            self.o_ffn_cascade(attn, weights)
+        } else if self.options.cascade_ffn || !self.o_ffn_placeable(attn, &weights) {
+            // The cascade does not fit these dims: standalone GEMV calls with
+            // the glue on the host (lessons 18–19).
+            self.o_ffn_host_glue(attn, weights);
             return;
-        }
-        let placeable = [
-            (&wo, attn, &o),
-            (&wg, &hn, &gate),
-            (&wu, &hn, &up),
-            (&wd, &act, &down),
+        } else {
+            self.o_ffn_launches(attn, weights)
+        };
+        self.emit(Group {
+            name: "o_gemv_ffn",
+            launches,
+            outputs: vec!["x".into()],
+        });
+    }
+
+    /// The decode O+FFN block as the 3-launch cascade: o_proj and down_proj
+    /// add the residual inside their GEMVs, the RMSNorm runs fused into the
+    /// SwiGLU GEMV.
+    fn o_ffn_cascade(&mut self, attn: &str, w: OFfnWeights) -> Vec<Launch> {
+        let d = self.dims;
+        let ([_, h1, _, _], [_, _, act]) = self.o_ffn_acts();
+        let herd = Herd([self.device.columns, self.options.cascade_rows]);
+        let mut swiglu = self.gemv_spec(d.ffn, d.hidden, herd);
+        swiglu.omit_pingpong = self.options.omit_pingpong;
+        vec![
+            self.gemv(&w.wo, attn, &h1, Some("x"), herd),
+            Launch::GemvSwiglu {
+                x: h1.clone(),
+                norm: w.ln2,
+                gate: w.wg,
+                up: w.wu,
+                out: act.clone(),
+                eps: d.eps,
+                spec: swiglu,
+            },
+            self.gemv(&w.wd, &act, "x", Some(&h1), herd),
+        ]
+    }
+
+    /// Whether the GEMV kernel can place each of the decode block's four
+    /// projections on one row of the array.
+    fn o_ffn_placeable(&mut self, attn: &str, w: &OFfnWeights) -> bool {
+        let ([o, _, hn, down], [gate, up, act]) = self.o_ffn_acts();
+        [
+            (&w.wo, attn, &o),
+            (&w.wg, &hn, &gate),
+            (&w.wu, &hn, &up),
+            (&w.wd, &act, &down),
         ]
         .iter()
         .all(|(w, x, out)| {
             self.gemv(w, x, out, None, Herd::ROW)
                 .check(self.device)
                 .is_empty()
-        });
-        if self.options.cascade_ffn || !placeable {
-            // The cascade does not fit these dims: standalone GEMV calls with
-            // the glue on the host (lessons 18–19).
-            if let Some(b) = self.buffers.get_mut("ln2") {
-                b.class = BufferClass::Host;
-            }
-            let sandwich = self.sandwich_weights(BufferClass::Host);
-            self.projection_call("o_gemv", &wo, attn, &o);
-            let o = self.host_normed(o, sandwich.as_ref().map(|w| &w[0]), "on");
-            self.host(HostOp::Add {
-                a: "x".into(),
-                b: o,
-                out: h1.clone(),
-                n: d.hidden,
-            });
-            self.host(HostOp::RmsNorm {
-                x: h1.clone(),
-                weight: ln2,
-                out: hn.clone(),
-                cols: d.hidden,
-                eps: d.eps,
-                last_row: false,
-                real_cols: d.real_hidden_cols(),
-            });
-            self.projection_call("gate_gemv", &wg, &hn, &gate);
-            self.projection_call("up_gemv", &wu, &hn, &up);
-            self.host(HostOp::SiluMul {
-                gate,
-                up,
-                out: act.clone(),
-                n: d.ffn,
-            });
-            self.projection_call("down_gemv", &wd, &act, &down);
-            let down = self.host_normed(down, sandwich.as_ref().map(|w| &w[1]), "down_n");
-            self.host(HostOp::Add {
-                a: h1,
-                b: down,
-                out: "x".into(),
-                n: d.hidden,
-            });
-            return;
+        })
+    }
+
+    /// The decode O+FFN block as standalone GEMV calls with the residual adds,
+    /// norms and activation on the host.
+    fn o_ffn_host_glue(&mut self, attn: &str, w: OFfnWeights) {
+        let d = self.dims;
+        let ([o, h1, hn, down], [gate, up, act]) = self.o_ffn_acts();
+        if let Some(b) = self.buffers.get_mut("ln2") {
+            b.class = BufferClass::Host;
         }
-        let class = self.weight_class();
-        let sandwich = self.sandwich_weights(class);
-        let mut launches = vec![self.gemv(&wo, attn, &o, None, Herd::ROW)];
-        let o = self.normed_output(&mut launches, o, sandwich.as_ref().map(|w| &w[0]), "on", 1);
-        launches.extend([
-            Launch::EltwiseAdd {
-                a: "x".into(),
-                b: o,
-                out: h1.clone(),
-                spec: self.eltwise(d.hidden),
-            },
-            Launch::Rmsnorm {
-                x: h1.clone(),
-                weight: Some(ln2),
-                out: hn.clone(),
-                eps: d.eps,
-                spec: self.norm(1, d.hidden, d.real_hidden_cols()),
-            },
-            self.gemv(&wg, &hn, &gate, None, Herd::ROW),
-            self.gemv(&wu, &hn, &up, None, Herd::ROW),
-            self.gated(gate, up, act.clone(), d.ffn),
-            self.gemv(&wd, &act, &down, None, Herd::ROW),
-        ]);
-        let down = self.normed_output(
-            &mut launches,
-            down,
-            sandwich.as_ref().map(|w| &w[1]),
-            "down_n",
-            1,
-        );
-        launches.push(Launch::EltwiseAdd {
+        let sandwich = self.sandwich_weights(BufferClass::Host);
+        self.projection_call("o_gemv", &w.wo, attn, &o);
+        let o = self.host_normed(o, sandwich.as_ref().map(|w| &w[0]), "on");
+        self.host(HostOp::Add {
+            a: "x".into(),
+            b: o,
+            out: h1.clone(),
+            n: d.hidden,
+        });
+        self.host(HostOp::RmsNorm {
+            x: h1.clone(),
+            weight: w.ln2,
+            out: hn.clone(),
+            cols: d.hidden,
+            eps: d.eps,
+            last_row: false,
+            real_cols: d.real_hidden_cols(),
+        });
+        self.projection_call("gate_gemv", &w.wg, &hn, &gate);
+        self.projection_call("up_gemv", &w.wu, &hn, &up);
+        self.host(HostOp::SiluMul {
+            gate,
+            up,
+            out: act.clone(),
+            n: d.ffn,
+        });
+        self.projection_call("down_gemv", &w.wd, &act, &down);
+        let down = self.host_normed(down, sandwich.as_ref().map(|w| &w[1]), "down_n");
+        self.host(HostOp::Add {
             a: h1,
             b: down,
             out: "x".into(),
-            spec: self.eltwise(d.hidden),
-        });
-        self.emit(Group {
-            name: "o_gemv_ffn",
-            launches,
-            outputs: vec!["x".into()],
+            n: d.hidden,
         });
     }
 
