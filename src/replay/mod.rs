@@ -23,13 +23,14 @@ mod emulator;
 mod harness;
 pub mod judge;
 mod kernel;
+pub mod kind;
 mod measure;
 mod model_run;
 mod params;
 mod remedy;
 mod state;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use petgraph::graph::NodeIndex;
@@ -41,6 +42,7 @@ use skillc_runtime::model::oracle::compare::{
 use skillc_runtime::model::{Model, ModelError};
 use skillc_runtime::ops::{self, Effect, Op, OpKind, PlanChange};
 use skillc_runtime::xdna2::builder::unsupported_features;
+use skillc_runtime::xdna2::calibration::PointSet;
 use skillc_runtime::xdna2::kernels::Precision;
 use skillc_runtime::xdna2::numerics::{self, Tolerance};
 use skillc_runtime::xdna2::plan::{Binding, Call, Launch, Phase, Step};
@@ -51,6 +53,7 @@ use crate::syntax::{EntryKind, Verdict};
 
 pub use emulator::{Band, EmulatorError};
 pub use judge::Outcome;
+pub use kind::RowKind;
 
 use emulator::Emulator;
 use harness::KernelCheck;
@@ -91,6 +94,24 @@ pub struct Row {
     pub replayed: String,
     pub outcome: Outcome,
     pub reason: String,
+    /// What the row's agreement can prove.
+    pub kind: RowKind,
+    /// The band a timing row was judged with, as a fraction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub band: Option<f64>,
+    /// The calibration point the recorded figure is, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub point: Option<String>,
+}
+
+/// Rows of one kind by outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct KindCount {
+    pub rows: usize,
+    pub agree: usize,
+    pub disagree: usize,
+    pub outside: usize,
+    pub not_run: usize,
 }
 
 /// Entries by how replay treated them.
@@ -110,6 +131,15 @@ pub struct Counts {
     pub lessons_checked: usize,
     /// Notes and decisions: text, skipped.
     pub text: usize,
+    /// Rows by what their agreement can prove; the headline is out-of-sample.
+    pub rows_by_kind: BTreeMap<RowKind, KindCount>,
+}
+
+impl Counts {
+    /// The rows of `kind` (all zero when there are none).
+    pub fn of(&self, kind: RowKind) -> KindCount {
+        self.rows_by_kind.get(&kind).copied().unwrap_or_default()
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -133,6 +163,8 @@ impl Report {
 pub enum ActionResult {
     /// Applied (or nothing to apply).
     Done,
+    /// The emulator does not execute the action: nothing it holds changes.
+    NoOp(String),
     /// The emulator's constraint checks refused the configuration.
     Refused(String),
     /// A kernel choice, with its validation when the action ran one.
@@ -297,9 +329,14 @@ impl Walk<'_> {
             // the emulator holds (profiles are evaluated per observation); its plan
             // interpreter takes the bias, the Q/K norm and the RoPE table from the
             // config, and retuned kernels from the builder's rule.
-            Effect::Path(_) | Effect::Kernel(_) | Effect::Measures | Effect::Records => {
-                ActionResult::Done
+            Effect::Path(_) => {
+                ActionResult::NoOp("the plan interpreter takes this from the model's config".into())
             }
+            Effect::Kernel(_) => {
+                ActionResult::NoOp("retuned kernels come from the builder's rule".into())
+            }
+            Effect::Measures => ActionResult::NoOp("a profile is evaluated per observation".into()),
+            Effect::Records => ActionResult::NoOp("bookkeeping changes no plan".into()),
         }
     }
 
@@ -544,7 +581,7 @@ impl Walk<'_> {
                         outcome: Outcome::Disagree,
                         reason: "the fixed observation measures no action".into(),
                     };
-                    rows.push((
+                    rows.push(RowParts::new(
                         format!("fix {}", remedy.op),
                         String::new(),
                         String::new(),
@@ -573,7 +610,7 @@ impl Walk<'_> {
                             format!("the remedy gives {shown}, the fix applied {}", c.applied)
                         },
                     };
-                    rows.push((
+                    rows.push(RowParts::new(
                         format!("fix {}", c.key),
                         format!("{} (applied)", c.applied),
                         shown,
@@ -616,15 +653,26 @@ impl Walk<'_> {
         self.counts.compared += 1;
         let location = self.graph.location(node.span);
         let before = self.rows.len();
-        for (metric, recorded, replayed, judgement) in rows {
+        for parts in rows {
+            let count = self.counts.rows_by_kind.entry(parts.kind).or_default();
+            count.rows += 1;
+            match parts.judgement.outcome {
+                Outcome::Agree => count.agree += 1,
+                Outcome::Disagree => count.disagree += 1,
+                Outcome::Outside => count.outside += 1,
+                Outcome::NotRun => count.not_run += 1,
+            }
             self.rows.push(Row {
                 entry: node.id.clone(),
                 location: location.clone(),
-                metric,
-                recorded,
-                replayed,
-                outcome: judgement.outcome,
-                reason: judgement.reason,
+                metric: parts.metric,
+                recorded: parts.recorded,
+                replayed: parts.replayed,
+                outcome: parts.judgement.outcome,
+                reason: parts.judgement.reason,
+                kind: parts.kind,
+                band: parts.band,
+                point: parts.point,
             });
         }
         let outcomes: Vec<Outcome> = self.rows[before..].iter().map(|r| r.outcome).collect();
@@ -660,7 +708,12 @@ impl Walk<'_> {
                 outcome: Outcome::Disagree,
                 reason: "no action measured by this observation".into(),
             };
-            return vec![("verdict".into(), String::new(), String::new(), j)];
+            return vec![RowParts::new(
+                "verdict".into(),
+                String::new(),
+                String::new(),
+                j,
+            )];
         };
         let skip = self.skip_reason(conditions, &after);
         let (result, state) = self.done[&measured].clone();
@@ -681,24 +734,41 @@ impl Walk<'_> {
                 }
                 None => self.metric(spec.name, action, &result, conditions, &state),
             };
-            let band = self.emu.band.error;
-            rows.push((
-                spec.name.to_string(),
-                recorded_text(spec, recorded, provenance),
-                replayed_text(spec, &replayed, band),
-                judge::judge(spec, recorded, &replayed, band),
-            ));
+            let timing = judge::kind_of(spec) == judge::Kind::Timing;
+            let point = self
+                .emu
+                .points
+                .find(spec, recorded.value)
+                .filter(|_| timing);
+            let band = point.map_or(kind::STATED_BAND, |p| p.band());
+            let row_kind = match (obs.provenance, point) {
+                (crate::syntax::Provenance::Modeled, _) => RowKind::SelfProduced,
+                (_, Some(p)) if p.set == PointSet::Fit => RowKind::FitPoint,
+                _ => RowKind::OutOfSample,
+            };
+            rows.push(RowParts {
+                metric: spec.name.to_string(),
+                recorded: recorded_text(spec, recorded, provenance),
+                replayed: replayed_text(spec, &replayed, band),
+                judgement: judge::judge(spec, recorded, &replayed, band),
+                kind: row_kind,
+                band: timing.then_some(band),
+                point: point.map(|p| p.id.clone()),
+            });
         }
         if let (true, Some(verdict)) = (obs.measurements.is_empty(), obs.verdict) {
+            let no_op = matches!(result, ActionResult::NoOp(_));
             let replayed = match skip {
                 Some(r) => Err(r),
                 None => action_verdict(&result),
             };
-            rows.push(verdict_parts(
-                verdict == Verdict::Pass,
-                replayed,
-                provenance,
-            ));
+            let mut parts = verdict_parts(verdict == Verdict::Pass, replayed, provenance);
+            parts.kind = match (no_op, obs.provenance) {
+                (true, _) => RowKind::NoOpVerdict,
+                (false, crate::syntax::Provenance::Modeled) => RowKind::SelfProduced,
+                (false, _) => RowKind::OutOfSample,
+            };
+            rows.push(parts);
         }
         rows
     }
@@ -780,7 +850,7 @@ impl Walk<'_> {
 /// The verdict an action's result implies on its own.
 fn action_verdict(result: &ActionResult) -> Result<bool, Replayed> {
     match result {
-        ActionResult::Done => Ok(true),
+        ActionResult::Done | ActionResult::NoOp(_) => Ok(true),
         ActionResult::Values(_, ok) => Ok(*ok),
         ActionResult::Model(_) => Err(Replayed::Problem(
             "a model-level run was not resolved".into(),
@@ -857,8 +927,31 @@ fn fuse_groups(layer: &[Step], name: &str, parts: &[&str]) -> Vec<Step> {
     out
 }
 
-/// A table row before it gets its entry: metric, recorded, replayed, judgement.
-type RowParts = (String, String, String, Judgement);
+/// A table row before it gets its entry.
+struct RowParts {
+    metric: String,
+    recorded: String,
+    replayed: String,
+    judgement: Judgement,
+    kind: RowKind,
+    band: Option<f64>,
+    point: Option<String>,
+}
+
+impl RowParts {
+    /// An out-of-sample row without a band (gates, counts, verdicts, fixes).
+    fn new(metric: String, recorded: String, replayed: String, judgement: Judgement) -> Self {
+        RowParts {
+            metric,
+            recorded,
+            replayed,
+            judgement,
+            kind: RowKind::OutOfSample,
+            band: None,
+            point: None,
+        }
+    }
+}
 
 /// A measurement as recorded, in the metric's canonical unit.
 fn recorded_value(spec: &ops::MetricSpec, m: &crate::syntax::Measurement) -> Recorded {
@@ -885,7 +978,7 @@ fn verdict_parts(
     };
     let rec = if recorded_pass { "pass" } else { "fail" };
     let j = judge::verdict_row(recorded_pass, replayed);
-    ("verdict".into(), format!("{rec} ({provenance})"), shown, j)
+    RowParts::new("verdict".into(), format!("{rec} ({provenance})"), shown, j)
 }
 
 fn recorded_text(spec: &ops::MetricSpec, r: Recorded, provenance: &str) -> String {
