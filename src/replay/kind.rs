@@ -17,7 +17,7 @@
 use serde::Serialize;
 use skillc_runtime::ops::metrics::unit_spec;
 use skillc_runtime::ops::{Dimension, MetricSpec};
-use skillc_runtime::xdna2::calibration::{PointSet, Prepared, Report};
+use skillc_runtime::xdna2::calibration::{PointSet, Prepared, Report, Subject, REFERENCE_MODEL};
 
 /// The band of a timing row that is no calibration point: the ±15 % the
 /// issue sets for out-of-sample figures, stated, not derived from a fit.
@@ -82,6 +82,10 @@ impl RowKind {
 pub struct CalibrationPoint {
     pub id: String,
     pub set: PointSet,
+    /// The model whose deployment the point measured; `None` for a standalone
+    /// kernel or host-attention figure, which any model's row can be.
+    model: Option<String>,
+    reach: Reach,
     dimension: Dimension,
     /// The measurement, as [`comparable`] puts it.
     value: f64,
@@ -115,6 +119,8 @@ impl CalibrationPoints {
                 Some(CalibrationPoint {
                     id: r.id.clone(),
                     set: r.set,
+                    model: subject_model(&p.point.subject),
+                    reach: Reach::of_subject(&p.point.subject),
                     dimension,
                     value,
                     error: r.error,
@@ -124,18 +130,62 @@ impl CalibrationPoints {
         CalibrationPoints(points)
     }
 
-    /// The calibration point whose measurement `value` (in the metric's
-    /// canonical unit) is, the nearest when several are within
+    /// The calibration point of `model` whose measurement `value` (in the
+    /// metric's canonical unit) is, the nearest when several are within
     /// [`SAME_FIGURE`].
-    pub fn find(&self, metric: &MetricSpec, value: f64) -> Option<&CalibrationPoint> {
+    pub fn find(&self, metric: &MetricSpec, value: f64, model: &str) -> Option<&CalibrationPoint> {
         let (dimension, value) = comparable(value, metric.canonical_unit)?;
         self.0
             .iter()
-            .filter(|p| p.dimension == dimension)
+            .filter(|p| p.dimension == dimension && p.reach == Reach::of_metric(metric))
+            .filter(|p| p.model.as_deref().is_none_or(|m| m == model))
             .map(|p| ((p.value / value - 1.0).abs(), p))
             .filter(|(distance, _)| *distance <= SAME_FIGURE)
             .min_by(|a, b| a.0.total_cmp(&b.0))
             .map(|(_, p)| p)
+    }
+}
+
+/// What a figure times: one kernel, call or transfer, or a whole run (a
+/// plan's layers, a prefill, a decode token). A recorded time of one reach is
+/// never the measurement of a point of the other, however close the numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    Part,
+    Whole,
+}
+
+impl Reach {
+    fn of_subject(subject: &Subject) -> Reach {
+        match subject {
+            Subject::Kernel(_)
+            | Subject::HostAttention { .. }
+            | Subject::Call { .. }
+            | Subject::Group { .. }
+            | Subject::Traffic { .. } => Reach::Part,
+            Subject::Plan { .. } | Subject::Ttft { .. } | Subject::Decode { .. } => Reach::Whole,
+        }
+    }
+
+    /// The metrics of one kernel or call; every other timing metric times a run.
+    fn of_metric(metric: &MetricSpec) -> Reach {
+        match metric.name {
+            "kernel_ms" | "gflops" | "gbps" => Reach::Part,
+            _ => Reach::Whole,
+        }
+    }
+}
+
+/// The model a point's figure belongs to: a whole-model point's own; the
+/// committed plans' model for a plan, call, group or traffic point.
+fn subject_model(subject: &Subject) -> Option<String> {
+    match subject {
+        Subject::Ttft { model } | Subject::Decode { model } => Some(model.clone()),
+        Subject::Call { .. }
+        | Subject::Group { .. }
+        | Subject::Plan { .. }
+        | Subject::Traffic { .. } => Some(REFERENCE_MODEL.to_string()),
+        Subject::Kernel(_) | Subject::HostAttention { .. } => None,
     }
 }
 
@@ -172,6 +222,8 @@ mod tests {
         let point = CalibrationPoint {
             id: "p".into(),
             set: PointSet::Fit,
+            model: None,
+            reach: Reach::Part,
             dimension: Dimension::Time,
             value: 1.0,
             error: -0.08,
@@ -179,5 +231,35 @@ mod tests {
         let band = point.band();
         assert!(0.92 >= 1.0 / (1.0 + band), "{band}");
         assert!(0.91 < 1.0 / (1.0 + band), "{band}");
+    }
+
+    /// A figure is a point only where the point could have measured it: the
+    /// same reach (a kernel's 25.9 ms is no prefill time) and, for a
+    /// whole-model point, the same model.
+    #[test]
+    fn a_figure_is_a_point_only_of_its_reach_and_model() {
+        let point = |id: &str, model: Option<&str>, reach: Reach| CalibrationPoint {
+            id: id.into(),
+            set: PointSet::Fit,
+            model: model.map(String::from),
+            reach,
+            dimension: Dimension::Time,
+            value: 0.0259,
+            error: 0.0,
+        };
+        let points = CalibrationPoints(vec![
+            point("fa", None, Reach::Part),
+            point("ttft", Some("qwen3-1.7b"), Reach::Whole),
+        ]);
+        let spec = |name| skillc_runtime::ops::metrics::metric_spec(name).expect("a metric");
+        let found = |metric, value, model| {
+            points
+                .find(spec(metric), value, model)
+                .map(|p| p.id.as_str())
+        };
+        assert_eq!(found("kernel_ms", 25.9, "llama32-tiny"), Some("fa"));
+        assert_eq!(found("prefill_s", 0.0259, "llama32-tiny"), None);
+        assert_eq!(found("ttft_s", 0.0259, "qwen3-1.7b"), Some("ttft"));
+        assert_eq!(found("ttft_s", 0.0259, "llama-3.2-1b"), None);
     }
 }
