@@ -1,14 +1,15 @@
 //! The reference trajectory stays valid, true and built: `skillc check` is clean,
 //! `skillc replay --functional none` (constraint checks, plan structure and the
 //! cost model on the full-size config, no numerical runs, well under a second)
-//! agrees with every recorded figure but three named threshold verdicts, and the committed bundle is what
+//! agrees with every recorded figure but seven named ones, each within its
+//! row's band, and the committed bundle is what
 //! `skillc build` produces now. The kernel runs of the full replay take minutes
 //! and stay out of CI (trajectories/llama1b/README.md has the command and result).
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use skillc::replay::{self, Functional, Outcome};
+use skillc::replay::{self, Functional, Outcome, RowKind};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -32,24 +33,38 @@ fn the_reference_trajectory_checks_clean() {
     assert!(text.contains("0 errors, 0 warnings"), "{text}");
 }
 
-/// The recorded verdicts the bounded refit (held-out 9.6 %, parameters kept to
-/// the ranges their measurements allow) no longer reproduces. Each is a
-/// threshold within the cost model's error of the recorded value, so the
-/// modeled value lands on the other side of it:
-/// - `p4.layout.time`: 1.33 s < 1.42 s, a figure an earlier emulator wrote
-///   ("modeled"); the refit models 1.43 s.
-/// - `p4.abl.d`: ablation cell D, 1.125 s measured < cell C's 1.212 s measured;
-///   modeled D is 1.222 s (+8.6 %, a fit point).
-/// - `p5.cascade.obs`: 78 ms < 91 ms measured; modeled 100.5 ms (+28.8 %; the
-///   single-buffered decode GEMVs' factor binds at its lower bound 1.35,
-///   pulled by this very module, `skillc calibrate` says).
+/// The recorded figures replay does not reproduce, each row judged within its
+/// own band (a calibration point's own error under the committed fit, else the
+/// stated ±15 %, `replay::kind`):
+/// - `p4.layout.time` (self-produced): 1.33 s < 1.42 s, a figure an earlier
+///   emulator wrote; the bounded refit models 1.43 s, across the threshold.
+/// - `p4.abl.d` (fit point `ablation-prefill-d`): 1.125 s < cell C's 1.212 s;
+///   modeled 1.222 s, +8.6 %, inside its own 9.1 % but across the threshold.
+/// - `p5.profile.obs` (out-of-sample): 92 ms; modeled 112.9 ms, +22.8 %. The
+///   8-launch single-buffered decode of ablation cell D, which the fit itself
+///   models +24.6 % (`ablation-decode-d`): `gemv_no_pingpong_factor` binds at
+///   its lower bound 1.35 (`skillc calibrate`).
+/// - `p5.profile.lm` (out-of-sample): 13.5 ms per token; modeled 16.65 ms,
+///   +23.3 %, the error the fit has on the same call (`llama1b-lm_head_gemv`,
+///   13.6 ms, +22.4 %).
+/// - `p5.cascade.obs` (out-of-sample): 78 ms < 91 ms; modeled 100.5 ms, +28.8 %:
+///   the cascade still single-buffered (the trajectory's `p5.pingpong`).
+/// - `p6.decode.obs` `tok_s` and `ms_per_token` (fit point `llama-3.2-1b-decode`,
+///   whose own error is 0.0 %): modeled 100.5 ms against 82 ms. The point
+///   times the published final plan, every decode GEMV double-buffered
+///   (`xdna2::published`); the trajectory keeps `omit-pingpong` to the end, as
+///   `PlanOptions::reference()` does. The two accounts of the final plan differ.
 ///
-/// They are disagreements and `skillc replay` says so (exit 1); this test fails
-/// when another row disagrees or one of these agrees again.
-const REFIT_DISAGREEMENTS: [(&str, &str); 3] = [
+/// `skillc replay` exits 1 on them; this test fails when another row disagrees
+/// or one of these agrees again.
+const KNOWN_DISAGREEMENTS: [(&str, &str); 7] = [
     ("p4.layout.time", "prefill_s"),
+    ("p5.profile.obs", "ms_per_token"),
+    ("p5.profile.lm", "kernel_ms"),
     ("p4.abl.d", "prefill_s"),
     ("p5.cascade.obs", "ms_per_token"),
+    ("p6.decode.obs", "tok_s"),
+    ("p6.decode.obs", "ms_per_token"),
 ];
 
 #[test]
@@ -62,27 +77,34 @@ fn the_reference_trajectory_replays_with_only_the_known_disagreements() {
         seed: 1,
     };
     let report = replay::replay(graph, &options).expect("replays");
-    let bad: Vec<(&str, &str)> = report
-        .rows
-        .iter()
-        .filter(|r| r.outcome == Outcome::Disagree)
+    let disagreeing = || {
+        report
+            .rows
+            .iter()
+            .filter(|r| r.outcome == Outcome::Disagree)
+    };
+    let bad: Vec<(&str, &str)> = disagreeing()
         .map(|r| (r.entry.as_str(), r.metric.as_str()))
         .collect();
-    let reasons: Vec<String> = report
-        .rows
-        .iter()
-        .filter(|r| r.outcome == Outcome::Disagree)
+    let reasons: Vec<String> = disagreeing()
         .map(|r| format!("{} {} {}: {}", r.location, r.entry, r.metric, r.reason))
         .collect();
-    assert_eq!(bad, REFIT_DISAGREEMENTS, "{}", reasons.join("\n"));
+    assert_eq!(bad, KNOWN_DISAGREEMENTS, "{}", reasons.join("\n"));
     assert!(
-        reasons.iter().all(|r| r.contains("threshold")),
+        reasons
+            .iter()
+            .all(|r| r.contains("threshold") || r.contains("outside its band")),
         "{}",
         reasons.join("\n")
     );
     // Every timing, structural and lesson row is compared here; only the kernel
     // runs and the model-level numerical runs are left for the full replay.
-    assert!(report.counts.agree >= 84, "{:?}", report.counts);
+    // About 40 timing rows are fit points and 22 verdicts restate no-op
+    // actions (issue 12): they are counted apart from the evidence.
+    let c = &report.counts;
+    assert_eq!(c.of(RowKind::FitPoint).rows, 40, "{c:?}");
+    assert_eq!(c.of(RowKind::NoOpVerdict).rows, 22, "{c:?}");
+    assert!(c.of(RowKind::OutOfSample).agree >= 38, "{c:?}");
 }
 
 #[test]

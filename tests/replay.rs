@@ -1,14 +1,15 @@
 //! `skillc replay` on the llama32-tiny fixture: every directory under
 //! tests/replay/ is a trajectory for that model; its replay outcomes (entry,
-//! metric, recorded figure, outcome) are snapshotted, and the tampered copies of
-//! the agreeing trajectory (a wrong gate verdict, a time far outside the band, a
-//! fix its lesson does not compute) must disagree on exactly the tampered entry
-//! and make the command exit 1.
+//! metric, recorded figure, row kind, outcome) are snapshotted, and the tampered
+//! copies of the agreeing trajectory (a wrong gate verdict, a time far outside the
+//! band, a fix its lesson does not compute) must disagree on exactly the tampered
+//! entry and make the command exit 1. `band-edge` holds recorded times just inside
+//! and just outside the stated band, and rows of the kinds the headline leaves out.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use skillc::replay::{self, Functional, Outcome, Report};
+use skillc::replay::{self, Functional, Outcome, Report, RowKind};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -36,10 +37,11 @@ fn outcomes(report: &Report) -> String {
     let mut out = String::new();
     for r in &report.rows {
         out.push_str(&format!(
-            "{:<18} {:<16} {:<22} {}\n",
+            "{:<18} {:<16} {:<22} {:<14} {}\n",
             r.entry,
             r.metric,
             r.recorded,
+            r.kind.label(),
             r.outcome.label()
         ));
     }
@@ -111,9 +113,81 @@ fn a_time_outside_the_band_is_a_disagreement() {
         ("t4.profile.obs", "prefill_s")
     );
     assert!(
-        bad[0].reason.contains("calibration band"),
+        bad[0].reason.contains("outside its band"),
         "{}",
         bad[0].reason
+    );
+}
+
+/// The band-edge rows' designed ratios, modeled / recorded.
+const EDGES: [(&str, f64, Outcome); 4] = [
+    ("edge.slow.in", 1.145, Outcome::Agree),
+    ("edge.slow.out", 1.155, Outcome::Disagree),
+    ("edge.fast.in", 1.0 / 1.145, Outcome::Agree),
+    ("edge.fast.out", 1.0 / 1.155, Outcome::Disagree),
+];
+
+/// A recorded time 0.5 % inside the stated ±15 % agrees, one 0.5 % outside it
+/// disagrees, on either side. The ratios are read back from the rows first, so
+/// a refit that moves the modeled time fails here rather than testing
+/// something else.
+#[test]
+fn a_time_just_outside_its_band_disagrees_and_one_just_inside_agrees() {
+    let report = replay_dir(&root().join("tests/replay/band-edge"), Functional::None);
+    for (entry, ratio, outcome) in EDGES {
+        let row = report
+            .rows
+            .iter()
+            .find(|r| r.entry == entry)
+            .expect("the entry is compared");
+        assert_eq!(row.kind, RowKind::OutOfSample, "{entry}: {row:?}");
+        assert_eq!(row.band, Some(replay::kind::STATED_BAND), "{entry}");
+        let off: f64 = row
+            .reason
+            .rsplit_once("% vs")
+            .and_then(|(head, _)| head.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .expect("the reason gives the ratio");
+        assert!(
+            (off - (ratio - 1.0) * 100.0).abs() < 0.2,
+            "{entry}: modeled/recorded is now {off:+.1} %, designed {:+.1} %: \
+             re-centre tests/replay/band-edge on the modeled prefill time",
+            (ratio - 1.0) * 100.0
+        );
+        assert_eq!(row.outcome, outcome, "{entry}: {}", row.reason);
+    }
+}
+
+/// The headline counts out-of-sample rows only: the band-edge's no-op verdict
+/// and emulator-written figure agree, and are counted apart.
+#[test]
+fn the_headline_counts_out_of_sample_rows_only() {
+    let report = replay_dir(&root().join("tests/replay/band-edge"), Functional::None);
+    let c = &report.counts;
+    let evidence = c.of(RowKind::OutOfSample);
+    assert_eq!(
+        (evidence.rows, evidence.agree, evidence.disagree),
+        (4, 2, 2)
+    );
+    assert_eq!(
+        (
+            c.of(RowKind::NoOpVerdict).rows,
+            c.of(RowKind::NoOpVerdict).agree
+        ),
+        (1, 1)
+    );
+    assert_eq!(
+        (
+            c.of(RowKind::SelfProduced).rows,
+            c.of(RowKind::SelfProduced).agree
+        ),
+        (1, 1)
+    );
+    assert_eq!(c.of(RowKind::FitPoint).rows, 0);
+    let text = skillc::cli::replay::human(&report, false, 0.0);
+    assert!(
+        text.contains("out-of-sample: 2 of 4 rows agree, 2 disagree"),
+        "{text}"
     );
 }
 

@@ -11,7 +11,7 @@ use std::time::Instant;
 use super::progress::Display;
 use super::render::{self, Sources};
 use super::{EXIT_FAILED, EXIT_USAGE};
-use crate::replay::{self, Functional, Outcome, Report};
+use crate::replay::{self, kind, Functional, Outcome, Report, RowKind};
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Format {
@@ -109,42 +109,30 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-/// The table, then the reasons of the rows that did not agree, then the summary.
+/// The rows by kind (out-of-sample first: the evidence), each kind's table,
+/// then the reasons of the rows that did not agree, then the summary with the
+/// out-of-sample count as its headline.
 pub fn human(report: &Report, problems_only: bool, seconds: f64) -> String {
-    let header = ["entry", "metric", "recorded", "replayed", "verdict"];
-    let rows: Vec<[String; 5]> = report
-        .rows
-        .iter()
-        .filter(|r| !problems_only || r.outcome != Outcome::Agree)
-        .map(|r| {
-            [
-                r.entry.clone(),
-                r.metric.clone(),
-                r.recorded.clone(),
-                r.replayed.clone(),
-                r.outcome.label().to_string(),
-            ]
-        })
-        .collect();
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
     let mut out = String::new();
-    let line = |cells: &[String; 5], widths: &[usize; 5]| {
-        let padded: Vec<String> = cells
+    for kind in RowKind::ALL {
+        let rows: Vec<&replay::Row> = report
+            .rows
             .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
+            .filter(|r| r.kind == kind && (!problems_only || r.outcome != Outcome::Agree))
             .collect();
-        padded.join("  ").trim_end().to_string() + "\n"
-    };
-    out.push_str(&line(&header.map(String::from), &widths));
-    out.push_str(&line(&widths.map(|w| "-".repeat(w)), &widths));
-    for row in &rows {
-        out.push_str(&line(row, &widths));
+        if rows.is_empty() {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "{} rows ({}): {}\n",
+            kind.label(),
+            report.counts.of(kind).rows,
+            kind.meaning()
+        ));
+        out.push_str(&table(&rows));
     }
     let notes: Vec<&replay::Row> = report
         .rows
@@ -164,10 +152,75 @@ pub fn human(report: &Report, problems_only: bool, seconds: f64) -> String {
             ));
         }
     }
+    out.push('\n');
+    out.push_str(&summary(report, seconds));
+    out
+}
+
+/// One kind's rows as a table; a timing row's band is in its replayed cell.
+fn table(rows: &[&replay::Row]) -> String {
+    let header = ["entry", "metric", "recorded", "replayed", "verdict"];
+    let cells: Vec<[String; 5]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.entry.clone(),
+                r.metric.clone(),
+                r.recorded.clone(),
+                match &r.point {
+                    Some(point) => format!("{} = {point}", r.replayed),
+                    None => r.replayed.clone(),
+                },
+                r.outcome.label().to_string(),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &cells {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String; 5]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("  {c:<w$}"))
+            .collect();
+        padded.concat().trim_end().to_string() + "\n"
+    };
+    let mut out = line(&header.map(String::from));
+    out.push_str(&line(&widths.map(|w| "-".repeat(w))));
+    for row in &cells {
+        out.push_str(&line(row));
+    }
+    out
+}
+
+fn summary(report: &Report, seconds: f64) -> String {
     let c = &report.counts;
     let b = &report.band;
+    let evidence = c.of(RowKind::OutOfSample);
+    let mut out = format!(
+        "out-of-sample: {} of {} rows agree, {} disagree, {} outside the emulator, {} not run\n",
+        evidence.agree, evidence.rows, evidence.disagree, evidence.outside, evidence.not_run
+    );
+    let others: Vec<String> = RowKind::ALL[1..]
+        .iter()
+        .map(|&kind| {
+            let k = c.of(kind);
+            format!(
+                "{} {} ({} agree, {} disagree)",
+                k.rows,
+                kind.label(),
+                k.agree,
+                k.disagree
+            )
+        })
+        .collect();
+    out.push_str(&format!("not evidence: {}\n", others.join(", ")));
     out.push_str(&format!(
-        "\nreplayed {} on {} (--functional {}): {} entries compared ({} observations, {} lessons' fixes): \
+        "replayed {} on {} (--functional {}): {} entries compared ({} observations, {} lessons' fixes): \
          {} agree, {} disagree, {} outside the emulator, {} not run; {} actions executed; \
          {} lessons without an applied fix and {} notes/decisions not compared\n",
         report.trajectory,
@@ -189,11 +242,18 @@ pub fn human(report: &Report, problems_only: bool, seconds: f64) -> String {
         c.text,
     ));
     out.push_str(&format!(
-        "calibration band: ±{:.1}% (worst error over the {} fitted points, {}; median {:.1}%); {:.1} s\n",
-        b.error * 100.0,
-        b.points,
-        b.worst_point,
-        b.median * 100.0,
+        "bands: a timing row that is a calibration point, within that point's own error (+{:.1}% for a copied figure's rounding); \
+         any other, ±{:.0}% (stated); cost model: fit median {:.1}%, worst {:.1}% ({}) over {} points, \
+         held-out median {:.1}% (signed {:+.1}%) over {}; {:.1} s\n",
+        100.0 * kind::SAME_FIGURE,
+        100.0 * b.stated,
+        100.0 * b.fit_median,
+        100.0 * b.fit_worst,
+        b.fit_worst_point,
+        b.fit_points,
+        100.0 * b.held_out_median,
+        100.0 * b.held_out_signed,
+        b.held_out_points,
         seconds
     ));
     out

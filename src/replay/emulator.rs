@@ -1,5 +1,5 @@
 //! The fixed side of a replay: the model's architecture, the npu2 device, the
-//! committed cost-model parameters with their calibration error, and a cache of
+//! committed cost-model parameters with their calibration points and errors, and a cache of
 //! the plans and timings built so far (the same plan is timed by many entries).
 
 use std::collections::BTreeMap;
@@ -15,16 +15,23 @@ use skillc_runtime::xdna2::device::Device;
 use skillc_runtime::xdna2::fit;
 use skillc_runtime::xdna2::plan::{Phase, Plan, PlanOptions};
 
-/// The calibration error replay allows between a recorded and a modeled figure.
+use super::kind::{CalibrationPoints, STATED_BAND};
+
+/// The calibration figures a replay is judged against: the stated band of
+/// timing rows that are no calibration point, and the fit and held-out errors
+/// of the committed parameters for the report.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Band {
-    /// Worst |modeled / measured − 1| over the points the cost model was fitted
-    /// to, as a fraction.
-    pub error: f64,
-    pub points: usize,
-    pub worst_point: String,
-    /// Median error of the same points, for the report.
-    pub median: f64,
+    /// Band of a timing row that is no calibration point, as a fraction.
+    pub stated: f64,
+    pub fit_points: usize,
+    pub fit_median: f64,
+    pub fit_worst: f64,
+    pub fit_worst_point: String,
+    pub held_out_points: usize,
+    pub held_out_median: f64,
+    /// Median signed held-out error: the model's bias out of sample.
+    pub held_out_signed: f64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +57,8 @@ pub struct Emulator {
     pub device: Device,
     pub params: Params,
     pub band: Band,
+    /// The calibration points, for the rows whose recorded figure is one.
+    pub points: CalibrationPoints,
     /// Context length of decode figures with no `context=` condition.
     pub decode_context: usize,
     plans: BTreeMap<String, Result<Built, PlanError>>,
@@ -57,7 +66,7 @@ pub struct Emulator {
 
 impl Emulator {
     /// Reads `model_dir/config.json` and evaluates the committed cost model
-    /// against its calibration points to obtain the band.
+    /// against its calibration points (each row's band comes from them).
     pub fn new(model_dir: &Path) -> Result<Self, EmulatorError> {
         let arch = load_config(&model_dir.join("config.json"))?;
         let device = Device::npu2();
@@ -69,11 +78,16 @@ impl Emulator {
         )?;
         let report = prepared.report(&device, &params);
         let band = Band {
-            error: report.fit.worst_error,
-            points: report.fit.points,
-            worst_point: report.fit.worst_id.clone(),
-            median: report.fit.median_error,
+            stated: STATED_BAND,
+            fit_points: report.fit.points,
+            fit_median: report.fit.median_error,
+            fit_worst: report.fit.worst_error,
+            fit_worst_point: report.fit.worst_id.clone(),
+            held_out_points: report.held_out.points,
+            held_out_median: report.held_out.median_error,
+            held_out_signed: report.held_out.median_signed_error,
         };
+        let points = CalibrationPoints::new(&prepared, &report);
         let model = model_dir
             .file_name()
             .map_or_else(|| "model".to_string(), |n| n.to_string_lossy().into_owned());
@@ -83,6 +97,7 @@ impl Emulator {
             device,
             params,
             band,
+            points,
             decode_context: prepared.data.decode_context,
             plans: BTreeMap::new(),
         })

@@ -4,10 +4,11 @@
 //!   when the recorded threshold gives the same verdict on the replayed value; their
 //!   values differ by nature (seeded weights, not the checkpoint).
 //! - Structural counts (`calls_per_layer`) must be equal.
-//! - Times and rates agree when the replayed modeled figure lies within the cost
-//!   model's calibration error of the recorded one, in ratio: `1/(1+e) ≤
-//!   replayed/recorded ≤ 1+e`. A threshold written beside them must also give the
-//!   same verdict on the replayed value.
+//! - Times and rates agree when the replayed modeled figure lies within the row's
+//!   band `e` of the recorded one, in ratio: `1/(1+e) ≤ replayed/recorded ≤ 1+e`
+//!   (the band is the calibration point's own error when the recorded figure is
+//!   one, else a stated ±15 %, [`super::kind`]). A threshold written beside them
+//!   must also give the same verdict on the replayed value.
 //! - A measurement the replay could not produce is never an agreement: it is
 //!   `NotRun` (the functional scope left it out) or `Outside` (it depends on
 //!   something the emulator does not model), with the reason.
@@ -83,7 +84,7 @@ pub enum Kind {
     Gate,
     /// Exact equality.
     Count,
-    /// Within the calibration band.
+    /// Within the row's band.
     Timing,
     /// Not produced by the emulator at all.
     Unmodeled,
@@ -100,7 +101,7 @@ pub fn kind_of(metric: &MetricSpec) -> Kind {
     }
 }
 
-/// Judges one measurement; `band` is the relative calibration error.
+/// Judges one measurement; `band` is the row's relative band.
 pub fn judge(metric: &MetricSpec, recorded: Recorded, replayed: &Replayed, band: f64) -> Judgement {
     let value = match replayed {
         Replayed::Value(v) => *v,
@@ -180,10 +181,7 @@ fn timing(recorded: Recorded, value: f64, band: f64) -> Judgement {
     let within = ratio <= 1.0 + band && ratio >= 1.0 / (1.0 + band);
     let off = format!("{:+.1}% vs ±{:.1}%", (ratio - 1.0) * 100.0, band * 100.0);
     if !within {
-        return Judgement::new(
-            Outcome::Disagree,
-            format!("outside the calibration band: {off}"),
-        );
+        return Judgement::new(Outcome::Disagree, format!("outside its band: {off}"));
     }
     match threshold_agrees(recorded, value) {
         Some(j) if j.outcome == Outcome::Disagree => j,
