@@ -15,6 +15,7 @@ mod xdna2_constraints;
 mod xdna2_exec;
 mod xdna2_harness;
 mod xdna2_kernels;
+mod xdna2_packed;
 mod xdna2_trace;
 
 /// A new `tests/*.rs` runs only once it is a module here (see `test_support`).

@@ -484,7 +484,7 @@ fn bf16_out(result: Result<Vec<u16>, KernelError>) -> Result<Vec<f32>, HarnessEr
 }
 
 /// Seeded normal draws as bf16.
-fn draws(seed: u64, stream: &str, n: usize, scale: f32) -> Vec<u16> {
+pub(crate) fn draws(seed: u64, stream: &str, n: usize, scale: f32) -> Vec<u16> {
     let mut rng = SplitMix64::for_stream(seed, stream);
     (0..n)
         .map(|_| bf16::from_f32(scale * rng.next_normal()))

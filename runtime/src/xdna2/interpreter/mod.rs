@@ -170,6 +170,8 @@ pub enum ExecError {
         #[source]
         source: TransformError,
     },
+    #[error("buffer `{buffer}` cannot be read as packed 4-bit blocks: {why}")]
+    NotPacked { buffer: String, why: String },
     #[error("buffer `{0}`: a GEMM weight must be pre-transposed ([N, K] read as B)")]
     NotTransposed(String),
     #[error("{got} tokens do not fit the plan's {rows} rows")]

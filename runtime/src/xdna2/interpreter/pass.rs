@@ -9,12 +9,12 @@ use rayon::prelude::*;
 
 use super::host::{add_bias, decode_attention, transpose};
 use super::rows::{attention_rows, gemm_rows};
-use super::weights::resolve;
+use super::weights::{resolve, resolve_packed};
 use super::{ExecError, Interpreter};
 use crate::bf16;
 use crate::model::oracle::{blocks, linear};
 use crate::xdna2::kernels::{
-    self, EltwiseSpec, FlashAttentionSpec, Herd, KernelError, NormSpec, RopeSpec,
+    self, gemv_q4, EltwiseSpec, FlashAttentionSpec, Herd, KernelError, NormSpec, RopeSpec,
 };
 use crate::xdna2::plan::{Buffer, HostOp, Launch, Phase, Plan, Step, Transform, WeightSource};
 
@@ -232,8 +232,13 @@ impl<'m> Pass<'_, 'm> {
                     .as_ref()
                     .map(|r| self.get(r).cloned())
                     .transpose()?;
-                let wb = self.full_weight(w, spec.m * spec.k)?;
-                let y = kernels::gemv(d, spec, &wb, &xv, r.as_deref()).map_err(err)?;
+                let y = if spec.packed.is_some() {
+                    let packed = resolve_packed(self.plan, w, self.layer, &self.model.index)?;
+                    gemv_q4::gemv_q4(d, spec, packed, &xv, r.as_deref()).map_err(err)?
+                } else {
+                    let wb = self.full_weight(w, spec.m * spec.k)?;
+                    kernels::gemv(d, spec, &wb, &xv, r.as_deref()).map_err(err)?
+                };
                 self.put(out, y);
             }
             Launch::GemvSwiglu {

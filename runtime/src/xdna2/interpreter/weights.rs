@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use super::ExecError;
 use crate::bf16;
-use crate::model::tensor::BfTensor;
+use crate::model::tensor::{BfTensor, PackedRows};
 use crate::model::weights::Weights;
 use crate::xdna2::plan::{Plan, Transform, TransformError, WeightSource};
 
@@ -41,6 +41,45 @@ pub struct WeightData<'m> {
     pub bits: Cow<'m, [u16]>,
     pub rows: usize,
     pub cols: usize,
+}
+
+/// The stored 4-bit blocks buffer `name` of `plan` reads at `layer`: its
+/// checkpoint tensor as the file holds it, when the buffer's setup transforms
+/// leave the data as it is (a pre-transpose only) and the tensor is packed.
+pub fn resolve_packed<'m>(
+    plan: &Plan,
+    name: &str,
+    layer: usize,
+    index: &TensorIndex<'m>,
+) -> Result<&'m PackedRows, ExecError> {
+    let buffer = plan
+        .buffers
+        .get(name)
+        .ok_or_else(|| ExecError::UnknownBuffer(name.to_string()))?;
+    let Some(WeightSource::Tensor {
+        name: pattern,
+        transforms,
+    }) = &buffer.source
+    else {
+        return Err(ExecError::NotATensor(name.to_string()));
+    };
+    let tensor_name = pattern.replace("{layer}", &layer.to_string());
+    let tensor = index
+        .get(&tensor_name)
+        .ok_or_else(|| ExecError::MissingTensor {
+            buffer: name.to_string(),
+            tensor: tensor_name.clone(),
+        })?;
+    let not_packed = |why: String| ExecError::NotPacked {
+        buffer: name.to_string(),
+        why,
+    };
+    if let Some(t) = transforms.iter().find(|t| **t != Transform::Transpose) {
+        return Err(not_packed(format!("its setup transforms the data ({t:?})")));
+    }
+    tensor
+        .packed_rows()
+        .ok_or_else(|| not_packed(format!("`{tensor_name}` is stored as {}", tensor.format())))
 }
 
 /// Materializes buffer `name` of `plan` for `layer`.

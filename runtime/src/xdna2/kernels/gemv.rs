@@ -9,6 +9,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::elementwise::{rms_norm_row, silu_mul_value};
+use super::gemv_q4::PackedFormat;
 use super::{operand, refuse_if_any, Herd, Kernel, KernelError};
 use crate::bf16;
 use crate::xdna2::constraints::{ChannelUse, Checker, Constraint, ConstraintViolation};
@@ -35,6 +36,9 @@ pub struct GemvSpec {
     pub omit_pingpong: bool,
     /// Fused residual add.
     pub residual: bool,
+    /// Weights kept in their 4-bit blocks (`gemv_q4`); bf16 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packed: Option<PackedFormat>,
 }
 
 /// K elements of W staged in L1 per row of one input DMA.
@@ -66,6 +70,7 @@ impl GemvSpec {
             },
             omit_pingpong: false,
             residual: false,
+            packed: None,
         };
         // Largest tile_m first; for each, the largest m_input that fits L1.
         TILE_M_CHOICES
@@ -85,8 +90,15 @@ impl GemvSpec {
         self.k / (self.tile.k_split * self.herd.rows()).max(1)
     }
 
+    /// Bytes of the weight matrix as the launch streams it: bf16, or the
+    /// stored 4-bit blocks.
     pub fn weight_bytes(&self) -> f64 {
-        2.0 * self.m as f64 * self.k as f64
+        (self.m * self.row_bytes(self.k)) as f64
+    }
+
+    /// Bytes of `elements` weights of one row in the launch's weight format.
+    pub fn row_bytes(&self, elements: usize) -> usize {
+        self.packed.map_or(2 * elements, |f| f.bytes(elements))
     }
 
     pub fn check(&self, device: &Device) -> Vec<ConstraintViolation> {
@@ -96,6 +108,10 @@ impl GemvSpec {
     }
 
     fn check_into(&self, c: &mut Checker<'_>) {
+        if let Some(format) = self.packed {
+            super::gemv_q4::check_blocks(self, format, c);
+        }
+        let weight_bytes = |n| self.row_bytes(n);
         let device = c.device;
         let t = self.tile;
         let (cols, rows) = (self.herd.cols(), self.herd.rows());
@@ -162,12 +178,15 @@ impl GemvSpec {
             },
         );
         c.l2(&[
-            ("A panel", cols * t.tile_m * k_seg * 2),
+            ("A panel", cols * t.tile_m * weight_bytes(k_seg)),
             ("y", cols * t.tile_m * 2),
         ]);
         let buffers = if self.omit_pingpong { 1 } else { 2 };
         c.l1(&[
-            ("A rows", buffers * t.m_input * k_seg.min(L1_K_CHUNK) * 2),
+            (
+                "A rows",
+                buffers * t.m_input * weight_bytes(k_seg.min(L1_K_CHUNK)),
+            ),
             ("x", k_seg * 2),
             ("y f32", t.tile_m * 4),
             ("residual", if self.residual { t.tile_m * 2 } else { 0 }),
@@ -234,11 +253,11 @@ fn matvec_f32(spec: &GemvSpec, w: &[u16], x: &[u16]) -> Vec<f32> {
 }
 
 /// Output rows per parallel task.
-const ROWS_PER_TASK: usize = 32;
+pub(super) const ROWS_PER_TASK: usize = 32;
 /// Accumulator lanes: one `accfloat` vector of the AIE2P vector unit.
 const LANES: usize = 16;
 
-fn rows_dot(rows: &[u16], k: usize, segment: usize, x: &[f32], out: &mut [f32]) {
+pub(super) fn rows_dot(rows: &[u16], k: usize, segment: usize, x: &[f32], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") {
