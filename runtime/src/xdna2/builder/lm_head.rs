@@ -1,0 +1,179 @@
+//! The end of a plan: the final norm and the LM head, as a full-sequence GEMM
+//! or on the last row in prefill, as the partitioned NPU GEMV or a CPU matvec
+//! in decode.
+
+use super::super::kernels::LmHeadSpec;
+use super::super::plan::{BufferClass, HostOp, Launch, Step, Transform};
+use super::calls::Part;
+use super::dims::zero_pad;
+use super::{Builder, Group};
+
+impl Builder<'_> {
+    /// A host-side hidden-wide vector (the final norm's weight).
+    pub(super) fn final_norm(&mut self, class: BufferClass) -> String {
+        let (elements, levels) = self.dims.hidden_vector();
+        let transforms = self.norm_transforms(levels);
+        self.tensor(
+            "final_norm",
+            class,
+            "model.norm.weight".into(),
+            elements,
+            transforms,
+        )
+    }
+
+    fn output_projection_tensor(&self) -> String {
+        if self.arch.tie_word_embeddings {
+            "model.embed_tokens.weight".to_string()
+        } else {
+            "lm_head.weight".to_string()
+        }
+    }
+
+    pub(super) fn lm_head_prefill(&mut self) {
+        let d = self.dims;
+        let s = self.seq;
+        let class = if self.options.last_token_lm_head {
+            BufferClass::Host
+        } else {
+            self.weight_class()
+        };
+        let final_norm = self.final_norm(class);
+        if self.options.last_token_lm_head {
+            let xf = self.act("xf", d.hidden);
+            self.epilogue.push(Step::Host(HostOp::RmsNorm {
+                x: "x".into(),
+                weight: final_norm,
+                out: xf.clone(),
+                cols: d.hidden,
+                eps: d.eps,
+                last_row: true,
+                real_cols: d.real_hidden_cols(),
+            }));
+            self.lm_head_gemv(&xf);
+            return;
+        }
+        let xf = self.act("xf_all", s * d.hidden);
+        let norm = Group {
+            name: "final_norm",
+            launches: vec![Launch::Rmsnorm {
+                x: "x".into(),
+                weight: Some(final_norm),
+                out: xf.clone(),
+                eps: d.eps,
+                spec: self.norm(s, d.hidden, d.real_hidden_cols()),
+            }],
+            outputs: vec![xf.clone()],
+        };
+        let parts = self.options.lm_head_parts.max(1);
+        let part_n = d.vocab.div_ceil(parts).div_ceil(512) * 512;
+        let tensor = self.output_projection_tensor();
+        let mut launches = Vec::new();
+        let mut outputs = Vec::new();
+        for p in 0..parts {
+            let start = (p * part_n).min(d.vocab);
+            let rows = ((p + 1) * part_n).min(d.vocab) - start;
+            let mut transforms = vec![Transform::Rows {
+                start,
+                rows,
+                padded_rows: part_n,
+            }];
+            transforms.extend(zero_pad(Vec::new(), d.hidden_levels()));
+            transforms.push(Transform::Transpose);
+            let w = self.tensor(
+                &format!("lm_head.{p}"),
+                self.weight_class(),
+                tensor.clone(),
+                part_n * d.hidden,
+                transforms,
+            );
+            let out = self.act(&format!("logits.{p}"), s * part_n);
+            launches.push(self.gemm(&xf, &w, &out, d.hidden, part_n));
+            outputs.push(out);
+        }
+        let head = Group {
+            name: "lm_head_gemm",
+            launches,
+            outputs,
+        };
+        self.emit_into(norm, Part::Epilogue);
+        self.emit_into(head, Part::Epilogue);
+    }
+
+    /// The partitioned LM-head GEMV on one normalized row `x` (NPU), or a
+    /// CPU matvec.
+    pub(super) fn lm_head_gemv(&mut self, x: &str) {
+        let d = self.dims;
+        let tensor = self.output_projection_tensor();
+        let logits = self.act("logits", d.vocab);
+        if !self.options.npu_lm_head {
+            let w = self.tensor(
+                "lm_head",
+                BufferClass::Host,
+                tensor,
+                d.vocab * d.hidden,
+                zero_pad(Vec::new(), d.hidden_levels())
+                    .into_iter()
+                    .collect(),
+            );
+            self.epilogue.push(Step::Host(HostOp::Matvec {
+                w,
+                x: x.into(),
+                out: logits,
+                m: d.vocab,
+                k: d.hidden,
+            }));
+            return;
+        }
+        // Double-buffered whatever `omit_pingpong` says: the LM head is its
+        // own module (the option is module-global), and the reference's
+        // 8-partition LM head streamed 38.9 GB/s, faster than the registry's
+        // double-buffered 16384x2048 GEMV (calibration §4).
+        let spec = LmHeadSpec::select(
+            self.device,
+            d.vocab,
+            d.hidden,
+            self.options.lm_head_parts.max(1),
+        );
+        let class = self.weight_class();
+        let launches: Vec<Launch> = (0..spec.parts)
+            .map(|part| {
+                let rows = spec.rows(part);
+                let mut transforms = vec![Transform::Rows {
+                    start: rows.start,
+                    rows: rows.len(),
+                    padded_rows: spec.part.m,
+                }];
+                transforms.extend(zero_pad(Vec::new(), d.hidden_levels()));
+                let w = self.tensor(
+                    &format!("lm_head.{part}"),
+                    class,
+                    tensor.clone(),
+                    spec.part.m * d.hidden,
+                    transforms,
+                );
+                Launch::LmHeadGemv {
+                    w,
+                    x: x.into(),
+                    out: logits.clone(),
+                    spec,
+                    part,
+                }
+            })
+            .collect();
+        // More partitions than one call may hold run as several calls.
+        let per_call = if self.options.lm_head_one_call {
+            launches.len()
+        } else {
+            self.device.limits.launches_per_call_max
+        };
+        for chunk in launches.chunks(per_call.max(1)) {
+            let group = Group {
+                name: "lm_head_gemv",
+                launches: chunk.to_vec(),
+                outputs: vec![logits.clone()],
+            };
+            self.emit_into(group, Part::Epilogue);
+        }
+    }
+}
