@@ -38,16 +38,9 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     if let Some(end) = place_dimensions(run, rec)? {
         return Ok(end);
     }
-    let plans = match run.plans() {
-        Ok(p) => p,
-        Err(reason) => {
-            return Ok(run.fail_step(
-                rec,
-                DeployPhase::Kernels,
-                OpKind::EnumerateKernels,
-                &reason.to_string(),
-            ))
-        }
+    let plans = match plans_or_fail(run, rec, OpKind::EnumerateKernels) {
+        Ok(plans) => plans,
+        Err(end) => return Ok(*end),
     };
     let sites = design::sites(&plans);
     for (_, launch) in sites.values() {
@@ -80,16 +73,9 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     );
     choose_gemm_tilings(run, rec, &sites);
     plant_tiling_faults(run, rec, &sites);
-    let plans = match run.plans() {
-        Ok(p) => p,
-        Err(reason) => {
-            return Ok(run.fail_step(
-                rec,
-                DeployPhase::Kernels,
-                OpKind::SelectTiling,
-                &reason.to_string(),
-            ))
-        }
+    let plans = match plans_or_fail(run, rec, OpKind::SelectTiling) {
+        Ok(plans) => plans,
+        Err(end) => return Ok(*end),
     };
     for key in design::sites(&plans).into_keys() {
         run.progress.step(&format!("validate-kernel {key}"));
@@ -116,6 +102,18 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     );
     run.write_registry()?;
     Ok(PhaseEnd::Passed)
+}
+
+/// The design's plans, or the failed `op` step that ends the phase when the
+/// plan builder refuses the design.
+fn plans_or_fail(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    op: OpKind,
+) -> Result<Plans, Box<PhaseEnd>> {
+    run.plans().map_err(|reason| {
+        Box::new(run.fail_step(rec, DeployPhase::Kernels, op, &reason.to_string()))
+    })
 }
 
 /// Whether every NPU kernel site of `plans` has a legal tiling (a GEMM any
