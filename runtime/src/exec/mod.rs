@@ -177,8 +177,6 @@ pub enum DeployError {
     Npu(#[from] crate::xdna2::interpreter::ExecError),
     #[error(transparent)]
     Harness(#[from] crate::xdna2::harness::HarnessError),
-    #[error("no model loaded")]
-    NoModel,
     #[error("{0}")]
     Usage(String),
 }

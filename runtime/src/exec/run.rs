@@ -1,7 +1,13 @@
 //! The phase loop and the state the phases share: the bundle, the model, the
 //! reference's cached results, the design decisions the NPU path follows, the
 //! report being built and the run's trajectory being written.
+//!
+//! Phase order is in the types: phase 0 runs on a `Run<Unloaded>` and returns
+//! the [`Loaded`] model, phases 1 to 6 run on the `Run<Loaded>` made from it,
+//! and phase 7 on a `Run<Unloaded>` again (the model released before the
+//! evaluator loads its own), so no phase can ask for a model that is not there.
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
@@ -18,13 +24,14 @@ use super::checks::decode::ReferenceRun;
 use super::checks::gate::GateCheck;
 use super::checks::remedy::{apply_remedy, candidates, Failure};
 use super::design::{Design, Plans};
-use super::phases::{finalize, optimize, phase0, phase1, phase2, phase3, phase7, steps};
+use super::phases::{
+    finalize, optimize, phase0, phase1, phase2, phase3, phase7, steps, DeployPhase,
+};
 use super::progress::Progress;
 use super::{files, DeployError, DeployOptions, DeployOutcome};
 use crate::bundle::{Bundle, Step, Value, SCHEMA_VERSION};
-use crate::model::arch::Architecture;
 use crate::model::oracle::compare::ReferenceTensors;
-use crate::model::oracle::PrefillOutput;
+use crate::model::oracle::{LogitRows, PrefillOutput, Reference};
 use crate::model::Model;
 use crate::ops::OpKind;
 use crate::xdna2::cost::{time_plan, Params};
@@ -42,21 +49,16 @@ pub(crate) enum PhaseEnd {
     Refused(Stop),
 }
 
-/// Everything the phases share.
-pub(crate) struct Run<'a> {
+/// Everything the phases share, with what phase 0 loaded (`S`).
+pub(crate) struct Run<'a, S = Loaded> {
     pub bundle: &'a Bundle,
     pub options: &'a DeployOptions,
     pub progress: &'a mut dyn Progress,
     pub report: DeployReport,
     pub traj: TrajectoryWriter,
-    pub arch: Option<Architecture>,
-    pub model: Option<Model>,
-    /// The transformers outputs shipped with a fixture.
-    pub fixture: Option<ReferenceTensors>,
-    /// The reference's greedy runs, one per prompt (phase 0), verified against.
-    pub reference_runs: Vec<ReferenceRun>,
-    /// The reference's prefill of the first prompt with every layer's output.
-    pub reference_prefill: Option<PrefillOutput>,
+    /// The model and the reference's results ([`Loaded`]), or nothing yet or
+    /// any more ([`Unloaded`]).
+    pub loaded: S,
     pub device: Device,
     pub params: Params,
     pub design: Design,
@@ -74,7 +76,38 @@ pub(crate) struct Run<'a> {
     pub model_shapes: steps::ModelShapes,
 }
 
-impl<'a> Run<'a> {
+/// A run before phase 0 has loaded a model, or after phase 6 released it.
+pub(crate) struct Unloaded;
+
+/// What phase 0 loaded and checked, which phases 1 to 6 run on.
+pub(crate) struct Loaded {
+    /// The model directory's name, the run's display name.
+    pub name: String,
+    /// The SHA-256 of the model's config (or GGUF file).
+    pub config_sha256: String,
+    pub model: Model,
+    /// The transformers outputs shipped with a fixture.
+    pub fixture: Option<ReferenceTensors>,
+    /// The reference's greedy runs, one per prompt, verified against.
+    pub reference_runs: Vec<ReferenceRun>,
+    /// The reference's prefill of the first prompt with every layer's output,
+    /// computed when a phase first needs it ([`Loaded::reference_prefill`]).
+    pub reference_prefill: OnceCell<PrefillOutput>,
+}
+
+impl Loaded {
+    /// The reference's prefill of `prompt` (the run's first) with every layer's
+    /// output, computed the first time it is asked for.
+    pub fn reference_prefill(&self, prompt: &[u32]) -> Result<&PrefillOutput, DeployError> {
+        if let Some(out) = self.reference_prefill.get() {
+            return Ok(out);
+        }
+        let out = Reference::new(&self.model)?.prefill(prompt, LogitRows::Last)?;
+        Ok(self.reference_prefill.get_or_init(|| out))
+    }
+}
+
+impl<'a> Run<'a, Unloaded> {
     fn new(bundle: &'a Bundle, options: &'a DeployOptions, progress: &'a mut dyn Progress) -> Self {
         let name = model_name(&options.model_dir);
         let report = DeployReport {
@@ -116,11 +149,7 @@ impl<'a> Run<'a> {
             progress,
             report,
             traj,
-            arch: None,
-            model: None,
-            fixture: None,
-            reference_runs: Vec::new(),
-            reference_prefill: None,
+            loaded: Unloaded,
             device: Device::npu2(),
             params: committed_params(),
             design: Design::baseline(),
@@ -132,13 +161,54 @@ impl<'a> Run<'a> {
             model_shapes: steps::ModelShapes::new(),
         }
     }
+}
+
+impl<'a, S> Run<'a, S> {
+    /// The same run holding `loaded` instead, and what it held.
+    fn replace<T>(self, loaded: T) -> (Run<'a, T>, S) {
+        let Run {
+            bundle,
+            options,
+            progress,
+            report,
+            traj,
+            loaded: held,
+            device,
+            params,
+            design,
+            registry,
+            input_registry,
+            tiling_sources,
+            verified,
+            baseline_times,
+            model_shapes,
+        } = self;
+        let run = Run {
+            bundle,
+            options,
+            progress,
+            report,
+            traj,
+            loaded,
+            device,
+            params,
+            design,
+            registry,
+            input_registry,
+            tiling_sources,
+            verified,
+            baseline_times,
+            model_shapes,
+        };
+        (run, held)
+    }
 
     /// Every bundle step of `phase` running `op`, in order.
-    pub fn bundle_steps(&self, phase: u8, op: OpKind) -> Vec<&'a Step> {
+    pub fn bundle_steps(&self, phase: DeployPhase, op: OpKind) -> Vec<&'a Step> {
         let bundle: &'a Bundle = self.bundle;
         bundle
             .phases
-            .get(phase as usize)
+            .get(usize::from(phase.index()))
             .map(|p| p.steps.iter().filter(|s| s.op == op).collect())
             .unwrap_or_default()
     }
@@ -147,7 +217,7 @@ impl<'a> Run<'a> {
     pub fn record_bundle_steps(
         &self,
         rec: &mut PhaseRecord,
-        phase: u8,
+        phase: DeployPhase,
         op: OpKind,
         outcome: StepOutcome,
     ) {
@@ -168,11 +238,83 @@ impl<'a> Run<'a> {
             .unwrap_or_default()
     }
 
-    /// The model directory's name.
-    pub fn model_name(&self) -> Option<String> {
-        self.report.model.as_ref().map(|m| m.name.clone())
+    /// A step that could not run at all (the plan builder refused the model, …).
+    pub fn fail_step(
+        &mut self,
+        rec: &mut PhaseRecord,
+        phase: DeployPhase,
+        op: OpKind,
+        reason: &str,
+    ) -> PhaseEnd {
+        rec.steps.push(super::artifacts::record::StepRecord {
+            op: op.to_string(),
+            params: BTreeMap::new(),
+            origin: super::artifacts::record::StepOrigin::Derived {
+                why: format!("phase {phase} always runs `{op}`"),
+            },
+            outcome: super::artifacts::record::StepOutcome::Failed {
+                why: reason.to_string(),
+            },
+            recorded: None,
+        });
+        self.traj.verdict(&format!("{op}: {reason}"), false, None);
+        PhaseEnd::Failed(Stop {
+            phase: phase.index(),
+            gate: op.to_string(),
+            metric: "errors".into(),
+            value: 1.0,
+            comparison: "==".into(),
+            threshold: 0.0,
+            reason: reason.to_string(),
+            tried: Vec::new(),
+        })
     }
 
+    /// Writes the kernel registry file.
+    pub fn write_registry(&self) -> Result<(), DeployError> {
+        let path = self.options.out_dir.join(files::REGISTRY);
+        write(&path, &self.registry.to_json())
+    }
+
+    /// The first bundle step of `phase` running `op`.
+    pub fn bundle_step(&self, phase: DeployPhase, op: OpKind) -> Option<&'a Step> {
+        let bundle: &'a Bundle = self.bundle;
+        bundle
+            .phases
+            .get(usize::from(phase.index()))
+            .and_then(|p| p.steps.iter().find(|s| s.op == op))
+    }
+
+    /// Records a gate in the phase and shows it.
+    pub fn gate(&mut self, rec: &mut PhaseRecord, gate: GateCheck) -> bool {
+        self.progress.gate(&gate);
+        let passed = gate.passed;
+        rec.gates.push(gate);
+        passed
+    }
+
+    /// The stop record for a failure no lesson fixed.
+    pub fn stop(&self, rec: &PhaseRecord, failure: &Failure, reason: &str) -> Stop {
+        let tried = rec
+            .attempts
+            .iter()
+            .filter(|a| a.gate == failure.gate.name)
+            .map(|a| format!("{} ({}): {}", a.lesson, a.fix, a.note))
+            .collect();
+        Stop {
+            phase: failure.phase.index(),
+            gate: failure.gate.name.clone(),
+            metric: failure.gate.metric.clone(),
+            value: failure.gate.value,
+            comparison: failure.gate.comparison.symbol().to_string(),
+            threshold: failure.gate.threshold,
+            reason: reason.to_string(),
+            tried,
+        }
+    }
+}
+
+impl Run<'_, Loaded> {
     /// The plans of the current design.
     pub fn plans(&self) -> Result<Plans, DeployError> {
         self.plans_of(&self.design)
@@ -180,10 +322,8 @@ impl<'a> Run<'a> {
 
     /// The plans of `design` for this run's model.
     pub fn plans_of(&self, design: &Design) -> Result<Plans, DeployError> {
-        let (Some(arch), Some(name)) = (self.arch.as_ref(), self.model_name()) else {
-            return Err(DeployError::NoModel);
-        };
-        Ok(design.plans(&name, arch, &self.device)?)
+        let loaded = &self.loaded;
+        Ok(design.plans(&loaded.name, &loaded.model.arch, &self.device)?)
     }
 
     /// The current design with a fix's `changes` applied (a tiling fix at the failing
@@ -193,7 +333,7 @@ impl<'a> Run<'a> {
         changes: &[Change],
         site: Option<&Launch>,
     ) -> Result<Design, DeployError> {
-        let arch = self.arch.as_ref().ok_or(DeployError::NoModel)?;
+        let arch = &self.loaded.model.arch;
         let mut design = self.design.clone();
         super::design::apply_changes(&mut design, arch, &self.device, changes, site)?;
         Ok(design)
@@ -212,12 +352,14 @@ impl<'a> Run<'a> {
     /// Modeled decode of the current design at a `context` other than the
     /// production one (the published decode figures were measured at short context).
     pub fn decode_at(&self, context: usize) -> Result<ContextDecode, DeployError> {
-        let (Some(arch), Some(name)) = (self.arch.as_ref(), self.model_name()) else {
-            return Err(DeployError::NoModel);
-        };
-        let plan = self
-            .design
-            .plan(&name, arch, &self.device, Phase::Decode, context)?;
+        let loaded = &self.loaded;
+        let plan = self.design.plan(
+            &loaded.name,
+            &loaded.model.arch,
+            &self.device,
+            Phase::Decode,
+            context,
+        )?;
         let seconds = time_plan(&plan, &self.device, &self.params).total_s;
         Ok(ContextDecode {
             context,
@@ -226,46 +368,10 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// A step that could not run at all (the plan builder refused the model, …).
-    pub fn fail_step(
-        &mut self,
-        rec: &mut PhaseRecord,
-        phase: u8,
-        op: OpKind,
-        reason: &str,
-    ) -> PhaseEnd {
-        rec.steps.push(super::artifacts::record::StepRecord {
-            op: op.to_string(),
-            params: BTreeMap::new(),
-            origin: super::artifacts::record::StepOrigin::Derived {
-                why: format!("phase {phase} always runs `{op}`"),
-            },
-            outcome: super::artifacts::record::StepOutcome::Failed {
-                why: reason.to_string(),
-            },
-            recorded: None,
-        });
-        self.traj.verdict(&format!("{op}: {reason}"), false, None);
-        PhaseEnd::Failed(Stop {
-            phase,
-            gate: op.to_string(),
-            metric: "errors".into(),
-            value: 1.0,
-            comparison: "==".into(),
-            threshold: 0.0,
-            reason: reason.to_string(),
-            tried: Vec::new(),
-        })
-    }
-
     /// The cost model's calibration note, printed beside modeled figures.
     pub fn calibration_note(&self) -> String {
         let note = crate::xdna2::fit::FittedFile::committed().note();
-        let parts = self
-            .arch
-            .as_ref()
-            .map(crate::xdna2::cost::uncalibrated_parts)
-            .unwrap_or_default();
+        let parts = crate::xdna2::cost::uncalibrated_parts(&self.loaded.model.arch);
         if parts.is_empty() {
             return note;
         }
@@ -275,34 +381,9 @@ impl<'a> Run<'a> {
         )
     }
 
-    /// Writes the kernel registry file.
-    pub fn write_registry(&self) -> Result<(), DeployError> {
-        let path = self.options.out_dir.join(files::REGISTRY);
-        write(&path, &self.registry.to_json())
-    }
-
-    /// The first bundle step of `phase` running `op`.
-    pub fn bundle_step(&self, phase: u8, op: OpKind) -> Option<&'a Step> {
-        let bundle: &'a Bundle = self.bundle;
-        bundle
-            .phases
-            .get(phase as usize)
-            .and_then(|p| p.steps.iter().find(|s| s.op == op))
-    }
-
-    /// Records a gate in the phase and shows it.
-    pub fn gate(&mut self, rec: &mut PhaseRecord, gate: GateCheck) -> bool {
-        self.progress.gate(&gate);
-        let passed = gate.passed;
-        rec.gates.push(gate);
-        passed
-    }
-
     /// The sizes remedy expressions may read (`ops::VARIABLES`).
     pub fn model_vars(&self) -> BTreeMap<String, f64> {
-        let Some(a) = &self.arch else {
-            return BTreeMap::new();
-        };
+        let a = &self.loaded.model.arch;
         [
             ("hidden_size", a.hidden_size),
             ("intermediate_size", a.intermediate_size),
@@ -445,26 +526,6 @@ impl<'a> Run<'a> {
             })
             .collect()
     }
-
-    /// The stop record for a failure no lesson fixed.
-    pub fn stop(&self, rec: &PhaseRecord, failure: &Failure, reason: &str) -> Stop {
-        let tried = rec
-            .attempts
-            .iter()
-            .filter(|a| a.gate == failure.gate.name)
-            .map(|a| format!("{} ({}): {}", a.lesson, a.fix, a.note))
-            .collect();
-        Stop {
-            phase: failure.phase,
-            gate: failure.gate.name.clone(),
-            metric: failure.gate.metric.clone(),
-            value: failure.gate.value,
-            comparison: failure.gate.comparison.symbol().to_string(),
-            threshold: failure.gate.threshold,
-            reason: reason.to_string(),
-            tried,
-        }
-    }
 }
 
 /// What re-checking a fix gave.
@@ -529,31 +590,29 @@ pub fn deploy(
         run.input_registry = Some(given);
     }
     let mut end = PhaseEnd::Passed;
-    for index in 0..=7u8 {
-        let phase = &bundle.phases[index as usize];
-        let mut rec = PhaseRecord::new(index, &phase.name, &phase.title);
-        if matches!(end, PhaseEnd::Passed) && options.stop_after.is_some_and(|last| index > last) {
-            end = PhaseEnd::Failed(stopped_after(index - 1));
+    let loaded = run_phase(&mut run, &mut end, DeployPhase::Reference, phase0::run)?;
+    let mut run = match loaded {
+        Some(loaded) => {
+            let (mut run, Unloaded) = run.replace(loaded);
+            for (phase, runner) in ON_THE_MODEL {
+                run_phase(&mut run, &mut end, phase, |run, rec| {
+                    passed(runner(run, rec)?)
+                })?;
+            }
+            // The evaluator loads its own copy of the model: release ours first
+            // so two full-size models never sit in memory together.
+            run.replace(Unloaded).0
         }
-        if !matches!(end, PhaseEnd::Passed) {
-            run.report.phases.push(rec);
-            continue;
+        None => {
+            for (phase, _) in ON_THE_MODEL {
+                skip_phase(&mut run, &mut end, phase);
+            }
+            run
         }
-        run.progress.phase(index, &phase.title);
-        run.traj.session(&options.started, index, &phase.title);
-        let t = Instant::now();
-        end = run_phase(&mut run, index, &mut rec)?;
-        if matches!(end, PhaseEnd::Passed) {
-            steps::account(phase, &mut rec, &run.model_shapes);
-        }
-        rec.wall_s = t.elapsed().as_secs_f64();
-        rec.status = match end {
-            PhaseEnd::Passed => PhaseStatus::Passed,
-            _ => PhaseStatus::Failed,
-        };
-        run.progress.phase_done(index, rec.status, rec.wall_s);
-        run.report.phases.push(rec);
-    }
+    };
+    run_phase(&mut run, &mut end, DeployPhase::Evaluate, |run, rec| {
+        passed(phase7::run(run, rec)?)
+    })?;
     run.report.verdict = match &end {
         PhaseEnd::Passed => run.report.verdict,
         PhaseEnd::Failed(_) => Verdict::Fail,
@@ -588,20 +647,86 @@ fn stopped_after(last: u8) -> Stop {
     }
 }
 
-fn run_phase(run: &mut Run<'_>, index: u8, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
-    match index {
-        0 => phase0::run(run, rec),
-        1 => phase1::run(run, rec),
-        2 => phase2::run(run, rec),
-        3 => phase3::run(run, rec),
-        4 | 5 => optimize::run(run, rec, index),
-        6 => finalize::run(run, rec),
-        _ => phase7::run(run, rec),
+/// Runs phase `index` with `body` unless the run has ended (a failed phase,
+/// or `--stop-after` an earlier one), records it, and leaves how it ended in
+/// `end`. `body` gives what the next phases need when the phase passes
+/// (`Ok`), or how it ended otherwise (`Err`); that value is returned.
+fn run_phase<S, T>(
+    run: &mut Run<'_, S>,
+    end: &mut PhaseEnd,
+    phase: DeployPhase,
+    body: impl FnOnce(&mut Run<'_, S>, &mut PhaseRecord) -> Result<Result<T, PhaseEnd>, DeployError>,
+) -> Result<Option<T>, DeployError> {
+    if skip_phase(run, end, phase) {
+        return Ok(None);
     }
+    let index = phase.index();
+    let bundle = run.bundle;
+    let phase = &bundle.phases[usize::from(index)];
+    let mut rec = PhaseRecord::new(index, &phase.name, &phase.title);
+    run.progress.phase(index, &phase.title);
+    run.traj.session(&run.options.started, index, &phase.title);
+    let t = Instant::now();
+    let (value, phase_end) = match body(run, &mut rec)? {
+        Ok(value) => (Some(value), PhaseEnd::Passed),
+        Err(end) => (None, end),
+    };
+    *end = phase_end;
+    if matches!(end, PhaseEnd::Passed) {
+        steps::account(phase, &mut rec, &run.model_shapes);
+    }
+    rec.wall_s = t.elapsed().as_secs_f64();
+    rec.status = match end {
+        PhaseEnd::Passed => PhaseStatus::Passed,
+        _ => PhaseStatus::Failed,
+    };
+    run.progress.phase_done(index, rec.status, rec.wall_s);
+    run.report.phases.push(rec);
+    Ok(value)
 }
 
+/// A phase's end as `run_phase` takes it: nothing to hand on when it passed.
+fn passed(end: PhaseEnd) -> Result<Result<(), PhaseEnd>, DeployError> {
+    Ok(match end {
+        PhaseEnd::Passed => Ok(()),
+        end => Err(end),
+    })
+}
+
+/// Records phase `index` as not run when the run has ended before it (a failed
+/// phase, or `--stop-after` the one before): returns whether it was skipped.
+fn skip_phase<S>(run: &mut Run<'_, S>, end: &mut PhaseEnd, phase: DeployPhase) -> bool {
+    let index = phase.index();
+    if matches!(end, PhaseEnd::Passed)
+        && index > 0
+        && run.options.stop_after.is_some_and(|last| index > last)
+    {
+        *end = PhaseEnd::Failed(stopped_after(index - 1));
+    }
+    if matches!(end, PhaseEnd::Passed) {
+        return false;
+    }
+    let phase = &run.bundle.phases[usize::from(index)];
+    let rec = PhaseRecord::new(index, &phase.name, &phase.title);
+    run.report.phases.push(rec);
+    true
+}
+
+/// A phase that runs on the loaded model.
+type Runner = fn(&mut Run<'_>, &mut PhaseRecord) -> Result<PhaseEnd, DeployError>;
+
+/// Phases 1 to 6, in order, with their runners.
+const ON_THE_MODEL: [(DeployPhase, Runner); 6] = [
+    (DeployPhase::Kernels, phase1::run),
+    (DeployPhase::Block, phase2::run),
+    (DeployPhase::Model, phase3::run),
+    (DeployPhase::Prefill, optimize::prefill),
+    (DeployPhase::Decode, optimize::decode),
+    (DeployPhase::Finalize, finalize::run),
+];
+
 /// Writes report.json, report.md and the run's trajectory.
-pub(crate) fn write_report(run: &Run<'_>) -> Result<(), DeployError> {
+pub(crate) fn write_report<S>(run: &Run<'_, S>) -> Result<(), DeployError> {
     let out = &run.options.out_dir;
     let json =
         serde_json::to_string_pretty(&run.report).map_err(|source| DeployError::Serialize {

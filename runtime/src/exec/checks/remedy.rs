@@ -10,10 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use super::gate::GateCheck;
 use crate::bundle::{Bundle, EvalError, Expr, Lesson, LessonKind, Remedy, Value};
+use crate::exec::phases::DeployPhase;
 use crate::ops::OpKind;
 
 /// Condition keys that record where a lesson was observed, not what it is about.
@@ -23,9 +22,9 @@ const RECORDING_CONDITIONS: &[&str] = &[
 ];
 
 /// A failed gate with the parameters of the action it measured.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Failure {
-    pub phase: u8,
+    pub phase: DeployPhase,
     pub gate: GateCheck,
     /// The failing action's operation (`select-tiling` for a placement refusal,
     /// `validate-kernel`, `validate-block`, `verify-model`, …).
@@ -301,7 +300,7 @@ mod tests {
 
     fn failure(metric: &str, value: f64, kernel: &str) -> Failure {
         Failure {
-            phase: 1,
+            phase: DeployPhase::Kernels,
             gate: GateCheck::new(
                 "k",
                 OpKind::ValidateKernel,

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use super::DeployPhase;
 use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::perf::{roofline, trace};
 use crate::exec::artifacts::production::{ModelRef, ProductionPlan, WeightsRef, PLAN_SCHEMA};
@@ -34,9 +35,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     let fp = fingerprint(&plans, &run.design.path);
     let times = modeled(&plans, &run.device, &run.params);
     let calibration = run.calibration_note();
-    let (Some(model), Some(info)) = (run.model.as_ref(), run.report.model.clone()) else {
-        return Err(DeployError::NoModel);
-    };
+    let (loaded, model) = (&run.loaded, &run.loaded.model);
     let weights = match &model.origin {
         WeightOrigin::Random { seed } => WeightsRef::Random { seed: *seed },
         WeightOrigin::Gguf { file, .. } => WeightsRef::Checkpoint {
@@ -56,9 +55,9 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     let production = ProductionPlan {
         schema_version: PLAN_SCHEMA.to_string(),
         model: ModelRef {
-            name: info.name.clone(),
-            class_name: info.class_name.clone(),
-            config_sha256: info.config_sha256.clone(),
+            name: loaded.name.clone(),
+            class_name: model.arch.class_name.clone(),
+            config_sha256: loaded.config_sha256.clone(),
             weights,
         },
         prompts: run.report.prompts.clone(),
@@ -76,7 +75,12 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         &BTreeMap::new(),
         &ActionLinks::default(),
     );
-    run.record_bundle_steps(rec, 6, OpKind::WriteArtifacts, StepOutcome::AsRecorded);
+    run.record_bundle_steps(
+        rec,
+        DeployPhase::Finalize,
+        OpKind::WriteArtifacts,
+        StepOutcome::AsRecorded,
+    );
     let plan_path = out.join(files::PLAN);
     let text =
         serde_json::to_string_pretty(&production).map_err(|source| DeployError::Serialize {
@@ -170,7 +174,12 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         &BTreeMap::new(),
         &ActionLinks::default(),
     );
-    run.record_bundle_steps(rec, 6, OpKind::RecordLessons, StepOutcome::AsRecorded);
+    run.record_bundle_steps(
+        rec,
+        DeployPhase::Finalize,
+        OpKind::RecordLessons,
+        StepOutcome::AsRecorded,
+    );
     run.traj.verdict(
         &if lessons.is_empty() {
             "no bundle lesson was needed on this model".to_string()
@@ -183,7 +192,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     write_report(run)?;
     if let Some(gate) = failed {
         let failure = crate::exec::checks::remedy::Failure {
-            phase: 6,
+            phase: DeployPhase::Finalize,
             op: OpKind::WriteArtifacts,
             params: BTreeMap::new(),
             gate,

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 
 use super::phase1::{check_site, kernel_gate};
 use super::phase3::{run_verification, verify_gates};
+use super::DeployPhase;
 use crate::bundle::{Comparison, Step, Value};
 use crate::exec::artifacts::record::{
     ModeledTimes, PhaseRecord, StepOrigin, StepOutcome, StepRecord,
@@ -53,7 +54,7 @@ const TECHNIQUES: &[OpKind] = &[
 ];
 
 struct Target {
-    phase: u8,
+    phase: DeployPhase,
     metric: &'static str,
     unit: &'static str,
     profile_op: OpKind,
@@ -61,8 +62,8 @@ struct Target {
     revisit: bool,
 }
 
-fn target(phase: u8) -> Target {
-    if phase == 4 {
+fn target(phase: DeployPhase) -> Target {
+    if phase == DeployPhase::Prefill {
         Target {
             phase,
             metric: "ttft_s",
@@ -82,17 +83,27 @@ fn target(phase: u8) -> Target {
 }
 
 fn value_of(t: &Target, times: &ModeledTimes) -> f64 {
-    if t.phase == 4 {
+    if t.phase == DeployPhase::Prefill {
         times.ttft_s
     } else {
         times.ms_per_token
     }
 }
 
-pub(crate) fn run(
+/// Phase 4: prefill optimization.
+pub(crate) fn prefill(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
+    optimize(run, rec, DeployPhase::Prefill)
+}
+
+/// Phase 5: decode optimization, then the prefill techniques once more.
+pub(crate) fn decode(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
+    optimize(run, rec, DeployPhase::Decode)
+}
+
+fn optimize(
     run: &mut Run<'_>,
     rec: &mut PhaseRecord,
-    phase: u8,
+    phase: DeployPhase,
 ) -> Result<PhaseEnd, DeployError> {
     let t = target(phase);
     let plans = run.plans()?;
@@ -105,7 +116,7 @@ pub(crate) fn run(
     let steps: Vec<&Step> = run
         .bundle
         .phases
-        .get(phase as usize)
+        .get(usize::from(phase.index()))
         .map(|p| {
             p.steps
                 .iter()
@@ -125,7 +136,7 @@ pub(crate) fn run(
         }
         rec.steps.push(StepRecord::from_bundle(step, outcome));
     }
-    if phase == 5 {
+    if phase == DeployPhase::Decode {
         current = revisit_prefill(run, rec, current)?;
     }
     run.design = current.0.clone();
@@ -200,7 +211,7 @@ fn exit_threshold(run: &Run<'_>, t: &Target) -> ThresholdSource {
     match run
         .bundle
         .phases
-        .get(t.phase as usize)
+        .get(usize::from(t.phase.index()))
         .and_then(|p| p.exit_gates.iter().find(|g| g.metric == t.metric))
     {
         Some(g) => ThresholdSource::Rederived {
@@ -229,14 +240,12 @@ struct KeptPlanInputs<'r> {
 
 impl<'r> KeptPlanInputs<'r> {
     fn of(run: &'r Run<'_>) -> Result<Self, DeployError> {
-        let (Some(model), Some(prompt), Some(reference)) = (
-            run.model.as_ref(),
+        let model = &run.loaded.model;
+        let (Some(prompt), Some(reference)) = (
             run.report.prompts.first(),
-            run.reference_runs.first(),
+            run.loaded.reference_runs.first(),
         ) else {
-            return Err(DeployError::Usage(
-                "no model, prompt or reference run".into(),
-            ));
+            return Err(DeployError::Usage("no prompt or reference run".into()));
         };
         Ok(Self {
             device: &run.device,
@@ -320,13 +329,16 @@ fn revisit_prefill(
     }
     let t = Target {
         revisit: true,
-        ..target(4)
+        ..target(DeployPhase::Prefill)
     };
     // Phase-4 operations, recorded in a phase-4 session (the language checks
     // that an operation belongs to its session's phase).
     let started = run.options.started.clone();
-    run.traj
-        .session(&started, 4, "Prefill optimization, re-tried after phase 5");
+    run.traj.session(
+        &started,
+        DeployPhase::Prefill.index(),
+        "Prefill optimization, re-tried after phase 5",
+    );
     for step in steps {
         run.progress
             .step(&format!("{} {} (re-tried after phase 5)", step.op, step.id));
@@ -412,14 +424,7 @@ fn try_technique(
     step: &Step,
     current: &State,
 ) -> Result<(StepOutcome, Option<State>), DeployError> {
-    let (Some(arch), Some(name)) = (run.arch.clone(), run.model_name()) else {
-        return Ok((
-            StepOutcome::NotApplicable {
-                why: "no model".into(),
-            },
-            None,
-        ));
-    };
+    let (arch, name) = (run.loaded.model.arch.clone(), run.loaded.name.clone());
     let mut d = current.0.clone();
     let site = tune_site(&current.1, step);
     let mut rederived = None;
@@ -676,8 +681,9 @@ fn short_check(
     new: (&Plans, &Design),
 ) -> Result<bool, DeployError> {
     use crate::xdna2::interpreter::Interpreter;
-    let (Some(model), Some(prompt)) = (run.model.as_ref(), run.report.prompts.first()) else {
-        return Err(DeployError::Usage("no model or prompt".into()));
+    let model = &run.loaded.model;
+    let Some(prompt) = run.report.prompts.first() else {
+        return Err(DeployError::Usage("no prompt".into()));
     };
     let npu = |path| Interpreter::new(&run.device, &model.arch, &model.weights, path);
     let (mut a, mut b) = (npu(old.1.path), npu(new.1.path));
@@ -691,6 +697,7 @@ fn short_check(
         return Ok(false);
     }
     let fed: Vec<u32> = run
+        .loaded
         .reference_runs
         .first()
         .map(|r| r.steps.iter().take(SHORT_STEPS).map(|s| s.token).collect())
@@ -743,7 +750,7 @@ fn validate_new_sites(
                 "its new configuration {key} fails validation"
             )));
         }
-        let used_by = run.model_name().into_iter().collect();
+        let used_by = vec![run.loaded.name.clone()];
         run.registry.record(RegistryRow {
             key,
             launch,
@@ -780,7 +787,7 @@ mod tests {
             prompt: &prompt,
             reference: &runs[0],
         };
-        let t = target(5);
+        let t = target(DeployPhase::Decode);
         let plans_of = |d: &Design| d.plans("qwen25-tiny", &model.arch, &device).expect("plans");
         let rule = || ThresholdSource::Runtime {
             rule: "test".into(),

@@ -8,15 +8,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::prompts::{check_prompts, default_prompts};
+use super::DeployPhase;
 use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::{ModelInfo, PhaseRecord, StepOrigin, StepOutcome, Stop};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::decode::reference_run;
+use crate::exec::checks::decode::{reference_run, ReferenceRun};
 use crate::exec::checks::features::{fixture_matches, proofs, FixtureMatch};
 use crate::exec::checks::gate::{non_finite, GateCheck, ThresholdSource};
 use crate::exec::checks::topk::GATE_N_TOKENS;
-use crate::exec::run::{PhaseEnd, Run};
+use crate::exec::run::{Loaded, PhaseEnd, Run, Unloaded};
 use crate::exec::DeployError;
+use crate::model::arch::Architecture;
 use crate::model::config::ConfigError;
 use crate::model::features::{features, Feature};
 use crate::model::oracle::blocks::argmax;
@@ -30,21 +32,43 @@ use crate::model::{Model, ModelError, WeightOrigin};
 use crate::ops::OpKind;
 use crate::xdna2::builder::unsupported_features;
 
-pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
-    if let Some(end) = scope(run, rec)? {
-        return Ok(end);
-    }
-    if let Some(end) = weights(run, rec)? {
-        return Ok(end);
-    }
-    if let Some(end) = reference(run, rec)? {
-        return Ok(end);
-    }
-    compare(run, rec)
+/// Phase 0 on a run without a model: the model it loaded and checked, which
+/// phases 1 to 6 run on, or how the phase ended.
+pub(crate) fn run(
+    run: &mut Run<'_, Unloaded>,
+    rec: &mut PhaseRecord,
+) -> Result<Result<Loaded, PhaseEnd>, DeployError> {
+    let (arch, config_sha256) = match scope(run, rec)? {
+        Ok(found) => found,
+        Err(end) => return Ok(Err(end)),
+    };
+    let model = match weights(run, rec, arch)? {
+        Ok(model) => model,
+        Err(end) => return Ok(Err(end)),
+    };
+    let (fixture, reference_runs) = match reference(run, rec, &model)? {
+        Ok(found) => found,
+        Err(end) => return Ok(Err(end)),
+    };
+    let loaded = Loaded {
+        name: crate::exec::run::model_name(&run.options.model_dir),
+        config_sha256,
+        model,
+        fixture,
+        reference_runs,
+        reference_prefill: Default::default(),
+    };
+    Ok(match compare(run, rec, &loaded)? {
+        PhaseEnd::Passed => Ok(loaded),
+        end => Err(end),
+    })
 }
 
-fn origin(run: &Run<'_>, op: OpKind) -> (StepOrigin, Option<BTreeMap<String, Value>>) {
-    match run.bundle_step(0, op) {
+/// What a part of phase 0 gives the next one, or how the phase ended.
+type Part<T> = Result<Result<T, PhaseEnd>, DeployError>;
+
+fn origin(run: &Run<'_, Unloaded>, op: OpKind) -> (StepOrigin, Option<BTreeMap<String, Value>>) {
+    match run.bundle_step(DeployPhase::Reference, op) {
         Some(step) => (
             StepOrigin::Bundle {
                 step: step.id.clone(),
@@ -62,7 +86,7 @@ fn origin(run: &Run<'_>, op: OpKind) -> (StepOrigin, Option<BTreeMap<String, Val
 }
 
 fn refuse(
-    run: &mut Run<'_>,
+    run: &mut Run<'_, Unloaded>,
     rec: &mut PhaseRecord,
     blockers: usize,
     reason: String,
@@ -95,7 +119,8 @@ fn refuse(
     })
 }
 
-fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, DeployError> {
+/// The architecture, if the runtime can run it, with the config's SHA-256.
+fn scope(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord) -> Part<(Architecture, String)> {
     run.progress.step(OpKind::CheckScope.name());
     let source = ModelSource::locate(&run.options.model_dir);
     let path = source
@@ -141,7 +166,7 @@ fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, D
             rec.steps.push(step(StepOutcome::Failed {
                 why: reason.clone(),
             }));
-            return Ok(Some(refuse(run, rec, 1, reason, &action)));
+            return Ok(Err(refuse(run, rec, 1, reason, &action)));
         }
     };
     let scope = check_scope(&arch);
@@ -159,7 +184,7 @@ fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, D
         rec.steps.push(step(StepOutcome::Failed {
             why: reason.clone(),
         }));
-        return Ok(Some(refuse(run, rec, reasons.len(), reason, &action)));
+        return Ok(Err(refuse(run, rec, reasons.len(), reason, &action)));
     }
     rec.steps.push(step(StepOutcome::AsRecorded));
     let gate = GateCheck::new(
@@ -193,18 +218,14 @@ fn scope(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, D
         head_dim: arch.head_dim,
         vocab_size: arch.vocab_size,
         weights: String::new(),
-        config_sha256,
+        config_sha256: config_sha256.clone(),
         features: scope.notes,
     });
-    run.arch = Some(arch);
-    Ok(None)
+    Ok(Ok((arch, config_sha256)))
 }
 
-fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, DeployError> {
+fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architecture) -> Part<Model> {
     run.progress.step(OpKind::LoadWeights.name());
-    let Some(arch) = run.arch.clone() else {
-        return Ok(None);
-    };
     let (origin, recorded) = origin(run, OpKind::LoadWeights);
     let seed = run.options.seed;
     // Packed (GGUF) weights run on the bf16 path as their bf16 rounding, and so
@@ -253,7 +274,7 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
                 recorded,
             });
             run.traj.verdict(&reason, false, Some(&action));
-            return Ok(Some(PhaseEnd::Failed(Stop {
+            return Ok(Err(PhaseEnd::Failed(Stop {
                 phase: 0,
                 gate: OpKind::LoadWeights.to_string(),
                 // A non-finite value fails the weights' nan_count gate (at least one).
@@ -322,8 +343,7 @@ fn weights(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>,
             WeightOrigin::Random { seed } => format!("random (seed {seed})"),
         };
     }
-    run.model = Some(model);
-    Ok(None)
+    Ok(Ok(model))
 }
 
 /// `model.gguf (GGUF: 210 Q4_1, 61 F32, 1 Q8_0)`.
@@ -332,16 +352,20 @@ fn gguf_summary(file: &str, formats: &BTreeMap<String, usize>) -> String {
     format!("{file} (GGUF: {})", counts.join(", "))
 }
 
-fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, DeployError> {
+/// The fixture's transformers outputs when the directory has them, and the
+/// reference's greedy runs of the prompts.
+fn reference(
+    run: &mut Run<'_, Unloaded>,
+    rec: &mut PhaseRecord,
+    model: &Model,
+) -> Part<(Option<ReferenceTensors>, Vec<ReferenceRun>)> {
     run.progress.step(OpKind::BuildReference.name());
-    let (Some(arch), true) = (run.arch.clone(), run.model.is_some()) else {
-        return Ok(None);
-    };
+    let arch = &model.arch;
     let fixture_path = crate::model::companion_dir(&run.options.model_dir).join(REFERENCE_FILE);
     // `exists`: a reference that is not a regular file is refused, not skipped.
-    if fixture_path.exists() {
+    let fixture = if fixture_path.exists() {
         match ReferenceTensors::read(&fixture_path) {
-            Ok(t) => run.fixture = Some(t),
+            Ok(t) => Some(t),
             Err(source) => {
                 return Err(DeployError::Fixture {
                     path: fixture_path,
@@ -349,8 +373,10 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
                 })
             }
         }
-    }
-    let reference_prompts = match &run.fixture {
+    } else {
+        None
+    };
+    let reference_prompts = match &fixture {
         Some(f) => f
             .prompts()
             .iter()
@@ -364,7 +390,7 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
     };
     let prompts = match &run.options.prompts {
         Some(p) => p.clone(),
-        None => default_prompts(&arch, run.options.seed, reference_prompts),
+        None => default_prompts(arch, run.options.seed, reference_prompts),
     };
     check_prompts(&prompts, arch.vocab_size)?;
     run.report.prompts = prompts.clone();
@@ -381,9 +407,6 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
         outcome: StepOutcome::AsRecorded,
         recorded: recorded.filter(|r| !r.is_empty()),
     });
-    let Some(model) = run.model.as_ref() else {
-        return Ok(None);
-    };
     let stable = stable_top1(model, &prompts[0])?;
     let mut generations = Vec::with_capacity(prompts.len());
     let mut non_finite = stable.non_finite;
@@ -397,7 +420,6 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
         non_finite += reference_run.non_finite;
         generations.push(reference_run);
     }
-    run.reference_runs = generations;
     let rule = |r: &str| ThresholdSource::Runtime {
         rule: r.to_string(),
     };
@@ -429,11 +451,11 @@ fn reference(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd
         .observe(Some("reference sanity"), &[&nan, &top1], Some(&action));
     let passed = run.gate(rec, nan.clone()) & run.gate(rec, top1.clone());
     if passed {
-        return Ok(None);
+        return Ok(Ok((fixture, generations)));
     }
     let failed = if nan.passed { top1 } else { nan };
     let _ = obs;
-    Ok(Some(PhaseEnd::Failed(Stop {
+    Ok(Err(PhaseEnd::Failed(Stop {
         phase: 0,
         gate: failed.name.clone(),
         metric: failed.metric.clone(),
@@ -471,7 +493,12 @@ fn stable_top1(model: &Model, prompt: &[u32]) -> Result<Stability, ReferenceErro
     })
 }
 
-fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
+fn compare(
+    run: &mut Run<'_, Unloaded>,
+    rec: &mut PhaseRecord,
+    loaded: &Loaded,
+) -> Result<PhaseEnd, DeployError> {
+    let model = &loaded.model;
     let (origin, recorded) = origin(run, OpKind::CompareReference);
     let bundle_tol = recorded
         .as_ref()
@@ -481,7 +508,7 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
             Value::Int(i) => Some(*i as f64),
             _ => None,
         });
-    let (Some(fixture), Some(model)) = (run.fixture.as_ref(), run.model.as_ref()) else {
+    let Some(fixture) = loaded.fixture.as_ref() else {
         if recorded.is_some() {
             rec.steps.push(crate::exec::artifacts::record::StepRecord {
                 op: OpKind::CompareReference.to_string(),
@@ -499,6 +526,7 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
         return prove_features(
             run,
             rec,
+            &model.arch,
             bundle_tol.map_or(DEFAULT_TOLERANCE, |t| t.min(DEFAULT_TOLERANCE)),
         );
     };
@@ -614,13 +642,11 @@ fn compare(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployE
 /// fails stops phase 0 (the reference is wrong on a path this model uses); a path
 /// no fixture takes is noted, and the evaluator warns about it.
 fn prove_features(
-    run: &mut Run<'_>,
+    run: &mut Run<'_, Unloaded>,
     rec: &mut PhaseRecord,
+    arch: &Architecture,
     tol: f64,
 ) -> Result<PhaseEnd, DeployError> {
-    let Some(arch) = run.arch.as_ref() else {
-        return Ok(PhaseEnd::Passed);
-    };
     let used = features(arch);
     run.progress
         .step("compare-reference against the transformers fixtures");

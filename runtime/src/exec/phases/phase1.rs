@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use super::DeployPhase;
 use crate::bundle::{Comparison, Step, Value};
 use crate::exec::artifacts::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
 use crate::exec::artifacts::registry::RegistryRow;
@@ -37,11 +38,9 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     if let Some(end) = place_dimensions(run, rec)? {
         return Ok(end);
     }
-    let plans = match run.plans() {
-        Ok(p) => p,
-        Err(reason) => {
-            return Ok(run.fail_step(rec, 1, OpKind::EnumerateKernels, &reason.to_string()))
-        }
+    let plans = match plans_or_fail(run, rec, OpKind::EnumerateKernels) {
+        Ok(plans) => plans,
+        Err(end) => return Ok(*end),
     };
     let sites = design::sites(&plans);
     for (_, launch) in sites.values() {
@@ -56,7 +55,12 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         &BTreeMap::new(),
         &ActionLinks::default(),
     );
-    run.record_bundle_steps(rec, 1, OpKind::EnumerateKernels, StepOutcome::AsRecorded);
+    run.record_bundle_steps(
+        rec,
+        DeployPhase::Kernels,
+        OpKind::EnumerateKernels,
+        StepOutcome::AsRecorded,
+    );
     let summary: Vec<String> = sites.keys().cloned().collect();
     run.traj.verdict(
         &format!(
@@ -69,9 +73,9 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     );
     choose_gemm_tilings(run, rec, &sites);
     plant_tiling_faults(run, rec, &sites);
-    let plans = match run.plans() {
-        Ok(p) => p,
-        Err(reason) => return Ok(run.fail_step(rec, 1, OpKind::SelectTiling, &reason.to_string())),
+    let plans = match plans_or_fail(run, rec, OpKind::SelectTiling) {
+        Ok(plans) => plans,
+        Err(end) => return Ok(*end),
     };
     for key in design::sites(&plans).into_keys() {
         run.progress.step(&format!("validate-kernel {key}"));
@@ -80,7 +84,12 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         }
     }
     let registered = run.registry.rows.len();
-    run.record_bundle_steps(rec, 1, OpKind::RegisterKernel, StepOutcome::AsRecorded);
+    run.record_bundle_steps(
+        rec,
+        DeployPhase::Kernels,
+        OpKind::RegisterKernel,
+        StepOutcome::AsRecorded,
+    );
     let a = run.traj.action(
         OpKind::RegisterKernel,
         &BTreeMap::from([("kernel".to_string(), Value::Text("gemm".into()))]),
@@ -93,6 +102,18 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     );
     run.write_registry()?;
     Ok(PhaseEnd::Passed)
+}
+
+/// The design's plans, or the failed `op` step that ends the phase when the
+/// plan builder refuses the design.
+fn plans_or_fail(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    op: OpKind,
+) -> Result<Plans, Box<PhaseEnd>> {
+    run.plans().map_err(|reason| {
+        Box::new(run.fail_step(rec, DeployPhase::Kernels, op, &reason.to_string()))
+    })
 }
 
 /// Whether every NPU kernel site of `plans` has a legal tiling (a GEMM any
@@ -198,7 +219,7 @@ fn place_dimensions(
         Err(reason) => {
             return Ok(Some(run.fail_step(
                 rec,
-                1,
+                DeployPhase::Kernels,
                 OpKind::EnumerateKernels,
                 &reason.to_string(),
             )))
@@ -215,7 +236,7 @@ fn place_dimensions(
     let obs = run.traj.observe(None, &[&gate], Some(&action));
     run.gate(rec, gate.clone());
     let failed = Failure {
-        phase: 1,
+        phase: DeployPhase::Kernels,
         gate: gate.clone(),
         op: gate.op,
         params: params.clone(),
@@ -243,20 +264,14 @@ fn place_dimensions(
         );
         return Ok(Some(PhaseEnd::Failed(stop)));
     };
-    match run.keep_fix(&fixed.changes, None) {
-        Ok(()) | Err(DeployError::NoModel) => {}
-        Err(e) => return Err(e),
-    }
+    run.keep_fix(&fixed.changes, None)?;
     report_padding(run, rec, &fixed.lesson);
     Ok(None)
 }
 
 /// What the design now pads (the report's padding table), with a note.
 fn report_padding(run: &mut Run<'_>, rec: &mut PhaseRecord, lesson: &str) {
-    let Some(arch) = run.arch.as_ref() else {
-        return;
-    };
-    let shape = unpadded_shape(arch, &run.design.options);
+    let shape = unpadded_shape(&run.loaded.model.arch, &run.design.options);
     let Ok(choice) = padding::search(&run.device, &shape) else {
         return;
     };
@@ -288,9 +303,7 @@ fn plant_rope_fault(run: &mut Run<'_>, rec: &mut PhaseRecord) {
     if !run.options.faults.contains(&Fault::NoLlama3Rope) {
         return;
     }
-    let Some(arch) = run.arch.as_ref() else {
-        return;
-    };
+    let arch = &run.loaded.model.arch;
     if matches!(arch.rope_scaling, RopeScaling::Llama3 { .. }) && has_scaling(arch) {
         run.design.path.rope = RopeTable::Unscaled;
         rec.notes.push(
@@ -309,10 +322,7 @@ fn plant_gelu_fault(run: &mut Run<'_>, rec: &mut PhaseRecord) {
     if !run.options.faults.contains(&Fault::SiluForGelu) {
         return;
     }
-    let Some(arch) = run.arch.as_ref() else {
-        return;
-    };
-    match Fault::SiluForGelu.inert_on(arch) {
+    match Fault::SiluForGelu.inert_on(&run.loaded.model.arch) {
         None => {
             run.design.path.defects.silu_for_gelu = true;
             rec.notes.push(format!(
@@ -335,7 +345,7 @@ struct Recorded<'b> {
 
 fn recorded_gemm_tilings<'b>(run: &Run<'b>) -> Vec<Recorded<'b>> {
     let mut out = Vec::new();
-    for phase in [1u8, 4] {
+    for phase in [DeployPhase::Kernels, DeployPhase::Prefill] {
         for step in run.bundle_steps(phase, OpKind::SelectTiling) {
             let Ok(Op::SelectTiling(choice)) = Op::read(step.op, &step.params) else {
                 continue;
@@ -607,9 +617,7 @@ pub(crate) fn check_site(
     launch: &Launch,
     path_rope: RopeTable,
 ) -> Result<KernelCheck, DeployError> {
-    let (Some(model), Some(arch)) = (run.model.as_ref(), run.arch.as_ref()) else {
-        return Err(DeployError::NoModel);
-    };
+    let (model, arch) = (&run.loaded.model, &run.loaded.model.arch);
     let index = TensorIndex::new(&model.weights);
     let lut = kernels::rope_lut(&table_frequencies(arch, path_rope), design::SEQ_LEN);
     let plan = match plans.prefill.buffers.contains_key(launch_weight(launch)) {
@@ -692,7 +700,7 @@ pub(crate) fn kernel_gate(key: &str, launch: &Launch, check: &KernelCheck) -> Ga
 /// Why a RoPE table is validated over every position: a frequency-scaling error
 /// (llama3) only shows at long positions, far beyond phases 2 and 3's prompts.
 fn rope_note(run: &Run<'_>) -> String {
-    let scaled = run.arch.as_ref().is_some_and(has_scaling);
+    let scaled = has_scaling(&run.loaded.model.arch);
     if scaled {
         "RoPE table check: the model's RoPE scaling only changes frequencies whose wavelength exceeds the original context's, so on prompts of a few dozen positions (phases 2 and 3) a table without it moves the block below bf16 noise; phase 1 compares the table with the reference's scaled frequencies at every one of the 2048 positions, where the error is large".to_string()
     } else {
@@ -756,7 +764,7 @@ fn validate_site(
             rec.notes.push(rope_note(run));
         }
         let failed = Failure {
-            phase: 1,
+            phase: DeployPhase::Kernels,
             gate: gate.clone(),
             op: gate.op,
             params: params.clone(),
@@ -807,7 +815,7 @@ fn register(run: &mut Run<'_>, key: &str, launch: &Launch, check: KernelCheck) {
         .get(key)
         .cloned()
         .unwrap_or_else(|| "the emulator's registry rule for this kernel".to_string());
-    let used_by = run.model_name().into_iter().collect();
+    let used_by = vec![run.loaded.name.clone()];
     run.registry.record(RegistryRow {
         key: key.to_string(),
         launch: launch.clone(),

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use super::DeployPhase;
 use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
 use crate::exec::artifacts::trajectory::ActionLinks;
@@ -18,7 +19,6 @@ use crate::exec::design::Design;
 use crate::exec::fault::Fault;
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::DeployError;
-use crate::model::oracle::{LogitRows, Reference};
 use crate::ops::OpKind;
 use crate::xdna2::interpreter::Interpreter;
 use crate::xdna2::numerics::cosine;
@@ -30,7 +30,8 @@ const MAX_ROUNDS: usize = 4;
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
     plant_block_faults(run, rec);
     prerequisites(run, rec)?;
-    ensure_reference_prefill(run)?;
+    // Computed here (and kept for phase 3's diagnosis), before the rounds.
+    run.loaded.reference_prefill(first_prompt(run))?;
     let build = run.traj.action(
         OpKind::BuildBlock,
         &BTreeMap::from([("layer".to_string(), Value::Int(0))]),
@@ -70,7 +71,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             return Ok(PhaseEnd::Passed);
         };
         let failure = Failure {
-            phase: 2,
+            phase: DeployPhase::Block,
             op: OpKind::ValidateBlock,
             params: BTreeMap::from([("layer".to_string(), Value::Int(0))]),
             gate: gate.clone(),
@@ -101,11 +102,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             (OpKind::ValidateBlock, &params),
             &mut attempt,
         ) {
-            Some(fixed) => {
-                if let Err(DeployError::NoModel) = run.keep_fix(&fixed.changes, None) {
-                    break;
-                }
-            }
+            Some(fixed) => run.keep_fix(&fixed.changes, None)?,
             None => {
                 let stop = run.stop(rec, &failure, "no lesson of the bundle fixed the block");
                 return Ok(PhaseEnd::Failed(stop));
@@ -126,9 +123,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
 }
 
 fn plant_block_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
-    let Some(arch) = run.arch.as_ref() else {
-        return;
-    };
+    let arch = &run.loaded.model.arch;
     if run.options.faults.contains(&Fault::DropQkvBias) {
         if arch.qkv_bias {
             run.design.path.qkv_bias = false;
@@ -172,9 +167,7 @@ fn plant_block_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
 /// The config-triggered steps: executed when the model needs them (and the path has
 /// them), recorded against the bundle's steps of the same operation.
 fn prerequisites(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<(), DeployError> {
-    let Some(arch) = run.arch.clone() else {
-        return Ok(());
-    };
+    let arch = run.loaded.model.arch.clone();
     let plans = run.plans()?;
     let padded = plans.prefill.buffers.values().any(|b| {
         matches!(&b.source, Some(WeightSource::Tensor { name, transforms })
@@ -204,7 +197,7 @@ fn prerequisites(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<(), DeployE
         ),
     ];
     for (op, needed, why, params) in needs {
-        let steps = run.bundle_steps(2, op);
+        let steps = run.bundle_steps(DeployPhase::Block, op);
         if needed {
             run.traj.action(op, &params, &ActionLinks::default());
         }
@@ -234,20 +227,9 @@ fn prerequisites(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<(), DeployE
     Ok(())
 }
 
-/// The reference's prefill of the first prompt with every layer's output (kept
-/// for phase 3's diagnosis too).
-pub(crate) fn ensure_reference_prefill(run: &mut Run<'_>) -> Result<(), DeployError> {
-    if run.reference_prefill.is_some() {
-        return Ok(());
-    }
-    let Some(model) = run.model.as_ref() else {
-        return Ok(());
-    };
-    let prompt = run.report.prompts.first().cloned().unwrap_or_default();
-    let mut reference = Reference::new(model)?;
-    let out = reference.prefill(&prompt, LogitRows::Last)?;
-    run.reference_prefill = Some(out);
-    Ok(())
+/// The run's first prompt, the one the block is checked on.
+pub(crate) fn first_prompt<'r>(run: &'r Run<'_>) -> &'r [u32] {
+    run.report.prompts.first().map_or(&[], Vec::as_slice)
 }
 
 /// A threshold and where it comes from.
@@ -256,7 +238,7 @@ type Threshold = (f64, ThresholdSource);
 /// Whole-tensor and per-position thresholds: the bundle's exit gates, with the
 /// per-position floor re-derived when the bundle recorded it at another head_dim.
 fn thresholds(run: &mut Run<'_>, rec: &mut PhaseRecord, note: bool) -> (Threshold, Threshold) {
-    let head_dim = run.arch.as_ref().map_or(64, |a| a.head_dim);
+    let head_dim = run.loaded.model.arch.head_dim;
     let gates = run
         .bundle
         .phases
@@ -321,20 +303,12 @@ fn block_gates(
     cos_min: &Threshold,
     pos_min: &Threshold,
 ) -> Result<Vec<GateCheck>, DeployError> {
-    let (Some(model), Some(arch), Some(name), Some(reference)) = (
-        run.model.as_ref(),
-        run.arch.as_ref(),
-        run.model_name(),
-        run.reference_prefill.as_ref(),
-    ) else {
-        return Err(DeployError::Usage(
-            "phase 2 needs the model and the reference prefill".into(),
-        ));
-    };
-    let plans = design.plans(&name, arch, &run.device)?;
+    let (model, arch) = (&run.loaded.model, &run.loaded.model.arch);
+    let prompt = first_prompt(run);
+    let reference = run.loaded.reference_prefill(prompt)?;
+    let plans = run.plans_of(design)?;
     let mut npu = Interpreter::new(&run.device, &model.arch, &model.weights, design.path);
-    let prompt = run.report.prompts.first().cloned().unwrap_or_default();
-    let outputs = npu.prefill_layers(&plans.prefill, &prompt, 1)?;
+    let outputs = npu.prefill_layers(&plans.prefill, prompt, 1)?;
     let ours = outputs
         .first()
         .ok_or_else(|| DeployError::Usage("the NPU block produced no output".into()))?;

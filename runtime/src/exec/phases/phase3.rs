@@ -8,7 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use super::phase2::ensure_reference_prefill;
+use super::phase2::first_prompt;
+use super::DeployPhase;
 use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::PromptVerdict;
 use crate::exec::artifacts::record::{PhaseRecord, StepOutcome};
@@ -25,14 +26,18 @@ use crate::exec::DeployError;
 use crate::ops::OpKind;
 
 pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
-    ensure_reference_prefill(run)?;
     plant_decode_faults(run, rec);
     run.traj.action(
         OpKind::BuildModel,
         &BTreeMap::new(),
         &ActionLinks::default(),
     );
-    run.record_bundle_steps(rec, 3, OpKind::BuildModel, StepOutcome::AsRecorded);
+    run.record_bundle_steps(
+        rec,
+        DeployPhase::Model,
+        OpKind::BuildModel,
+        StepOutcome::AsRecorded,
+    );
     let params = BTreeMap::from([
         ("tokens".to_string(), Value::Int(GATE_N_TOKENS as i64)),
         ("top_k".to_string(), Value::Int(GATE_K as i64)),
@@ -40,7 +45,12 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     let action = run
         .traj
         .action(OpKind::VerifyModel, &params, &ActionLinks::default());
-    run.record_bundle_steps(rec, 3, OpKind::VerifyModel, StepOutcome::AsRecorded);
+    run.record_bundle_steps(
+        rec,
+        DeployPhase::Model,
+        OpKind::VerifyModel,
+        StepOutcome::AsRecorded,
+    );
     run.progress.step(&format!(
         "verify-model: {GATE_N_TOKENS} teacher-forced steps x {} prompts on the NPU",
         run.report.prompts.len()
@@ -64,7 +74,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     }
     if let Some(gate) = failed {
         let failure = Failure {
-            phase: 3,
+            phase: DeployPhase::Model,
             op: OpKind::VerifyModel,
             params: params.clone(),
             gate: gate.clone(),
@@ -160,7 +170,12 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         times.calls_per_layer_decode
     ));
     run.baseline_times = Some(times);
-    run.record_bundle_steps(rec, 3, OpKind::DiagnoseLayers, StepOutcome::AsRecorded);
+    run.record_bundle_steps(
+        rec,
+        DeployPhase::Model,
+        OpKind::DiagnoseLayers,
+        StepOutcome::AsRecorded,
+    );
     Ok(PhaseEnd::Passed)
 }
 
@@ -171,21 +186,19 @@ pub(crate) fn run_verification(
     path: crate::xdna2::interpreter::NpuPath,
     diagnose: bool,
 ) -> Result<NpuVerification, DeployError> {
-    let Some(model) = run.model.as_ref() else {
-        return Err(DeployError::NoModel);
+    let loaded = &run.loaded;
+    let reference_prefill = match diagnose {
+        true => Some(loaded.reference_prefill(first_prompt(run))?),
+        false => None,
     };
     Ok(verify_npu(
         &run.device,
-        model,
+        &loaded.model,
         plans,
         path,
         &run.report.prompts,
-        &run.reference_runs,
-        if diagnose {
-            run.reference_prefill.as_ref()
-        } else {
-            None
-        },
+        &loaded.reference_runs,
+        reference_prefill,
     )?)
 }
 
@@ -193,7 +206,7 @@ pub(crate) fn run_verification(
 /// leave prefill alone, so phases 1 and 2 cannot see them; the LM-head one takes
 /// effect once an optimization moves the LM head onto the NPU.
 fn plant_decode_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
-    let kv_heads = run.arch.as_ref().map_or(0, |a| a.num_kv_heads);
+    let kv_heads = run.loaded.model.arch.num_kv_heads;
     let defects = &mut run.design.path.defects;
     for fault in Fault::DECODE {
         if !run.options.faults.contains(&fault) {
@@ -372,10 +385,13 @@ fn prompt_texts(run: &Run<'_>) -> Vec<crate::exec::artifacts::record::PromptText
         return Vec::new();
     }
     let eos: Vec<u32> = run
+        .loaded
+        .model
         .arch
-        .as_ref()
-        .map(|a| a.eos_token_ids.iter().map(|&t| t as u32).collect())
-        .unwrap_or_default();
+        .eos_token_ids
+        .iter()
+        .map(|&t| t as u32)
+        .collect();
     let until_eos = |tokens: &[u32]| -> Vec<u32> {
         match tokens.iter().position(|t| eos.contains(t)) {
             Some(end) => tokens[..=end].to_vec(),
@@ -386,7 +402,7 @@ fn prompt_texts(run: &Run<'_>) -> Vec<crate::exec::artifacts::record::PromptText
         .verification
         .iter()
         .zip(&run.report.prompts)
-        .zip(&run.reference_runs)
+        .zip(&run.loaded.reference_runs)
         .map(|((verdict, prompt), reference)| {
             let oracle: Vec<u32> = reference.steps.iter().map(|s| s.token).collect();
             let (oracle, npu) = (until_eos(&oracle), until_eos(&verdict.npu_tokens));

@@ -4,26 +4,27 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
+use super::DeployPhase;
 use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::{EvaluationSummary, PhaseRecord, Verdict};
 use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::evaluate::Evaluation;
-use crate::exec::run::{PhaseEnd, Run};
+use crate::exec::run::{PhaseEnd, Run, Unloaded};
 use crate::exec::{files, DeployError, EvaluatorLaunch, EVALUATOR_COMMAND};
 use crate::ops::OpKind;
 
-pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
+/// Runs on a run whose model is already released (`Unloaded`): the evaluator
+/// loads its own copy.
+pub(crate) fn run(
+    run: &mut Run<'_, Unloaded>,
+    rec: &mut PhaseRecord,
+) -> Result<PhaseEnd, DeployError> {
     let params = BTreeMap::from([("fresh_process".to_string(), Value::Bool(true))]);
     let action = run
         .traj
         .action(OpKind::Evaluate, &params, &ActionLinks::default());
     run.progress.step("evaluate: fresh process");
-    // The evaluator loads its own copy of the model: release ours first so two
-    // full-size models never sit in memory together.
-    run.model = None;
-    run.reference_prefill = None;
-    run.fixture = None;
     let EvaluatorLaunch::Process(program) = &run.options.evaluator;
     let output = Command::new(program)
         .arg(EVALUATOR_COMMAND)
@@ -120,7 +121,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         }
         Some(gate) => {
             let failure = crate::exec::checks::remedy::Failure {
-                phase: 7,
+                phase: DeployPhase::Evaluate,
                 op: OpKind::Evaluate,
                 params,
                 gate,

@@ -40,17 +40,7 @@ impl Builder<'_> {
         };
         let final_norm = self.final_norm(class);
         if self.options.last_token_lm_head {
-            let xf = self.act("xf", d.hidden);
-            self.epilogue.push(Step::Host(HostOp::RmsNorm {
-                x: "x".into(),
-                weight: final_norm,
-                out: xf.clone(),
-                cols: d.hidden,
-                eps: d.eps,
-                last_row: true,
-                real_cols: d.real_hidden_cols(),
-            }));
-            self.lm_head_gemv(&xf);
+            self.lm_head_on_one_row(final_norm, true);
             return;
         }
         let xf = self.act("xf_all", s * d.hidden);
@@ -98,6 +88,23 @@ impl Builder<'_> {
         };
         self.emit_into(norm, Part::Epilogue);
         self.emit_into(head, Part::Epilogue);
+    }
+
+    /// The final norm on the host (weight `final_norm`) of one row of `x` (the
+    /// last row of the prompt with `last_row`), then the LM-head GEMV on it.
+    pub(super) fn lm_head_on_one_row(&mut self, final_norm: String, last_row: bool) {
+        let d = self.dims;
+        let xf = self.act("xf", d.hidden);
+        self.epilogue.push(Step::Host(HostOp::RmsNorm {
+            x: "x".into(),
+            weight: final_norm,
+            out: xf.clone(),
+            cols: d.hidden,
+            eps: d.eps,
+            last_row,
+            real_cols: d.real_hidden_cols(),
+        }));
+        self.lm_head_gemv(&xf);
     }
 
     /// The partitioned LM-head GEMV on one normalized row `x` (NPU), or a

@@ -9,25 +9,8 @@ impl Builder<'_> {
     pub(super) fn prefill(&mut self) -> Result<(), PlanError> {
         let d = self.dims;
         let s = self.seq;
-        let embed = self.embedding_table();
-        self.act("x", s * d.hidden);
-        self.prologue.push(Step::Host(HostOp::Embed {
-            table: embed,
-            out: "x".into(),
-            rows: s,
-            hidden: d.hidden,
-            scale: self.embedding_scale(),
-        }));
-
-        let (front, [qr, kr, v]) = self.attention_front();
-        self.emit(front);
-        self.bias_after_rope(&[qr.clone(), kr.clone(), v.clone()]);
-        self.host(HostOp::KvStore {
-            k: kr.clone(),
-            v: v.clone(),
-            rows: s,
-            kv_width: d.kv_dim(),
-        });
+        self.embed();
+        let [qr, kr, v] = self.attention_input();
         let attn = self.act("attn", s * d.q_dim());
         self.attention_call(&qr, &kr, &v, &attn);
         let o_ffn = self.o_ffn_prefill(&attn);
@@ -41,25 +24,8 @@ impl Builder<'_> {
 
     pub(super) fn decode(&mut self) {
         let d = self.dims;
-        let embed = self.embedding_table();
-        self.act("x", d.hidden);
-        self.prologue.push(Step::Host(HostOp::Embed {
-            table: embed,
-            out: "x".into(),
-            rows: 1,
-            hidden: d.hidden,
-            scale: self.embedding_scale(),
-        }));
-
-        let (front, [qr, kr, v]) = self.attention_front();
-        self.emit(front);
-        self.bias_after_rope(&[qr.clone(), kr.clone(), v.clone()]);
-        self.host(HostOp::KvStore {
-            k: kr,
-            v,
-            rows: 1,
-            kv_width: d.kv_dim(),
-        });
+        self.embed();
+        let [qr, _, _] = self.attention_input();
         let attn = self.act("attn", d.q_dim());
         self.host(HostOp::DecodeAttention {
             q: qr,
@@ -75,17 +41,38 @@ impl Builder<'_> {
         });
 
         let final_norm = self.final_norm(BufferClass::Host);
-        let xf = self.act("xf", d.hidden);
-        self.epilogue.push(Step::Host(HostOp::RmsNorm {
-            x: "x".into(),
-            weight: final_norm,
-            out: xf.clone(),
-            cols: d.hidden,
-            eps: d.eps,
-            last_row: false,
-            real_cols: d.real_hidden_cols(),
+        self.lm_head_on_one_row(final_norm, false);
+    }
+
+    /// The prologue: the token embeddings of the phase's rows into `x`.
+    fn embed(&mut self) {
+        let d = self.dims;
+        let rows = self.rows();
+        let table = self.embedding_table();
+        self.act("x", rows * d.hidden);
+        self.prologue.push(Step::Host(HostOp::Embed {
+            table,
+            out: "x".into(),
+            rows,
+            hidden: d.hidden,
+            scale: self.embedding_scale(),
         }));
-        self.lm_head_gemv(&xf);
+    }
+
+    /// The layer up to attention: the attention-input group, the host bias
+    /// where it runs after RoPE, and the new rows' keys and values into the
+    /// KV cache. Returns the rotated q and k and v.
+    fn attention_input(&mut self) -> [String; 3] {
+        let (front, [qr, kr, v]) = self.attention_front();
+        self.emit(front);
+        self.bias_after_rope(&[qr.clone(), kr.clone(), v.clone()]);
+        self.host(HostOp::KvStore {
+            k: kr.clone(),
+            v: v.clone(),
+            rows: self.rows(),
+            kv_width: self.dims.kv_dim(),
+        });
+        [qr, kr, v]
     }
 
     /// The embedding rows' factor (Gemma's √hidden), when the model has one.

@@ -1,0 +1,199 @@
+//! The [`Architecture`] a config describes: its sizes (within limits, heads
+//! dividing), the family's fixed features and defaults, the activation, the
+//! dtype and the special tokens.
+
+use serde_json::Value;
+
+use super::super::arch::{Activation, Architecture, DType, Family, NormWeight};
+use super::{Config, ConfigError};
+
+/// Largest sizes accepted; anything above is a typo or a hostile file, and would
+/// otherwise turn into multi-terabyte allocations downstream.
+const MAX_LAYERS: usize = 1024;
+const MAX_HIDDEN: usize = 1 << 17;
+const MAX_INTERMEDIATE: usize = 1 << 20;
+const MAX_HEADS: usize = 1024;
+const MAX_HEAD_DIM: usize = 1024;
+const MAX_VOCAB: usize = 1 << 24;
+
+impl Config<'_> {
+    pub(super) fn architecture(&self) -> Result<Architecture, ConfigError> {
+        let family = self.family()?;
+        let class_name = self.class_name(family)?;
+        let num_layers = self.size("num_hidden_layers", MAX_LAYERS)?;
+        let hidden_size = self.size("hidden_size", MAX_HIDDEN)?;
+        let intermediate_size = self.size("intermediate_size", MAX_INTERMEDIATE)?;
+        let num_heads = self.size("num_attention_heads", MAX_HEADS)?;
+        let num_kv_heads = self
+            .opt_size("num_key_value_heads", MAX_HEADS)?
+            .unwrap_or(num_heads);
+        if num_heads % num_kv_heads != 0 {
+            return Err(self.invalid(
+                "num_key_value_heads",
+                num_kv_heads,
+                format!(
+                    "must divide num_attention_heads ({num_heads}) for grouped-query attention"
+                ),
+            ));
+        }
+        let head_dim = self.head_dim(hidden_size, num_heads)?;
+        let vocab_size = self.size("vocab_size", MAX_VOCAB)?;
+        let max_position_embeddings = match self.opt_uint("max_position_embeddings")? {
+            Some(0) => {
+                return Err(self.invalid("max_position_embeddings", 0, "must be at least 1"))
+            }
+            Some(n) => n,
+            None => default_max_positions(family),
+        };
+        let (rope_theta, rope_scaling) = self.rope(family)?;
+        let local_rope = self.local_rope(family, rope_theta, &rope_scaling)?;
+        let gemma = family == Family::Gemma3Text;
+        self.check_gemma(family)?;
+        let rms_norm_eps = match self.opt_f64("rms_norm_eps")? {
+            Some(eps) => self.positive("rms_norm_eps", eps)?,
+            None => 1e-6,
+        };
+        self.check_biases(family)?;
+        Ok(Architecture {
+            family,
+            class_name,
+            num_layers,
+            hidden_size,
+            intermediate_size,
+            num_heads,
+            num_kv_heads,
+            head_dim,
+            vocab_size,
+            max_position_embeddings,
+            rope_theta,
+            rope_scaling,
+            rms_norm_eps,
+            tie_word_embeddings: self
+                .opt_bool("tie_word_embeddings")?
+                .unwrap_or(family == Family::Gemma3Text),
+            qkv_bias: family == Family::Qwen2,
+            qk_norm: matches!(family, Family::Qwen3 | Family::Gemma3Text),
+            activation: self.activation(family)?,
+            dtype: self.dtype()?,
+            sliding_window: self.sliding_window(family, num_layers)?,
+            local_rope,
+            norm_weight: if gemma {
+                NormWeight::OffsetOne
+            } else {
+                NormWeight::Direct
+            },
+            sandwich_norms: gemma,
+            scale_embeddings: gemma,
+            query_pre_attn_scalar: self.query_pre_attn_scalar(family)?,
+            bos_token_id: self.opt_uint("bos_token_id")?,
+            eos_token_ids: self.eos_token_ids()?,
+        })
+    }
+
+    fn head_dim(&self, hidden_size: usize, num_heads: usize) -> Result<usize, ConfigError> {
+        let head_dim = match self.opt_size("head_dim", MAX_HEAD_DIM)? {
+            Some(explicit) => explicit,
+            None if hidden_size % num_heads == 0 => hidden_size / num_heads,
+            None => {
+                return Err(self.invalid(
+                    "num_attention_heads",
+                    num_heads,
+                    format!("does not divide hidden_size ({hidden_size}) and no head_dim is given"),
+                ))
+            }
+        };
+        if head_dim % 2 != 0 {
+            return Err(self.invalid(
+                "head_dim",
+                head_dim,
+                "must be even: rotary embeddings rotate pairs of dimensions",
+            ));
+        }
+        if head_dim > MAX_HEAD_DIM {
+            return Err(self.invalid(
+                "head_dim",
+                head_dim,
+                format!("hidden_size / num_attention_heads exceeds the limit of {MAX_HEAD_DIM}"),
+            ));
+        }
+        Ok(head_dim)
+    }
+
+    /// Gemma's attention-score scale: `query_pre_attn_scalar` (transformers'
+    /// default 256 when absent); other families scale by head_dim.
+    fn query_pre_attn_scalar(&self, family: Family) -> Result<Option<f64>, ConfigError> {
+        if family != Family::Gemma3Text {
+            return Ok(None);
+        }
+        match self.opt_f64("query_pre_attn_scalar")? {
+            Some(s) => Ok(Some(self.positive("query_pre_attn_scalar", s)?)),
+            None => Ok(Some(256.0)),
+        }
+    }
+
+    fn activation(&self, family: Family) -> Result<Activation, ConfigError> {
+        let field = if self.get("hidden_activation").is_some() {
+            "hidden_activation"
+        } else {
+            "hidden_act"
+        };
+        let default = match family {
+            Family::Gemma3Text => "gelu_pytorch_tanh",
+            _ => "silu",
+        };
+        match self.opt_str(field)?.unwrap_or(default) {
+            "silu" | "swish" => Ok(Activation::Silu),
+            "gelu_pytorch_tanh" | "gelu_new" => Ok(Activation::GeluTanh),
+            other => Err(self.unsupported(
+                field,
+                format!("\"{other}\""),
+                "known activations are silu (swish) and gelu_pytorch_tanh (gelu_new)",
+            )),
+        }
+    }
+
+    /// `torch_dtype` (classic) or `dtype` (transformers 5). transformers loads a
+    /// config without either in float32, so that is the default.
+    fn dtype(&self) -> Result<DType, ConfigError> {
+        let field = if self.get("dtype").is_some() {
+            "dtype"
+        } else {
+            "torch_dtype"
+        };
+        match self.opt_str(field)?.unwrap_or("float32") {
+            "bfloat16" => Ok(DType::Bf16),
+            "float16" => Ok(DType::F16),
+            "float32" => Ok(DType::F32),
+            other => Err(self.unsupported(
+                field,
+                format!("\"{other}\""),
+                "weights must be bfloat16, float16 or float32",
+            )),
+        }
+    }
+
+    fn eos_token_ids(&self) -> Result<Vec<u64>, ConfigError> {
+        match self.get("eos_token_id") {
+            None => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| {
+                    item.as_u64().ok_or_else(|| {
+                        self.wrong_type("eos_token_id", "an integer or a list of integers", item)
+                    })
+                })
+                .collect(),
+            Some(v) => v.as_u64().map(|id| vec![id]).ok_or_else(|| {
+                self.wrong_type("eos_token_id", "an integer or a list of integers", v)
+            }),
+        }
+    }
+}
+
+/// transformers' per-family defaults for keys real configs always carry.
+fn default_max_positions(family: Family) -> u64 {
+    match family {
+        Family::Llama => 2048,
+        Family::Qwen2 | Family::Qwen3 | Family::Gemma3Text => 32768,
+    }
+}
