@@ -43,15 +43,14 @@ pub struct WeightData<'m> {
     pub cols: usize,
 }
 
-/// The stored 4-bit blocks buffer `name` of `plan` reads at `layer`: its
-/// checkpoint tensor as the file holds it, when the buffer's setup transforms
-/// leave the data as it is (a pre-transpose only) and the tensor is packed.
-pub fn resolve_packed<'m>(
-    plan: &Plan,
+/// The checkpoint tensor buffer `name` of `plan` names at `layer`, with that
+/// tensor's name and the buffer's setup transforms.
+fn checkpoint_tensor<'m, 'p>(
+    plan: &'p Plan,
     name: &str,
     layer: usize,
     index: &TensorIndex<'m>,
-) -> Result<&'m PackedRows, ExecError> {
+) -> Result<(&'m BfTensor, String, &'p [Transform]), ExecError> {
     let buffer = plan
         .buffers
         .get(name)
@@ -70,6 +69,19 @@ pub fn resolve_packed<'m>(
             buffer: name.to_string(),
             tensor: tensor_name.clone(),
         })?;
+    Ok((tensor, tensor_name, transforms))
+}
+
+/// The stored 4-bit blocks buffer `name` of `plan` reads at `layer`: its
+/// checkpoint tensor as the file holds it, when the buffer's setup transforms
+/// leave the data as it is (a pre-transpose only) and the tensor is packed.
+pub fn resolve_packed<'m>(
+    plan: &Plan,
+    name: &str,
+    layer: usize,
+    index: &TensorIndex<'m>,
+) -> Result<&'m PackedRows, ExecError> {
+    let (tensor, tensor_name, transforms) = checkpoint_tensor(plan, name, layer, index)?;
     let not_packed = |why: String| ExecError::NotPacked {
         buffer: name.to_string(),
         why,
@@ -89,24 +101,7 @@ pub fn resolve<'m>(
     layer: usize,
     index: &TensorIndex<'m>,
 ) -> Result<WeightData<'m>, ExecError> {
-    let buffer = plan
-        .buffers
-        .get(name)
-        .ok_or_else(|| ExecError::UnknownBuffer(name.to_string()))?;
-    let Some(WeightSource::Tensor {
-        name: pattern,
-        transforms,
-    }) = &buffer.source
-    else {
-        return Err(ExecError::NotATensor(name.to_string()));
-    };
-    let tensor_name = pattern.replace("{layer}", &layer.to_string());
-    let tensor = index
-        .get(&tensor_name)
-        .ok_or_else(|| ExecError::MissingTensor {
-            buffer: name.to_string(),
-            tensor: tensor_name.clone(),
-        })?;
+    let (tensor, _, transforms) = checkpoint_tensor(plan, name, layer, index)?;
     // A vector (a bias) is a column: its heads run along axis 0.
     let (rows, cols) = match tensor.shape() {
         [n] => (*n, 1),
