@@ -38,6 +38,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     if let Some(end) = place_dimensions(run, rec)? {
         return Ok(end);
     }
+    super::weight_path::decide(run, rec)?;
     let plans = match plans_or_fail(run, rec, OpKind::EnumerateKernels) {
         Ok(plans) => plans,
         Err(end) => return Ok(*end),
@@ -631,6 +632,7 @@ pub(crate) fn check_site(
         arch,
         lut: &lut,
         seed: run.options.seed,
+        nibbles: kernels::gemv_q4::NibbleOrder::of(run.design.path.defects.packed_nibble_order),
     };
     Ok(validate(&ctx, launch)?)
 }
