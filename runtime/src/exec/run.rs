@@ -74,6 +74,9 @@ pub(crate) struct Run<'a, S = Loaded> {
     pub baseline_times: Option<ModeledTimes>,
     /// This model's kernel shapes, by kernel (phase 1).
     pub model_shapes: steps::ModelShapes,
+    /// The decode GEMV buffers the 4-bit weight path can pack (phase 1), also
+    /// on a run that keeps bf16, for modeling both paths.
+    pub packable: BTreeMap<String, crate::xdna2::kernels::PackedFormat>,
 }
 
 /// A run before phase 0 has loaded a model, or after phase 6 released it.
@@ -130,6 +133,7 @@ impl<'a> Run<'a, Unloaded> {
             texts: Vec::new(),
             diagnosis: Vec::new(),
             feature_proofs: Vec::new(),
+            weight_path: None,
             verified: BTreeMap::new(),
             performance: None,
             verdict: Verdict::Fail,
@@ -159,6 +163,7 @@ impl<'a> Run<'a, Unloaded> {
             verified: BTreeMap::new(),
             baseline_times: None,
             model_shapes: steps::ModelShapes::new(),
+            packable: BTreeMap::new(),
         }
     }
 }
@@ -182,6 +187,7 @@ impl<'a, S> Run<'a, S> {
             verified,
             baseline_times,
             model_shapes,
+            packable,
         } = self;
         let run = Run {
             bundle,
@@ -199,6 +205,7 @@ impl<'a, S> Run<'a, S> {
             verified,
             baseline_times,
             model_shapes,
+            packable,
         };
         (run, held)
     }
