@@ -12,7 +12,7 @@
 
 use crate::deploy_support;
 
-use deploy_support::{deploy, llama1b, repo, scratch, skillc, summary};
+use deploy_support::{deploy, deploy_cli, llama1b, repo, scratch, summary};
 use skillc_runtime::model::oracle::compare::ReferenceTensors;
 
 const SMOLLM2: &str = "../shared/models/smollm2-135m-instruct-q4_1";
@@ -23,23 +23,16 @@ const ANSWER: &str = "The capital of France is Paris.";
 #[ignore = "a 135M-parameter deploy: ~60 s in release, minutes in the test profile; run with `cargo test --release --test integration deploy_real_model:: -- --ignored`"]
 fn the_real_gguf_model_deploys_with_a_plain_pass_on_its_chat_prompt() {
     let out = scratch("smollm2-135m-chat");
-    let run = skillc()
-        .args([
-            "deploy",
-            "generated-skills/llama1b",
-            "--quiet",
+    let run = deploy_cli(
+        &repo(SMOLLM2),
+        &out,
+        &[
             "--weights",
             "bf16",
-            "--model",
-        ])
-        .arg(repo(SMOLLM2))
-        .arg("--chat")
-        .arg("What is the capital of France?")
-        .arg("--out")
-        .arg(&out)
-        .current_dir(repo("."))
-        .output()
-        .expect("skillc deploy runs");
+            "--chat",
+            "What is the capital of France?",
+        ],
+    );
     let md = passing_report(&run, &out);
     assert!(md.contains("| GEMV reads |"), "the weight path is named");
     assert!(!md.contains("| packed q4_1 |"), "{md}");
@@ -50,23 +43,16 @@ fn the_real_gguf_model_deploys_with_a_plain_pass_on_its_chat_prompt() {
 #[ignore = "a 135M-parameter deploy: ~60 s in release, minutes in the test profile; run with `cargo test --release --test integration deploy_real_model:: -- --ignored`"]
 fn the_real_gguf_model_deploys_on_the_packed_4_bit_path() {
     let out = scratch("smollm2-135m-q4");
-    let run = skillc()
-        .args([
-            "deploy",
-            "generated-skills/llama1b",
-            "--quiet",
+    let run = deploy_cli(
+        &repo(SMOLLM2),
+        &out,
+        &[
             "--weights",
             "packed",
-            "--model",
-        ])
-        .arg(repo(SMOLLM2))
-        .arg("--chat")
-        .arg("What is the capital of France?")
-        .arg("--out")
-        .arg(&out)
-        .current_dir(repo("."))
-        .output()
-        .expect("skillc deploy runs");
+            "--chat",
+            "What is the capital of France?",
+        ],
+    );
     let md = passing_report(&run, &out);
     // The seven decode projections of every layer read their Q4_1 blocks.
     for buffer in ["wq", "wk", "wv", "wo", "wg", "wu", "wd"] {

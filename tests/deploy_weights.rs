@@ -8,7 +8,7 @@
 
 use crate::deploy_support;
 
-use deploy_support::{deploy, fixture, llama1b, repo, scratch, skillc, summary};
+use deploy_support::{deploy, deploy_cli, fixture, llama1b, repo, scratch, summary};
 use skillc_runtime::exec::artifacts::record::Verdict;
 use skillc_runtime::exec::Fault;
 use skillc_runtime::xdna2::kernels::PackedFormat;
@@ -85,21 +85,7 @@ fn a_packed_kernel_reading_its_nibbles_in_the_wrong_order_is_caught_in_phase_1()
 #[test]
 fn bf16_weights_keep_every_gemv_on_bf16_and_say_what_could_be_packed() {
     let out = scratch("weights-bf16");
-    let run = skillc()
-        .args([
-            "deploy",
-            "generated-skills/llama1b",
-            "--quiet",
-            "--weights",
-            "bf16",
-            "--model",
-        ])
-        .arg(repo(MICRO))
-        .arg("--out")
-        .arg(&out)
-        .current_dir(repo("."))
-        .output()
-        .expect("skillc deploy runs");
+    let run = deploy_cli(&repo(MICRO), &out, &["--weights", "bf16"]);
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert_eq!(run.status.code(), Some(0), "{stdout}");
     let plan = std::fs::read_to_string(out.join("plan.json")).expect("plan.json");
@@ -117,21 +103,7 @@ fn bf16_weights_keep_every_gemv_on_bf16_and_say_what_could_be_packed() {
 #[test]
 fn packed_weights_on_a_model_without_four_bit_weights_are_refused() {
     let out = scratch("weights-refused");
-    let run = skillc()
-        .args([
-            "deploy",
-            "generated-skills/llama1b",
-            "--quiet",
-            "--weights",
-            "packed",
-            "--model",
-        ])
-        .arg(fixture("smollm2-tiny"))
-        .arg("--out")
-        .arg(&out)
-        .current_dir(repo("."))
-        .output()
-        .expect("skillc deploy runs");
+    let run = deploy_cli(&fixture("smollm2-tiny"), &out, &["--weights", "packed"]);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(2), "{stderr}");
     assert!(

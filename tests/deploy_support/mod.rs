@@ -105,6 +105,21 @@ pub fn deploy_seeded(
     exec::deploy(bundle, &options, &mut Silent).expect("the run gets far enough to report")
 }
 
+/// `skillc deploy generated-skills/llama1b --quiet ARGS --model MODEL --out OUT`,
+/// from the repository root.
+pub fn deploy_cli(model: &Path, out: &Path, args: &[&str]) -> std::process::Output {
+    skillc()
+        .args(["deploy", "generated-skills/llama1b", "--quiet"])
+        .args(args)
+        .arg("--model")
+        .arg(model)
+        .arg("--out")
+        .arg(out)
+        .current_dir(repo("."))
+        .output()
+        .expect("skillc deploy runs")
+}
+
 /// `skillc check` on a trajectory directory: exit code and output.
 pub fn check(dir: &Path) -> (i32, String) {
     let out = skillc()

@@ -60,11 +60,21 @@ pub struct PathDecode {
 pub fn render(record: &WeightPathRecord) -> String {
     let mut md = String::new();
     let packed = record.buffers.iter().filter(|b| b.packed.is_some()).count();
+    let total = record.buffers.len();
+    let rest = if packed < total {
+        ", the others a bf16 copy"
+    } else {
+        ""
+    };
+    let oracle = if packed > 0 {
+        "the exact dequantized weights (`w = d·q + m` from the same bytes)"
+    } else {
+        "the same bf16 rounding of the weights"
+    };
     let _ = writeln!(
         md,
-        "## Weight path\n\n`--weights {}`: {packed} of {} decode GEMV weight buffers read their stored 4-bit blocks (unpacked to bf16 inside the GEMV), the others a bf16 copy. Prefill's GEMMs read the bf16 rounding of every weight. The gates compare against the CPU oracle on the exact dequantized weights (`w = d·q + m` from the same bytes).\n",
+        "## Weight path\n\n`--weights {}`: {packed} of {total} decode GEMV weight buffers read their stored 4-bit blocks (unpacked to bf16 inside the GEMV){rest}. Prefill's GEMMs, the LM head and the norms read the bf16 rounding of their weights. The gates compare against the CPU oracle on {oracle}.\n",
         record.asked,
-        record.buffers.len()
     );
     md.push_str("| buffer | shape | stored | GEMV reads | why | bytes per decode token |\n|---|---|---|---|---|---|\n");
     for b in &record.buffers {
