@@ -21,6 +21,7 @@ use super::artifacts::registry::Registry;
 use super::artifacts::report_md;
 use super::artifacts::trajectory::{self, ActionLinks, TrajectoryWriter};
 use super::checks::decode::ReferenceRun;
+use super::checks::floor::DecodeLimits;
 use super::checks::gate::GateCheck;
 use super::checks::remedy::{apply_remedy, candidates, Failure};
 use super::design::{Design, Plans};
@@ -90,6 +91,8 @@ pub(crate) struct Loaded {
     pub fixture: Option<ReferenceTensors>,
     /// The reference's greedy runs, one per prompt, verified against.
     pub reference_runs: Vec<ReferenceRun>,
+    /// The teacher-forced gates' limits, from the bf16-storage floor.
+    pub decode_limits: DecodeLimits,
     /// The reference's prefill of the first prompt with every layer's output,
     /// computed when a phase first needs it ([`Loaded::reference_prefill`]).
     pub reference_prefill: OnceCell<PrefillOutput>,
@@ -131,6 +134,7 @@ impl<'a> Run<'a, Unloaded> {
             diagnosis: Vec::new(),
             feature_proofs: Vec::new(),
             verified: BTreeMap::new(),
+            decode_limits: None,
             performance: None,
             verdict: Verdict::Fail,
             stop: None,
