@@ -1,0 +1,267 @@
+//! One technique of an optimization phase tried on the current design: applied (scaled
+//! to this model where the recorded value only bounds it), its new kernel
+//! configurations validated, its numerics proven by fingerprint or probed, and kept
+//! only when the modeled time strictly drops.
+
+use std::collections::BTreeMap;
+
+use crate::bundle::{Comparison, Step, Value};
+use crate::exec::artifacts::record::{PhaseRecord, StepOutcome};
+use crate::exec::artifacts::registry::RegistryRow;
+use crate::exec::artifacts::trajectory::ActionLinks;
+use crate::exec::checks::gate::{GateCheck, ThresholdSource};
+use crate::exec::design::{self, fingerprint, modeled, DesignError, Plans};
+use crate::exec::phases::phase1::{check_site, kernel_gate};
+use crate::exec::phases::phase3::{run_verification, verify_gates};
+use crate::exec::run::Run;
+use crate::exec::DeployError;
+use crate::model::arch::Architecture;
+use crate::ops::{Op, OpKind};
+use crate::xdna2::device::Device;
+use crate::xdna2::kernels::LmHeadSpec;
+
+use super::gates::{probe_gate, short_check, NUMERICS_FAILED, SHORT_STEPS};
+use super::{value_of, State, Target};
+
+/// Applies one technique; returns the step's outcome and the new state when kept.
+pub(super) fn try_technique(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    t: &Target,
+    step: &Step,
+    current: &State,
+) -> Result<(StepOutcome, Option<State>), DeployError> {
+    let (arch, name) = (run.loaded.model.arch.clone(), run.loaded.name.clone());
+    let mut d = current.0.clone();
+    let site = tune_site(&current.1, step);
+    let mut rederived = None;
+    let applied = Op::read(step.op, &step.params)
+        .map_err(DesignError::from)
+        .map(|op| fit_to_model(op, &arch, &run.device, &mut rederived))
+        .and_then(|op| design::apply_change(&mut d, &arch, &run.device, &op, site.as_ref()));
+    if let Err(why) = applied {
+        let why = why.to_string();
+        return Ok((StepOutcome::NotApplicable { why }, None));
+    }
+    if d == current.0 {
+        return Ok((
+            StepOutcome::Covered {
+                why: "already in the plan (an earlier step or the baseline applied it)".into(),
+            },
+            None,
+        ));
+    }
+    let action = run
+        .traj
+        .action(step.op, &step.params, &ActionLinks::default());
+    let revert = |run: &mut Run<'_>, why: String| {
+        run.traj.decision(&format!("reverted: {why}"), &[&action]);
+        Ok((StepOutcome::Reverted { why }, None))
+    };
+    let plans = match d.plans(&name, &arch, &run.device) {
+        Ok(p) => p,
+        Err(e) => return revert(run, format!("the plan builder refuses it: {e}")),
+    };
+    for plan in [&plans.prefill, &plans.decode] {
+        if let Err(v) = plan.check(&run.device) {
+            let why: Vec<String> = v.iter().take(3).map(|v| v.to_string()).collect();
+            return revert(
+                run,
+                format!(
+                    "the {:?} plan does not place: {}",
+                    plan.phase,
+                    why.join("; ")
+                ),
+            );
+        }
+    }
+    let (old_fp, new_fp) = (
+        fingerprint(&current.1, &current.0.path),
+        fingerprint(&plans, &d.path),
+    );
+    if old_fp != new_fp {
+        let probe = probe_gate(run, &plans, &d, step)?;
+        let passed = probe.passed;
+        let summary = probe.summary();
+        run.traj.observe(
+            Some("numerics probe before timing"),
+            &[&probe],
+            Some(&action),
+        );
+        run.gate(rec, probe);
+        if !passed {
+            return revert(run, format!("{NUMERICS_FAILED}: {summary}"));
+        }
+    }
+    let times = modeled(&plans, &run.device, &run.params);
+    let (before, after) = (value_of(t, &current.2), value_of(t, &times));
+    let gate = GateCheck::new(
+        format!("{} {}", step.op, step.id),
+        t.profile_op,
+        t.metric,
+        after,
+        Comparison::Lt,
+        before,
+        BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
+        ThresholdSource::Runtime {
+            rule: "keep a change only when the modeled time strictly drops".into(),
+        },
+    )
+    .modeled();
+    run.traj.observe(None, &[&gate], Some(&action));
+    run.gate(rec, gate);
+    if t.revisit && times.ms_per_token > current.2.ms_per_token {
+        return revert(
+            run,
+            format!(
+                "modeled decode would slow down ({} -> {} ms)",
+                crate::exec::checks::gate::format_value(current.2.ms_per_token),
+                crate::exec::checks::gate::format_value(times.ms_per_token)
+            ),
+        );
+    }
+    if after >= before {
+        return revert(
+            run,
+            format!(
+                "modeled {} did not drop ({} -> {} {})",
+                t.metric,
+                crate::exec::checks::gate::format_value(before),
+                crate::exec::checks::gate::format_value(after),
+                t.unit
+            ),
+        );
+    }
+    if old_fp != new_fp {
+        if let Some(why) = validate_new_sites(run, rec, &plans)? {
+            return revert(run, why);
+        }
+    }
+    let short_identical = old_fp != new_fp && {
+        run.progress.step(&format!(
+            "{}: short check against the verified plan",
+            step.op
+        ));
+        short_check(run, (&current.1, &current.0), (&plans, &d))?
+    };
+    let how = if old_fp == new_fp {
+        let how = "numerics fingerprint unchanged (same launches, specs, host ops and weight transforms): outputs bit-identical to the verified plan by construction, not re-run".to_string();
+        run.traj.note(&how, &[&action]);
+        how
+    } else if short_identical {
+        let how = format!(
+            "numerics fingerprint changed but the logits of a short check (prefill of prompt 1 and {SHORT_STEPS} teacher-forced decode steps) are bit-identical to the verified plan's: the change moves data, not arithmetic; the full greedy verification is not re-run"
+        );
+        run.traj.note(&how, &[&action]);
+        how
+    } else {
+        run.progress
+            .step(&format!("{}: re-verifying (numerics changed)", step.op));
+        let v = run_verification(run, &plans, d.path, false)?;
+        let gates = verify_gates(run, &v);
+        let refs: Vec<&GateCheck> = gates.iter().collect();
+        run.traj.observe(
+            Some("re-verification after a numerics change"),
+            &refs,
+            Some(&action),
+        );
+        let failed: Vec<String> = gates
+            .iter()
+            .filter(|g| !g.passed)
+            .map(|g| g.summary())
+            .collect();
+        for g in gates {
+            run.gate(rec, g);
+        }
+        if !failed.is_empty() {
+            return revert(run, format!("{NUMERICS_FAILED}: {}", failed.join("; ")));
+        }
+        format!(
+            "numerics changed: new kernel configurations validated, greedy {} tokens re-verified on {} prompts",
+            crate::exec::checks::topk::GATE_N_TOKENS,
+            run.report.prompts.len()
+        )
+    };
+    run.verified
+        .entry(new_fp)
+        .or_insert_with(|| format!("phase {}: {} ({how})", rec.index, step.op));
+    rec.notes.push(format!("{} {}: {how}", step.op, step.id));
+    let why = format!(
+        "{}modeled {} {} -> {} {}",
+        rederived.map_or(String::new(), |r| format!("{r}; ")),
+        t.metric,
+        crate::exec::checks::gate::format_value(before),
+        crate::exec::checks::gate::format_value(after),
+        t.unit
+    );
+    Ok((StepOutcome::Kept { why }, Some((d, plans, times))))
+}
+
+/// A technique recorded on a larger model, scaled to this one where the
+/// recorded value only bounds it: an LM head partitioned into more parts than
+/// this model's vocabulary has row blocks is partitioned into as many as it has
+/// (`why` says so).
+fn fit_to_model(op: Op, arch: &Architecture, device: &Device, why: &mut Option<String>) -> Op {
+    match op {
+        Op::PartitionLmHead { parts } => {
+            let most = LmHeadSpec::max_parts(device, arch.vocab_size, arch.hidden_size);
+            if parts > most && most > 1 {
+                *why = Some(format!(
+                    "recorded parts={parts}; this model's LM head has {most} row blocks, so {most} parts"
+                ));
+                return Op::PartitionLmHead { parts: most };
+            }
+            op
+        }
+        other => other,
+    }
+}
+
+/// The GEMM site a `tune-tiling` step names (kernel and shape), if it exists here.
+fn tune_site(plans: &Plans, step: &Step) -> Option<crate::xdna2::plan::Launch> {
+    if step.op != OpKind::TuneTiling {
+        return None;
+    }
+    let shape = match step.params.get("shape") {
+        Some(Value::IntList(s)) => s.iter().map(|&v| v as usize).collect::<Vec<_>>(),
+        _ => return None,
+    };
+    design::sites(plans)
+        .into_values()
+        .map(|(_, l)| l)
+        .find(|l| {
+            matches!(l, crate::xdna2::plan::Launch::Gemm { .. }) && design::shape_of(l) == shape
+        })
+}
+
+/// Validates configurations the registry has not seen; `Some(reason)` when one fails.
+fn validate_new_sites(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    plans: &Plans,
+) -> Result<Option<String>, DeployError> {
+    for (key, (_, launch)) in design::sites(plans) {
+        if run.registry.validated(&key, &launch) {
+            continue;
+        }
+        run.progress
+            .step(&format!("validate-kernel {key} (new configuration)"));
+        let check = check_site(run, plans, &launch, run.design.path.rope)?;
+        let gate = kernel_gate(&key, &launch, &check);
+        let passed = run.gate(rec, gate);
+        if !passed {
+            return Ok(Some(format!(
+                "its new configuration {key} fails validation"
+            )));
+        }
+        let used_by = vec![run.loaded.name.clone()];
+        run.registry.record(RegistryRow {
+            key,
+            launch,
+            check,
+            source: format!("introduced by a phase-{} optimization", rec.index),
+            used_by,
+        });
+    }
+    Ok(None)
+}
