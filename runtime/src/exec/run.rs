@@ -75,6 +75,9 @@ pub(crate) struct Run<'a, S = Loaded> {
     pub baseline_times: Option<ModeledTimes>,
     /// This model's kernel shapes, by kernel (phase 1).
     pub model_shapes: steps::ModelShapes,
+    /// The decode GEMV buffers the 4-bit weight path can pack (phase 1), also
+    /// on a run that keeps bf16, for modeling both paths.
+    pub packable: BTreeMap<String, crate::xdna2::kernels::PackedFormat>,
 }
 
 /// A run before phase 0 has loaded a model, or after phase 6 released it.
@@ -133,6 +136,7 @@ impl<'a> Run<'a, Unloaded> {
             texts: Vec::new(),
             diagnosis: Vec::new(),
             feature_proofs: Vec::new(),
+            weight_path: None,
             verified: BTreeMap::new(),
             decode_limits: None,
             performance: None,
@@ -163,6 +167,7 @@ impl<'a> Run<'a, Unloaded> {
             verified: BTreeMap::new(),
             baseline_times: None,
             model_shapes: steps::ModelShapes::new(),
+            packable: BTreeMap::new(),
         }
     }
 }
@@ -186,6 +191,7 @@ impl<'a, S> Run<'a, S> {
             verified,
             baseline_times,
             model_shapes,
+            packable,
         } = self;
         let run = Run {
             bundle,
@@ -203,6 +209,7 @@ impl<'a, S> Run<'a, S> {
             verified,
             baseline_times,
             model_shapes,
+            packable,
         };
         (run, held)
     }

@@ -14,6 +14,7 @@ pub(crate) mod phase3;
 pub(crate) mod phase7;
 pub(crate) mod prompts;
 pub(crate) mod steps;
+pub(crate) mod weight_path;
 
 use std::fmt;
 
