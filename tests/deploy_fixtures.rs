@@ -55,6 +55,18 @@ fn every_fixture_deploys_with_phase_0_gated_against_transformers() {
             "{name}: error, token and non-finite gates"
         );
         assert!(transformers.iter().all(|(_, g)| g.passed), "{name}");
+        // The decode gates' bf16-storage floor on the deployment's prompts:
+        // under half the fixed limit, so the limit stays 0.05 on every fixture.
+        let floor = &r
+            .decode_limits
+            .as_ref()
+            .expect("phase 0 measured the floor");
+        println!("{name}: {} ({:.2} s)", floor.limits.note(), floor.wall_s);
+        let limits = &floor.limits;
+        for l in [&limits.logits, &limits.kv_prefill, &limits.kv_decode] {
+            assert!(l.floor > 0.0 && l.floor < 0.025, "{name}: {l:?}");
+            assert_eq!(l.limit, 0.05, "{name}");
+        }
         let evaluation = r.evaluation.as_ref().expect("phase 7 ran");
         assert_eq!(evaluation.exit_code, 0, "{name}: {:?}", evaluation.findings);
         let (code, text) = check(&out.join("trajectory"));
@@ -113,6 +125,7 @@ fn a_second_run_writes_the_same_artifacts() {
                 .unwrap();
         r["wall_s"] = 0.into();
         r["evaluation"]["wall_s"] = 0.into();
+        r["decode_limits"]["wall_s"] = 0.into();
         for p in r["phases"].as_array_mut().unwrap() {
             p["wall_s"] = 0.into();
         }

@@ -7,6 +7,7 @@ mod fixtures;
 mod gguf;
 mod malformed;
 mod model;
+mod oracle_storage;
 mod padding;
 mod smollm2;
 mod test_support;

@@ -9,6 +9,7 @@
 //! argmax.
 
 use skillc_runtime::exec::checks::decode::{reference_run, teacher_forced};
+use skillc_runtime::exec::checks::floor::DecodeLimits;
 use skillc_runtime::exec::design::Plans;
 use skillc_runtime::model::config::parse_config;
 use skillc_runtime::model::oracle::blocks::argmax;
@@ -196,13 +197,16 @@ fn the_decode_gate_sees_a_padded_plan_as_the_unpadded_one() {
     let model = model("qwen3");
     let device = Device::npu2();
     let reference = reference_run(&model, &PROMPT).expect("reference");
+    let limits =
+        DecodeLimits::measure(&model, &[PROMPT.to_vec()], std::slice::from_ref(&reference))
+            .expect("floor");
     let forced = |padding: Padding, path: NpuPath| {
         let mut npu = Interpreter::new(&device, &model.arch, &model.weights, path);
         teacher_forced(&mut npu, &plans(&model, padding), &PROMPT, &reference).expect("runs")
     };
     let base = unpadded(&model);
     let unpadded = forced(base, NpuPath::CORRECT);
-    assert!(unpadded.errors.within_thresholds(), "{:?}", unpadded.errors);
+    assert!(unpadded.errors.within(&limits), "{:?}", unpadded.errors);
     let faulty = NpuPath {
         defects: Defects {
             kv_wrong_slot: true,
@@ -215,7 +219,7 @@ fn the_decode_gate_sees_a_padded_plan_as_the_unpadded_one() {
         assert_eq!(padded.errors, unpadded.errors, "{what}");
         let planted = forced(padding, faulty);
         assert!(
-            !planted.errors.within_thresholds(),
+            !planted.errors.within(&limits),
             "{what}: kv-wrong-slot passes the decode gate: {:?}",
             planted.errors
         );

@@ -19,6 +19,7 @@ pub mod progress;
 pub mod reference;
 pub mod render;
 pub mod replay;
+pub mod storage_table;
 
 #[derive(Debug, Parser)]
 #[command(

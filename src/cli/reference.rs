@@ -18,6 +18,7 @@ use skillc_runtime::model::prompt::{EncodedPrompt, ModelText, PromptInput};
 use skillc_runtime::model::scope::check_scope;
 use skillc_runtime::model::{companion_dir, gguf_source, Model, ModelError, WeightOrigin};
 
+use crate::cli::storage_table::{self, ResidualPoint};
 use crate::cli::{EXIT_FAILED, EXIT_USAGE};
 
 #[derive(Debug, clap::Args)]
@@ -59,6 +60,16 @@ pub struct Args {
     /// reference file, every tensor's error and the verdict) as one JSON document.
     #[arg(long)]
     pub json: bool,
+    /// Also print how much error bf16 storage between kernels costs on this
+    /// model and prompt: the oracle re-run storing the residual stream, Q/K,
+    /// attention and MLP outputs, … in bf16, fed the same teacher-forced
+    /// tokens, against the plain oracle (the decode gates' floor is one row).
+    #[arg(long, conflicts_with = "json")]
+    pub bf16_storage_table: bool,
+    /// With --bf16-storage-table: also show one residual-stream value,
+    /// LAYER,POSITION,CHANNEL (0-based).
+    #[arg(long, value_delimiter = ',', requires = "bf16_storage_table")]
+    pub residual_at: Option<Vec<usize>>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -104,6 +115,19 @@ fn execute(args: &Args) -> Result<ExitCode, Failure> {
         for check in &checks {
             print_check(check);
         }
+    }
+    if args.bf16_storage_table {
+        let at = match &args.residual_at {
+            None => None,
+            Some(list) => Some(ResidualPoint::from_list(list).ok_or_else(|| {
+                (
+                    EXIT_USAGE,
+                    "error: --residual-at takes LAYER,POSITION,CHANNEL".to_string(),
+                )
+            })?),
+        };
+        storage_table::print(&model, &prompt.ids, at)
+            .map_err(|e| (EXIT_FAILED, format!("error: {e}")))?;
     }
     Ok(if checks.iter().all(ReferenceCheck::passed) {
         ExitCode::SUCCESS

@@ -23,6 +23,7 @@ use super::artifacts::production::{ProductionPlan, WeightsRef, PLAN_SCHEMA};
 use super::artifacts::record::{DeployReport, PhaseStatus, PromptVerdict, StepOutcome};
 use super::artifacts::registry::Registry;
 use super::artifacts::sha256_file;
+use super::checks::floor::DecodeLimits;
 use super::checks::topk::{GATE_K, GATE_N_TOKENS};
 use super::checks::verify::{reference_runs, verify_npu};
 use super::design::{self, fingerprint, Plans};
@@ -194,6 +195,7 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
     );
 
     let (runs, ref_nan) = reference_runs(&model, &plan.prompts)?;
+    let limits = DecodeLimits::measure(&model, &plan.prompts, &runs)?;
     let v = verify_npu(
         &device,
         &model,
@@ -225,8 +227,8 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
     let worst = v.worst();
     push(
         "fresh verification: teacher-forced logits and KV cache",
-        worst.within_thresholds(),
-        worst.summary(),
+        worst.within(&limits),
+        worst.summary(&limits),
     );
     let warnings = warnings(&report);
     let ok = audit.iter().all(|a| a.ok);

@@ -21,6 +21,7 @@ use super::artifacts::registry::Registry;
 use super::artifacts::report_md;
 use super::artifacts::trajectory::{self, ActionLinks, TrajectoryWriter};
 use super::checks::decode::ReferenceRun;
+use super::checks::floor::DecodeLimits;
 use super::checks::gate::GateCheck;
 use super::checks::remedy::{apply_remedy, candidates, Failure};
 use super::design::{Design, Plans};
@@ -93,6 +94,8 @@ pub(crate) struct Loaded {
     pub fixture: Option<ReferenceTensors>,
     /// The reference's greedy runs, one per prompt, verified against.
     pub reference_runs: Vec<ReferenceRun>,
+    /// The teacher-forced gates' limits, from the bf16-storage floor.
+    pub decode_limits: DecodeLimits,
     /// The reference's prefill of the first prompt with every layer's output,
     /// computed when a phase first needs it ([`Loaded::reference_prefill`]).
     pub reference_prefill: OnceCell<PrefillOutput>,
@@ -135,6 +138,7 @@ impl<'a> Run<'a, Unloaded> {
             feature_proofs: Vec::new(),
             weight_path: None,
             verified: BTreeMap::new(),
+            decode_limits: None,
             performance: None,
             verdict: Verdict::Fail,
             stop: None,

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bundle::{Provenance, Value};
 use crate::exec::checks::decode::DecodeErrors;
+use crate::exec::checks::floor::DecodeLimits;
 use crate::exec::checks::gate::GateCheck;
 use crate::exec::checks::topk::TopKCheck;
 use crate::exec::fault::Fault;
@@ -270,6 +271,14 @@ pub struct Performance {
     pub calibration_error: f64,
 }
 
+/// The decode gates' limits as measured in phase 0, with the floor run's wall
+/// time (what the floor adds to a deployment).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecodeLimitsRecord {
+    pub limits: DecodeLimits,
+    pub wall_s: f64,
+}
+
 /// The record of one run: `report.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeployReport {
@@ -308,6 +317,10 @@ pub struct DeployReport {
     pub weight_path: Option<super::weight_path::WeightPathRecord>,
     /// Numerics fingerprints that passed verification, with how each was verified.
     pub verified: BTreeMap<String, String>,
+    /// The teacher-forced gates' limits and the bf16-storage floor they come
+    /// from (phase 0; absent when phase 0 did not get that far).
+    #[serde(default)]
+    pub decode_limits: Option<DecodeLimitsRecord>,
     pub performance: Option<Performance>,
     pub verdict: Verdict,
     pub stop: Option<Stop>,

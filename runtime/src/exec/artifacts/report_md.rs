@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use super::record::{
     DeployReport, ModeledTimes, Performance, PhaseStatus, StepOrigin, StepOutcome,
 };
-use crate::exec::checks::gate::format_value;
+use crate::exec::checks::gate::{format_value, ThresholdSource};
 
 pub fn render(r: &DeployReport) -> String {
     let mut out = String::new();
@@ -88,11 +88,12 @@ pub fn render(r: &DeployReport) -> String {
         for g in &p.gates {
             let _ = writeln!(
                 out,
-                "- {} `{}`: {}{}",
+                "- {} `{}`: {}{}{}",
                 if g.passed { "pass" } else { "FAIL" },
                 g.name,
                 g.summary(),
-                if g.modeled { " (modeled)" } else { "" }
+                if g.modeled { " (modeled)" } else { "" },
+                derived_limit(&g.source)
             );
         }
         for a in &p.attempts {
@@ -161,6 +162,16 @@ fn render_warnings(out: &mut String, r: &DeployReport) {
 }
 
 /// Prompts and the text each side generated, in a table.
+/// For a limit derived from this deployment's bf16-storage floor: the floor,
+/// the factor and the fixed limit it is the larger of (the derivation itself
+/// is phase 3's note).
+fn derived_limit(source: &ThresholdSource) -> String {
+    match source {
+        ThresholdSource::Measured(limit) => format!(" (limit {})", limit.formula()),
+        _ => String::new(),
+    }
+}
+
 fn render_texts(out: &mut String, r: &DeployReport) {
     if r.texts.is_empty() {
         return;

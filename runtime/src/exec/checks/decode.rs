@@ -18,6 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::floor::DecodeLimits;
 use super::gate::format_value;
 use super::topk::{GreedyStep, GATE_K, GATE_N_TOKENS};
 use crate::exec::design::Plans;
@@ -26,8 +27,10 @@ use crate::model::Model;
 use crate::xdna2::interpreter::{ExecError, Interpreter};
 use crate::xdna2::padding::Padding;
 
-/// Threshold of the teacher-forced logits error. Derived from the bf16 error
-/// measured on the four transformers fixtures (llama32-tiny, qwen25-tiny,
+/// The fixed part of the teacher-forced logits limit (the limit is the larger
+/// of it and twice the bf16-storage floor measured on the deployment's own
+/// model and tokens, `floor`). Derived from the bf16 error measured on the
+/// four transformers fixtures (llama32-tiny, qwen25-tiny,
 /// qwen3-tiny, smollm2-tiny; the deployment's two prompts, 32 steps each): worst
 /// 0.0242 (qwen3-tiny, prompt 2), which is about 12 bf16 unit roundoffs (2^-9).
 /// The limit is twice that, rounded up; the smallest error a planted decode fault
@@ -36,7 +39,7 @@ use crate::xdna2::padding::Padding;
 pub const LOGITS_MAX_REL: f64 = 0.05;
 /// Where [`LOGITS_MAX_REL`] comes from (for the report).
 pub const LOGITS_RULE: &str = "2x the worst bf16 logits error measured on the four transformers fixtures (0.0242, qwen3-tiny), rounded up";
-/// Threshold of the KV-cache error (after prefill and after decode): measured
+/// The fixed part of the KV-cache limits (after prefill and after decode): measured
 /// worst 0.0208 on the same fixtures (qwen3-tiny, layer 1 keys), twice that
 /// rounded up; planted decode faults give 0.57 or more.
 pub const KV_MAX_REL: f64 = 0.05;
@@ -118,7 +121,7 @@ pub struct Worst {
 }
 
 impl Worst {
-    fn none() -> Self {
+    pub fn none() -> Self {
         Worst {
             value: 0.0,
             at: "-".into(),
@@ -126,7 +129,7 @@ impl Worst {
     }
 
     /// Keeps the larger error; NaN wins (it never passes a gate).
-    fn keep(&mut self, value: f64, at: impl FnOnce() -> String) {
+    pub fn keep(&mut self, value: f64, at: impl FnOnce() -> String) {
         if value.is_nan() || (!self.value.is_nan() && value > self.value) {
             self.value = value;
             self.at = at();
@@ -162,15 +165,15 @@ impl DecodeErrors {
 }
 
 impl DecodeErrors {
-    /// Every error within its threshold (NaN never is).
-    pub fn within_thresholds(&self) -> bool {
-        self.logits.value <= LOGITS_MAX_REL
-            && self.kv_prefill.value <= KV_MAX_REL
-            && self.kv_decode.value <= KV_MAX_REL
+    /// Every error within its limit (NaN never is).
+    pub fn within(&self, limits: &DecodeLimits) -> bool {
+        self.logits.value <= limits.logits.limit
+            && self.kv_prefill.value <= limits.kv_prefill.limit
+            && self.kv_decode.value <= limits.kv_decode.limit
     }
 
     /// The three errors and where each is worst, for notes and the audit.
-    pub fn summary(&self) -> String {
+    pub fn summary(&self, limits: &DecodeLimits) -> String {
         let one = |w: &Worst, limit: f64| {
             format!(
                 "{} at {} (limit {})",
@@ -181,9 +184,9 @@ impl DecodeErrors {
         };
         format!(
             "max|d|/max|ref| of logits {}, KV after prefill {}, KV after decode {}",
-            one(&self.logits, LOGITS_MAX_REL),
-            one(&self.kv_prefill, KV_MAX_REL),
-            one(&self.kv_decode, KV_MAX_REL)
+            one(&self.logits, limits.logits.limit),
+            one(&self.kv_prefill, limits.kv_prefill.limit),
+            one(&self.kv_decode, limits.kv_decode.limit)
         )
     }
 }
@@ -213,13 +216,94 @@ pub fn max_rel(ours: impl Fn(usize) -> f32, theirs: &[f32], len: usize) -> (f64,
     }
 }
 
-/// One NPU run of a prompt fed the reference's tokens.
+/// One run of a prompt fed the reference's tokens (on the NPU path, or on a
+/// bf16-storage variant of the oracle).
 #[derive(Debug, Clone)]
 pub struct ForcedRun {
-    /// The NPU's greedy choice and top-k ids at every step.
+    /// The greedy choice and top-k ids at every step.
     pub steps: Vec<GreedyStep>,
     pub errors: DecodeErrors,
     pub non_finite: usize,
+}
+
+/// What the teacher-forced comparison runs: a prefill, then one token at a
+/// time, with a KV cache to read back. The NPU path of a plan
+/// ([`NpuDecoder`]) and the oracle (a bf16-storage variant gives the gates'
+/// floor, `floor`) both are one.
+pub trait ForcedDecoder {
+    type Error;
+    /// Runs the prompt on a fresh cache; the logits of its last position.
+    fn prefill(&mut self, prompt: &[u32]) -> Result<Vec<f32>, Self::Error>;
+    /// Feeds one token at the next position; its logits.
+    fn decode(&mut self, token: u32) -> Result<Vec<f32>, Self::Error>;
+    /// Layer `layer`'s cached keys and values as they stand, `[slots, kv_dim]`
+    /// each (the unpadded heads).
+    fn kv(&self, layer: usize) -> (Vec<f32>, Vec<f32>);
+}
+
+/// The NPU path of `plans` as a [`ForcedDecoder`]: its cache is read with the
+/// padding of the plan that ran last.
+pub struct NpuDecoder<'n, 'm> {
+    pub npu: &'n mut Interpreter<'m>,
+    pub plans: &'n Plans,
+    padding: Option<Padding>,
+}
+
+impl<'n, 'm> NpuDecoder<'n, 'm> {
+    pub fn new(npu: &'n mut Interpreter<'m>, plans: &'n Plans) -> Self {
+        Self {
+            npu,
+            plans,
+            padding: None,
+        }
+    }
+}
+
+impl ForcedDecoder for NpuDecoder<'_, '_> {
+    type Error = ExecError;
+
+    fn prefill(&mut self, prompt: &[u32]) -> Result<Vec<f32>, ExecError> {
+        self.padding = self.plans.prefill.padding;
+        self.npu.prefill(&self.plans.prefill, prompt)
+    }
+
+    fn decode(&mut self, token: u32) -> Result<Vec<f32>, ExecError> {
+        self.padding = self.plans.decode.padding;
+        self.npu.decode(&self.plans.decode, token)
+    }
+
+    fn kv(&self, layer: usize) -> (Vec<f32>, Vec<f32>) {
+        let (keys, values) = self.npu.kv(layer);
+        // A padded plan caches padded heads; its real elements are what the
+        // unpadded plan would hold (`xdna2::padding`), the rest are zeros.
+        let real = |cache: &[u16]| {
+            let bits = self
+                .padding
+                .map_or_else(|| cache.to_vec(), |p| p.real_kv(cache));
+            crate::bf16::to_f32_vec(&bits)
+        };
+        (real(keys), real(values))
+    }
+}
+
+impl ForcedDecoder for Reference<'_> {
+    type Error = ReferenceError;
+
+    fn prefill(&mut self, prompt: &[u32]) -> Result<Vec<f32>, ReferenceError> {
+        self.reset();
+        Ok(Reference::prefill(self, prompt, LogitRows::Last)?
+            .logits
+            .data)
+    }
+
+    fn decode(&mut self, token: u32) -> Result<Vec<f32>, ReferenceError> {
+        self.decode_step(token)
+    }
+
+    fn kv(&self, layer: usize) -> (Vec<f32>, Vec<f32>) {
+        let (k, v) = Reference::kv(self, layer);
+        (k.to_vec(), v.to_vec())
+    }
 }
 
 /// Runs `prompt` on the NPU path of `plans`, fed the tokens of `reference`, and
@@ -230,8 +314,18 @@ pub fn teacher_forced(
     prompt: &[u32],
     reference: &ReferenceRun,
 ) -> Result<ForcedRun, ExecError> {
-    let mut logits = npu.prefill(&plans.prefill, prompt)?;
-    let kv_prefill = kv_error(npu, plans.prefill.padding, reference, &reference.kv_prefill);
+    forced_run(&mut NpuDecoder::new(npu, plans), prompt, reference)
+}
+
+/// Runs `prompt` on `decoder`, fed the tokens of `reference`, and measures the
+/// errors of the module documentation.
+pub fn forced_run<D: ForcedDecoder>(
+    decoder: &mut D,
+    prompt: &[u32],
+    reference: &ReferenceRun,
+) -> Result<ForcedRun, D::Error> {
+    let mut logits = decoder.prefill(prompt)?;
+    let kv_prefill = kv_error(decoder, reference, &reference.kv_prefill);
     let mut run = ForcedRun {
         steps: Vec::with_capacity(reference.steps.len()),
         errors: DecodeErrors {
@@ -244,20 +338,27 @@ pub fn teacher_forced(
     let mut forced = reference.forced_tokens();
     for (step, expected) in reference.logits.iter().enumerate() {
         run.non_finite += super::gate::non_finite(&logits);
-        let e = if logits.len() == expected.len() {
-            max_rel(|i| logits[i], expected, expected.len()).0
-        } else {
-            f64::NAN
-        };
-        run.errors.logits.keep(e, || format!("step {step}"));
+        run.errors
+            .logits
+            .keep(logits_error(&logits, expected), || format!("step {step}"));
         run.steps.push(GreedyStep::from_logits(&logits, GATE_K));
         let Some(token) = forced.next() else {
             break;
         };
-        logits = npu.decode(&plans.decode, token)?;
+        logits = decoder.decode(token)?;
     }
-    run.errors.kv_decode = kv_error(npu, plans.decode.padding, reference, &reference.kv);
+    run.errors.kv_decode = kv_error(decoder, reference, &reference.kv);
     Ok(run)
+}
+
+/// `max |ours − expected| / max |expected|` of one step's logits; NaN when the
+/// vocabularies differ.
+fn logits_error(logits: &[f32], expected: &[f32]) -> f64 {
+    if logits.len() == expected.len() {
+        max_rel(|i| logits[i], expected, expected.len()).0
+    } else {
+        f64::NAN
+    }
 }
 
 /// The logits error of a short teacher-forced run: `prompt`'s prefill and the
@@ -276,12 +377,7 @@ pub fn teacher_forced_logits(
     let mut logits = npu.prefill(&plans.prefill, prompt)?;
     let mut forced = reference.forced_tokens();
     for (step, expected) in reference.logits.iter().take(steps + 1).enumerate() {
-        let e = if logits.len() == expected.len() {
-            max_rel(|i| logits[i], expected, expected.len()).0
-        } else {
-            f64::NAN
-        };
-        worst.keep(e, || format!("step {step}"));
+        worst.keep(logits_error(&logits, expected), || format!("step {step}"));
         let Some(token) = forced.next().filter(|_| step < steps) else {
             break;
         };
@@ -290,26 +386,21 @@ pub fn teacher_forced_logits(
     Ok(worst)
 }
 
-/// The worst layer's cache error against the reference's cache `expected` (after
-/// prefill or after the last step), over every slot either side holds.
-fn kv_error(
-    npu: &Interpreter<'_>,
-    padding: Option<Padding>,
+/// The worst layer's cache error of `decoder` against the reference's cache
+/// `expected` (after prefill or after the last step), over every slot either
+/// side holds.
+fn kv_error<D: ForcedDecoder>(
+    decoder: &D,
     reference: &ReferenceRun,
     expected: &[(Vec<f32>, Vec<f32>)],
 ) -> Worst {
     let mut worst = Worst::none();
     let width = reference.kv_width;
     for (layer, (keys, values)) in expected.iter().enumerate() {
-        let (npu_keys, npu_values) = npu.kv(layer);
-        // A padded plan caches padded heads; its real elements are what the
-        // unpadded plan would hold (`xdna2::padding`), the rest are zeros.
-        let real = |cache: &[u16]| padding.map_or_else(|| cache.to_vec(), |p| p.real_kv(cache));
-        let (npu_keys, npu_values) = (real(npu_keys), real(npu_values));
-        for (name, ours, theirs) in [("keys", npu_keys, keys), ("values", npu_values, values)] {
+        let (ours_keys, ours_values) = decoder.kv(layer);
+        for (name, ours, theirs) in [("keys", ours_keys, keys), ("values", ours_values, values)] {
             let len = theirs.len().max(ours.len());
-            let bits = |i: usize| ours.get(i).map_or(0.0, |&b| crate::bf16::to_f32(b));
-            let (e, at) = max_rel(bits, theirs, len);
+            let (e, at) = max_rel(|i| ours.get(i).copied().unwrap_or(0.0), theirs, len);
             worst.keep(e, || {
                 format!("layer {layer} {name}, slot {}", at / width.max(1))
             });

@@ -23,6 +23,9 @@ pub enum ThresholdSource {
     },
     /// A rule of the runtime (the reference system's definition of the gate).
     Runtime { rule: String },
+    /// A limit derived from error measured on this deployment: the larger of
+    /// a fixed limit and a factor times the bf16-storage floor (`floor`).
+    Measured(super::floor::DerivedLimit),
 }
 
 /// One evaluated gate.

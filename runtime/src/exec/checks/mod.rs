@@ -1,10 +1,12 @@
 //! The checking machinery the phases share: a gate (one value against one threshold
-//! with where it came from), the teacher-forced decode comparison and the greedy
+//! with where it came from), the teacher-forced decode comparison, its limits derived from
+//! the bf16-storage floor (`floor`), the greedy
 //! top-k gate that verification runs, phase 1's kernel harness, and the debugging
 //! lessons a failed gate matches.
 
 pub mod decode;
 pub mod features;
+pub mod floor;
 pub mod gate;
 pub mod remedy;
 pub mod topk;

@@ -10,10 +10,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::prompts::{check_prompts, default_prompts};
 use super::DeployPhase;
 use crate::bundle::{Comparison, Value};
+use crate::exec::artifacts::record::DecodeLimitsRecord;
 use crate::exec::artifacts::record::{ModelInfo, PhaseRecord, StepOrigin, StepOutcome, Stop};
 use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::checks::decode::{reference_run, ReferenceRun};
 use crate::exec::checks::features::{fixture_matches, proofs, FixtureMatch};
+use crate::exec::checks::floor::DecodeLimits;
 use crate::exec::checks::gate::{non_finite, GateCheck, ThresholdSource};
 use crate::exec::checks::topk::GATE_N_TOKENS;
 use crate::exec::run::{Loaded, PhaseEnd, Run, Unloaded};
@@ -25,6 +27,7 @@ use crate::model::oracle::blocks::argmax;
 use crate::model::oracle::compare::{
     check_all, Agreement, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
 };
+use crate::model::oracle::storage::Bf16Storage;
 use crate::model::oracle::{LogitRows, Reference, ReferenceError};
 use crate::model::scope::check_scope;
 use crate::model::source::ModelSource;
@@ -50,12 +53,14 @@ pub(crate) fn run(
         Ok(found) => found,
         Err(end) => return Ok(Err(end)),
     };
+    let decode_limits = decode_limits(run, &model, &reference_runs)?;
     let loaded = Loaded {
         name: crate::exec::run::model_name(&run.options.model_dir),
         config_sha256,
         model,
         fixture,
         reference_runs,
+        decode_limits,
         reference_prefill: Default::default(),
     };
     Ok(match compare(run, rec, &loaded)? {
@@ -469,6 +474,28 @@ fn reference(
         reason: "the CPU reference itself is not sane; no later gate could be trusted".into(),
         tried: Vec::new(),
     })))
+}
+
+/// The decode gates' limits, from the bf16-storage floor of the model on the
+/// prompts' teacher-forced tokens (`checks::floor`), measured in every
+/// deployment before any NPU result exists.
+fn decode_limits(
+    run: &mut Run<'_, Unloaded>,
+    model: &Model,
+    reference_runs: &[ReferenceRun],
+) -> Result<DecodeLimits, DeployError> {
+    run.progress.step(&format!(
+        "decode-gate floor: the oracle storing {} in bf16, {} prompts",
+        Bf16Storage::decode_floor(),
+        run.report.prompts.len()
+    ));
+    let started = std::time::Instant::now();
+    let limits = DecodeLimits::measure(model, &run.report.prompts, reference_runs)?;
+    run.report.decode_limits = Some(DecodeLimitsRecord {
+        limits: limits.clone(),
+        wall_s: started.elapsed().as_secs_f64(),
+    });
+    Ok(limits)
 }
 
 struct Stability {

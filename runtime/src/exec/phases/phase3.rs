@@ -14,7 +14,8 @@ use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::PromptVerdict;
 use crate::exec::artifacts::record::{PhaseRecord, StepOutcome};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::decode::{Worst, KV_MAX_REL, KV_RULE, LOGITS_MAX_REL, LOGITS_RULE};
+use crate::exec::checks::decode::Worst;
+use crate::exec::checks::floor::DerivedLimit;
 use crate::exec::checks::gate::{format_value, GateCheck, ThresholdSource};
 use crate::exec::checks::remedy::Failure;
 use crate::exec::checks::topk::{rank_words, GATE_K, GATE_N_TOKENS};
@@ -265,7 +266,8 @@ pub(crate) fn verify_gates(run: &Run<'_>, v: &NpuVerification) -> Vec<GateCheck>
         },
     };
     let worst = v.worst();
-    let error_gate = |name: &str, metric: &str, worst: &Worst, threshold: f64, rule: &str| {
+    let limits = &run.loaded.decode_limits;
+    let error_gate = |name: &str, metric: &str, worst: &Worst, limit: &DerivedLimit| {
         let mut at = conditions.clone();
         at.insert("worst".into(), Value::Text(worst.at.clone()));
         GateCheck::new(
@@ -274,9 +276,9 @@ pub(crate) fn verify_gates(run: &Run<'_>, v: &NpuVerification) -> Vec<GateCheck>
             metric,
             worst.value,
             Comparison::Le,
-            threshold,
+            limit.limit,
             at,
-            ThresholdSource::Runtime { rule: rule.into() },
+            ThresholdSource::Measured(limit.clone()),
         )
     };
     vec![
@@ -284,22 +286,19 @@ pub(crate) fn verify_gates(run: &Run<'_>, v: &NpuVerification) -> Vec<GateCheck>
             "verify: teacher-forced logits",
             "logits_max_rel",
             &worst.logits,
-            LOGITS_MAX_REL,
-            LOGITS_RULE,
+            &limits.logits,
         ),
         error_gate(
             "verify: KV cache after prefill",
             "kv_prefill_max_rel",
             &worst.kv_prefill,
-            KV_MAX_REL,
-            KV_RULE,
+            &limits.kv_prefill,
         ),
         error_gate(
             "verify: KV cache after decode",
             "kv_decode_max_rel",
             &worst.kv_decode,
-            KV_MAX_REL,
-            KV_RULE,
+            &limits.kv_decode,
         ),
         GateCheck::new(
             "verify: top-k set check",
@@ -335,6 +334,7 @@ fn diagnosis_notes(run: &mut Run<'_>, rec: &mut PhaseRecord) {
             first.cosine, last.cosine, last.layer
         ));
     }
+    rec.notes.push(run.loaded.decode_limits.note());
     for p in &run.report.verification {
         rec.notes.push(prompt_note(p));
     }

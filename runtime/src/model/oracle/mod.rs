@@ -16,6 +16,10 @@
 //! cache does, so decode beyond the window attends to exactly the last
 //! `window` positions.
 //!
+//! [`Reference::with_storage`] rounds chosen activations to bf16 where they
+//! are stored ([`storage`]), the floor of bf16 storage between kernels that
+//! the decode gates' limits are derived from; by default nothing is.
+//!
 //! Numerics: one token's projections are GEMVs with a fixed summation order
 //! (identical on every machine); several tokens' go through the blocked GEMM,
 //! which uses FMA where the CPU has it. Against the transformers fixtures both
@@ -35,6 +39,7 @@ pub mod blocks;
 pub mod compare;
 pub mod gemm;
 pub mod linear;
+pub mod storage;
 
 use rayon::prelude::*;
 use thiserror::Error;
@@ -42,6 +47,7 @@ use thiserror::Error;
 use super::arch::Architecture;
 use super::weights::{LayerWeights, Weights};
 use super::Model;
+use storage::{Bf16Storage, StoredTensor};
 
 /// Why the reference refused to run.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -133,6 +139,8 @@ pub struct Reference<'m> {
     rope_tables: Vec<Vec<f32>>,
     layer_rope: Vec<usize>,
     cache: KvCache,
+    /// The tensors rounded to bf16 where they are stored (none: plain f32).
+    storage: Bf16Storage,
 }
 
 impl<'m> Reference<'m> {
@@ -178,7 +186,20 @@ impl<'m> Reference<'m> {
                 first: vec![0; layers],
                 len: 0,
             },
+            storage: Bf16Storage::none(),
         })
+    }
+
+    /// The same reference storing `storage`'s tensors in bf16 (the error floor
+    /// of bf16 storage between kernels; [`storage`]).
+    pub fn with_storage(mut self, storage: Bf16Storage) -> Self {
+        self.storage = storage;
+        self
+    }
+
+    /// The tensors this reference stores in bf16.
+    pub fn storage(&self) -> &Bf16Storage {
+        &self.storage
     }
 
     /// Positions in the KV cache (the position the next token takes).
@@ -299,6 +320,7 @@ impl<'m> Reference<'m> {
                 row.iter_mut().for_each(|v| *v *= scale);
             }
         }
+        self.storage.store(StoredTensor::Residual, &mut x.data);
         let embeddings = if record {
             x.clone()
         } else {
@@ -328,6 +350,7 @@ impl<'m> Reference<'m> {
         let style = self.arch.norm_weight;
         let w = self.weights.final_norm.values();
         blocks::rms_norm_rows_in_place(&mut x.data, &w, style, eps);
+        self.storage.store(StoredTensor::NormOutputs, &mut x.data);
         let logits = self.logits(&x, rows);
         Ok(PrefillOutput {
             embeddings,
@@ -381,6 +404,8 @@ impl<'m> Reference<'m> {
         let (eps, style) = (arch.rms_norm_eps as f32, arch.norm_weight);
         let mut normed = x.clone();
         blocks::rms_norm_rows_in_place(&mut normed.data, &layer.input_norm.values(), style, eps);
+        let storage = &self.storage;
+        storage.store(StoredTensor::NormOutputs, &mut normed.data);
         let project = |w: &super::tensor::BfTensor, bias: Option<&super::tensor::BfTensor>| {
             let mut y = vec![0.0f32; t * w.rows()];
             linear::matmul(&normed.data, t, w, &mut y);
@@ -391,10 +416,13 @@ impl<'m> Reference<'m> {
         };
         let mut q = project(&layer.q_proj, layer.q_bias.as_ref());
         let mut k = project(&layer.k_proj, layer.k_bias.as_ref());
-        let v = project(&layer.v_proj, layer.v_bias.as_ref());
+        let mut v = project(&layer.v_proj, layer.v_bias.as_ref());
+        storage.store(StoredTensor::Values, &mut v);
         if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
             blocks::rms_norm_rows_in_place(&mut q, &qn.values(), style, eps);
             blocks::rms_norm_rows_in_place(&mut k, &kn.values(), style, eps);
+            storage.store(StoredTensor::NormOutputs, &mut q);
+            storage.store(StoredTensor::NormOutputs, &mut k);
         }
         for (qs, (cos, sin)) in q.chunks_exact_mut(arch.q_dim()).zip(angles) {
             qs.chunks_exact_mut(d)
@@ -404,6 +432,8 @@ impl<'m> Reference<'m> {
             ks.chunks_exact_mut(d)
                 .for_each(|head| blocks::apply_rope(head, cos, sin));
         }
+        storage.store(StoredTensor::QkAfterRope, &mut q);
+        storage.store(StoredTensor::QkAfterRope, &mut k);
         self.cache.keys[i].extend_from_slice(&k);
         self.cache.values[i].extend_from_slice(&v);
         let (keys, values) = (&self.cache.keys[i], &self.cache.values[i]);
@@ -420,15 +450,18 @@ impl<'m> Reference<'m> {
                 let seen = (from * kv_dim)..((position + 1 - held_from) * kv_dim);
                 blocks::attention_row(arch, q_row, &keys[seen.clone()], &values[seen], out);
             });
+        storage.store(StoredTensor::AttentionContext, &mut attended);
         let mut o = vec![0.0f32; t * arch.hidden_size];
         linear::matmul(&attended, t, &layer.o_proj, &mut o);
         if let Some(sandwich) = &layer.sandwich {
             let w = &sandwich.attention_out.values();
             blocks::rms_norm_rows_in_place(&mut o, w, style, eps);
         }
+        storage.store(StoredTensor::AttentionOutput, &mut o);
         for (xv, ov) in x.data.iter_mut().zip(&o) {
             *xv += ov;
         }
+        storage.store(StoredTensor::Residual, &mut x.data);
     }
 
     /// `x += down(act(gate(norm(x))) · up(norm(x)))`.
@@ -439,19 +472,26 @@ impl<'m> Reference<'m> {
         let (eps, style) = (self.arch.rms_norm_eps as f32, self.arch.norm_weight);
         let w = layer.post_attention_norm.values();
         blocks::rms_norm_rows_in_place(&mut normed.data, &w, style, eps);
+        let storage = &self.storage;
+        storage.store(StoredTensor::NormOutputs, &mut normed.data);
         let mut gate = vec![0.0f32; t * f];
         let mut up = vec![0.0f32; t * f];
         linear::matmul(&normed.data, t, &layer.gate_proj, &mut gate);
         linear::matmul(&normed.data, t, &layer.up_proj, &mut up);
+        storage.store(StoredTensor::GateUp, &mut gate);
+        storage.store(StoredTensor::GateUp, &mut up);
         blocks::gated_activation(self.arch.activation, &mut gate, &up);
+        storage.store(StoredTensor::Activation, &mut gate);
         let mut down = vec![0.0f32; t * self.arch.hidden_size];
         linear::matmul(&gate, t, &layer.down_proj, &mut down);
         if let Some(sandwich) = &layer.sandwich {
             let w = &sandwich.mlp_out.values();
             blocks::rms_norm_rows_in_place(&mut down, w, style, eps);
         }
+        storage.store(StoredTensor::MlpOutput, &mut down);
         for (xv, dv) in x.data.iter_mut().zip(&down) {
             *xv += dv;
         }
+        storage.store(StoredTensor::Residual, &mut x.data);
     }
 }

@@ -26,6 +26,8 @@ pub(super) struct KeptPlanInputs<'r> {
     model: &'r Model,
     prompt: &'r [u32],
     reference: &'r ReferenceRun,
+    /// The teacher-forced logits limit (phase 0's floor).
+    limit: &'r crate::exec::checks::floor::DerivedLimit,
 }
 
 impl<'r> KeptPlanInputs<'r> {
@@ -43,6 +45,7 @@ impl<'r> KeptPlanInputs<'r> {
             model,
             prompt,
             reference,
+            limit: &run.loaded.decode_limits.logits,
         })
     }
 }
@@ -110,7 +113,7 @@ pub(super) fn teacher_forced_gate(
     design: &Design,
     name: &str,
 ) -> Result<GateCheck, DeployError> {
-    use crate::exec::checks::decode::{teacher_forced_logits, LOGITS_MAX_REL, LOGITS_RULE};
+    use crate::exec::checks::decode::teacher_forced_logits;
     use crate::xdna2::interpreter::Interpreter;
     let model = inputs.model;
     let mut npu = Interpreter::new(inputs.device, &model.arch, &model.weights, design.path);
@@ -127,15 +130,13 @@ pub(super) fn teacher_forced_gate(
         "logits_max_rel",
         worst.value,
         Comparison::Le,
-        LOGITS_MAX_REL,
+        inputs.limit.limit,
         BTreeMap::from([
             ("prompts".to_string(), Value::Int(1)),
             ("tokens".to_string(), Value::Int(SHORT_STEPS as i64 + 1)),
             ("worst".to_string(), Value::Text(worst.at)),
         ]),
-        ThresholdSource::Runtime {
-            rule: LOGITS_RULE.into(),
-        },
+        ThresholdSource::Measured(inputs.limit.clone()),
     ))
 }
 
@@ -200,13 +201,17 @@ mod tests {
         let device = Device::npu2();
         let params = committed_params();
         let prompt: Vec<u32> = vec![3, 17, 29, 41, 5, 11, 7, 23];
-        let (runs, _) = reference_runs(&model, std::slice::from_ref(&prompt)).expect("reference");
+        let prompts = std::slice::from_ref(&prompt);
+        let (runs, _) = reference_runs(&model, prompts).expect("reference");
+        let limits = crate::exec::checks::floor::DecodeLimits::measure(&model, prompts, &runs)
+            .expect("floor");
         let inputs = KeptPlanInputs {
             device: &device,
             params: &params,
             model: &model,
             prompt: &prompt,
             reference: &runs[0],
+            limit: &limits.logits,
         };
         let t = target(DeployPhase::Decode);
         let plans_of = |d: &Design| d.plans("qwen25-tiny", &model.arch, &device).expect("plans");
