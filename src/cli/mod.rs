@@ -20,6 +20,14 @@ pub mod reference;
 pub mod render;
 pub mod replay;
 
+/// `--format` of the commands that print for a reader (`human`) or for a program
+/// (`json`): `check` and `replay`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    Human,
+    Json,
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "skillc",
