@@ -1,5 +1,6 @@
 //! The one model with trained weights, SmolLM2-135M-Instruct as a Q4_1 GGUF,
-//! deployed with the reference bundle on the bf16 NPU path.
+//! deployed with the reference bundle on the bf16 NPU path and on the packed
+//! 4-bit path (`--weights packed`).
 //!
 //! With the chat message of its transformers reference it passes all eight
 //! phases with a plain PASS, and report.md shows the text the CPU oracle and
@@ -23,7 +24,14 @@ const ANSWER: &str = "The capital of France is Paris.";
 fn the_real_gguf_model_deploys_with_a_plain_pass_on_its_chat_prompt() {
     let out = scratch("smollm2-135m-chat");
     let run = skillc()
-        .args(["deploy", "generated-skills/llama1b", "--quiet", "--model"])
+        .args([
+            "deploy",
+            "generated-skills/llama1b",
+            "--quiet",
+            "--weights",
+            "bf16",
+            "--model",
+        ])
         .arg(repo(SMOLLM2))
         .arg("--chat")
         .arg("What is the capital of France?")
@@ -32,6 +40,47 @@ fn the_real_gguf_model_deploys_with_a_plain_pass_on_its_chat_prompt() {
         .current_dir(repo("."))
         .output()
         .expect("skillc deploy runs");
+    let md = passing_report(&run, &out);
+    assert!(md.contains("| GEMV reads |"), "the weight path is named");
+    assert!(!md.contains("| packed q4_1 |"), "{md}");
+}
+
+#[cfg(feature = "tokenizer")]
+#[test]
+#[ignore = "a 135M-parameter deploy: ~60 s in release, minutes in the test profile; run with `cargo test --release --test integration deploy_real_model:: -- --ignored`"]
+fn the_real_gguf_model_deploys_on_the_packed_4_bit_path() {
+    let out = scratch("smollm2-135m-q4");
+    let run = skillc()
+        .args([
+            "deploy",
+            "generated-skills/llama1b",
+            "--quiet",
+            "--weights",
+            "packed",
+            "--model",
+        ])
+        .arg(repo(SMOLLM2))
+        .arg("--chat")
+        .arg("What is the capital of France?")
+        .arg("--out")
+        .arg(&out)
+        .current_dir(repo("."))
+        .output()
+        .expect("skillc deploy runs");
+    let md = passing_report(&run, &out);
+    // The seven decode projections of every layer read their Q4_1 blocks.
+    for buffer in ["wq", "wk", "wv", "wo", "wg", "wu", "wd"] {
+        assert!(
+            md.lines()
+                .any(|l| l.starts_with(&format!("| {buffer} |")) && l.contains("| packed q4_1 |")),
+            "{buffer}: {md}"
+        );
+    }
+}
+
+/// The report of a run that printed PASS, with the prompt's text row showing
+/// the answer from the oracle and from the NPU path.
+fn passing_report(run: &std::process::Output, out: &std::path::Path) -> String {
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert_eq!(run.status.code(), Some(0), "{stdout}");
     assert!(
@@ -47,6 +96,7 @@ fn the_real_gguf_model_deploys_with_a_plain_pass_on_its_chat_prompt() {
         )),
         "{md}"
     );
+    md
 }
 
 #[cfg(feature = "tokenizer")]

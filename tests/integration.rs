@@ -25,6 +25,7 @@ mod deploy_optimize;
 mod deploy_padding_property;
 mod deploy_real_model;
 mod deploy_scope;
+mod deploy_weights;
 mod hardening;
 mod llama1b;
 mod print;

@@ -20,6 +20,7 @@ use skillc_runtime::model::gguf::GgufError;
 use skillc_runtime::model::prompt::{ModelText, PromptError, PromptInput};
 use skillc_runtime::model::source::ModelSource;
 use skillc_runtime::phase::DeployPhase;
+use skillc_runtime::xdna2::packing::UnknownWeightPath;
 
 use super::bundle_file;
 use super::progress::Display;
@@ -79,9 +80,17 @@ pub struct Args {
     /// Plant a fault in the NPU path (tests of the gates): gemm-n-not-multiple,
     /// drop-qkv-bias, no-llama3-rope, skip-qk-norm, l1-overflow,
     /// decode-rope-off-by-one, kv-wrong-slot, stale-kv, gqa-mapping,
-    /// drop-lm-head-partition.
+    /// drop-lm-head-partition, silu-for-gelu, window-off-by-one, and on the
+    /// 4-bit weight path packed-nibble-order.
     #[arg(long = "plant", value_name = "FAULT", hide = true)]
     pub plant: Vec<String>,
+    /// Which weights the decode GEMVs read: `packed` keeps a GGUF's Q4_0/Q4_1
+    /// blocks as stored (unpacked inside the GEMV) wherever the plan allows it
+    /// and is refused on a model with no 4-bit weights; `bf16` rounds every
+    /// weight to bf16 once; `auto` is `packed` on a 4-bit model, `bf16`
+    /// otherwise.
+    #[arg(long, value_name = "PATH", default_value = "auto", value_parser = ["auto", "bf16", "packed"])]
+    pub weights: String,
     /// Stop after this phase (0-7); the verdict is FAIL at gate `stop-after`.
     #[arg(long, value_name = "PHASE", value_parser = stop_after_parser())]
     pub stop_after: Option<DeployPhase>,
@@ -102,6 +111,8 @@ enum CommandError {
     Bundle(#[from] bundle_file::BundleFileError),
     #[error(transparent)]
     Fault(#[from] UnknownFault),
+    #[error(transparent)]
+    WeightPath(#[from] UnknownWeightPath),
     #[error("--prompt-ids: `{0}` is not a token id (expected e.g. 128000,791,6864)")]
     PromptIds(String),
     #[error(transparent)]
@@ -166,6 +177,7 @@ fn execute(args: &Args) -> Result<ExitCode, CommandError> {
         registry: args.registry.clone(),
         fixtures: args.fixtures.clone().or_else(default_fixtures),
         stop_after: args.stop_after,
+        weights: args.weights.parse()?,
         bundle_notes,
     };
     let outcome = exec::deploy(&bundle, &options, &mut progress)?;

@@ -100,6 +100,7 @@ pub fn deploy_seeded(
         registry: None,
         fixtures: Some(repo("../shared/fixtures")),
         stop_after: None,
+        weights: Default::default(),
         bundle_notes: Vec::new(),
     };
     exec::deploy(bundle, &options, &mut Silent).expect("the run gets far enough to report")

@@ -19,7 +19,9 @@ use crate::xdna2::builder::{plan_for, PlanError};
 use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
 use crate::xdna2::interpreter::NpuPath;
-use crate::xdna2::kernels::{GemmSpec, GemmTile, GemvTile, Herd, Precision, QkvLayout};
+use crate::xdna2::kernels::{
+    GemmSpec, GemmTile, GemvTile, Herd, PackedFormat, Precision, QkvLayout,
+};
 use crate::xdna2::plan::{Launch, Phase, Plan, PlanOptions, Step};
 
 /// Prefill rows and decode context the plans are built and timed at, like the
@@ -47,6 +49,11 @@ pub struct Design {
     /// By site key (`gemm 2048x2048x512`).
     pub tilings: BTreeMap<String, Tiling>,
     pub path: NpuPath,
+    /// The decode GEMV weight buffers read in their stored 4-bit blocks, by
+    /// buffer name (the 4-bit weight path's decision, `xdna2::packing`); empty
+    /// on the bf16 path.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub packed: BTreeMap<String, PackedFormat>,
 }
 
 /// Why a design cannot be built into plans or cannot take a change.
@@ -97,6 +104,7 @@ impl Design {
             options: baseline_options(),
             tilings: BTreeMap::new(),
             path: NpuPath::CORRECT,
+            packed: BTreeMap::new(),
         }
     }
 
@@ -125,6 +133,9 @@ impl Design {
     ) -> Result<Plan, DesignError> {
         let mut plan = plan_for(model, arch, device, phase, seq_len, &self.options)?;
         for launch in launches_mut(&mut plan) {
+            if let (Phase::Decode, Launch::Gemv { w, spec, .. }) = (phase, &mut *launch) {
+                spec.packed = self.packed.get(w.as_str()).copied();
+            }
             if let Some(t) = self.tilings.get(&site_key(launch)) {
                 apply_tiling(launch, t);
             }

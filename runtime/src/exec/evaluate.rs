@@ -28,7 +28,6 @@ use super::checks::verify::{reference_runs, verify_npu};
 use super::design::{self, fingerprint, Plans};
 use super::{files, DeployError};
 use crate::model::source::ModelSource;
-use crate::model::Model;
 use crate::ops::OpKind;
 use crate::phase::DeployPhase;
 use crate::xdna2::device::Device;
@@ -109,7 +108,12 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
     };
     let model = source
         .load(arch.clone(), seed)
-        .map(Model::for_bf16_path)
+        .map(|m| match plan.design.packed.is_empty() {
+            // The weights the deployment ran on: rounded to bf16, or the
+            // stored 4-bit blocks its packed GEMVs read.
+            true => m.for_bf16_path(),
+            false => m,
+        })
         .map_err(|source| DeployError::EvaluatedModel {
             doing: "loaded",
             source: Box::new(source),

@@ -42,6 +42,9 @@ pub enum Fault {
     /// Sliding-window layers attend over one position more than their window
     /// (prefill's mask and decode's KV window).
     WindowOffByOne,
+    /// The packed 4-bit GEMV reads each byte's two nibbles in the wrong order
+    /// (the 4-bit weight path only; not in [`Fault::ALL`], the bf16 matrix).
+    PackedNibbleOrder,
 }
 
 impl Fault {
@@ -59,6 +62,10 @@ impl Fault {
         Fault::SiluForGelu,
         Fault::WindowOffByOne,
     ];
+
+    /// The faults of the 4-bit weight path, which only a model with packed
+    /// GEMVs can carry.
+    pub const PACKED: [Fault; 1] = [Fault::PackedNibbleOrder];
 
     /// The faults of the decode side, which only the decode gates can see.
     pub const DECODE: [Fault; 5] = [
@@ -83,6 +90,7 @@ impl Fault {
             Fault::DropLmHeadPartition => "drop-lm-head-partition",
             Fault::SiluForGelu => "silu-for-gelu",
             Fault::WindowOffByOne => "window-off-by-one",
+            Fault::PackedNibbleOrder => "packed-nibble-order",
         }
     }
 
@@ -105,6 +113,9 @@ impl Fault {
             Fault::WindowOffByOne => {
                 "sliding-window layers attend over one position more than their window"
             }
+            Fault::PackedNibbleOrder => {
+                "the packed 4-bit GEMV reads each byte's high nibble as the block's first weight"
+            }
         }
     }
 }
@@ -119,7 +130,8 @@ impl Fault {
             Fault::GemmNNotMultiple
             | Fault::L1Overflow
             | Fault::NoLlama3Rope
-            | Fault::SiluForGelu => DeployPhase::Kernels,
+            | Fault::SiluForGelu
+            | Fault::PackedNibbleOrder => DeployPhase::Kernels,
             Fault::DropQkvBias | Fault::SkipQkNorm | Fault::WindowOffByOne => DeployPhase::Block,
             Fault::DecodeRopeOffByOne | Fault::KvWrongSlot | Fault::StaleKv | Fault::GqaMapping => {
                 DeployPhase::Model
@@ -135,6 +147,7 @@ impl Fault {
             Fault::L1Overflow => "placement gemm",
             Fault::NoLlama3Rope => "kernel rope",
             Fault::SiluForGelu => "kernel silu_mul",
+            Fault::PackedNibbleOrder => "kernel gemv",
             Fault::DropQkvBias | Fault::SkipQkNorm | Fault::WindowOffByOne => "block cosine",
             Fault::DecodeRopeOffByOne | Fault::KvWrongSlot | Fault::StaleKv | Fault::GqaMapping => {
                 "verify: teacher-forced logits"
@@ -168,7 +181,7 @@ impl fmt::Display for Fault {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown fault `{0}` (known: {known})", known = Fault::ALL.map(Fault::name).join(", "))]
+#[error("unknown fault `{0}` (known: {known}, {packed})", known = Fault::ALL.map(Fault::name).join(", "), packed = Fault::PACKED.map(Fault::name).join(", "))]
 pub struct UnknownFault(pub String);
 
 impl FromStr for Fault {
@@ -177,6 +190,7 @@ impl FromStr for Fault {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Fault::ALL
             .into_iter()
+            .chain(Fault::PACKED)
             .find(|f| f.name() == s)
             .ok_or_else(|| UnknownFault(s.to_string()))
     }
@@ -188,7 +202,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for fault in Fault::ALL {
+        for fault in Fault::ALL.into_iter().chain(Fault::PACKED) {
             assert_eq!(fault.name().parse::<Fault>(), Ok(fault));
             let json = serde_json::to_string(&fault).unwrap();
             assert_eq!(json, format!("\"{}\"", fault.name()));

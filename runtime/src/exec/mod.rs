@@ -92,6 +92,9 @@ pub struct DeployOptions {
     /// The transformers fixtures (`shared/fixtures`) that prove, path by path, a
     /// model without transformers outputs of its own; none: every path unproven.
     pub fixtures: Option<PathBuf>,
+    /// Which weights the decode GEMVs read: the 4-bit blocks as stored where
+    /// the packing decision allows it, or bf16 (`xdna2::packing`).
+    pub weights: crate::xdna2::packing::WeightPath,
     /// What the caller found wrong with the bundle and ran anyway (files changed
     /// since it was built, texts shortened), for the report.
     pub bundle_notes: Vec<String>,

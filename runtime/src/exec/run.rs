@@ -72,6 +72,9 @@ pub(crate) struct Run<'a, S = Loaded> {
     pub verified: BTreeMap<String, String>,
     /// This model's kernel shapes, by kernel (phase 1).
     pub model_shapes: steps::ModelShapes,
+    /// The decode GEMV buffers the 4-bit weight path can pack (phase 1), also
+    /// on a run that keeps bf16, for modeling both paths.
+    pub packable: BTreeMap<String, crate::xdna2::kernels::PackedFormat>,
 }
 
 /// A run before phase 0 has loaded a model, or after phase 6 released it.
@@ -128,6 +131,7 @@ impl<'a> Run<'a, Unloaded> {
             texts: Vec::new(),
             diagnosis: Vec::new(),
             feature_proofs: Vec::new(),
+            weight_path: None,
             verified: BTreeMap::new(),
             performance: None,
             verdict: Verdict::Fail,
@@ -156,6 +160,7 @@ impl<'a> Run<'a, Unloaded> {
             tiling_sources: BTreeMap::new(),
             verified: BTreeMap::new(),
             model_shapes: steps::ModelShapes::new(),
+            packable: BTreeMap::new(),
         }
     }
 }
@@ -178,6 +183,7 @@ impl<'a, S> Run<'a, S> {
             tiling_sources,
             verified,
             model_shapes,
+            packable,
         } = self;
         let run = Run {
             bundle,
@@ -194,6 +200,7 @@ impl<'a, S> Run<'a, S> {
             tiling_sources,
             verified,
             model_shapes,
+            packable,
         };
         (run, held)
     }

@@ -11,6 +11,7 @@
 //! the atol (the registry's rtol stays for the bf16 output).
 
 use super::harness::{draws, Harness, HarnessError, KernelRun, RunOutcome};
+use super::kernels::gemv_q4::NibbleOrder;
 use super::kernels::{gemv_q4, GemvSpec, Kernel, KernelError, Precision};
 use super::numerics::{self, cosine, Tolerance};
 use crate::bf16;
@@ -28,16 +29,29 @@ impl Harness<'_> {
         spec: &GemvSpec,
         w: &PackedRows,
     ) -> Result<KernelRun, HarnessError> {
-        self.check_packed_gemv_against(spec, w, w)
+        self.check_packed_gemv_against(spec, w, w, NibbleOrder::Gguf)
     }
 
-    /// [`Self::check_packed_gemv`] with the kernel reading `kernel_w` and the
-    /// reference `reference_w` (the same matrix unless a test plants a fault).
+    /// [`Self::check_packed_gemv`] with the kernel reading the nibbles in
+    /// `order` (a planted fault swaps them; the reference never does).
+    pub fn check_packed_gemv_ordered(
+        &self,
+        spec: &GemvSpec,
+        w: &PackedRows,
+        order: NibbleOrder,
+    ) -> Result<KernelRun, HarnessError> {
+        self.check_packed_gemv_against(spec, w, w, order)
+    }
+
+    /// [`Self::check_packed_gemv`] with the kernel reading `kernel_w` in
+    /// `order` and the reference `reference_w` (the same matrix unless a test
+    /// plants a fault).
     pub(crate) fn check_packed_gemv_against(
         &self,
         spec: &GemvSpec,
         kernel_w: &PackedRows,
         reference_w: &PackedRows,
+        order: NibbleOrder,
     ) -> Result<KernelRun, HarnessError> {
         let g = spec;
         let x = draws(self.seed, "gemv-x", g.k, 1.0);
@@ -62,7 +76,14 @@ impl Harness<'_> {
                 *y += bf16::to_f32(b);
             }
         }
-        let out = match gemv_q4::gemv_q4(self.device, spec, kernel_w, &x, residual.as_deref()) {
+        let out = match gemv_q4::gemv_q4_ordered(
+            self.device,
+            spec,
+            kernel_w,
+            &x,
+            residual.as_deref(),
+            order,
+        ) {
             Ok(out) => bf16::to_f32_vec(&out),
             Err(KernelError::Refused { violations, .. }) => {
                 return Ok(run(RunOutcome::Refused(violations)))
@@ -147,11 +168,17 @@ mod tests {
         bytes[3] = 0;
         let planted = PackedRows::owned(WeightFormat::Q4_1, m, k, bytes);
         let run = harness
-            .check_packed_gemv_against(&spec, &planted, &w)
+            .check_packed_gemv_against(&spec, &planted, &w, NibbleOrder::Gguf)
             .unwrap();
         let comparison = run.comparison().expect("ran");
         assert!(!run.passed());
         assert_eq!(comparison.first_mismatch, Some(0), "{comparison:?}");
+
+        // The nibbles of every byte read in the wrong order: caught.
+        let run = harness
+            .check_packed_gemv_ordered(&spec, &w, NibbleOrder::Swapped)
+            .unwrap();
+        assert!(!run.passed(), "{run:?}");
     }
 
     #[test]

@@ -14,8 +14,54 @@ use serde::{Deserialize, Serialize};
 use super::device::Device;
 use super::interpreter::weights::{resolve_packed, TensorIndex};
 use super::kernels::PackedFormat;
-use super::plan::{Launch, Phase, Plan, Step};
+use super::plan::{Launch, Phase, Plan, Step, WeightSource};
+use crate::model::quant::WeightFormat;
 use crate::model::weights::Weights;
+
+/// Which weights a deployment's decode GEMVs read (`skillc deploy --weights`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WeightPath {
+    /// Packed wherever the decision packs a buffer, bf16 elsewhere (and
+    /// everywhere on a model with no 4-bit weights).
+    #[default]
+    Auto,
+    /// Every GEMV on bf16 weights (a 4-bit model's rounded to bf16 once).
+    Bf16,
+    /// As `Auto`, but a model with no 4-bit weights is refused.
+    Packed,
+}
+
+impl WeightPath {
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightPath::Auto => "auto",
+            WeightPath::Bf16 => "bf16",
+            WeightPath::Packed => "packed",
+        }
+    }
+}
+
+impl std::fmt::Display for WeightPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown weight path `{0}` (known: auto, bf16, packed)")]
+pub struct UnknownWeightPath(pub String);
+
+impl std::str::FromStr for WeightPath {
+    type Err = UnknownWeightPath;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [WeightPath::Auto, WeightPath::Bf16, WeightPath::Packed]
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| UnknownWeightPath(s.to_string()))
+    }
+}
 
 /// What the decision found for one GEMV weight buffer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,6 +121,22 @@ pub fn pack_decode_gemvs(
         }
     }
     choices.into_values().collect()
+}
+
+/// True when some tensor is stored in a 4-bit block format the packed GEMV reads.
+pub fn stores_four_bit(weights: &Weights) -> bool {
+    weights
+        .tensors()
+        .iter()
+        .any(|t| PackedFormat::of(t.format()).is_some())
+}
+
+/// The format layer 0's tensor of weight buffer `buffer` is stored in.
+pub fn stored_format(plan: &Plan, buffer: &str, index: &TensorIndex<'_>) -> Option<WeightFormat> {
+    let Some(WeightSource::Tensor { name, .. }) = &plan.buffers.get(buffer)?.source else {
+        return None;
+    };
+    index.get(&name.replace("{layer}", "0")).map(|t| t.format())
 }
 
 fn decide(

@@ -164,6 +164,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
             registry: None,
             fixtures: crate::cli::deploy::default_fixtures(),
             stop_after: None,
+            weights: Default::default(),
             bundle_notes: bundle_notes.clone(),
         };
         let load = load_average();

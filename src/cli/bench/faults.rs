@@ -146,6 +146,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
                 registry: None,
                 fixtures: Some(args.fixtures.clone()),
                 stop_after: stop,
+                weights: Default::default(),
                 bundle_notes: notes.clone(),
             };
             let outcome = exec::deploy(&bundle, &options, &mut progress).map_err(|source| {

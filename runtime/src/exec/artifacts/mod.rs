@@ -10,6 +10,7 @@ pub mod record;
 pub mod registry;
 pub mod report_md;
 pub mod trajectory;
+pub mod weight_path;
 
 use std::path::Path;
 

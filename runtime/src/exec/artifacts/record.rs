@@ -306,6 +306,9 @@ pub struct DeployReport {
     /// fixtures that prove it (phase 0).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub feature_proofs: Vec<crate::exec::checks::features::FeatureProof>,
+    /// Which weights the decode GEMVs read, for a model with 4-bit weights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_path: Option<super::weight_path::WeightPathRecord>,
     /// Numerics fingerprints that passed verification, with how each was verified.
     pub verified: BTreeMap<String, String>,
     pub performance: Option<Performance>,

@@ -76,6 +76,10 @@ pub fn render(r: &DeployReport) -> String {
         render_padding(&mut out, choice);
     }
     render_texts(&mut out, r);
+    if let Some(record) = &r.weight_path {
+        out.push_str(&super::weight_path::render(record));
+        out.push('\n');
+    }
     if let Some(perf) = &r.performance {
         render_performance(&mut out, perf);
     }
@@ -163,7 +167,11 @@ fn render_texts(out: &mut String, r: &DeployReport) {
     }
     let cell = |t: &str| t.replace('|', "\\|").replace('\n', "⏎");
     let _ = writeln!(out, "## Text\n");
-    let _ = writeln!(out, "| prompt | text | CPU oracle | NPU path |");
+    let npu = match &r.weight_path {
+        Some(w) if w.buffers.iter().any(|b| b.packed.is_some()) => "NPU path (4-bit packed GEMVs)",
+        _ => "NPU path",
+    };
+    let _ = writeln!(out, "| prompt | text | CPU oracle | {npu} |");
     let _ = writeln!(out, "|---|---|---|---|");
     for t in &r.texts {
         let _ = writeln!(

@@ -2,7 +2,9 @@
 //! kernel harness ([`crate::xdna2::harness`]) at its validation shape, on the
 //! model's layer-0 weights (with the plan's setup transforms) and the RoPE table the
 //! NPU path uses, at the kernel's registry tolerance; the result as the kernel
-//! registry records it.
+//! registry records it. A packed 4-bit GEMV runs on layer 0's stored blocks
+//! against the oracle's product on their exact dequantized values
+//! (`harness_packed`).
 
 use std::borrow::Cow;
 
@@ -14,7 +16,8 @@ use crate::xdna2::device::Device;
 use crate::xdna2::harness::{
     tolerance_of, Harness, HarnessError, KernelRun, RunOutcome, Scale, WeightOperands, WeightRole,
 };
-use crate::xdna2::interpreter::weights::{resolve, TensorIndex};
+use crate::xdna2::interpreter::weights::{resolve, resolve_packed, TensorIndex};
+use crate::xdna2::kernels::gemv_q4::NibbleOrder;
 use crate::xdna2::plan::{Launch, Plan};
 
 /// What phase 1 needs to run one launch.
@@ -26,6 +29,8 @@ pub struct ValidationContext<'a, 'm> {
     /// The RoPE table the NPU path uses.
     pub lut: &'a [u16],
     pub seed: u64,
+    /// How the packed GEMV reads a block's nibbles (a planted fault swaps them).
+    pub nibbles: NibbleOrder,
 }
 
 /// The result of one kernel validation.
@@ -81,7 +86,17 @@ pub fn validate(
         rope_table: Some(ctx.lut),
         seed: ctx.seed,
     };
-    let run = harness.check(launch, tolerance_of(launch), Scale::Validation)?;
+    let run = match launch {
+        Launch::Gemv { w, spec, .. } if spec.packed.is_some() => {
+            let rows =
+                resolve_packed(ctx.plan, w, 0, ctx.index).map_err(|e| HarnessError::Weight {
+                    buffer: w.clone(),
+                    message: e.to_string(),
+                })?;
+            harness.check_packed_gemv_ordered(spec, rows, ctx.nibbles)?
+        }
+        _ => harness.check(launch, tolerance_of(launch), Scale::Validation)?,
+    };
     Ok(registry_check(run))
 }
 

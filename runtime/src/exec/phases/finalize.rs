@@ -109,6 +109,7 @@ pub(crate) fn run(
         calibration_error,
     });
     run.report.verified = run.verified.clone();
+    super::weight_path::model_both_paths(run, &run.calibration_note())?;
 
     let reloaded: Option<ProductionPlan> = std::fs::read_to_string(&plan_path)
         .ok()

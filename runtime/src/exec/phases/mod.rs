@@ -14,5 +14,6 @@ pub(crate) mod phase3;
 pub(crate) mod phase7;
 pub(crate) mod prompts;
 pub(crate) mod steps;
+pub(crate) mod weight_path;
 
 pub use crate::phase::DeployPhase;

@@ -229,12 +229,16 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
     let (origin, recorded) = origin(run, OpKind::LoadWeights);
     let seed = run.options.seed;
     // Packed (GGUF) weights run on the bf16 path as their bf16 rounding, and so
-    // does the oracle of every later gate (the same weights on both sides);
-    // phase 0's transformers match reads the exact values (`compare`).
+    // does the oracle of every later gate (the same weights on both sides); on
+    // the 4-bit path they stay as stored (`weight_path::model_for`). Phase 0's
+    // transformers match reads the exact values (`compare`).
     let result = ModelSource::locate(&run.options.model_dir)
         .map_err(ModelError::from)
-        .and_then(|s| s.load(arch, Some(seed)))
-        .map(Model::for_bf16_path);
+        .and_then(|s| s.load(arch, Some(seed)));
+    let result = match result {
+        Ok(model) => Ok(super::weight_path::model_for(run.options.weights, model)?),
+        Err(e) => Err(e),
+    };
     let (source, params) = match &result {
         Ok(m) => match &m.origin {
             WeightOrigin::Checkpoint { .. } | WeightOrigin::Gguf { .. } => (

@@ -100,6 +100,10 @@ pub struct Defects {
     /// in prefill (flash attention's mask) and in decode.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub window_off_by_one: bool,
+    /// The packed 4-bit GEMV reads each byte's nibbles in the wrong order
+    /// (weight `j + 16` of a block where weight `j` belongs, and back).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub packed_nibble_order: bool,
 }
 
 impl Defects {
@@ -111,6 +115,7 @@ impl Defects {
         drop_lm_head_partition: false,
         silu_for_gelu: false,
         window_off_by_one: false,
+        packed_nibble_order: false,
     };
 
     pub fn none(&self) -> bool {

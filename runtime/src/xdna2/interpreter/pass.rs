@@ -14,7 +14,8 @@ use super::{ExecError, Interpreter};
 use crate::bf16;
 use crate::model::oracle::{blocks, linear};
 use crate::xdna2::kernels::{
-    self, gemv_q4, EltwiseSpec, FlashAttentionSpec, Herd, KernelError, NormSpec, RopeSpec,
+    self, gemv_q4, gemv_q4::NibbleOrder, EltwiseSpec, FlashAttentionSpec, Herd, KernelError,
+    NormSpec, RopeSpec,
 };
 use crate::xdna2::plan::{Buffer, HostOp, Launch, Phase, Plan, Step, Transform, WeightSource};
 
@@ -234,7 +235,9 @@ impl<'m> Pass<'_, 'm> {
                     .transpose()?;
                 let y = if spec.packed.is_some() {
                     let packed = resolve_packed(self.plan, w, self.layer, &self.model.index)?;
-                    gemv_q4::gemv_q4(d, spec, packed, &xv, r.as_deref()).map_err(err)?
+                    let order = NibbleOrder::of(self.model.path.defects.packed_nibble_order);
+                    gemv_q4::gemv_q4_ordered(d, spec, packed, &xv, r.as_deref(), order)
+                        .map_err(err)?
                 } else {
                     let wb = self.full_weight(w, spec.m * spec.k)?;
                     kernels::gemv(d, spec, &wb, &xv, r.as_deref()).map_err(err)?

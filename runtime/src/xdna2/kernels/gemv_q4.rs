@@ -98,6 +98,27 @@ pub fn label(spec: &GemvSpec) -> String {
     }
 }
 
+/// The order in which a block's 16 bytes hold its 32 nibbles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NibbleOrder {
+    /// llama.cpp's: byte `j` holds weight `j` (low nibble) and `j + 16` (high).
+    Gguf,
+    /// A planted fault (`packed-nibble-order`): the high nibble read as
+    /// weight `j` and the low one as `j + 16`.
+    Swapped,
+}
+
+impl NibbleOrder {
+    /// `Swapped` when the planted fault is on.
+    pub fn of(swapped: bool) -> Self {
+        if swapped {
+            NibbleOrder::Swapped
+        } else {
+            NibbleOrder::Gguf
+        }
+    }
+}
+
 /// `y = W·x (+ residual)`, bf16 out, with `w` the packed rows (`m × k`).
 pub fn gemv_q4(
     device: &Device,
@@ -105,6 +126,18 @@ pub fn gemv_q4(
     w: &PackedRows,
     x: &[u16],
     residual: Option<&[u16]>,
+) -> Result<Vec<u16>, KernelError> {
+    gemv_q4_ordered(device, spec, w, x, residual, NibbleOrder::Gguf)
+}
+
+/// [`gemv_q4`] reading the nibbles in `order`.
+pub fn gemv_q4_ordered(
+    device: &Device,
+    spec: &GemvSpec,
+    w: &PackedRows,
+    x: &[u16],
+    residual: Option<&[u16]>,
+    order: NibbleOrder,
 ) -> Result<Vec<u16>, KernelError> {
     refuse_if_any(Kernel::Gemv, spec.check(device))?;
     let g = spec;
@@ -128,7 +161,7 @@ pub fn gemv_q4(
         .enumerate()
         .for_each(|(task, out)| {
             let first = task * ROWS_PER_TASK;
-            let rows = unpack_rows(w, first, out.len());
+            let rows = unpack_rows(w, first, out.len(), order);
             rows_dot(&rows, g.k, segment, &x32, out);
         });
     Ok(y.iter()
@@ -139,12 +172,18 @@ pub fn gemv_q4(
 
 /// Rows `first..first + count` unpacked block by block into bf16 vectors, as
 /// the vector unit forms them before the multiply.
-fn unpack_rows(w: &PackedRows, first: usize, count: usize) -> Vec<u16> {
+fn unpack_rows(w: &PackedRows, first: usize, count: usize, order: NibbleOrder) -> Vec<u16> {
     let k = w.cols();
     let mut values = vec![0.0f32; k];
     let mut bits = Vec::with_capacity(count * k);
     for r in first..first + count {
         w.row_values(r, &mut values);
+        if order == NibbleOrder::Swapped {
+            for block in values.chunks_exact_mut(BLOCK) {
+                let (low, high) = block.split_at_mut(BLOCK / 2);
+                low.swap_with_slice(high);
+            }
+        }
         bits.extend(values.iter().map(|&v| bf16::from_f32(v)));
     }
     bits
@@ -182,7 +221,7 @@ pub(crate) mod tests {
             .map(|i| bf16::from_f32(((i * 37 % 101) as f32 - 50.0) / 25.0))
             .collect();
         let packed = gemv_q4(&device, &spec, &w, &x, None).unwrap();
-        let rounded = unpack_rows(&w, 0, m);
+        let rounded = unpack_rows(&w, 0, m, NibbleOrder::Gguf);
         let bf16_spec = GemvSpec {
             packed: None,
             ..spec

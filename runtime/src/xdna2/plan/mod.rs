@@ -468,9 +468,8 @@ impl Launch {
     pub fn shape_label(&self) -> String {
         match self {
             Launch::Gemm { spec, .. } => format!("{}x{}x{}", spec.m, spec.k, spec.n),
-            Launch::Gemv { spec, .. } | Launch::GemvSwiglu { spec, .. } => {
-                format!("{}x{}", spec.m, spec.k)
-            }
+            Launch::Gemv { spec, .. } => super::kernels::gemv_q4::label(spec),
+            Launch::GemvSwiglu { spec, .. } => format!("{}x{}", spec.m, spec.k),
             Launch::Rmsnorm { spec, .. }
             | Launch::QkRmsnorm { spec, .. }
             | Launch::Softmax { spec, .. } => {

@@ -35,6 +35,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     if let Some(end) = place_dimensions(run, rec)? {
         return Ok(end);
     }
+    super::weight_path::decide(run, rec)?;
     let plans = match plans_or_fail(run, rec, OpKind::EnumerateKernels) {
         Ok(plans) => plans,
         Err(end) => return Ok(*end),

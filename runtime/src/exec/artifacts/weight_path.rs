@@ -1,0 +1,111 @@
+//! The report's weight-path section: which weights each decode GEMV buffer
+//! reads (the 4-bit blocks as stored, or bf16, and why), the bytes a decode
+//! token streams through it, and the modeled decode of the packed plan beside
+//! the bf16 plan of the same design, both timed in the same run. Present only
+//! for a model that stores 4-bit weights; a bf16 model's report has none.
+
+use std::fmt::Write;
+
+use serde::{Deserialize, Serialize};
+
+use super::record::ContextDecode;
+use crate::xdna2::kernels::PackedFormat;
+use crate::xdna2::packing::WeightPath;
+
+/// The weight path of a run on a model with 4-bit weights.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WeightPathRecord {
+    /// What `--weights` asked for.
+    pub asked: WeightPath,
+    /// One row per decode GEMV weight buffer, by name.
+    pub buffers: Vec<BufferWeights>,
+    /// The production design's modeled decode on both paths (phase 6).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decode: Vec<PathDecode>,
+    /// The cost model's calibration note, and what it does not cover.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub calibration: String,
+}
+
+/// One decode GEMV weight buffer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BufferWeights {
+    pub buffer: String,
+    /// `576x576`.
+    pub shape: String,
+    /// The format layer 0's tensor is stored in (`Q4_1`, `Q8_0`, ...).
+    pub stored: String,
+    /// The packed format the GEMV reads, or `None` for bf16.
+    pub packed: Option<PackedFormat>,
+    /// Why bf16 when not packed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Weight bytes one decode token streams through this buffer, all layers,
+    /// on the production plan (phase 6).
+    #[serde(default)]
+    pub bytes_per_token: f64,
+}
+
+/// Modeled decode of one weight path at one context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathDecode {
+    /// `packed` or `bf16`.
+    pub path: String,
+    pub decode: ContextDecode,
+    /// Weight bytes of every GEMV of one decode token.
+    pub gemv_bytes_per_token: f64,
+}
+
+/// The section's Markdown.
+pub fn render(record: &WeightPathRecord) -> String {
+    let mut md = String::new();
+    let packed = record.buffers.iter().filter(|b| b.packed.is_some()).count();
+    let _ = writeln!(
+        md,
+        "## Weight path\n\n`--weights {}`: {packed} of {} decode GEMV weight buffers read their stored 4-bit blocks (unpacked to bf16 inside the GEMV), the others a bf16 copy. Prefill's GEMMs read the bf16 rounding of every weight. The gates compare against the CPU oracle on the exact dequantized weights (`w = d·q + m` from the same bytes).\n",
+        record.asked,
+        record.buffers.len()
+    );
+    md.push_str("| buffer | shape | stored | GEMV reads | why | bytes per decode token |\n|---|---|---|---|---|---|\n");
+    for b in &record.buffers {
+        let reads = b
+            .packed
+            .map_or_else(|| "bf16".to_string(), |f| format!("packed {f}"));
+        let why = match (&b.packed, b.reason.as_str()) {
+            (Some(_), _) => "every layer stores it in one 4-bit format, as stored".to_string(),
+            (None, r) => r.replace('|', "\\|"),
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {reads} | {why} | {} |",
+            b.buffer,
+            b.shape,
+            b.stored,
+            byte_size(b.bytes_per_token)
+        );
+    }
+    if !record.decode.is_empty() {
+        md.push_str("\nModeled decode of the production design on both weight paths (one run, the same plans but for the GEMVs' weights):\n\n| weight path | context | GEMV weight bytes per token | modeled ms/token | modeled tok/s |\n|---|---|---|---|---|\n");
+        for d in &record.decode {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {:.2} | {:.1} |",
+                d.path,
+                d.decode.context,
+                byte_size(d.gemv_bytes_per_token),
+                d.decode.ms_per_token,
+                d.decode.tok_s
+            );
+        }
+        let _ = writeln!(md, "\n{}", record.calibration);
+    }
+    md
+}
+
+/// `1.23 MiB`, or KiB below one MiB (a test model's buffers are a few KiB).
+fn byte_size(bytes: f64) -> String {
+    match bytes / 1024.0 {
+        kib if kib < 1024.0 => format!("{kib:.1} KiB"),
+        kib => format!("{:.2} MiB", kib / 1024.0),
+    }
+}
