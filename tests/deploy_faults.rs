@@ -5,6 +5,7 @@
 //! fault has one.
 
 use crate::deploy_support;
+use skillc_runtime::phase::DeployPhase;
 
 use deploy_support::{
     deploy, deploy_seeded, fixture, llama1b, scratch, summary, with_test_lessons,
@@ -69,7 +70,10 @@ fn run(bundle: &Bundle, case: &Case, tag: &str) -> skillc_runtime::exec::DeployO
 /// also fail and be repaired on the way; that is not the fault).
 fn assert_caught(case: &Case, r: &skillc_runtime::exec::DeployReport) {
     let caught = r.gates().any(|(p, g)| {
-        !g.passed && p == case.phase && g.name.starts_with(case.gate) && g.metric == case.metric
+        !g.passed
+            && p.index() == case.phase
+            && g.name.starts_with(case.gate)
+            && g.metric == case.metric
     });
     assert!(
         caught,
@@ -101,7 +105,7 @@ fn with_the_llama1b_bundle_only_the_tiling_fault_is_repaired() {
         }
         assert_eq!(outcome.exit_code, 1, "{}", case.fault);
         let stop = r.stop.as_ref().expect("a stop record");
-        assert_eq!(stop.phase, case.phase);
+        assert_eq!(stop.phase.index(), case.phase);
         assert!(stop.gate.starts_with(case.gate), "{}", stop.gate);
         assert_eq!(stop.metric, case.metric);
         insta::assert_snapshot!(format!("reported_{}", case.fault), summary(r));
@@ -194,12 +198,12 @@ fn decode_faults_are_stopped_by_the_teacher_forced_gate_on_every_fixture() {
             let stop = r.stop.as_ref().expect("a stop record");
             assert_eq!(
                 (stop.phase, stop.gate.as_str()),
-                (3, "verify: teacher-forced logits"),
+                (DeployPhase::Model, "verify: teacher-forced logits"),
                 "{fault} on {name}"
             );
             let gate = |wanted: &str| {
                 r.gates()
-                    .find(|(p, g)| *p == 3 && g.name == wanted)
+                    .find(|(p, g)| *p == DeployPhase::Model && g.name == wanted)
                     .map(|(_, g)| g.passed)
             };
             assert_eq!(
@@ -212,7 +216,7 @@ fn decode_faults_are_stopped_by_the_teacher_forced_gate_on_every_fixture() {
                 Some(false),
                 "{fault}"
             );
-            for phase in [1, 2] {
+            for phase in [DeployPhase::Kernels, DeployPhase::Block] {
                 let status = r.phases.iter().find(|p| p.index == phase).map(|p| p.status);
                 assert_eq!(status, Some(PhaseStatus::Passed), "{fault} on {name}");
             }
@@ -236,19 +240,22 @@ fn a_dropped_lm_head_partition_is_caught_by_the_phase_that_applies_it() {
             &[Fault::DropLmHeadPartition],
         );
         let r = &outcome.report;
-        let failed: Vec<(u8, &str, f64)> = r
+        let failed: Vec<(DeployPhase, &str, f64)> = r
             .gates()
             .filter(|(_, g)| !g.passed && g.metric == "logits_max_rel")
             .map(|(p, g)| (p, g.name.as_str(), g.value))
             .collect();
         assert!(
-            failed
-                .iter()
-                .any(|(p, g, v)| *p == 5 && g.contains("partition-lm-head") && *v > 0.2),
+            failed.iter().any(|(p, g, v)| *p == DeployPhase::Decode
+                && g.contains("partition-lm-head")
+                && *v > 0.2),
             "{name}: {failed:?}\n{}",
             summary(r)
         );
-        assert!(failed.iter().all(|(p, _, _)| *p == 5), "{name}: {failed:?}");
+        assert!(
+            failed.iter().all(|(p, _, _)| *p == DeployPhase::Decode),
+            "{name}: {failed:?}"
+        );
         let reverted = r.phases.iter().flat_map(|p| &p.steps).any(|s| {
             s.op == "partition-lm-head"
                 && matches!(&s.outcome, StepOutcome::Reverted { why } if why.starts_with("verification fails"))
@@ -282,7 +289,7 @@ fn missing_llama3_scaling_is_caught_without_transformers_and_inert_without_scali
     let r = &outcome.report;
     assert_eq!(outcome.exit_code, 1, "{}", summary(r));
     let stop = r.stop.as_ref().expect("a stop record");
-    assert_eq!(stop.phase, 1, "{}", summary(r));
+    assert_eq!(stop.phase, DeployPhase::Kernels, "{}", summary(r));
     assert!(stop.gate.starts_with("kernel rope"), "{}", stop.gate);
     for name in ["qwen25-tiny", "qwen3-tiny", "smollm2-tiny"] {
         let out = scratch(&format!("rope-inert-{name}"));
@@ -322,7 +329,7 @@ fn unplanted_random_weight_deployments_pass_the_decode_gates_with_three_seeds() 
             assert_eq!(outcome.exit_code, 0, "{name} seed {seed}:\n{}", summary(r));
             let failed: Vec<&str> = r
                 .gates()
-                .filter(|(p, g)| *p == 3 && !g.passed)
+                .filter(|(p, g)| *p == DeployPhase::Model && !g.passed)
                 .map(|(_, g)| g.name.as_str())
                 .collect();
             assert!(failed.is_empty(), "{name} seed {seed}: {failed:?}");

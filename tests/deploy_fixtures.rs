@@ -5,6 +5,7 @@
 //! `skillc check`, and a second run writes the same artifacts.
 
 use crate::deploy_support;
+use skillc_runtime::phase::DeployPhase;
 
 use deploy_support::{check, deploy, fixture, llama1b, scratch, summary};
 use skillc_runtime::exec::artifacts::record::{PhaseStatus, Verdict};
@@ -47,7 +48,7 @@ fn every_fixture_deploys_with_phase_0_gated_against_transformers() {
         );
         let transformers: Vec<_> = r
             .gates()
-            .filter(|(p, g)| *p == 0 && g.op.name() == "compare-reference")
+            .filter(|(p, g)| *p == DeployPhase::Reference && g.op.name() == "compare-reference")
             .collect();
         assert_eq!(
             transformers.len(),
@@ -180,7 +181,7 @@ fn without_the_padding_lesson_an_odd_model_stops_in_phase_1() {
     let stop = r.stop.as_ref().expect("the run stops");
     assert_eq!(
         (stop.phase, stop.gate.as_str()),
-        (1, "placement of the model's dimensions")
+        (DeployPhase::Kernels, "placement of the model's dimensions")
     );
     assert!(r.padding.is_none(), "nothing padded: {:?}", r.padding);
 }

@@ -6,6 +6,7 @@
 //! in the report, and writes the re-try in a phase-4 session of the run's trajectory.
 
 use crate::deploy_support;
+use skillc_runtime::phase::DeployPhase;
 
 use deploy_support::{check, deploy, llama1b, repo, scratch};
 use skillc_runtime::exec::artifacts::record::{StepOrigin, StepOutcome};
@@ -21,18 +22,22 @@ fn a_prefill_step_that_lost_in_phase_4_is_kept_when_re_tried_after_phase_5() {
     );
     let r = &outcome.report;
     assert_eq!(outcome.exit_code, 0, "{:?}", r.stop);
-    let gate = |phase: u8| {
+    let gate = |phase: DeployPhase| {
         r.gates()
             .find(|(p, g)| *p == phase && g.name.starts_with("last-token-lm-head"))
             .map(|(_, g)| (g.passed, g.value, g.threshold))
             .expect("a last-token-lm-head gate")
     };
-    let (kept_in_4, ..) = gate(4);
-    let (kept_in_5, after, before) = gate(5);
+    let (kept_in_4, ..) = gate(DeployPhase::Prefill);
+    let (kept_in_5, after, before) = gate(DeployPhase::Decode);
     assert!(!kept_in_4, "the unpartitioned GEMV loses in phase 4");
     assert!(kept_in_5 && after < before, "and wins after phase 5");
 
-    let phase4 = r.phases.iter().find(|p| p.index == 4).expect("phase 4");
+    let phase4 = r
+        .phases
+        .iter()
+        .find(|p| p.index == DeployPhase::Prefill)
+        .expect("phase 4");
     let record = phase4
         .steps
         .iter()
@@ -43,7 +48,11 @@ fn a_prefill_step_that_lost_in_phase_4_is_kept_when_re_tried_after_phase_5() {
         "{:?}",
         record.outcome
     );
-    let phase5 = r.phases.iter().find(|p| p.index == 5).expect("phase 5");
+    let phase5 = r
+        .phases
+        .iter()
+        .find(|p| p.index == DeployPhase::Decode)
+        .expect("phase 5");
     assert!(phase5.steps.iter().any(|s| s.op == "last-token-lm-head"
         && matches!(s.origin, StepOrigin::Derived { .. })
         && matches!(s.outcome, StepOutcome::Kept { .. })));

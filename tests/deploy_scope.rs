@@ -4,6 +4,7 @@
 //! usage problems exit 2 before any phase runs.
 
 use crate::deploy_support;
+use skillc_runtime::phase::DeployPhase;
 
 use deploy_support::{deploy, llama1b, repo, scratch, skillc};
 use skillc_runtime::exec::artifacts::record::{PhaseStatus, Verdict};
@@ -61,7 +62,7 @@ fn a_gemma_3_scale_the_kernels_cannot_express_is_refused_by_name() {
     let stop = outcome.report.stop.as_ref().expect("stop");
     assert_eq!(
         (stop.phase, stop.metric.as_str(), stop.value),
-        (0, "blockers", 1.0)
+        (DeployPhase::Reference, "blockers", 1.0)
     );
     assert!(
         stop.reason.contains("query_pre_attn_scalar") && stop.reason.contains("256.5"),

@@ -11,6 +11,7 @@ use crate::deploy_support;
 use deploy_support::{deploy, deploy_cli, fixture, llama1b, repo, scratch, summary};
 use skillc_runtime::exec::artifacts::record::Verdict;
 use skillc_runtime::exec::Fault;
+use skillc_runtime::phase::DeployPhase;
 use skillc_runtime::xdna2::kernels::PackedFormat;
 use skillc_runtime::xdna2::packing::WeightPath;
 
@@ -37,7 +38,9 @@ fn a_q4_1_model_deploys_on_the_packed_path_and_the_report_names_its_buffers() {
     // weights, as its own registry site.
     let gates: Vec<&str> = r
         .gates()
-        .filter(|(phase, g)| *phase == 1 && g.passed && g.name.ends_with(" q4_1"))
+        .filter(|(phase, g)| {
+            *phase == DeployPhase::Kernels && g.passed && g.name.ends_with(" q4_1")
+        })
         .map(|(_, g)| g.name.as_str())
         .collect();
     assert_eq!(

@@ -3,6 +3,7 @@
 //! text and the same graph, on every committed trajectory, on the front end's test
 //! trajectories and on what the run-trajectory writer of `skillc deploy` writes.
 
+use skillc_runtime::phase::DeployPhase;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value as Json;
@@ -191,7 +192,11 @@ fn what_the_run_trajectory_writer_writes_prints_back_to_itself() {
         "a\\b\nnew line",
         "pass",
     );
-    w.session("2026-12-01T15:40Z", 1, "kernels: \"all\" of them");
+    w.session(
+        "2026-12-01T15:40Z",
+        DeployPhase::Kernels,
+        "kernels: \"all\" of them",
+    );
     let params = [
         ("kernel".to_string(), Value::Text("gemm".into())),
         ("tile".to_string(), Value::IntList(vec![64, 256, 32, 32])),

@@ -8,6 +8,7 @@
 //! applies to the next.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -128,8 +129,8 @@ pub struct DeadEnd {
     pub id: String,
     pub op: OpKind,
     pub params: BTreeMap<String, Value>,
-    /// `reverted by <entry>`, `superseded by <entry>` or `failed`.
-    pub outcome: String,
+    /// `reverted by <entry>`, `superseded by <entry>` or `failed` in `bundle.json`.
+    pub outcome: DeadEndOutcome,
     /// The failed check as a pattern the executor can match, when it had a threshold.
     pub symptom: Option<Symptom>,
     /// Checks that failed after the action, in trajectory notation.
@@ -219,6 +220,86 @@ pub struct Gate {
     pub provenance: Vec<Provenance>,
 }
 
+/// How an abandoned action ended, written `reverted by <entry>`,
+/// `superseded by <entry>` or `failed` (in `bundle.json` too).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum DeadEndOutcome {
+    /// Undone by the given entry.
+    Reverted { by: String },
+    /// Replaced by the given step (or abandoned action).
+    Superseded { by: String },
+    /// Failed and never fixed or replaced.
+    Failed,
+}
+
+impl fmt::Display for DeadEndOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeadEndOutcome::Reverted { by } => write!(f, "reverted by {by}"),
+            DeadEndOutcome::Superseded { by } => write!(f, "superseded by {by}"),
+            DeadEndOutcome::Failed => f.write_str("failed"),
+        }
+    }
+}
+
+impl From<DeadEndOutcome> for String {
+    fn from(outcome: DeadEndOutcome) -> String {
+        outcome.to_string()
+    }
+}
+
+/// A dead end's outcome that is none of the three.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "dead end outcome `{0}`: expected `reverted by <entry>`, `superseded by <entry>` or `failed`"
+)]
+pub struct UnknownOutcome(pub String);
+
+impl TryFrom<String> for DeadEndOutcome {
+    type Error = UnknownOutcome;
+
+    fn try_from(text: String) -> Result<DeadEndOutcome, UnknownOutcome> {
+        let by = |prefix: &str| {
+            text.strip_prefix(prefix)
+                .filter(|by| !by.is_empty())
+                .map(str::to_string)
+        };
+        if text == "failed" {
+            Ok(DeadEndOutcome::Failed)
+        } else if let Some(by) = by("reverted by ") {
+            Ok(DeadEndOutcome::Reverted { by })
+        } else if let Some(by) = by("superseded by ") {
+            Ok(DeadEndOutcome::Superseded { by })
+        } else {
+            Err(UnknownOutcome(text))
+        }
+    }
+}
+
+/// Whether a recorded figure was measured on hardware or produced by a cost model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FigureSource {
+    Measured,
+    Modeled,
+}
+
+impl FigureSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FigureSource::Measured => "measured",
+            FigureSource::Modeled => "modeled",
+        }
+    }
+}
+
+impl fmt::Display for FigureSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A performance figure reached in the trajectory, for comparison on new models.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Target {
@@ -227,7 +308,7 @@ pub struct Target {
     pub unit: String,
     pub conditions: BTreeMap<String, Value>,
     /// Whether the recorded figure was measured on hardware or modeled.
-    pub source: String,
+    pub source: FigureSource,
     pub provenance: Vec<Provenance>,
 }
 
@@ -449,6 +530,39 @@ fn call(func: &str, args: &[f64], cap: Option<f64>) -> Result<f64, EvalError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dead_end_outcomes_and_figure_sources_are_their_words_in_json() {
+        let outcomes = [
+            (DeadEndOutcome::Failed, "\"failed\""),
+            (
+                DeadEndOutcome::Reverted { by: "p4.a7".into() },
+                "\"reverted by p4.a7\"",
+            ),
+            (
+                DeadEndOutcome::Superseded { by: "a12".into() },
+                "\"superseded by a12\"",
+            ),
+        ];
+        for (outcome, json) in outcomes {
+            assert_eq!(serde_json::to_string(&outcome).unwrap(), json);
+            assert_eq!(
+                serde_json::from_str::<DeadEndOutcome>(json).unwrap(),
+                outcome
+            );
+        }
+        for bad in ["\"lost\"", "\"reverted by \"", "\"Failed\""] {
+            let err = serde_json::from_str::<DeadEndOutcome>(bad).unwrap_err();
+            assert!(err.to_string().contains("dead end outcome"), "{bad}: {err}");
+        }
+        for (source, json) in [
+            (FigureSource::Measured, "\"measured\""),
+            (FigureSource::Modeled, "\"modeled\""),
+        ] {
+            assert_eq!(serde_json::to_string(&source).unwrap(), json);
+            assert_eq!(serde_json::from_str::<FigureSource>(json).unwrap(), source);
+        }
+    }
 
     fn vars(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
         pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()

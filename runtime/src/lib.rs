@@ -12,5 +12,6 @@ pub mod input;
 pub mod model;
 pub mod notation;
 pub mod ops;
+pub mod phase;
 pub mod rng;
 pub mod xdna2;

@@ -7,13 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::render::{self, Sources};
-use super::{EXIT_FAILED, EXIT_USAGE};
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum Format {
-    Human,
-    Json,
-}
+use super::{Format, EXIT_FAILED, EXIT_USAGE};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -19,6 +19,7 @@ use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Fault};
 use skillc_runtime::model::gguf::GgufError;
 use skillc_runtime::model::prompt::{ModelText, PromptError, PromptInput};
 use skillc_runtime::model::source::ModelSource;
+use skillc_runtime::phase::DeployPhase;
 use skillc_runtime::xdna2::packing::UnknownWeightPath;
 
 use super::bundle_file;
@@ -91,8 +92,16 @@ pub struct Args {
     #[arg(long, value_name = "PATH", default_value = "auto", value_parser = ["auto", "bf16", "packed"])]
     pub weights: String,
     /// Stop after this phase (0-7); the verdict is FAIL at gate `stop-after`.
-    #[arg(long, value_name = "PHASE", value_parser = clap::value_parser!(u8).range(0..=7))]
-    pub stop_after: Option<u8>,
+    #[arg(long, value_name = "PHASE", value_parser = stop_after_parser())]
+    pub stop_after: Option<DeployPhase>,
+}
+
+/// `--stop-after`: a phase number, 0 to 7 (clap's range check words the error).
+fn stop_after_parser() -> impl clap::builder::TypedValueParser<Value = DeployPhase> {
+    use clap::builder::TypedValueParser;
+    clap::value_parser!(u8)
+        .range(0..=7)
+        .try_map(DeployPhase::try_from)
 }
 
 /// Why `deploy` could not run or write its result (exit 2).

@@ -21,6 +21,14 @@ pub mod render;
 pub mod replay;
 pub mod storage_table;
 
+/// `--format` of the commands that print for a reader (`human`) or for a program
+/// (`json`): `check` and `replay`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    Human,
+    Json,
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "skillc",

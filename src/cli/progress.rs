@@ -9,6 +9,7 @@ use std::time::Instant;
 use skillc_runtime::exec::artifacts::record::PhaseStatus;
 use skillc_runtime::exec::checks::gate::GateCheck;
 use skillc_runtime::exec::Progress;
+use skillc_runtime::phase::DeployPhase;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -95,8 +96,8 @@ impl Drop for Display {
 }
 
 impl Progress for Display {
-    fn phase(&mut self, index: u8, title: &str) {
-        self.line(&format!("phase {index}: {title}"));
+    fn phase(&mut self, phase: DeployPhase, title: &str) {
+        self.line(&format!("phase {phase}: {title}"));
     }
 
     fn step(&mut self, text: &str) {
@@ -109,12 +110,12 @@ impl Progress for Display {
         }
     }
 
-    fn phase_done(&mut self, index: u8, status: PhaseStatus, wall_s: f64) {
+    fn phase_done(&mut self, phase: DeployPhase, status: PhaseStatus, wall_s: f64) {
         let word = if status == PhaseStatus::Passed {
             "passed"
         } else {
             "FAILED"
         };
-        self.line(&format!("phase {index} {word} in {wall_s:.1} s"));
+        self.line(&format!("phase {phase} {word} in {wall_s:.1} s"));
     }
 }

@@ -10,14 +10,8 @@ use std::time::Instant;
 
 use super::progress::Display;
 use super::render::{self, Sources};
-use super::{EXIT_FAILED, EXIT_USAGE};
+use super::{Format, EXIT_FAILED, EXIT_USAGE};
 use crate::replay::{self, kind, Functional, Outcome, Report, RowKind};
-
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum Format {
-    Human,
-    Json,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use skillc_runtime::bundle::{
     Baseline, Comparison, LessonKind, Provenance, Remedy, Symptom, Value,
 };
+pub use skillc_runtime::bundle::{DeadEndOutcome, FigureSource};
 
 use skillc_runtime::ops::OpKind;
 
@@ -164,22 +165,6 @@ pub struct StepIr {
     pub provenance: Vec<Provenance>,
 }
 
-/// Whether a figure was measured on hardware or produced by a cost model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum FigureSource {
-    Measured,
-    Modeled,
-}
-
-impl FigureSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FigureSource::Measured => "measured",
-            FigureSource::Modeled => "modeled",
-        }
-    }
-}
-
 /// A check that must hold to leave a phase.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateIr {
@@ -308,16 +293,6 @@ pub struct DeadEndIr {
     /// The skill that keeps it; `None`: only its phase page shows it.
     pub skill: Option<String>,
     pub provenance: Vec<Provenance>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DeadEndOutcome {
-    /// Undone by the given entry.
-    Reverted { by: String },
-    /// Replaced by the given step (or abandoned action).
-    Superseded { by: String },
-    /// Failed and never fixed or replaced.
-    Failed,
 }
 
 /// One cross-phase skill: what calls for it, its hypotheses (debugging) or lessons

@@ -100,7 +100,7 @@ fn phase(ir: &SkillIr, p: &PhaseIr) -> Phase {
                 id: d.id.clone(),
                 op: d.op,
                 params: d.params.clone(),
-                outcome: print::outcome(&d.outcome),
+                outcome: d.outcome.clone(),
                 symptom: d.symptom.clone(),
                 failed_checks: d.failed.iter().map(print::check).collect(),
                 reasons: d
@@ -137,7 +137,7 @@ fn target(t: &TargetIr) -> Target {
         value: t.value,
         unit: t.unit.clone(),
         conditions: t.conditions.clone(),
-        source: t.source.as_str().to_string(),
+        source: t.source,
         provenance: t.provenance.clone(),
     }
 }

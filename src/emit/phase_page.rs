@@ -347,7 +347,7 @@ pub fn dead_end(ir: &SkillIr, d: &DeadEndIr, page: &str, cites: &mut Cites) -> S
         cites.entry(ir, &d.id),
         literal(&print::call(d.op, &d.params), 2)
     )];
-    out.push(format!("  - {}", print::outcome(&d.outcome)));
+    out.push(format!("  - {}", d.outcome));
     for check in &d.failed {
         out.push(format!(
             "  - failed check: {}",

@@ -116,14 +116,6 @@ pub fn remedy(r: &Remedy) -> String {
     notation::remedy(r)
 }
 
-pub fn outcome(o: &DeadEndOutcome) -> String {
-    match o {
-        DeadEndOutcome::Reverted { by } => format!("reverted by {by}"),
-        DeadEndOutcome::Superseded { by } => format!("superseded by {by}"),
-        DeadEndOutcome::Failed => "failed".to_string(),
-    }
-}
-
 /// The dead end a lesson was distilled from.
 pub fn origin<'a>(ir: &'a SkillIr, lesson: &LessonIr) -> Option<&'a DeadEndIr> {
     let LessonOrigin::DeadEnd(id) = &lesson.origin else {

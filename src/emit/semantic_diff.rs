@@ -336,7 +336,7 @@ fn phase_changes(o: &Phase, n: &Phase) -> Vec<Change> {
                 &notation::quantity(n.value, &n.unit),
                 &mut parts,
             );
-            field("source", &o.source, &n.source, &mut parts);
+            field("source", o.source.as_str(), n.source.as_str(), &mut parts);
             changed(format!("target {key}"), parts, &n.provenance)
         },
     ));
@@ -361,7 +361,12 @@ fn phase_changes(o: &Phase, n: &Phase) -> Vec<Change> {
                 &notation::call(n.op, &n.params),
                 &mut parts,
             );
-            field("outcome", &o.outcome, &n.outcome, &mut parts);
+            field(
+                "outcome",
+                &o.outcome.to_string(),
+                &n.outcome.to_string(),
+                &mut parts,
+            );
             field("skill", &o.skill, &n.skill, &mut parts);
             changed(format!("dead end {key}"), parts, &n.provenance)
         },

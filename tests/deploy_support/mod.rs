@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+use skillc_runtime::phase::DeployPhase;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -188,7 +189,7 @@ pub fn summary(r: &DeployReport) -> String {
 }
 
 /// The first failing gate of a report: (phase, name, metric).
-pub fn first_failure(r: &DeployReport) -> Option<(u8, String, String)> {
+pub fn first_failure(r: &DeployReport) -> Option<(DeployPhase, String, String)> {
     r.gates()
         .find(|(_, g)| !g.passed && !g.modeled)
         .map(|(p, g)| (p, g.name.clone(), g.metric.clone()))

@@ -30,6 +30,7 @@ use super::design::{self, fingerprint, Plans};
 use super::{files, DeployError};
 use crate::model::source::ModelSource;
 use crate::ops::OpKind;
+use crate::phase::DeployPhase;
 use crate::xdna2::device::Device;
 use crate::xdna2::plan::{Plan, Step};
 
@@ -317,14 +318,18 @@ fn gates_consistent(report: &DeployReport, prompts: usize) -> (bool, String) {
             ));
         }
     }
-    let ran: Vec<u8> = report
+    let ran: Vec<DeployPhase> = report
         .phases
         .iter()
         .filter(|p| p.status == PhaseStatus::Passed)
         .map(|p| p.index)
         .collect();
-    if !(0..=5).all(|i| ran.contains(&i)) {
-        problems.push(format!("phases passed before finalize: {ran:?}"));
+    let before_finalize = DeployPhase::ALL
+        .into_iter()
+        .take_while(|p| *p < DeployPhase::Finalize);
+    if !before_finalize.into_iter().all(|p| ran.contains(&p)) {
+        let numbers: Vec<u8> = ran.iter().map(|p| p.index()).collect();
+        problems.push(format!("phases passed before finalize: {numbers:?}"));
     }
     if problems.is_empty() {
         (true, format!("{} gates checked", report.gates().count()))
@@ -337,7 +342,9 @@ fn warnings(report: &DeployReport) -> Vec<String> {
     let mut w = Vec::new();
     // The feature proofs' gates name their fixture; the model's own comparison does not.
     let gated = report.gates().any(|(p, g)| {
-        p == 0 && g.op == OpKind::CompareReference && !g.conditions.contains_key("fixture")
+        p == DeployPhase::Reference
+            && g.op == OpKind::CompareReference
+            && !g.conditions.contains_key("fixture")
     });
     if !gated && report.feature_proofs.is_empty() {
         w.push("phase 0 was not gated against transformers outputs (no reference.safetensors, no fixtures to prove the model's code paths); the CPU reference is trusted from its own tests".into());

@@ -9,6 +9,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::model::arch::{Activation, Architecture, RopeScaling};
+use crate::phase::DeployPhase;
 
 /// One injectable bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -124,18 +125,18 @@ impl Fault {
     /// of phase 1, the single block of phase 2, the teacher-forced decode gate of
     /// phase 3, and the numerics probe of the phase-5 change that moves the LM
     /// head onto the NPU.
-    pub fn catching_phase(self) -> u8 {
+    pub fn catching_phase(self) -> DeployPhase {
         match self {
             Fault::GemmNNotMultiple
             | Fault::L1Overflow
             | Fault::NoLlama3Rope
             | Fault::SiluForGelu
-            | Fault::PackedNibbleOrder => 1,
-            Fault::DropQkvBias | Fault::SkipQkNorm | Fault::WindowOffByOne => 2,
+            | Fault::PackedNibbleOrder => DeployPhase::Kernels,
+            Fault::DropQkvBias | Fault::SkipQkNorm | Fault::WindowOffByOne => DeployPhase::Block,
             Fault::DecodeRopeOffByOne | Fault::KvWrongSlot | Fault::StaleKv | Fault::GqaMapping => {
-                3
+                DeployPhase::Model
             }
-            Fault::DropLmHeadPartition => 5,
+            Fault::DropLmHeadPartition => DeployPhase::Decode,
         }
     }
 

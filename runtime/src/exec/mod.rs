@@ -31,6 +31,8 @@ mod run;
 
 use std::path::PathBuf;
 
+use crate::phase::DeployPhase;
+
 pub use artifacts::record::{DeployReport, Verdict};
 pub use fault::Fault;
 pub use phases::prompts::PromptCheckError;
@@ -86,7 +88,7 @@ pub struct DeployOptions {
     pub registry: Option<PathBuf>,
     /// Stop after this phase (the planted-fault bench stops after the phase that
     /// must catch its fault); the report then ends at gate [`STOP_AFTER_GATE`].
-    pub stop_after: Option<u8>,
+    pub stop_after: Option<DeployPhase>,
     /// The transformers fixtures (`shared/fixtures`) that prove, path by path, a
     /// model without transformers outputs of its own; none: every path unproven.
     pub fixtures: Option<PathBuf>,

@@ -3,12 +3,13 @@
 
 use super::artifacts::record::PhaseStatus;
 use super::checks::gate::GateCheck;
+use crate::phase::DeployPhase;
 
 pub trait Progress {
-    fn phase(&mut self, _index: u8, _title: &str) {}
+    fn phase(&mut self, _phase: DeployPhase, _title: &str) {}
     fn step(&mut self, _text: &str) {}
     fn gate(&mut self, _gate: &GateCheck) {}
-    fn phase_done(&mut self, _index: u8, _status: PhaseStatus, _wall_s: f64) {}
+    fn phase_done(&mut self, _phase: DeployPhase, _status: PhaseStatus, _wall_s: f64) {}
 }
 
 /// Shows nothing.

@@ -71,8 +71,6 @@ pub(crate) struct Run<'a, S = Loaded> {
     pub tiling_sources: BTreeMap<String, String>,
     /// Numerics fingerprints verified by a full greedy run, with how.
     pub verified: BTreeMap<String, String>,
-    /// Modeled figures of the phase-3 plan.
-    pub baseline_times: Option<ModeledTimes>,
     /// This model's kernel shapes, by kernel (phase 1).
     pub model_shapes: steps::ModelShapes,
     /// The decode GEMV buffers the 4-bit weight path can pack (phase 1), also
@@ -165,7 +163,6 @@ impl<'a> Run<'a, Unloaded> {
             input_registry: None,
             tiling_sources: BTreeMap::new(),
             verified: BTreeMap::new(),
-            baseline_times: None,
             model_shapes: steps::ModelShapes::new(),
             packable: BTreeMap::new(),
         }
@@ -189,7 +186,6 @@ impl<'a, S> Run<'a, S> {
             input_registry,
             tiling_sources,
             verified,
-            baseline_times,
             model_shapes,
             packable,
         } = self;
@@ -207,7 +203,6 @@ impl<'a, S> Run<'a, S> {
             input_registry,
             tiling_sources,
             verified,
-            baseline_times,
             model_shapes,
             packable,
         };
@@ -270,7 +265,7 @@ impl<'a, S> Run<'a, S> {
         });
         self.traj.verdict(&format!("{op}: {reason}"), false, None);
         PhaseEnd::Failed(Stop {
-            phase: phase.index(),
+            phase,
             gate: op.to_string(),
             metric: "errors".into(),
             value: 1.0,
@@ -313,7 +308,7 @@ impl<'a, S> Run<'a, S> {
             .map(|a| format!("{} ({}): {}", a.lesson, a.fix, a.note))
             .collect();
         Stop {
-            phase: failure.phase.index(),
+            phase: failure.phase,
             gate: failure.gate.name.clone(),
             metric: failure.gate.metric.clone(),
             value: failure.gate.value,
@@ -605,17 +600,17 @@ pub fn deploy(
     let mut run = match loaded {
         Some(loaded) => {
             let (mut run, Unloaded) = run.replace(loaded);
-            for (phase, runner) in ON_THE_MODEL {
-                run_phase(&mut run, &mut end, phase, |run, rec| {
-                    passed(runner(run, rec)?)
-                })?;
-            }
+            on_the_model(&mut run, &mut end)?;
             // The evaluator loads its own copy of the model: release ours first
             // so two full-size models never sit in memory together.
             run.replace(Unloaded).0
         }
         None => {
-            for (phase, _) in ON_THE_MODEL {
+            let model_phases = DeployPhase::Kernels..=DeployPhase::Finalize;
+            for phase in DeployPhase::ALL
+                .into_iter()
+                .filter(|p| model_phases.contains(p))
+            {
                 skip_phase(&mut run, &mut end, phase);
             }
             run
@@ -645,14 +640,14 @@ pub fn deploy(
 }
 
 /// The stop record of a run asked to end after phase `last`.
-fn stopped_after(last: u8) -> Stop {
+fn stopped_after(last: DeployPhase) -> Stop {
     Stop {
         phase: last,
         gate: super::STOP_AFTER_GATE.into(),
         metric: "phase".into(),
-        value: f64::from(last),
+        value: f64::from(last.index()),
         comparison: "<=".into(),
-        threshold: f64::from(last),
+        threshold: f64::from(last.index()),
         reason: format!("the run was asked to stop after phase {last} (--stop-after)"),
         tried: Vec::new(),
     }
@@ -671,12 +666,12 @@ fn run_phase<S, T>(
     if skip_phase(run, end, phase) {
         return Ok(None);
     }
-    let index = phase.index();
     let bundle = run.bundle;
-    let phase = &bundle.phases[usize::from(index)];
-    let mut rec = PhaseRecord::new(index, &phase.name, &phase.title);
-    run.progress.phase(index, &phase.title);
-    run.traj.session(&run.options.started, index, &phase.title);
+    let recorded = &bundle.phases[usize::from(phase.index())];
+    let mut rec = PhaseRecord::new(phase, &recorded.name, &recorded.title);
+    run.progress.phase(phase, &recorded.title);
+    run.traj
+        .session(&run.options.started, phase, &recorded.title);
     let t = Instant::now();
     let (value, phase_end) = match body(run, &mut rec)? {
         Ok(value) => (Some(value), PhaseEnd::Passed),
@@ -684,14 +679,14 @@ fn run_phase<S, T>(
     };
     *end = phase_end;
     if matches!(end, PhaseEnd::Passed) {
-        steps::account(phase, &mut rec, &run.model_shapes);
+        steps::account(recorded, &mut rec, &run.model_shapes);
     }
     rec.wall_s = t.elapsed().as_secs_f64();
     rec.status = match end {
         PhaseEnd::Passed => PhaseStatus::Passed,
         _ => PhaseStatus::Failed,
     };
-    run.progress.phase_done(index, rec.status, rec.wall_s);
+    run.progress.phase_done(phase, rec.status, rec.wall_s);
     run.report.phases.push(rec);
     Ok(value)
 }
@@ -707,34 +702,61 @@ fn passed(end: PhaseEnd) -> Result<Result<(), PhaseEnd>, DeployError> {
 /// Records phase `index` as not run when the run has ended before it (a failed
 /// phase, or `--stop-after` the one before): returns whether it was skipped.
 fn skip_phase<S>(run: &mut Run<'_, S>, end: &mut PhaseEnd, phase: DeployPhase) -> bool {
-    let index = phase.index();
-    if matches!(end, PhaseEnd::Passed)
-        && index > 0
-        && run.options.stop_after.is_some_and(|last| index > last)
-    {
-        *end = PhaseEnd::Failed(stopped_after(index - 1));
+    if matches!(end, PhaseEnd::Passed) && run.options.stop_after.is_some_and(|last| phase > last) {
+        if let Some(last) = phase.previous() {
+            *end = PhaseEnd::Failed(stopped_after(last));
+        }
     }
     if matches!(end, PhaseEnd::Passed) {
         return false;
     }
-    let phase = &run.bundle.phases[usize::from(index)];
-    let rec = PhaseRecord::new(index, &phase.name, &phase.title);
+    let recorded = &run.bundle.phases[usize::from(phase.index())];
+    let rec = PhaseRecord::new(phase, &recorded.name, &recorded.title);
     run.report.phases.push(rec);
     true
 }
 
-/// A phase that runs on the loaded model.
+/// A phase that runs on the loaded model before phase 3.
 type Runner = fn(&mut Run<'_>, &mut PhaseRecord) -> Result<PhaseEnd, DeployError>;
 
-/// Phases 1 to 6, in order, with their runners.
-const ON_THE_MODEL: [(DeployPhase, Runner); 6] = [
+/// A phase after phase 3, given the modeled figures of the plan phase 3 verified.
+type OnBaseline =
+    fn(&mut Run<'_>, &mut PhaseRecord, &ModeledTimes) -> Result<PhaseEnd, DeployError>;
+
+/// Phases 1 and 2, in order, with their runners.
+const BEFORE_BASELINE: [(DeployPhase, Runner); 2] = [
     (DeployPhase::Kernels, phase1::run),
     (DeployPhase::Block, phase2::run),
-    (DeployPhase::Model, phase3::run),
+];
+
+/// Phases 4 to 6, in order, with their runners.
+const ON_BASELINE: [(DeployPhase, OnBaseline); 3] = [
     (DeployPhase::Prefill, optimize::prefill),
     (DeployPhase::Decode, optimize::decode),
     (DeployPhase::Finalize, finalize::run),
 ];
+
+/// Phases 1 to 6 on the loaded model: phases 4 to 6 run only on the baseline
+/// phase 3 returns, and are recorded as not run without it.
+fn on_the_model(run: &mut Run<'_>, end: &mut PhaseEnd) -> Result<(), DeployError> {
+    for (phase, runner) in BEFORE_BASELINE {
+        run_phase(run, end, phase, |run, rec| passed(runner(run, rec)?))?;
+    }
+    let baseline = run_phase(run, end, DeployPhase::Model, phase3::run)?;
+    for (phase, runner) in ON_BASELINE {
+        match &baseline {
+            Some(baseline) => {
+                run_phase(run, end, phase, |run, rec| {
+                    passed(runner(run, rec, baseline)?)
+                })?;
+            }
+            None => {
+                skip_phase(run, end, phase);
+            }
+        }
+    }
+    Ok(())
+}
 
 /// Writes report.json, report.md and the run's trajectory.
 pub(crate) fn write_report<S>(run: &Run<'_, S>) -> Result<(), DeployError> {

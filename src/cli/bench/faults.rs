@@ -17,6 +17,7 @@ use std::time::Instant;
 use skillc_runtime::exec::artifacts::record::DeployReport;
 use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Fault};
 use skillc_runtime::model::config::load_config;
+use skillc_runtime::phase::DeployPhase;
 
 use super::deploy::{load_average, MODELS};
 use super::BenchError;
@@ -83,8 +84,14 @@ struct Subject {
 
 /// What a planted run showed.
 enum Cell {
-    Caught { phase: u8, gate: String, value: f64 },
-    Missed { first_failure: Option<String> },
+    Caught {
+        phase: DeployPhase,
+        gate: String,
+        value: f64,
+    },
+    Missed {
+        first_failure: Option<String>,
+    },
     Inert(&'static str),
 }
 
@@ -122,34 +129,35 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
     let subjects = subjects(args)?;
     let program = std::env::current_exe().map_err(BenchError::Executable)?;
     let mut progress = Display::new(false);
-    let mut deploy = |subject: &Subject, fault: Option<Fault>, seed: u64, stop: Option<u8>| {
-        let tag = fault.map_or(format!("unplanted-{seed}"), |f| f.to_string());
-        progress.line(&format!("{}: {tag}", subject.name));
-        let out = args.out.join(&subject.name).join(&tag);
-        let claim = Claim::new(&out, Kind::Deploy, true, &mut |m| progress.note(m))?;
-        let options = DeployOptions {
-            model_dir: subject.dir.clone(),
-            out_dir: claim.staging().to_path_buf(),
-            seed,
-            prompts: None,
-            faults: fault.into_iter().collect(),
-            started: exec::artifacts::clock::now(),
-            evaluator: EvaluatorLaunch::Process(program.clone()),
-            registry: None,
-            fixtures: Some(args.fixtures.clone()),
-            stop_after: stop,
-            weights: Default::default(),
-            bundle_notes: notes.clone(),
+    let mut deploy =
+        |subject: &Subject, fault: Option<Fault>, seed: u64, stop: Option<DeployPhase>| {
+            let tag = fault.map_or(format!("unplanted-{seed}"), |f| f.to_string());
+            progress.line(&format!("{}: {tag}", subject.name));
+            let out = args.out.join(&subject.name).join(&tag);
+            let claim = Claim::new(&out, Kind::Deploy, true, &mut |m| progress.note(m))?;
+            let options = DeployOptions {
+                model_dir: subject.dir.clone(),
+                out_dir: claim.staging().to_path_buf(),
+                seed,
+                prompts: None,
+                faults: fault.into_iter().collect(),
+                started: exec::artifacts::clock::now(),
+                evaluator: EvaluatorLaunch::Process(program.clone()),
+                registry: None,
+                fixtures: Some(args.fixtures.clone()),
+                stop_after: stop,
+                weights: Default::default(),
+                bundle_notes: notes.clone(),
+            };
+            let outcome = exec::deploy(&bundle, &options, &mut progress).map_err(|source| {
+                BenchError::Deploy {
+                    subject: format!("{} {tag}", subject.name),
+                    source,
+                }
+            })?;
+            claim.commit()?;
+            Ok::<DeployReport, BenchError>(outcome.report)
         };
-        let outcome = exec::deploy(&bundle, &options, &mut progress).map_err(|source| {
-            BenchError::Deploy {
-                subject: format!("{} {tag}", subject.name),
-                source,
-            }
-        })?;
-        claim.commit()?;
-        Ok::<DeployReport, BenchError>(outcome.report)
-    };
     let mut matrix = Vec::new();
     for fault in &faults {
         let mut cells = Vec::new();
@@ -171,7 +179,11 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
         }
         matrix.push((*fault, cells));
     }
-    let last_catch = faults.iter().map(|f| f.catching_phase()).max().unwrap_or(7);
+    let last_catch = faults
+        .iter()
+        .map(|f| f.catching_phase())
+        .max()
+        .unwrap_or(DeployPhase::Evaluate);
     let mut alarms = Vec::new();
     for subject in &subjects {
         let stop = subject.full_size.then_some(last_catch);
@@ -276,7 +288,7 @@ fn print(
     out: &mut super::Output,
     subjects: &[Subject],
     matrix: &[(Fault, Vec<Cell>)],
-    alarms: &[(&Subject, Option<u8>, Vec<String>)],
+    alarms: &[(&Subject, Option<DeployPhase>, Vec<String>)],
     seeds: u64,
 ) {
     let names: Vec<&str> = subjects.iter().map(|s| s.name.as_str()).collect();

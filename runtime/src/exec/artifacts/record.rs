@@ -13,6 +13,7 @@ use crate::exec::checks::floor::DecodeLimits;
 use crate::exec::checks::gate::GateCheck;
 use crate::exec::checks::topk::TopKCheck;
 use crate::exec::fault::Fault;
+use crate::phase::DeployPhase;
 
 pub const REPORT_SCHEMA: &str = "skillc.deploy-report/1";
 
@@ -131,7 +132,8 @@ pub struct RemedyAttempt {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PhaseRecord {
-    pub index: u8,
+    /// Serialized as its number.
+    pub index: DeployPhase,
     pub name: String,
     pub title: String,
     pub status: PhaseStatus,
@@ -145,7 +147,7 @@ pub struct PhaseRecord {
 }
 
 impl PhaseRecord {
-    pub fn new(index: u8, name: &str, title: &str) -> Self {
+    pub fn new(index: DeployPhase, name: &str, title: &str) -> Self {
         Self {
             index,
             name: name.to_string(),
@@ -163,7 +165,8 @@ impl PhaseRecord {
 /// Where the run stopped, for a failed or refused run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Stop {
-    pub phase: u8,
+    /// Serialized as its number.
+    pub phase: DeployPhase,
     pub gate: String,
     pub metric: String,
     pub value: f64,
@@ -342,7 +345,7 @@ pub struct EvaluationSummary {
 
 impl DeployReport {
     /// Every gate of every phase, in order.
-    pub fn gates(&self) -> impl Iterator<Item = (u8, &GateCheck)> {
+    pub fn gates(&self) -> impl Iterator<Item = (DeployPhase, &GateCheck)> {
         self.phases
             .iter()
             .flat_map(|p| p.gates.iter().map(move |g| (p.index, g)))
@@ -350,7 +353,7 @@ impl DeployReport {
 
     /// Bundle steps the run executed with other parameters than recorded, or did
     /// not execute, with the reason.
-    pub fn rederived_steps(&self) -> Vec<(u8, &StepRecord)> {
+    pub fn rederived_steps(&self) -> Vec<(DeployPhase, &StepRecord)> {
         self.phases
             .iter()
             .flat_map(|p| p.steps.iter().map(move |s| (p.index, s)))

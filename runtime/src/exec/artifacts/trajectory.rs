@@ -16,6 +16,7 @@ use crate::bundle::{Lesson, LessonKind, Remedy, SkillSet, Symptom, Value};
 use crate::exec::checks::gate::GateCheck;
 use crate::notation;
 use crate::ops::{is_keyword, OpKind};
+use crate::phase::DeployPhase;
 
 /// Builds the text of one `.traj` file.
 #[derive(Debug, Clone)]
@@ -66,7 +67,7 @@ impl TrajectoryWriter {
         id
     }
 
-    pub fn session(&mut self, timestamp: &str, phase: u8, title: &str) {
+    pub fn session(&mut self, timestamp: &str, phase: DeployPhase, title: &str) {
         let _ = writeln!(
             self.text,
             "\nsession {timestamp} phase {phase} {}",

@@ -10,7 +10,7 @@ use super::DeployPhase;
 use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::perf::{roofline, trace};
 use crate::exec::artifacts::production::{ModelRef, ProductionPlan, WeightsRef, PLAN_SCHEMA};
-use crate::exec::artifacts::record::{Performance, PhaseRecord, StepOutcome};
+use crate::exec::artifacts::record::{ModeledTimes, Performance, PhaseRecord, StepOutcome};
 use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::checks::topk::{GATE_K, GATE_N_TOKENS};
@@ -30,7 +30,11 @@ fn gguf_size(model: &std::path::Path, name: &str) -> u64 {
     std::fs::metadata(path).map_or(0, |m| m.len())
 }
 
-pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
+pub(crate) fn run(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    baseline: &ModeledTimes,
+) -> Result<PhaseEnd, DeployError> {
     let plans = run.plans()?;
     let fp = fingerprint(&plans, &run.design.path);
     let times = modeled(&plans, &run.device, &run.params);
@@ -97,7 +101,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     let calibration_error = crate::xdna2::fit::FittedFile::committed().fit.median_error;
     let published_context = crate::xdna2::calibration::DataSet::committed().decode_context;
     run.report.performance = Some(Performance {
-        baseline: run.baseline_times.clone().unwrap_or_else(|| times.clone()),
+        baseline: baseline.clone(),
         production: times,
         published_context_decode: run.decode_at(published_context).ok(),
         roofline: roofline(&plans, &run.device, &run.params, &run.calibration_note()),

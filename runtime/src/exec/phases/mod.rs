@@ -16,31 +16,4 @@ pub(crate) mod prompts;
 pub(crate) mod steps;
 pub(crate) mod weight_path;
 
-use std::fmt;
-
-/// One of the eight phases of a deployment, in the order they run; its number
-/// (`index`) is the bundle's and the report's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum DeployPhase {
-    Reference,
-    Kernels,
-    Block,
-    Model,
-    Prefill,
-    Decode,
-    Finalize,
-    Evaluate,
-}
-
-impl DeployPhase {
-    /// The phase's number, 0 to 7.
-    pub const fn index(self) -> u8 {
-        self as u8
-    }
-}
-
-impl fmt::Display for DeployPhase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.index())
-    }
-}
+pub use crate::phase::DeployPhase;

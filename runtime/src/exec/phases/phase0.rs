@@ -113,7 +113,7 @@ fn refuse(
         .verdict(&format!("scope check: {reason}"), false, Some(action));
     run.gate(rec, gate);
     PhaseEnd::Refused(Stop {
-        phase: 0,
+        phase: DeployPhase::Reference,
         gate: "scope check".into(),
         metric: "blockers".into(),
         value: blockers as f64,
@@ -284,7 +284,7 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
             });
             run.traj.verdict(&reason, false, Some(&action));
             return Ok(Err(PhaseEnd::Failed(Stop {
-                phase: 0,
+                phase: DeployPhase::Reference,
                 gate: OpKind::LoadWeights.to_string(),
                 // A non-finite value fails the weights' nan_count gate (at least one).
                 metric: if non_finite { "nan_count" } else { "errors" }.into(),
@@ -465,7 +465,7 @@ fn reference(
     let failed = if nan.passed { top1 } else { nan };
     let _ = obs;
     Ok(Err(PhaseEnd::Failed(Stop {
-        phase: 0,
+        phase: DeployPhase::Reference,
         gate: failed.name.clone(),
         metric: failed.metric.clone(),
         value: failed.value,
@@ -656,7 +656,7 @@ fn compare(
         tokens
     };
     Ok(PhaseEnd::Failed(Stop {
-        phase: 0,
+        phase: DeployPhase::Reference,
         gate: failed.name.clone(),
         metric: failed.metric.clone(),
         value: failed.value,
@@ -726,7 +726,7 @@ fn prove_features(
         return Ok(PhaseEnd::Passed);
     };
     Ok(PhaseEnd::Failed(Stop {
-        phase: 0,
+        phase: DeployPhase::Reference,
         gate: gate.name.clone(),
         metric: gate.metric.clone(),
         value: gate.value,

@@ -110,7 +110,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         }
     }
     let stop = crate::exec::artifacts::record::Stop {
-        phase: 2,
+        phase: DeployPhase::Block,
         gate: "block".into(),
         metric: "rounds".into(),
         value: MAX_ROUNDS as f64,

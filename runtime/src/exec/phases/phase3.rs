@@ -12,7 +12,7 @@ use super::phase2::first_prompt;
 use super::DeployPhase;
 use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::PromptVerdict;
-use crate::exec::artifacts::record::{PhaseRecord, StepOutcome};
+use crate::exec::artifacts::record::{ModeledTimes, PhaseRecord, StepOutcome};
 use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::checks::decode::Worst;
 use crate::exec::checks::floor::DerivedLimit;
@@ -26,7 +26,12 @@ use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::DeployError;
 use crate::ops::OpKind;
 
-pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
+/// Phase 3; when it passes, the modeled figures of the plan it verified: the
+/// baseline phases 4 to 6 compare with.
+pub(crate) fn run(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+) -> Result<Result<ModeledTimes, PhaseEnd>, DeployError> {
     plant_decode_faults(run, rec);
     run.traj.action(
         OpKind::BuildModel,
@@ -116,7 +121,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
                     &failure,
                     "the NPU path does not reproduce the reference's greedy decode",
                 );
-                return Ok(PhaseEnd::Failed(stop));
+                return Ok(Err(PhaseEnd::Failed(stop)));
             }
         }
     }
@@ -170,14 +175,13 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         times.calls_per_layer_prefill,
         times.calls_per_layer_decode
     ));
-    run.baseline_times = Some(times);
     run.record_bundle_steps(
         rec,
         DeployPhase::Model,
         OpKind::DiagnoseLayers,
         StepOutcome::AsRecorded,
     );
-    Ok(PhaseEnd::Passed)
+    Ok(Ok(times))
 }
 
 /// NPU-side verification of `plans` against the cached reference runs.

@@ -89,26 +89,35 @@ fn value_of(t: &Target, times: &ModeledTimes) -> f64 {
 }
 
 /// Phase 4: prefill optimization.
-pub(crate) fn prefill(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
-    optimize(run, rec, DeployPhase::Prefill)
+pub(crate) fn prefill(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    baseline: &ModeledTimes,
+) -> Result<PhaseEnd, DeployError> {
+    optimize(run, rec, DeployPhase::Prefill, baseline)
 }
 
 /// Phase 5: decode optimization, then the prefill techniques once more.
-pub(crate) fn decode(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, DeployError> {
-    optimize(run, rec, DeployPhase::Decode)
+pub(crate) fn decode(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    baseline: &ModeledTimes,
+) -> Result<PhaseEnd, DeployError> {
+    optimize(run, rec, DeployPhase::Decode, baseline)
 }
 
 fn optimize(
     run: &mut Run<'_>,
     rec: &mut PhaseRecord,
     phase: DeployPhase,
+    baseline: &ModeledTimes,
 ) -> Result<PhaseEnd, DeployError> {
     let t = target(phase);
     let plans = run.plans()?;
     let start = modeled(&plans, &run.device, &run.params);
     // One baseline for both phases: phase 3's verified plan (the report's
     // "baseline" column), not whatever phase 4 left for phase 5.
-    let baseline = value_of(&t, run.baseline_times.as_ref().unwrap_or(&start));
+    let baseline = value_of(&t, baseline);
     profile(run, &t, &start, "before");
     let mut current = (run.design.clone(), plans, start.clone());
     let steps: Vec<&Step> = run

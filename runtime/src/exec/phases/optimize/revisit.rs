@@ -24,7 +24,7 @@ pub(super) fn revisit_prefill(
         .report
         .phases
         .iter()
-        .filter(|p| p.index == 4)
+        .filter(|p| p.index == DeployPhase::Prefill)
         .flat_map(|p| &p.steps)
         .filter_map(|s| match (&s.origin, &s.outcome) {
             (StepOrigin::Bundle { step, .. }, StepOutcome::Reverted { why })
@@ -59,7 +59,7 @@ pub(super) fn revisit_prefill(
     let started = run.options.started.clone();
     run.traj.session(
         &started,
-        DeployPhase::Prefill.index(),
+        DeployPhase::Prefill,
         "Prefill optimization, re-tried after phase 5",
     );
     for step in steps {
@@ -85,7 +85,8 @@ pub(super) fn revisit_prefill(
             recorded: None,
         });
     }
-    run.traj.session(&started, 5, "Decode optimization, result");
+    run.traj
+        .session(&started, DeployPhase::Decode, "Decode optimization, result");
     Ok(current)
 }
 
@@ -95,7 +96,7 @@ fn amend_phase4_step(run: &mut Run<'_>, id: &str, kept: &str) {
         .report
         .phases
         .iter_mut()
-        .filter(|p| p.index == 4)
+        .filter(|p| p.index == DeployPhase::Prefill)
         .flat_map(|p| p.steps.iter_mut());
     for record in records {
         let StepOrigin::Bundle { step, .. } = &record.origin else {
