@@ -5,7 +5,8 @@
 //! the row says why. The ratio and its verdict rule are tested in
 //! `skillc_runtime::xdna2::anchor` (the anchor of each of the nine models is the
 //! plan its held-out points are predicted with); the nine-model run is a
-//! benchmark (README), not a test.
+//! benchmark (README), not a test. `bench faults` gets one test here, of its
+//! unplanted-only mode on the fixtures (seconds).
 
 use crate::deploy_support;
 
@@ -53,4 +54,35 @@ fn bench_deploy_says_why_a_model_has_no_ratio_against_its_published_plan() {
         stderr.contains("A plan win is claimed only above 1 + band"),
         "{stderr}"
     );
+}
+
+/// `bench faults --no-faults --first-seed`: only the unplanted half, from the
+/// seed given, so more seeds can be added to an earlier run without repeating it.
+#[test]
+fn bench_faults_adds_unplanted_seeds_without_planted_runs() {
+    let out = scratch("bench-faults-out");
+    let output = skillc()
+        .current_dir(repo("."))
+        .args(["bench", "faults", "--json", "--no-models", "--no-faults"])
+        .args(["--seeds", "1", "--first-seed", "2"])
+        .arg("--fixtures")
+        .arg(fixture("llama32-tiny").parent().expect("fixtures folder"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("skillc runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
+    assert_eq!(doc["rows"].as_array().map(Vec::len), Some(0), "{doc}");
+    assert!(doc.get("caught").is_none(), "{doc}");
+    assert_eq!(doc["false_alarms"], 0, "{stderr}");
+    assert!(stderr.contains("Unplanted runs, seeds 2..3:"), "{stderr}");
+    assert!(!stderr.contains("| fault"), "{stderr}");
+    // Each run's folder is named by its seed: seed 2, and no other.
+    let runs: Vec<String> = std::fs::read_dir(out.join("llama32-tiny"))
+        .expect("runs of the fixture")
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    assert_eq!(runs, vec!["unplanted-2".to_string()]);
 }

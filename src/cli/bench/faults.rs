@@ -63,9 +63,17 @@ pub struct Args {
     /// Only these faults; all by default.
     #[arg(long = "fault")]
     pub faults: Vec<String>,
-    /// Seeds of the unplanted runs (0, 1, …).
+    /// How many seeds the unplanted runs take (`--first-seed`, the next, …).
     #[arg(long, default_value_t = 3)]
     pub seeds: u64,
+    /// The first seed of the unplanted runs, so that more seeds can be added to an
+    /// earlier run's without repeating it.
+    #[arg(long, default_value_t = 0)]
+    pub first_seed: u64,
+    /// No planted run: only the unplanted (false-alarm) half, still stopping where the
+    /// full matrix's last catching phase would.
+    #[arg(long, conflicts_with = "faults")]
+    pub no_faults: bool,
     /// Where each run's output directory goes.
     #[arg(long, default_value = "target/bench-faults")]
     pub out: PathBuf,
@@ -125,7 +133,11 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
     let loaded = bundle_file::load(&args.bundle)?;
     let notes = loaded.report_notes(false)?;
     let bundle = loaded.bundle;
-    let faults = chosen_faults(&args.faults)?;
+    let faults = if args.no_faults {
+        Vec::new()
+    } else {
+        chosen_faults(&args.faults)?
+    };
     let subjects = subjects(args)?;
     let program = std::env::current_exe().map_err(BenchError::Executable)?;
     let mut progress = Display::new(false);
@@ -179,7 +191,13 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
         }
         matrix.push((*fault, cells));
     }
-    let last_catch = faults
+    // With no planted run the unplanted ones stop where the full matrix's would.
+    let stop_set: &[Fault] = if faults.is_empty() {
+        &Fault::ALL
+    } else {
+        &faults
+    };
+    let last_catch = stop_set
         .iter()
         .map(|f| f.catching_phase())
         .max()
@@ -188,7 +206,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
     for subject in &subjects {
         let stop = subject.full_size.then_some(last_catch);
         let mut found = Vec::new();
-        for seed in 0..args.seeds {
+        for seed in args.first_seed..args.first_seed + args.seeds {
             let report = deploy(subject, None, seed, stop)?;
             found.extend(
                 false_alarms(&report)
@@ -199,7 +217,8 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
         alarms.push((subject, stop, found));
     }
     let mut out = super::Output::new("faults", args.json);
-    print(&mut out, &subjects, &matrix, &alarms, args.seeds);
+    let seeds = args.first_seed..args.first_seed + args.seeds;
+    print(&mut out, &subjects, &matrix, &alarms, seeds);
     let wall = started.elapsed().as_secs_f64();
     out.line(&format!(
         "\nwall time {wall:.0} s on this machine (load average {} at the end)",
@@ -289,8 +308,31 @@ fn print(
     subjects: &[Subject],
     matrix: &[(Fault, Vec<Cell>)],
     alarms: &[(&Subject, Option<DeployPhase>, Vec<String>)],
-    seeds: u64,
+    seeds: std::ops::Range<u64>,
 ) {
+    if !matrix.is_empty() {
+        print_matrix(out, subjects, matrix);
+    }
+    out.line(&format!(
+        "Unplanted runs, seeds {}..{}:",
+        seeds.start, seeds.end
+    ));
+    let mut total = 0;
+    for (subject, stop, found) in alarms {
+        total += found.len();
+        let reach = stop.map_or("to the end".to_string(), |p| format!("through phase {p}"));
+        let verdict = if found.is_empty() {
+            "0 false alarms".to_string()
+        } else {
+            format!("{} false alarm(s): {}", found.len(), found.join("; "))
+        };
+        out.line(&format!("- {} ({reach}): {verdict}", subject.name));
+    }
+    out.set("false_alarms", total);
+}
+
+/// The planted half: one row per fault, one cell per subject, and the count.
+fn print_matrix(out: &mut super::Output, subjects: &[Subject], matrix: &[(Fault, Vec<Cell>)]) {
     let names: Vec<&str> = subjects.iter().map(|s| s.name.as_str()).collect();
     out.line("skillc bench faults: each fault planted alone; fixtures with their transformers outputs, the nine from their configs (seeded random weights, seed 0); a run stops after the phase that must catch its fault");
     out.line("");
@@ -331,19 +373,6 @@ fn print(
         caught + missed
     ));
     out.line("");
-    out.line(&format!("Unplanted runs, seeds 0..{seeds}:"));
-    let mut total = 0;
-    for (subject, stop, found) in alarms {
-        total += found.len();
-        let reach = stop.map_or("to the end".to_string(), |p| format!("through phase {p}"));
-        let verdict = if found.is_empty() {
-            "0 false alarms".to_string()
-        } else {
-            format!("{} false alarm(s): {}", found.len(), found.join("; "))
-        };
-        out.line(&format!("- {} ({reach}): {verdict}", subject.name));
-    }
     out.set("caught", caught);
     out.set("missed", missed);
-    out.set("false_alarms", total);
 }
