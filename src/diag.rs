@@ -71,6 +71,9 @@ pub enum Code {
     UnknownSkill,
     SkillWithoutMembers,
     LessonWithoutSkill,
+    // Weight formats (`weights <format>`), in their own range.
+    UnknownWeightFormat,
+    UnrecordedWeightFormat,
     // Distillation (`skillc build`), in their own range.
     DuplicateTrajectory,
     StepConflict,
@@ -124,6 +127,8 @@ impl Code {
         Code::UnknownSkill,
         Code::SkillWithoutMembers,
         Code::LessonWithoutSkill,
+        Code::UnknownWeightFormat,
+        Code::UnrecordedWeightFormat,
     ];
 
     /// Codes of `skillc build` (distillation), in their own range; `ALL` holds the
@@ -182,6 +187,8 @@ impl Code {
             Code::UnknownSkill => "E0043",
             Code::SkillWithoutMembers => "W0011",
             Code::LessonWithoutSkill => "W0012",
+            Code::UnknownWeightFormat => "E0051",
+            Code::UnrecordedWeightFormat => "W0051",
             Code::DuplicateTrajectory => "E0101",
             Code::StepConflict => "W0101",
             Code::UnloweredFix => "W0102",

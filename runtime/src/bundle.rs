@@ -13,7 +13,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::ops::{Op, OpKind};
+use crate::ops::{Op, OpKind, WeightFormat};
 
 /// Bumped on any incompatible change; the executor refuses other versions.
 pub const SCHEMA_VERSION: &str = "skillc.bundle/1";
@@ -91,6 +91,15 @@ pub struct Source {
     pub trajectory: String,
     pub model: String,
     pub target: String,
+    /// The weight format the trajectory says it was recorded on (its header's
+    /// `weights`). Absent when it says none, and in bundles written before the
+    /// field existed.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::ops::formats::serde_word"
+    )]
+    pub weights: Option<WeightFormat>,
     /// Relative file path → sha256 of its content.
     pub files: BTreeMap<String, String>,
 }
@@ -153,6 +162,15 @@ pub struct Step {
     pub params: BTreeMap<String, Value>,
     /// Lessons whose fixes change this step.
     pub guarded_by: Vec<String>,
+    /// The weight format the step was recorded on, when its operation depends on
+    /// it (`OpSpec::weights`): on other weights the executor re-derives or
+    /// re-validates it rather than applying it as recorded.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::ops::formats::serde_word"
+    )]
+    pub weights: Option<WeightFormat>,
     pub provenance: Vec<Provenance>,
 }
 
@@ -343,6 +361,13 @@ pub struct Lesson {
     pub skill: String,
     /// Number of supporting evidence entries, summed over trajectories.
     pub evidence_count: u32,
+    /// The weight format the lesson was recorded on, when a fix depends on it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::ops::formats::serde_word"
+    )]
+    pub weights: Option<WeightFormat>,
     pub evidence: Vec<Provenance>,
     pub provenance: Vec<Provenance>,
 }

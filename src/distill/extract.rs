@@ -80,6 +80,7 @@ fn source(input: &Input) -> (HashMap<FileId, String>, SourceIr) {
         trajectory: header.map_or_else(|| input.dir_name.to_string(), |h| h.name.clone()),
         model: header.and_then(|h| h.model.clone()).unwrap_or_default(),
         target: header.and_then(|h| h.target.clone()).unwrap_or_default(),
+        weights: header.and_then(|h| h.weights),
         files,
     };
     (paths, source)
@@ -311,6 +312,7 @@ fn step(cx: &Cx, index: NodeIndex, places: &Places) -> Option<StepIr> {
             .collect(),
         notes: places.at(NotePlace::Step(id.clone())),
         skill: g.skill_of(index).map(|s| s.name.clone()),
+        weights: g.weights_if_dependent(index),
         id,
         provenance: vec![cx.provenance(node)],
     })

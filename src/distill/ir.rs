@@ -17,7 +17,7 @@ use skillc_runtime::bundle::{
 };
 pub use skillc_runtime::bundle::{DeadEndOutcome, FigureSource};
 
-use skillc_runtime::ops::OpKind;
+use skillc_runtime::ops::{OpKind, WeightFormat};
 
 use crate::syntax::{CmpOp, Expr, Span};
 
@@ -52,6 +52,8 @@ pub struct SourceIr {
     pub trajectory: String,
     pub model: String,
     pub target: String,
+    /// The header's `weights`: what the trajectory says it was recorded on.
+    pub weights: Option<WeightFormat>,
     /// Path relative to the trajectory directory's parent → sha256 of the content.
     pub files: BTreeMap<String, String>,
 }
@@ -162,6 +164,9 @@ pub struct StepIr {
     pub notes: Vec<String>,
     /// The declared skill the action joined (`in <skill>`).
     pub skill: Option<String>,
+    /// The weight format the step was recorded on, when its operation depends on
+    /// it (the operation table's `weights`).
+    pub weights: Option<WeightFormat>,
     pub provenance: Vec<Provenance>,
 }
 
@@ -266,6 +271,8 @@ pub struct LessonIr {
     pub skill: String,
     /// Ids of the steps whose parameters the fix changes, sorted.
     pub guards: Vec<String>,
+    /// The weight format the lesson was recorded on, when a fix depends on it.
+    pub weights: Option<WeightFormat>,
     pub evidence_count: u32,
     pub evidence: Vec<Provenance>,
     pub provenance: Vec<Provenance>,

@@ -123,6 +123,7 @@ pub fn recorded(
         notes: Vec::new(),
         phases: phases.into_iter().collect(),
         guards: guarded.iter().map(|a| cx.step_id(*a)).collect(),
+        weights: g.weights_if_dependent(index),
         evidence_count: u32::try_from(evidence.len()).unwrap_or(u32::MAX),
         evidence,
         provenance: vec![cx.provenance(node)],
@@ -281,6 +282,7 @@ pub fn from_dead_end(
             .map(|s| cx.step_id(s))
             .into_iter()
             .collect(),
+        weights: g.weights_if_dependent(replacement),
         evidence_count: u32::try_from(evidence.len()).unwrap_or(u32::MAX),
         evidence,
         provenance: dead_end.provenance.clone(),

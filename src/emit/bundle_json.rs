@@ -35,6 +35,7 @@ pub fn lower(ir: &SkillIr) -> Bundle {
                 trajectory: s.trajectory.clone(),
                 model: s.model.clone(),
                 target: s.target.clone(),
+                weights: s.weights,
                 files: s.files.clone(),
             })
             .collect(),
@@ -87,6 +88,7 @@ fn phase(ir: &SkillIr, p: &PhaseIr) -> Phase {
                 op: s.op,
                 params: s.params.clone(),
                 guarded_by: s.guarded_by.clone(),
+                weights: s.weights,
                 provenance: s.provenance.clone(),
             })
             .collect(),
@@ -161,6 +163,7 @@ fn lesson(ir: &SkillIr, l: &LessonIr) -> Lesson {
         phases: l.phases.clone(),
         skill: l.skill.clone(),
         evidence_count: l.evidence_count,
+        weights: l.weights,
         evidence: l.evidence.clone(),
         provenance: l.provenance.clone(),
     }

@@ -16,7 +16,7 @@ line: the header, sessions, skill declarations and entries `<id> <kind> …` wit
 never change. Entries take their phase from the latest session above them.
 
 ```text
-trajectory "qwen05b" model "Qwen/Qwen2.5-0.5B" target npu2 baseline "llama1b bundle"
+trajectory "qwen05b" model "Qwen/Qwen2.5-0.5B" target npu2 baseline "llama1b bundle" weights bf16
 
 skill debug-kernel-placement debug "Change a kernel configuration the device refuses to place"
   trigger "L2 capacity exceeded (matvec builder assert)"
@@ -41,6 +41,7 @@ n7 note "K = 4864 leaves room for tile_m 4 on one memory tile." about a4
 - `lesson "title" symptom … cause … fix ["in words"] <op> key=expr… evidence <id>… [when k=v…]`: what was learned, with an executable fix.
 - `note "text"` / `decision "text"` with `about <id>…`, `reverts <id>…`: free text, never interpreted.
 - `skill <opt-…|debug-…> <opt|debug> "what it does" trigger "literal message"…`, and `in <skill>` on entries: the skills the next bundle has.
+- `weights <format>` after the header's fields, a session's phase or on an entry (`bf16`, `f16`, `f32`, `q8_0`, `q4_0`, `q4_1`): the weights it was recorded on. Operations marked "depends on the weight format" below carry it into the bundle; on other weights re-derive their values.
 - Links: `after`, `about`, `evidence`, `fixes <obs>… by <lesson>`, `supersedes`, `reverts`. An action that is reverted or superseded leaves the effective path and becomes a dead end the next bundle keeps.
 
 Check a trajectory with `skillc check DIR` (every problem as `file:line:col` with a hint)
@@ -76,7 +77,12 @@ pub fn summary() -> String {
             } else {
                 code_span(&params.join(" "))
             },
-            op.doc
+            match op.weights {
+                ops::FormatDependence::Depends(why) => {
+                    format!("{}; depends on the weight format: {why}", op.doc)
+                }
+                ops::FormatDependence::Independent => op.doc.to_string(),
+            }
         ));
     }
     out.push_str("\nParameters in parentheses are optional.\n\n## Metrics\n\n| metric | unit | meaning |\n|---|---|---|\n");

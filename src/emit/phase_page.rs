@@ -168,6 +168,9 @@ fn procedure(ir: &SkillIr, phase: &PhaseIr) -> String {
         if !guards.is_empty() {
             out.push(format!("   - guarded by {}", lesson_links(ir, &guards)));
         }
+        if let Some(format) = steps.iter().find_map(|s| s.weights) {
+            out.push(format!("   - {}", print::weights_advice(format, op, "its")));
+        }
         for step in &steps {
             for lesson in step.applies.iter().filter_map(|l| ir.lessons.get(l)) {
                 out.push(format!(

@@ -7,12 +7,35 @@ use std::collections::BTreeMap;
 
 use skillc_runtime::bundle::{Baseline, LessonKind, Remedy, Symptom, Value};
 use skillc_runtime::notation;
-use skillc_runtime::ops::{self, OpKind};
+use skillc_runtime::ops::{self, formats, FormatDependence, OpKind, WeightFormat};
 
 use crate::distill::ir::{
     CheckIr, DeadEndIr, DeadEndOutcome, GateIr, LessonIr, LessonOrigin, PredicateIr, SkillIr,
     SkillSetIr, SymptomIr, TargetIr,
 };
+
+/// What an agent does with a step or fix (`what`) recorded on `format` when the
+/// weights in front of it are another format: `recorded on bf16 weights (why it
+/// matters); on 4-bit weights re-derive its values from their footprint (phase 1
+/// re-validates them)`, or measure a figure again.
+pub fn weights_advice(format: WeightFormat, op: OpKind, what: &str) -> String {
+    let why = match op.spec().weights {
+        FormatDependence::Depends(why) => format!(" ({why})"),
+        FormatDependence::Independent => String::new(),
+    };
+    let other = if formats::is_four_bit(format) {
+        "bf16"
+    } else {
+        "4-bit"
+    };
+    let word = formats::word(format);
+    if op.measures() {
+        return format!("recorded on {word} weights{why}; on {other} weights measure it again");
+    }
+    format!(
+        "recorded on {word} weights{why}; on {other} weights re-derive {what} values from their footprint (phase 1 re-validates them)"
+    )
+}
 
 /// `op key=value …`.
 pub fn call(op: OpKind, params: &BTreeMap<String, Value>) -> String {

@@ -231,6 +231,17 @@ fn fixes(ir: &SkillIr, lessons: &[&LessonIr], cites: &mut Cites) -> String {
                 .collect::<Vec<_>>()
                 .join(", then ")
         ));
+        if let Some(format) = l.weights {
+            let op = std::iter::once(&l.fix)
+                .chain(&l.then)
+                .map(|r| r.op)
+                .find(|op| op.spec().weights.depends())
+                .unwrap_or(l.fix.op);
+            out.push(format!(
+                "- weights: {}",
+                print::weights_advice(format, op, "the fix's")
+            ));
+        }
         for id in &l.applied_by {
             let notes = applier_notes(ir, id);
             out.push(format!(

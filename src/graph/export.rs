@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::{EdgeKind, Graph, Node, NodeData};
 use crate::syntax::{EntryKind, Verdict};
+use skillc_runtime::ops::formats::word;
 
 #[derive(Serialize)]
 struct JsonGraph<'a> {
@@ -25,6 +26,8 @@ struct JsonHeader<'a> {
     model: Option<&'a str>,
     target: Option<&'a str>,
     baseline: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    weights: Option<&'static str>,
     at: String,
 }
 
@@ -34,6 +37,8 @@ struct JsonSession<'a> {
     timestamp: &'a str,
     phase: u8,
     title: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    weights: Option<&'static str>,
     at: String,
 }
 
@@ -56,6 +61,9 @@ struct JsonNode<'a> {
     effective: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     skill: Option<&'a str>,
+    /// The format the entry was recorded on, when what it chooses depends on it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    weights: Option<&'static str>,
     data: &'a NodeData,
 }
 
@@ -76,6 +84,7 @@ pub fn to_json(graph: &Graph) -> String {
             model: h.model.as_deref(),
             target: h.target.as_deref(),
             baseline: h.baseline.as_deref(),
+            weights: h.weights.map(word),
             at: graph.location(h.span),
         }),
         files: graph.files.iter().map(|f| f.path.as_str()).collect(),
@@ -88,6 +97,7 @@ pub fn to_json(graph: &Graph) -> String {
                 timestamp: &s.timestamp,
                 phase: s.phase,
                 title: s.title.as_deref(),
+                weights: s.weights.map(word),
                 at: graph.location(s.span),
             })
             .collect(),
@@ -112,6 +122,7 @@ pub fn to_json(graph: &Graph) -> String {
                 at: graph.location(node.span),
                 effective: node.effective,
                 skill: graph.skill_of(index).map(|s| s.name.as_str()),
+                weights: graph.weights_if_dependent(index).map(word),
                 data: &node.data,
             })
             .collect(),

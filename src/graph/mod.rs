@@ -28,6 +28,7 @@ pub use expr::to_text as expr_text;
 mod resolve;
 pub mod skills;
 mod suggest;
+mod weights;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -36,7 +37,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 use petgraph::Direction;
 use serde::Serialize;
-use skillc_runtime::ops::OpKind;
+use skillc_runtime::ops::{OpKind, WeightFormat};
 
 use skillc_runtime::bundle::LessonKind;
 
@@ -118,6 +119,13 @@ pub struct HeaderInfo {
     pub model: Option<String>,
     pub target: Option<String>,
     pub baseline: Option<String>,
+    /// `weights bf16`: what the whole trajectory was recorded on, unless a session
+    /// or an entry says otherwise.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "skillc_runtime::ops::formats::serde_word"
+    )]
+    pub weights: Option<WeightFormat>,
     pub span: Span,
 }
 
@@ -132,6 +140,12 @@ pub struct SessionInfo {
     pub timestamp: String,
     pub phase: u8,
     pub title: Option<String>,
+    /// `weights …` after the phase: what the session's entries were recorded on.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "skillc_runtime::ops::formats::serde_word"
+    )]
+    pub weights: Option<WeightFormat>,
     pub span: Span,
 }
 
@@ -166,6 +180,13 @@ pub struct Node {
     pub effective: bool,
     /// The skill the entry joined with `in <skill>`.
     pub skill: Option<SkillId>,
+    /// The entry's own `weights` clause ([`Graph::recorded_weights`] adds the
+    /// session's and the header's).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        with = "skillc_runtime::ops::formats::serde_word"
+    )]
+    pub weights: Option<WeightFormat>,
     pub data: NodeData,
 }
 

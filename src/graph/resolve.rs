@@ -79,6 +79,7 @@ pub(super) fn build(files: Vec<ParsedFile>) -> (Graph, Vec<Diagnostic>) {
             span: checked.span,
             effective: true,
             skill: None,
+            weights: checked.weights,
             data: checked.data,
         });
         diagnostics.extend(checked.diagnostics);
@@ -101,6 +102,7 @@ pub(super) fn build(files: Vec<ParsedFile>) -> (Graph, Vec<Diagnostic>) {
         diagnostics.extend(shape_warnings);
     }
     warn_fixed_passes(&graph, &mut diagnostics);
+    super::weights::warn_unrecorded(&graph, &mut diagnostics);
     report_cycles(&graph, &mut diagnostics);
     mark_effective(&mut graph);
 
@@ -147,10 +149,15 @@ fn place(
                 },
                 Item::Session(session) => {
                     check_session(&session, previous_timestamp.as_ref(), diagnostics);
+                    let weights = session
+                        .weights
+                        .as_ref()
+                        .and_then(|w| super::weights::read_name(w, diagnostics));
                     graph.sessions.push(SessionInfo {
                         timestamp: session.timestamp.text.clone(),
                         phase: u8::try_from(session.phase).unwrap_or(u8::MAX),
                         title: session.title.map(|t| t.text),
+                        weights,
                         span: session.span,
                     });
                     previous_timestamp = Some(session.timestamp);
@@ -170,6 +177,7 @@ fn place(
                                 timestamp: String::new(),
                                 phase: u8::MAX,
                                 title: None,
+                                weights: None,
                                 span: unparsed.span,
                             });
                             session_sizes.push(1);
@@ -261,6 +269,7 @@ fn header_info(header: &Header, diagnostics: &mut Vec<Diagnostic>) -> HeaderInfo
         model: None,
         target: None,
         baseline: None,
+        weights: None,
         span: header.span,
     };
     for (i, field) in header.fields.iter().enumerate() {
@@ -282,6 +291,7 @@ fn header_info(header: &Header, diagnostics: &mut Vec<Diagnostic>) -> HeaderInfo
         match field.key.text.as_str() {
             "model" => info.model = Some(text),
             "target" => info.target = Some(text),
+            "weights" => info.weights = super::weights::read(&text, field.value.span, diagnostics),
             _ => info.baseline = Some(text),
         }
     }

@@ -90,6 +90,9 @@ pub struct Session {
     pub phase: u64,
     #[serde(skip)]
     pub phase_span: Span,
+    /// `weights bf16` after the phase: the format the session's entries were
+    /// recorded on, as written.
+    pub weights: Option<Name>,
     pub title: Option<Text>,
     #[serde(skip)]
     pub span: Span,
@@ -361,6 +364,9 @@ pub enum ClauseKind {
     Fix(Fix),
     /// `in debug-bo-corruption`: the entry belongs to that skill.
     In(Name),
+    /// `weights bf16`: the weight format the entry was recorded on, as written (the
+    /// resolver checks the word).
+    Weights(Name),
 }
 
 impl ClauseKind {
@@ -379,6 +385,7 @@ impl ClauseKind {
             ClauseKind::Cause(_) => "cause",
             ClauseKind::Fix(_) => "fix",
             ClauseKind::In(_) => "in",
+            ClauseKind::Weights(_) => "weights",
         }
     }
 }

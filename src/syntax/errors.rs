@@ -188,6 +188,8 @@ fn is_clause_start(rule: Rule) -> bool {
             | Rule::kw_symptom
             | Rule::kw_cause
             | Rule::kw_fix
+            | Rule::kw_weights
+            | Rule::weights_clause
             | Rule::verdict_clause
             | Rule::when_clause
             | Rule::after_clause
@@ -208,7 +210,11 @@ fn rule_name(rule: Rule) -> &'static str {
         Rule::header | Rule::kw_trajectory => "`trajectory`",
         Rule::session | Rule::kw_session => "`session`",
         Rule::entry | Rule::entry_id => "an entry `<id> <kind>`",
-        Rule::header_field | Rule::header_key => "a header field (model, target, baseline)",
+        Rule::header_field | Rule::header_key => {
+            "a header field (model, target, baseline, weights)"
+        }
+        Rule::weights_clause | Rule::kw_weights => "`weights <format>`",
+        Rule::weight_format => "a weight format (bf16, f32, f16, q8_0, q4_0, q4_1)",
         Rule::timestamp => "a timestamp (YYYY-MM-DD or YYYY-MM-DDTHH:MM)",
         Rule::kw_phase => "`phase`",
         Rule::phase_num => "a phase number (0-7)",

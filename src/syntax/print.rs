@@ -42,6 +42,9 @@ fn header(h: &Header, out: &mut String) {
 
 fn session(s: &Session, out: &mut String) {
     out.push_str(&format!("\nsession {} phase {}", s.timestamp.text, s.phase));
+    if let Some(weights) = &s.weights {
+        out.push_str(&format!(" weights {}", weights.text));
+    }
     if let Some(title) = &s.title {
         out.push_str(&format!(" {}", notation::quoted(&title.text)));
     }
@@ -159,6 +162,7 @@ fn clause(c: &ClauseKind) -> String {
             out
         }
         ClauseKind::In(skill) => format!("in {}", skill.text),
+        ClauseKind::Weights(format) => format!("weights {}", format.text),
     }
 }
 

@@ -12,6 +12,7 @@ pub const KEYWORDS: &[&str] = &[
     "model",
     "target",
     "baseline",
+    "weights",
     "action",
     "observe",
     "lesson",

@@ -15,10 +15,13 @@
 //! - [`words`]: the closed sets parameters take (`layout=seq-first`, …) as enums;
 //! - [`metrics`]: observation metrics and units;
 //! - [`expressions`]: the functions and variables of remedy expressions;
-//! - [`keywords`]: the reserved words of the language.
+//! - [`keywords`]: the reserved words of the language;
+//! - [`formats`]: the weight formats a trajectory records, and which operations
+//!   depend on them.
 
 pub mod effect;
 pub mod expressions;
+pub mod formats;
 pub mod keywords;
 pub mod metrics;
 pub mod operations;
@@ -29,6 +32,7 @@ pub use effect::{effect, ApplyError, Effect, KernelSettings, PathChange, PlanCha
 pub use expressions::{
     eval_function, function_spec, variable_spec, FunctionSpec, VariableSpec, FUNCTIONS, VARIABLES,
 };
+pub use formats::{FormatDependence, WeightFormat};
 pub use keywords::{is_keyword, KEYWORDS};
 pub use metrics::{
     convert, metric_spec, unit_spec, Better, Dimension, MetricSpec, UnitSpec, METRICS, UNITS,

@@ -7,6 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::formats::FormatDependence::{self, Depends, Independent};
 use super::words::{BufferKey, RopeConvention, RopeScaling, WeightOrigin};
 use crate::xdna2::kernels::{Epilogue, Kernel, Precision, QkvLayout};
 
@@ -266,6 +267,9 @@ pub struct OpSpec {
     pub phases: &'static [u8],
     pub params: &'static [ParamSpec],
     pub doc: &'static str,
+    /// Whether its parameters and results depend on the weights' format: a step or
+    /// fix of such an operation carries the format it was recorded on.
+    pub weights: FormatDependence,
 }
 
 impl OpSpec {
@@ -380,6 +384,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[0],
         params: &[],
         doc: "refuse architectures outside scope (MoE, MLA, encoder-decoder) with the reason",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::LoadWeights,
@@ -390,6 +395,7 @@ pub const OPERATIONS: &[OpSpec] = &[
             opt("seed", Int, "seed for random weights").bounded(NonNegative),
         ],
         doc: "load the model's weights (bf16 in memory)",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::BuildReference,
@@ -397,6 +403,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[0],
         params: &[],
         doc: "build the CPU f32 reference forward pass",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::CompareReference,
@@ -407,6 +414,7 @@ pub const OPERATIONS: &[OpSpec] = &[
             opt("tol", Float, "max abs error relative to max |value|").bounded(Positive),
         ],
         doc: "compare the CPU reference with an external reference",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::RopeConvention,
@@ -418,6 +426,7 @@ pub const OPERATIONS: &[OpSpec] = &[
             "which dimensions RoPE rotates together: i with i + head_dim/2, or 2i with 2i+1",
         )],
         doc: "choose the RoPE pairing the checkpoint was trained with",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::RopeScaling,
@@ -429,6 +438,7 @@ pub const OPERATIONS: &[OpSpec] = &[
             "build the RoPE table from the config's scaled inverse frequencies (llama3, linear) or the unscaled ones",
         )],
         doc: "choose the inverse frequencies the RoPE table is built from",
+        weights: Independent,
     },
     // Phase 1: kernels.
     OpSpec {
@@ -437,6 +447,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[1],
         params: &[],
         doc: "derive every kernel x shape the model needs",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::SelectTiling,
@@ -460,6 +471,7 @@ pub const OPERATIONS: &[OpSpec] = &[
             ),
         ],
         doc: "choose a tiling and herd for one kernel at one shape",
+        weights: Depends("the tile and herd are sized by the bytes of the weight panel each tile stages"),
     },
     OpSpec {
         kind: OpKind::ValidateKernel,
@@ -472,6 +484,7 @@ pub const OPERATIONS: &[OpSpec] = &[
             opt("atol", Float, "absolute tolerance").bounded(NonNegative),
         ],
         doc: "run one kernel on the emulator against the f32 reference, element-wise",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::RegisterKernel,
@@ -479,6 +492,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[1],
         params: &[req("kernel", KERNEL, "kernel name"), opt("shape", ParamKind::IntList, "shape").bounded(Positive)],
         doc: "record a validated kernel configuration in the kernel registry",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::PadDims,
@@ -487,6 +501,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         params: &[],
         doc: "zero-pad every model dimension no legal tiling divides (hidden, FFN, head_dim, \
               KV groups) to the nearest size one accepts, searched over the device constraints",
+        weights: Depends("padded sizes must be whole blocks of the stored format"),
     },
     // Phase 2: one decoder block.
     OpSpec {
@@ -495,6 +510,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[2],
         params: &[opt("layer", Int, "layer index").bounded(NonNegative)],
         doc: "wire one decoder block from validated kernels",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::PadHeads,
@@ -502,6 +518,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[2],
         params: &[req("multiple", Int, "pad dims to this multiple with phantom heads").bounded(Positive)],
         doc: "GQA-aware padding of non-aligned dimensions",
+        weights: Depends("padded weights are a copy: they cannot stay in their stored blocks"),
     },
     OpSpec {
         kind: OpKind::BiasAfterRope,
@@ -509,6 +526,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[2],
         params: &[],
         doc: "add the QKV bias on the host after RoPE, using RoPE(q+b) = RoPE(q) + RoPE(b)",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::QkNorm,
@@ -516,6 +534,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[2],
         params: &[],
         doc: "apply per-head Q/K RMSNorm before RoPE (Qwen3)",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::ValidateBlock,
@@ -527,6 +546,7 @@ pub const OPERATIONS: &[OpSpec] = &[
             opt("position_min", Float, "per-position cosine threshold").bounded(Cosine),
         ],
         doc: "compare one block on the emulated NPU with the reference",
+        weights: Independent,
     },
     // Phase 3: whole model.
     OpSpec {
@@ -535,6 +555,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[3],
         params: &[],
         doc: "chain every block and the LM head",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::VerifyModel,
@@ -545,6 +566,7 @@ pub const OPERATIONS: &[OpSpec] = &[
             opt("top_k", Int, "top-k set checked at the first divergence").bounded(Positive),
         ],
         doc: "greedy-decode on both sides; at the first divergence each token must be in the other's top-k",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::DiagnoseLayers,
@@ -552,6 +574,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[3],
         params: &[],
         doc: "per-layer cosine table (diagnosis, not a gate)",
+        weights: Independent,
     },
     // Phase 4: prefill optimization.
     OpSpec {
@@ -560,6 +583,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[4, 5],
         params: &[req("group", Ident, "name of the merged call, e.g. rms_gemms_rope")],
         doc: "merge consecutive launches into one NPU call",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::SplitLaunches,
@@ -567,6 +591,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[4, 5],
         params: &[req("group", Ident, "merged call to split back")],
         doc: "undo a merge (compile blow-up, mismatch)",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::ReuseStaticWeights,
@@ -578,6 +603,7 @@ pub const OPERATIONS: &[OpSpec] = &[
             "one weight buffer per layer (the default), or one shared by every layer",
         )],
         doc: "per-layer weight buffers written once at setup, skipped per call",
+        weights: Depends("the static buffers hold the weights as stored, so their footprint is the format's bytes"),
     },
     OpSpec {
         kind: OpKind::MarkIntermediates,
@@ -585,6 +611,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[4, 5],
         params: &[],
         doc: "skip host writes of buffers the kernels overwrite",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::AlignLayout,
@@ -592,6 +619,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[4],
         params: &[req("layout", LAYOUT, "activation layout")],
         doc: "keep activations in one layout so host transposes disappear",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::LastTokenLmHead,
@@ -599,6 +627,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[4],
         params: &[],
         doc: "prefill LM head on the last real row only, reusing the decode GEMV",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::TuneTiling,
@@ -606,6 +635,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[4, 5],
         params: &[req("kernel", KERNEL, "kernel name"), TILE, HERD],
         doc: "retune one kernel's tiling for speed",
+        weights: Depends("the tile is sized by the bytes of the weight panel each tile stages"),
     },
     OpSpec {
         kind: OpKind::ProfilePrefill,
@@ -617,6 +647,7 @@ pub const OPERATIONS: &[OpSpec] = &[
             opt("iters", Int, "timed iterations").bounded(Positive),
         ],
         doc: "time prefill",
+        weights: Independent,
     },
     // Phase 5: decode optimization.
     OpSpec {
@@ -626,6 +657,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[3, 5],
         params: &[HERD],
         doc: "decode projections as NPU GEMVs",
+        weights: Depends("a GEMV streams its weights: its herd and tile are sized by their bytes"),
     },
     OpSpec {
         kind: OpKind::CpuDecodeAttention,
@@ -633,6 +665,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[5],
         params: &[],
         doc: "decode attention (one query) on the host",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::PretransposeWeights,
@@ -640,6 +673,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[3, 5],
         params: &[],
         doc: "one-time host transpose of (out,in) weights for GEMV",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::PartitionLmHead,
@@ -647,6 +681,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[5],
         params: &[req("parts", Int, "number of LM-head partitions").bounded(Positive)],
         doc: "split the LM head GEMV so each partition fits L2 and the repeat limit",
+        weights: Depends("partitions are sized so the head's weight bytes fit L2"),
     },
     OpSpec {
         kind: OpKind::CascadeFfn,
@@ -654,6 +689,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[5],
         params: &[req("rows", Int, "core rows of the cascade").bounded(Positive)],
         doc: "fused O+FFN decode GEMV cascade",
+        weights: Depends("the cascade's L1 and L2 footprints are the weights' bytes"),
     },
     OpSpec {
         kind: OpKind::OmitPingpong,
@@ -661,6 +697,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[5],
         params: &[],
         doc: "drop ping-pong buffers module-wide to fit L1",
+        weights: Depends("single buffering exists to fit a weight row's bytes in L1"),
     },
     OpSpec {
         kind: OpKind::ProfileDecode,
@@ -671,6 +708,7 @@ pub const OPERATIONS: &[OpSpec] = &[
             opt("seq_len", Int, "context length").bounded(Positive),
         ],
         doc: "time decode",
+        weights: Depends("decode streams every weight once per token: its time scales with their bytes"),
     },
     // Phases 6 and 7.
     OpSpec {
@@ -679,6 +717,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[6],
         params: &[],
         doc: "write the production plan, report and trajectory",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::RecordLessons,
@@ -686,6 +725,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[6],
         params: &[],
         doc: "append this run's lessons to the trajectory",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::Evaluate,
@@ -693,6 +733,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[7],
         params: &[opt("fresh_process", Bool, "re-run verification in a fresh process")],
         doc: "independent evaluation of the written artifacts",
+        weights: Independent,
     },
     OpSpec {
         kind: OpKind::NoteHost,
@@ -700,6 +741,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         phases: &[0, 1, 2, 3, 4, 5, 6, 7],
         params: &[opt("text", Str, "what changed on the host")],
         doc: "a host-side change with no NPU effect (kept for the record)",
+        weights: Independent,
     },
 ];
 

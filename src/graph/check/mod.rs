@@ -4,6 +4,8 @@
 
 use skillc_runtime::ops::ParamKind;
 
+use skillc_runtime::ops::WeightFormat;
+
 use super::{ActionData, EdgeKind, LessonData, NodeData, ObservationData};
 use crate::diag::{Code, Diagnostic};
 use crate::syntax::{
@@ -29,6 +31,8 @@ pub(super) struct Checked {
     pub references: Vec<Reference>,
     /// The skill named by an `in` clause, resolved against the declared skills later.
     pub skill: Option<Name>,
+    /// The entry's `weights` clause, read (an unknown word is reported).
+    pub weights: Option<WeightFormat>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -43,6 +47,12 @@ pub(super) fn check_entry(entry: Entry, phase: u8) -> Checked {
     let references = references(&entry, kind);
     let skill = entry.clauses.iter().find_map(|c| match &c.kind {
         ClauseKind::In(name) if allowed(&c.kind, kind) => Some(name.clone()),
+        _ => None,
+    });
+    let weights = entry.clauses.iter().find_map(|c| match &c.kind {
+        ClauseKind::Weights(word) if allowed(&c.kind, kind) => {
+            super::weights::read_name(word, &mut checker.diagnostics)
+        }
         _ => None,
     });
     if let Some(conditions) = entry.clauses.iter().find_map(|c| match &c.kind {
@@ -109,6 +119,7 @@ pub(super) fn check_entry(entry: Entry, phase: u8) -> Checked {
         data,
         references,
         skill,
+        weights,
         diagnostics: checker.diagnostics,
     }
 }
@@ -170,6 +181,8 @@ fn allowed(clause: &ClauseKind, kind: EntryKind) -> bool {
         ClauseKind::Reverts(_) => matches!(kind, Action | Decision),
         // An observation belongs through the lesson or action it is evidence of.
         ClauseKind::In(_) => kind != Observation,
+        // What was recorded on some weights: a step, a figure, a lesson.
+        ClauseKind::Weights(_) => matches!(kind, Action | Observation | Lesson),
     }
 }
 

@@ -75,6 +75,10 @@ impl Builder<'_> {
                 Some(name) => ClauseKind::In(self.name(&name)),
                 None => return None,
             },
+            Rule::weights_clause => match inner(pair).next() {
+                Some(word) => ClauseKind::Weights(self.name(&word)),
+                None => return None,
+            },
             _ => return None,
         };
         Some(Clause { kind, span })

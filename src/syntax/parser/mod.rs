@@ -163,6 +163,7 @@ fn is_keyword(rule: Rule) -> bool {
             | Rule::kw_skill
             | Rule::kw_trigger
             | Rule::kw_in
+            | Rule::kw_weights
             | Rule::EOI
     )
 }
@@ -323,9 +324,11 @@ impl Builder<'_> {
         let mut timestamp = None;
         let mut phase = (0, span);
         let mut title = None;
+        let mut weights = None;
         for part in inner(pair) {
             match part.as_rule() {
                 Rule::timestamp => timestamp = Some(self.timestamp(&part)),
+                Rule::weights_clause => weights = inner(part).next().map(|w| self.name(&w)),
                 Rule::phase_num => {
                     let phase_span = self.spans.span(&part);
                     phase = (part.as_str().parse::<u64>().unwrap_or(u64::MAX), phase_span);
@@ -347,6 +350,7 @@ impl Builder<'_> {
             }),
             phase: phase.0,
             phase_span: phase.1,
+            weights,
             title,
             span,
         }

@@ -215,6 +215,10 @@ impl TrajectoryWriter {
             }
             let _ = writeln!(out, "{when}");
         }
+        if let Some(format) = lesson.weights {
+            // Restated on the weights it was recorded on, so the next build keeps them.
+            let _ = writeln!(out, "    weights {}", crate::ops::formats::word(format));
+        }
         if !evidence.is_empty() {
             let _ = writeln!(out, "    evidence {}", evidence.join(" "));
         }

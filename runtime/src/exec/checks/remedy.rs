@@ -336,6 +336,7 @@ mod tests {
             phases: vec![1],
             skill: "debug-gemm".into(),
             evidence_count: 1,
+            weights: None,
             evidence: vec![],
             provenance: vec![],
         }
