@@ -179,8 +179,8 @@ fn lm_head_layout(decode: &Plan) -> (String, f64) {
     )
 }
 
-/// Prefill's GEMM weights: the stored blocks and the bf16 copy the GEMMs
-/// read. The decision is the published design's: mlir-air's 4-bit models run
+/// Prefill's per-layer GEMM weights: the stored blocks and the bf16 copy the
+/// GEMMs read. The decision is the published design's: mlir-air's 4-bit models run
 /// prefill as bf16 GEMMs on weights dequantized on the host (calibration §6),
 /// because prefill GEMMs are compute-bound (§3–§4: the 2048-row GEMMs run at
 /// 4–9 TFLOP/s, and Gemma's Up and Down run within 5 % of each other at 1.9x
@@ -195,7 +195,8 @@ fn prefill_weights(prefill: &Plan, index: &TensorIndex<'_>) -> PrefillWeights {
             let Launch::Gemm { b, .. } = launch else {
                 continue;
             };
-            let Some(buffer) = prefill.buffers.get(b) else {
+            // The LM head's GEMM (a naive plan's) has its own row.
+            let Some(buffer) = prefill.buffers.get(b).filter(|b| b.per_layer) else {
                 continue;
             };
             let Some(crate::xdna2::plan::WeightSource::Tensor { name, .. }) = &buffer.source else {
@@ -204,12 +205,7 @@ fn prefill_weights(prefill: &Plan, index: &TensorIndex<'_>) -> PrefillWeights {
             if !seen.insert(b.clone()) {
                 continue;
             }
-            let layers = if buffer.per_layer {
-                prefill.num_layers
-            } else {
-                1
-            };
-            for layer in 0..layers {
+            for layer in 0..prefill.num_layers {
                 let tensor = index.get(&name.replace("{layer}", &layer.to_string()));
                 tensors += 1;
                 stored += tensor.map_or(0.0, |t| t.stored_bytes() as f64);
