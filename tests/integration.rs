@@ -20,6 +20,7 @@ mod deploy_evaluator;
 mod deploy_faults;
 mod deploy_fixtures;
 mod deploy_gates;
+mod deploy_gguf_fixture;
 mod deploy_learning;
 mod deploy_optimize;
 mod deploy_padding_property;

@@ -12,6 +12,7 @@ mod padding;
 mod smollm2;
 mod test_support;
 mod xdna2_calibration;
+mod xdna2_calibration_q4;
 mod xdna2_constraints;
 mod xdna2_exec;
 mod xdna2_harness;

@@ -17,7 +17,8 @@ use std::process::ExitCode;
 use skillc_runtime::xdna2::builder::{plan_for, PlanError};
 use skillc_runtime::xdna2::calibration::{
     data_dir, default_models_dir, load_model, ratio_checks, stale_plan_files, write_plan_files,
-    CalibrationError, DataSet, PointSet, Prepared, RatioCheck, Report, Summary, REFERENCE_MODEL,
+    CalibrationError, DataSet, PointSet, Prepared, PreparedFourBit, RatioCheck, Report, Summary,
+    REFERENCE_MODEL,
 };
 use skillc_runtime::xdna2::cost::{time_plan, Params};
 use skillc_runtime::xdna2::device::{Device, DeviceError};
@@ -171,6 +172,24 @@ fn calibrate(
     let params = file.params()?;
     let report = prepared.report(&device, &params);
     let ratios = ratio_checks(data, &device, &params)?;
+    let four_bit = PreparedFourBit::load(&device, data, models, &prepared.data, &file.to_json())?;
+    let q4_file = match super::calibrate_four_bit::fitted(&four_bit, &device, &params, data, refit)
+        .map_err(CalibrateError::file(&data.join("fitted_q4.json")))?
+    {
+        Ok(file) => file,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return Ok(ExitCode::from(EXIT_FAILED));
+        }
+    };
+    if refit {
+        say("fit: 4-bit parameters; wrote runtime/data/xdna2/fitted_q4.json".to_string());
+    }
+    let params = Params {
+        packed: q4_file.packed_params(),
+        ..params
+    };
+    let q4_report = four_bit.report(&device, &params);
     if show.json {
         let ratios: Vec<_> = ratios
             .iter()
@@ -182,6 +201,7 @@ fn calibrate(
             "bounds": file.bounds,
             "leave_one_family_out": file.leave_one_family_out,
             "ratios": ratios,
+            "four_bit": { "report": q4_report, "params": q4_file.params },
         });
         println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
     } else {
@@ -189,6 +209,7 @@ fn calibrate(
         print_bounds(&file.bounds);
         print_families(&file.leave_one_family_out);
         print_ratios(&ratios);
+        super::calibrate_four_bit::print(&four_bit, &q4_report, &q4_file);
     }
     let note = FittedFile {
         fit: report.fit.clone(),
@@ -363,7 +384,7 @@ fn print_families(lofo: &LeaveOneFamilyOut) {
 }
 
 /// One summary of errors: median, signed median (the bias), worst.
-fn summary_line(label: &str, s: &Summary) -> String {
+pub(super) fn summary_line(label: &str, s: &Summary) -> String {
     format!(
         "{label}: {} points, median error {:.1}%, signed median {:+.1}% ({} of {} below measured), worst {:.1}% ({})",
         s.points,

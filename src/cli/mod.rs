@@ -10,6 +10,7 @@ pub mod bench;
 pub mod build;
 pub mod bundle_file;
 pub mod calibrate;
+pub mod calibrate_four_bit;
 pub mod check;
 pub mod deploy;
 pub mod diff;

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::device::Device;
 use super::kernels::{FlashAttentionSpec, GemmSpec, GemvSpec, Kernel};
+use super::packed_cost::{packed_stream_s, PackedParams};
 use super::plan::{Binding, BufferClass, Call, HostOp, Launch, Phase, Plan, Role, Section, Step};
 
 /// One fitted parameter's description.
@@ -39,6 +40,10 @@ macro_rules! params {
         #[serde(deny_unknown_fields)]
         pub struct Params {
             $( #[doc = $doc] pub $name: f64, )*
+            /// The 4-bit kernels' parameters, fitted apart on the published
+            /// 4-bit deployments (`packed_cost`); no bf16 launch reads them.
+            #[serde(default)]
+            pub packed: PackedParams,
         }
 
         impl Params {
@@ -48,7 +53,7 @@ macro_rules! params {
 
             /// The starting point of a fit.
             pub fn initial() -> Self {
-                Params { $( $name: $init, )* }
+                Params { $( $name: $init, )* packed: PackedParams::initial() }
             }
 
             /// Values in `SPECS` order.
@@ -59,7 +64,7 @@ macro_rules! params {
             /// Parameters from values in `SPECS` order.
             pub fn from_values(values: &[f64]) -> Self {
                 let mut it = values.iter().copied();
-                Params { $( $name: it.next().unwrap_or($init), )* }
+                Params { $( $name: it.next().unwrap_or($init), )* packed: PackedParams::initial() }
             }
         }
     };
@@ -392,10 +397,12 @@ fn gemm_cost(spec: &GemmSpec, device: &Device, p: &Params) -> LaunchCost {
 /// column's stream); the herd is capped by DRAM bandwidth. `matrices` is 2 for the fused gate/up launch.
 fn gemv_cost(spec: &GemvSpec, matrices: usize, device: &Device, p: &Params) -> LaunchCost {
     let tiles = spec.herd.tiles();
-    let mut per_tile = p.gemv_tile_bytes_per_s;
-    if spec.omit_pingpong {
-        per_tile /= p.gemv_no_pingpong_factor;
-    }
+    let single_buffered = if spec.omit_pingpong {
+        p.gemv_no_pingpong_factor
+    } else {
+        1.0
+    };
+    let per_tile = p.gemv_tile_bytes_per_s / single_buffered;
     let rows = 1.0 + p.gemv_cascade_gain * (spec.herd.rows() as f64 - 1.0);
     let weights = matrices as f64 * spec.weight_bytes();
     let bytes = weights + 2.0 * (spec.k + spec.m) as f64;
@@ -403,7 +410,11 @@ fn gemv_cost(spec: &GemvSpec, matrices: usize, device: &Device, p: &Params) -> L
     let peak = device.peak_flops(tiles, device.compute_tile.macs_per_cycle_bf16);
     let mut cost = blank(tiles, flops, bytes, peak);
     cost.compute_s = flops / peak;
-    let stream = weights / (spec.herd.cols() as f64 * rows * per_tile);
+    // A packed GEMV is bound by its tiles' unpacking, not by a byte rate.
+    let stream = match spec.packed {
+        Some(format) => single_buffered * packed_stream_s(spec, format, matrices, rows, &p.packed),
+        None => weights / (spec.herd.cols() as f64 * rows * per_tile),
+    };
     // Each column's weights arrive over one channel.
     let channel = weights / (spec.herd.cols() as f64 * device.channel_bytes_per_s());
     cost.data_s = stream.max(channel).max(bytes / p.dram_bytes_per_s);

@@ -201,11 +201,15 @@ impl FittedFile {
     }
 }
 
-/// The committed parameters.
+/// The committed parameters: the bf16 fit and, beside it, the 4-bit fit.
 pub fn committed_params() -> Params {
-    FittedFile::committed()
+    let bf16 = FittedFile::committed()
         .params()
-        .expect("committed fitted.json has every parameter")
+        .expect("committed fitted.json has every parameter");
+    Params {
+        packed: super::calibration::FittedFourBit::committed().packed_params(),
+        ..bf16
+    }
 }
 
 /// Result of a fit.
@@ -292,7 +296,7 @@ pub fn fit_on(prepared: &Prepared, device: &Device, fit_points: Vec<usize>) -> F
 
 /// Pattern search: exploratory moves along each axis, then a pattern move
 /// along the improvement; the step halves when nothing improves.
-fn hooke_jeeves(
+pub(crate) fn hooke_jeeves(
     f: &mut dyn FnMut(&[f64]) -> f64,
     start: Vec<f64>,
     bounds: &[(f64, f64)],

@@ -23,6 +23,7 @@ pub mod interpreter;
 pub mod kernels;
 pub mod lofo;
 pub mod numerics;
+pub mod packed_cost;
 pub mod packing;
 pub mod padding;
 pub mod plan;

@@ -8,7 +8,9 @@
 use std::collections::BTreeMap;
 
 use crate::exec::artifacts::record::{ContextDecode, PhaseRecord};
-use crate::exec::artifacts::weight_path::{BufferWeights, PathDecode, WeightPathRecord};
+use crate::exec::artifacts::weight_path::{
+    BufferWeights, PathDecode, PrefillWeights, WeightPathRecord,
+};
 use crate::exec::design::{Design, SEQ_LEN};
 use crate::exec::fault::Fault;
 use crate::exec::run::Run;
@@ -79,7 +81,7 @@ fn decide_buffers(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<(), Deploy
         .iter()
         .filter_map(|c| c.packed.map(|f| (c.buffer.clone(), f)))
         .collect();
-    let buffers = choices
+    let mut buffers = choices
         .into_iter()
         .map(|c| BufferWeights {
             stored: stored_format(&decode, &c.buffer, &index)
@@ -94,6 +96,8 @@ fn decide_buffers(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<(), Deploy
             bytes_per_token: 0.0,
         })
         .collect::<Vec<_>>();
+    buffers.push(lm_head_row(stored, &index));
+    let prefill = prefill_weights(&run.plans()?.prefill, &index);
     if asked != WeightPath::Bf16 {
         run.design.packed = packable.clone();
     }
@@ -112,10 +116,109 @@ fn decide_buffers(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<(), Deploy
     run.report.weight_path = Some(WeightPathRecord {
         asked,
         buffers,
+        prefill: Some(prefill),
         decode: Vec::new(),
         calibration: String::new(),
     });
     Ok(())
+}
+
+/// The LM head's row: its weights as stored (the tied embedding when the
+/// model has no output projection) and why its GEMV reads bf16. The packed
+/// GEMV reads Q4_0 and Q4_1 blocks only, and the LM-head GEMV's partitions
+/// cut the stored rows (a setup transform), so the head reads a bf16 copy.
+/// Its partitions and bytes per token come from the production plan (phase 6).
+fn lm_head_row(model: &Model, index: &TensorIndex<'_>) -> BufferWeights {
+    let arch = &model.arch;
+    let tensor = if arch.tie_word_embeddings {
+        "model.embed_tokens.weight"
+    } else {
+        "lm_head.weight"
+    };
+    let stored = index.get(tensor).map(|t| t.format());
+    let name = stored.map_or("?", |f| f.name());
+    let reason = match stored.and_then(PackedFormat::of) {
+        Some(f) => format!(
+            "`{tensor}` is stored {f}, but the LM-head GEMV's partitions cut its rows at setup: no packed LM head yet"
+        ),
+        None => format!(
+            "`{tensor}` is stored {name}: the packed GEMV reads Q4_0 and Q4_1 blocks only (no {name} kernel), so the LM head reads a bf16 copy"
+        ),
+    };
+    BufferWeights {
+        buffer: LM_HEAD.into(),
+        shape: format!("{}x{}", arch.vocab_size, arch.hidden_size),
+        stored: name.to_string(),
+        packed: None,
+        reason,
+        bytes_per_token: 0.0,
+    }
+}
+
+/// The LM head's row name in the table and in [`gemv_bytes`].
+const LM_HEAD: &str = "lm_head";
+
+/// The production plan's LM head: its partitions, or that it runs on the
+/// CPU, with the bytes the CPU matvec reads per token (an NPU head's bytes
+/// are counted with the GEMVs, [`gemv_bytes`]).
+fn lm_head_layout(decode: &Plan) -> (String, f64) {
+    let steps = decode.calls().flat_map(|(_, call)| &call.launches);
+    for launch in steps {
+        if let Launch::LmHeadGemv { spec, .. } = launch {
+            let layout = format!(" ({} NPU GEMV parts of {} rows)", spec.parts, spec.part.m);
+            return (layout, 0.0);
+        }
+    }
+    let host = decode.epilogue.iter().find_map(|s| match s {
+        Step::Host(crate::xdna2::plan::HostOp::Matvec { m, k, .. }) => Some((m * k * 2) as f64),
+        _ => None,
+    });
+    (
+        " (a CPU matvec of its bf16 copy on the production plan)".into(),
+        host.unwrap_or(0.0),
+    )
+}
+
+/// Prefill's per-layer GEMM weights: the stored blocks and the bf16 copy the
+/// GEMMs read. The decision is the published design's: mlir-air's 4-bit models run
+/// prefill as bf16 GEMMs on weights dequantized on the host (calibration §6),
+/// because prefill GEMMs are compute-bound (§3–§4: the 2048-row GEMMs run at
+/// 4–9 TFLOP/s, and Gemma's Up and Down run within 5 % of each other at 1.9x
+/// different DRAM traffic), so packed bytes would not shorten them, and the
+/// one int4 GEMM backend published ran 698 ms per layer against the bf16
+/// backend's 84 ms (llama32_1b_int4, §6).
+fn prefill_weights(prefill: &Plan, index: &TensorIndex<'_>) -> PrefillWeights {
+    let mut seen = std::collections::BTreeSet::new();
+    let (mut tensors, mut stored, mut bf16) = (0, 0.0, 0.0);
+    for (_, call) in prefill.calls() {
+        for launch in &call.launches {
+            let Launch::Gemm { b, .. } = launch else {
+                continue;
+            };
+            // The LM head's GEMM (a naive plan's) has its own row.
+            let Some(buffer) = prefill.buffers.get(b).filter(|b| b.per_layer) else {
+                continue;
+            };
+            let Some(crate::xdna2::plan::WeightSource::Tensor { name, .. }) = &buffer.source else {
+                continue;
+            };
+            if !seen.insert(b.clone()) {
+                continue;
+            }
+            for layer in 0..prefill.num_layers {
+                let tensor = index.get(&name.replace("{layer}", &layer.to_string()));
+                tensors += 1;
+                stored += tensor.map_or(0.0, |t| t.stored_bytes() as f64);
+                bf16 += buffer.bytes();
+            }
+        }
+    }
+    PrefillWeights {
+        tensors,
+        stored_bytes: stored,
+        bf16_bytes: bf16,
+        setup_ms: 0.0,
+    }
 }
 
 /// Planted fault `packed-nibble-order`, on a design with packed GEMVs.
@@ -183,21 +286,31 @@ pub(crate) fn model_both_paths(run: &mut Run<'_>, calibration: &str) -> Result<(
         }
     }
     let bytes = gemv_bytes(&production);
+    let setup_s = time_plan(&run.plans()?.prefill, &run.device, &run.params).setup_s;
     let Some(record) = run.report.weight_path.as_mut() else {
         return Ok(());
     };
+    if let Some(prefill) = record.prefill.as_mut() {
+        prefill.setup_ms = setup_s * 1e3;
+    }
+    let (layout, host_bytes) = lm_head_layout(&production);
     for b in &mut record.buffers {
         b.bytes_per_token = bytes.get(&b.buffer).copied().unwrap_or(0.0);
+        if b.buffer == LM_HEAD {
+            b.shape.push_str(&layout);
+            b.bytes_per_token += host_bytes;
+        }
     }
     record.decode = decode;
     record.calibration = format!(
-        "{calibration}. **Uncalibrated** for the packed GEMV: it is timed with its packed bytes and no unpacking cost, and no published 4-bit deployment has been fitted."
+        "{calibration}. The packed GEMV's unpacking rate: {}. The plan structure these packed figures run, a dispatch per call with CPU decode attention and a bf16 LM head, is **uncalibrated** for 4-bit weights: every published 4-bit deployment fuses each token into one dispatch (calibration §6).",
+        crate::xdna2::calibration::FittedFourBit::committed().note()
     );
     Ok(())
 }
 
-/// Weight bytes one decode token streams per GEMV buffer (layer steps count
-/// once per layer).
+/// Weight bytes one decode token streams per GEMV buffer, the LM head's
+/// partitions as one (layer steps count once per layer).
 fn gemv_bytes(plan: &Plan) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     let sections = [
@@ -209,9 +322,13 @@ fn gemv_bytes(plan: &Plan) -> BTreeMap<String, f64> {
         for step in steps {
             let Step::Call(call) = step else { continue };
             for launch in &call.launches {
-                if let Launch::Gemv { w, spec, .. } = launch {
-                    *out.entry(w.clone()).or_insert(0.0) += spec.weight_bytes() * times as f64;
-                }
+                let (buffer, bytes) = match launch {
+                    Launch::Gemv { w, spec, .. } => (w.clone(), spec.weight_bytes()),
+                    // Every partition counts under the head's one row.
+                    Launch::LmHeadGemv { spec, .. } => (LM_HEAD.into(), spec.part.weight_bytes()),
+                    _ => continue,
+                };
+                *out.entry(buffer).or_insert(0.0) += bytes * times as f64;
             }
         }
     }

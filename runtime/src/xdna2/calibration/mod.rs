@@ -5,11 +5,16 @@
 //! evaluation of the cost model against them. `fit` chooses the parameters;
 //! this module only compares.
 
+mod four_bit;
 mod launch;
 mod plans;
 mod prepared;
 mod summary;
 
+pub use four_bit::{
+    fit_four_bit, FittedFourBit, FourBitData, FourBitParam, FourBitPoint, FourBitReport,
+    FourBitResult, FourBitSet, PreparedFourBit, CALIBRATION_Q4_JSON, FITTED_Q4_JSON,
+};
 pub use plans::{
     ablation_options, build_plan_file, iron_baseline_options, ratio_checks, reference_plans,
     stale_plan_files, write_plan_files, PlanFile, RatioCheck, REFERENCE_MODEL,
