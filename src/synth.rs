@@ -59,7 +59,7 @@ pub fn generate_files(entries: usize, seed: u64, files: usize) -> Vec<(String, S
         declared: false,
     };
     writer.out.push_str(
-        "trajectory \"synthetic\"\n  model \"meta-llama/Llama-3.2-1B\"\n  target npu2\n  baseline \"none\"\n",
+        "trajectory \"synthetic\"\n  model \"meta-llama/Llama-3.2-1B\"\n  target npu2\n  baseline \"none\"\n  weights bf16\n",
     );
     let mut result = Vec::with_capacity(files);
     let per_file = entries.div_ceil(files);
