@@ -78,3 +78,38 @@ fn trace_is_written() {
     assert_eq!(trace["otherData"]["modeled"], true);
     assert!(out.contains("qwen3-0.6b: TTFT"), "{out}");
 }
+
+#[test]
+fn a_stale_four_bit_fit_is_refused() {
+    let dir =
+        std::env::temp_dir().join(format!("skillc-calibrate-q4-stale-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("plans")).expect("temp dir");
+    for entry in std::fs::read_dir(format!("{DATA}/plans")).expect("plans") {
+        let path = entry.expect("entry").path();
+        std::fs::copy(
+            &path,
+            dir.join("plans").join(path.file_name().expect("name")),
+        )
+        .expect("copy");
+    }
+    for file in [
+        "npu2.json",
+        "fitted.json",
+        "calibration.json",
+        "fitted_q4.json",
+    ] {
+        std::fs::copy(format!("{DATA}/{file}"), dir.join(file)).expect("copy");
+    }
+    // One published 4-bit figure edited: the bf16 fit still matches, the 4-bit one no longer.
+    let text = std::fs::read_to_string(format!("{DATA}/calibration_q4.json")).expect("data");
+    let edited = text.replacen("\"value\": 14.7", "\"value\": 14.8", 1);
+    assert_ne!(text, edited);
+    std::fs::write(dir.join("calibration_q4.json"), edited).expect("write");
+    let (code, out, err) = skillc(&["calibrate", "--data", dir.to_str().expect("utf-8")]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("fitted_q4.json was fitted on another data set"),
+        "{err}"
+    );
+}
