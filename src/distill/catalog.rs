@@ -4,11 +4,12 @@
 //! wording is ours.
 
 use skillc_runtime::ops::OpKind;
+use skillc_runtime::phase::DeployPhase;
 
 /// Fixed facts about one phase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PhaseSpec {
-    pub index: u8,
+    pub index: DeployPhase,
     /// Agent Skills directory name.
     pub name: &'static str,
     pub title: &'static str,
@@ -25,7 +26,7 @@ pub struct PhaseSpec {
 
 pub const PHASES: [PhaseSpec; 8] = [
     PhaseSpec {
-        index: 0,
+        index: DeployPhase::Reference,
         name: "phase-0-build-cpu-reference",
         title: "Build the CPU reference",
         purpose: "Load the model's configuration and weights, refuse architectures outside \
@@ -46,7 +47,7 @@ pub const PHASES: [PhaseSpec; 8] = [
         ],
     },
     PhaseSpec {
-        index: 1,
+        index: DeployPhase::Kernels,
         name: "phase-1-kernel-validation",
         title: "Kernel validation",
         purpose: "Derive every kernel and shape the model needs, choose a tiling and herd for \
@@ -60,7 +61,7 @@ pub const PHASES: [PhaseSpec; 8] = [
         exit_criteria: &[(OpKind::ValidateKernel, "mismatches")],
     },
     PhaseSpec {
-        index: 2,
+        index: DeployPhase::Block,
         name: "phase-2-single-block-validation",
         title: "Single-block validation",
         purpose: "Wire one decoder block from validated kernels and compare it with the \
@@ -77,7 +78,7 @@ pub const PHASES: [PhaseSpec; 8] = [
         ],
     },
     PhaseSpec {
-        index: 3,
+        index: DeployPhase::Model,
         name: "phase-3-full-model-validation",
         title: "Full-model validation",
         purpose: "Chain every block and the LM head and check greedy generation against the \
@@ -93,7 +94,7 @@ pub const PHASES: [PhaseSpec; 8] = [
         ],
     },
     PhaseSpec {
-        index: 4,
+        index: DeployPhase::Prefill,
         name: "phase-4-prefill-optimization",
         title: "Prefill optimization",
         purpose: "Make prefill faster with the optimization skills while the full-model check \
@@ -109,7 +110,7 @@ pub const PHASES: [PhaseSpec; 8] = [
         ],
     },
     PhaseSpec {
-        index: 5,
+        index: DeployPhase::Decode,
         name: "phase-5-decode-optimization",
         title: "Decode optimization",
         purpose: "Make per-token decode faster with the optimization skills while the \
@@ -124,7 +125,7 @@ pub const PHASES: [PhaseSpec; 8] = [
         ],
     },
     PhaseSpec {
-        index: 6,
+        index: DeployPhase::Finalize,
         name: "phase-6-finalize-and-learn",
         title: "Finalize and learn",
         purpose: "Write the production plan, report and trajectory of the run, re-check the \
@@ -140,7 +141,7 @@ pub const PHASES: [PhaseSpec; 8] = [
         ],
     },
     PhaseSpec {
-        index: 7,
+        index: DeployPhase::Evaluate,
         name: "phase-7-independent-evaluator",
         title: "Independent evaluation",
         purpose: "Re-derive the verdict in a fresh process from the written artifacts alone, \
@@ -163,14 +164,22 @@ pub const OPT_PREFIX: &str = "opt-";
 /// Prefix of debugging skill directories.
 pub const DEBUG_PREFIX: &str = "debug-";
 
-pub fn phase(index: u8) -> Option<&'static PhaseSpec> {
-    PHASES.get(usize::from(index))
+/// The catalog's entry for `phase` (`PHASES` is in phase order, a test checks it).
+pub fn phase(phase: DeployPhase) -> &'static PhaseSpec {
+    &PHASES[usize::from(phase.index())]
 }
 
 #[cfg(test)]
 mod tests {
     use super::PHASES;
     use skillc_runtime::ops::metrics::metric_spec;
+    use skillc_runtime::phase::DeployPhase;
+
+    #[test]
+    fn the_catalog_lists_every_phase_once_in_order() {
+        let indices: Vec<DeployPhase> = PHASES.iter().map(|p| p.index).collect();
+        assert_eq!(indices, DeployPhase::ALL);
+    }
 
     /// An exit criterion whose metric the language does not know could never be
     /// recorded, so it could never become a gate: the phase would ship ungated.

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use petgraph::graph::NodeIndex;
 use skillc_runtime::bundle::{Baseline, Comparison, Provenance, Symptom, Value};
 use skillc_runtime::ops::OpKind;
+use skillc_runtime::phase::DeployPhase;
 
 use super::ir::{CheckIr, DeadEndOutcome, FigureSource, GateIr, PredicateIr, TargetIr};
 use super::path::{action, observation, Cx, Fate};
@@ -50,9 +51,9 @@ fn figure_source(data: &ObservationData) -> FigureSource {
 /// Observations on the effective path of a phase, with the step they measure.
 fn path_observations<'a>(
     cx: &'a Cx,
-    phase: usize,
+    phase: DeployPhase,
 ) -> impl Iterator<Item = (&'a Node, &'a ObservationData, Option<NodeIndex>)> + 'a {
-    cx.observations[phase].iter().filter_map(move |&index| {
+    cx.observations(phase).iter().filter_map(move |&index| {
         let measured = cx.on_path(index)?;
         let node = cx.g.node(index);
         Some((node, observation(node)?, measured))
@@ -89,11 +90,8 @@ pub fn gate_key(g: &GateIr) -> (Option<OpKind>, String, Option<String>, i8) {
 /// Whether `gate` is one of the phase's exit criteria (see
 /// [`catalog::PhaseSpec::exit_criteria`]) and measured on the whole model, not in
 /// one cell of an ablation.
-fn decides_the_phase(phase: usize, gate: &GateIr) -> bool {
-    let Some(spec) = catalog::phase(phase as u8) else {
-        return false;
-    };
-    let criterion = spec
+fn decides_the_phase(phase: DeployPhase, gate: &GateIr) -> bool {
+    let criterion = catalog::phase(phase)
         .exit_criteria
         .iter()
         .any(|(op, metric)| gate.op == Some(*op) && gate.metric == *metric);
@@ -103,7 +101,7 @@ fn decides_the_phase(phase: usize, gate: &GateIr) -> bool {
 /// Per key, the strictest check that passed on the effective path of the phase
 /// among its exit criteria; among equally strict ones the latest. A kernel gate
 /// becomes a rule over its kernel class (see [`as_kernel_rule`]).
-pub fn gates(cx: &Cx, phase: usize) -> Vec<GateIr> {
+pub fn gates(cx: &Cx, phase: DeployPhase) -> Vec<GateIr> {
     let mut best: BTreeMap<_, (f64, GateIr)> = BTreeMap::new();
     let mut evidence: BTreeMap<_, Vec<(Provenance, FigureSource)>> = BTreeMap::new();
     for (node, data, measured) in path_observations(cx, phase) {
@@ -195,7 +193,7 @@ fn gate_from(
 
 /// Performance figures at the end of the phase: per metric, operation and
 /// conditions, the last value recorded on the effective path.
-pub fn targets(cx: &Cx, phase: usize, model: &str) -> Vec<TargetIr> {
+pub fn targets(cx: &Cx, phase: DeployPhase, model: &str) -> Vec<TargetIr> {
     let mut last: BTreeMap<(String, Option<OpKind>, String), TargetIr> = BTreeMap::new();
     for (node, data, measured) in path_observations(cx, phase) {
         for m in &data.measurements {

@@ -18,6 +18,7 @@ use skillc_runtime::bundle::{
 pub use skillc_runtime::bundle::{DeadEndOutcome, FigureSource};
 
 use skillc_runtime::ops::OpKind;
+use skillc_runtime::phase::DeployPhase;
 
 use crate::syntax::{CmpOp, Expr, Span};
 
@@ -84,7 +85,7 @@ pub struct NoteIr {
     /// The entry id (qualified like step ids).
     pub id: String,
     pub decision: bool,
-    pub phase: u8,
+    pub phase: DeployPhase,
     pub text: String,
     pub place: NotePlace,
     pub provenance: Provenance,
@@ -108,7 +109,7 @@ pub enum NotePlace {
     /// About an abandoned action, or the decision that undid it.
     DeadEnd(String),
     /// No `about`, or about entries that have different places: the phase's context.
-    Phase(u8),
+    Phase(DeployPhase),
 }
 
 /// A recorded item that reaches no page of the bundle.
@@ -125,7 +126,7 @@ pub struct DroppedIr {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PhaseIr {
-    pub index: u8,
+    pub index: DeployPhase,
     /// Skill directory name, e.g. `phase-1-kernel-validation`.
     pub name: String,
     pub title: String,
@@ -261,7 +262,7 @@ pub struct LessonIr {
     /// Notes about the lesson itself.
     pub notes: Vec<String>,
     /// Phases where the lesson applies, sorted.
-    pub phases: Vec<u8>,
+    pub phases: Vec<DeployPhase>,
     /// The skill it belongs to (`opt-…` / `debug-…`).
     pub skill: String,
     /// Ids of the steps whose parameters the fix changes, sorted.
@@ -277,7 +278,7 @@ pub struct LessonIr {
 pub struct DeadEndIr {
     /// The abandoned action's entry id (qualified like step ids).
     pub id: String,
-    pub phase: u8,
+    pub phase: DeployPhase,
     pub op: OpKind,
     pub params: BTreeMap<String, Value>,
     pub outcome: DeadEndOutcome,
@@ -315,7 +316,7 @@ pub struct SkillSetIr {
     /// Ids of dead ends it keeps.
     pub dead_ends: Vec<String>,
     /// Phases its members belong to, sorted.
-    pub phases: Vec<u8>,
+    pub phases: Vec<DeployPhase>,
     pub evidence_count: u32,
 }
 

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use petgraph::graph::NodeIndex;
 use skillc_runtime::bundle::{Comparison, Expr, LessonKind, Provenance, Remedy, Symptom, Value};
 use skillc_runtime::ops::{self, Better, OpKind};
+use skillc_runtime::phase::DeployPhase;
 
 use super::checks;
 use super::ir::{DeadEndIr, DeadEndOutcome, LessonIr, LessonOrigin, PredicateIr, SymptomIr};
@@ -84,8 +85,9 @@ pub fn recorded(
     );
     let appliers = appliers(cx, index);
     let guarded: BTreeSet<NodeIndex> = appliers.iter().filter_map(|a| cx.replacement(*a)).collect();
-    let mut phases: BTreeSet<u8> = guarded.iter().map(|a| g.node(*a).phase).collect();
-    phases.insert(node.phase);
+    let mut phases: BTreeSet<DeployPhase> =
+        guarded.iter().filter_map(|a| g.node(*a).phase).collect();
+    phases.extend(node.phase);
     let evidence: Vec<Provenance> = g
         .targets(index, EdgeKind::Evidence)
         .into_iter()
@@ -122,7 +124,7 @@ pub fn recorded(
         diagnosis: Vec::new(),
         notes: Vec::new(),
         phases: phases.into_iter().collect(),
-        guards: guarded.iter().map(|a| cx.step_id(*a)).collect(),
+        guards: guarded.iter().filter_map(|a| cx.step_id(*a)).collect(),
         evidence_count: u32::try_from(evidence.len()).unwrap_or(u32::MAX),
         evidence,
         provenance: vec![cx.provenance(node)],
@@ -131,10 +133,9 @@ pub fn recorded(
 
 /// A step id for an applier on the path, else its entry id.
 fn applier_id(cx: &Cx, action: NodeIndex) -> String {
-    if cx.is_step(action) {
-        cx.step_id(action)
-    } else {
-        cx.qualify(&cx.g.node(action).id)
+    match cx.step_id(action).filter(|_| cx.is_step(action)) {
+        Some(id) => id,
+        None => cx.qualify(&cx.g.node(action).id),
     }
 }
 
@@ -251,7 +252,7 @@ pub fn from_dead_end(
     };
     let replacement_step = cx.replacement(replacement);
     let mut phases = BTreeSet::from([dead_end.phase]);
-    phases.extend(replacement_step.map(|s| g.node(s).phase));
+    phases.extend(replacement_step.and_then(|s| g.node(s).phase));
     let evidence: Vec<Provenance> = checks::failed(cx, index)
         .into_iter()
         .map(|o| cx.provenance(g.node(o)))
@@ -271,14 +272,14 @@ pub fn from_dead_end(
         then: Vec::new(),
         fix_text: Vec::new(),
         applied_by: replacement_step
-            .map(|s| cx.step_id(s))
+            .and_then(|s| cx.step_id(s))
             .into_iter()
             .collect(),
         diagnosis: Vec::new(),
         notes: Vec::new(),
         phases: phases.into_iter().collect(),
         guards: replacement_step
-            .map(|s| cx.step_id(s))
+            .and_then(|s| cx.step_id(s))
             .into_iter()
             .collect(),
         evidence_count: u32::try_from(evidence.len()).unwrap_or(u32::MAX),

@@ -17,6 +17,7 @@ use petgraph::graph::NodeIndex;
 use rayon::prelude::*;
 use skillc_runtime::bundle::{Comparison, Value};
 use skillc_runtime::ops;
+use skillc_runtime::phase::DeployPhase;
 
 use crate::diag::{self, Code, Diagnostic};
 use crate::graph::{Graph, NodeData};
@@ -300,7 +301,7 @@ fn merge_lesson(existing: &mut LessonIr, other: LessonIr) {
             existing.fix_text.push(text);
         }
     }
-    let phases: BTreeSet<u8> = existing
+    let phases: BTreeSet<DeployPhase> = existing
         .phases
         .iter()
         .chain(&other.phases)

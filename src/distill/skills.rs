@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use skillc_runtime::bundle::{LessonKind, Symptom, Value};
 use skillc_runtime::ops::{self, Dimension, OpKind};
+use skillc_runtime::phase::DeployPhase;
 
 use super::catalog::{DEBUG_PREFIX, OPT_PREFIX};
 use super::ir::{HypothesisIr, NotePlace, SkillIr, SkillSetIr};
@@ -72,7 +73,7 @@ struct Members {
     applied_steps: Vec<String>,
     context: Vec<String>,
     patterns: Vec<Symptom>,
-    phases: BTreeSet<u8>,
+    phases: BTreeSet<DeployPhase>,
 }
 
 impl Members {
@@ -114,7 +115,7 @@ pub fn skill_sets(ir: &SkillIr) -> Vec<SkillSetIr> {
             let skill = match &step.skill {
                 Some(skill) => skill.clone(),
                 None if ir.declared.is_empty()
-                    && matches!(phase.index, 4 | 5)
+                    && matches!(phase.index, DeployPhase::Prefill | DeployPhase::Decode)
                     && changes_the_plan(step.op) =>
                 {
                     technique_skill(step.op)

@@ -76,7 +76,7 @@ pub fn lower(ir: &SkillIr) -> Bundle {
 
 fn phase(ir: &SkillIr, p: &PhaseIr) -> Phase {
     Phase {
-        index: p.index,
+        index: p.index.index(),
         name: p.name.clone(),
         title: p.title.clone(),
         steps: p
@@ -158,7 +158,7 @@ fn lesson(ir: &SkillIr, l: &LessonIr) -> Lesson {
         fix: l.fix.clone(),
         then: l.then.clone(),
         fix_text: l.fix_text.join("\n\n"),
-        phases: l.phases.clone(),
+        phases: l.phases.iter().map(|p| p.index()).collect(),
         skill: l.skill.clone(),
         evidence_count: l.evidence_count,
         evidence: l.evidence.clone(),

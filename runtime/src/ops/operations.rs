@@ -8,6 +8,9 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::words::{BufferKey, RopeConvention, RopeScaling, WeightOrigin};
+use crate::phase::DeployPhase;
+// The table's rows name phases by this short alias.
+use crate::phase::DeployPhase as P;
 use crate::xdna2::kernels::{Epilogue, Kernel, Precision, QkvLayout};
 
 /// Every operation, in table order. Strings become an `OpKind` once, where text
@@ -262,8 +265,8 @@ impl Bound {
 pub struct OpSpec {
     pub kind: OpKind,
     pub name: &'static str,
-    /// Phases in which the operation may appear (0..=7).
-    pub phases: &'static [u8],
+    /// Phases in which the operation may appear.
+    pub phases: &'static [DeployPhase],
     pub params: &'static [ParamSpec],
     pub doc: &'static str,
 }
@@ -287,7 +290,7 @@ impl OpSpec {
         })
     }
 
-    pub fn allowed_in(&self, phase: u8) -> bool {
+    pub fn allowed_in(&self, phase: DeployPhase) -> bool {
         self.phases.contains(&phase)
     }
 }
@@ -377,14 +380,14 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::CheckScope,
         name: "check-scope",
-        phases: &[0],
+        phases: &[P::Reference],
         params: &[],
         doc: "refuse architectures outside scope (MoE, MLA, encoder-decoder) with the reason",
     },
     OpSpec {
         kind: OpKind::LoadWeights,
         name: "load-weights",
-        phases: &[0],
+        phases: &[P::Reference],
         params: &[
             opt("source", WEIGHT_SOURCE, "checkpoint safetensors or seeded random weights"),
             opt("seed", Int, "seed for random weights").bounded(NonNegative),
@@ -394,14 +397,14 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::BuildReference,
         name: "build-reference",
-        phases: &[0],
+        phases: &[P::Reference],
         params: &[],
         doc: "build the CPU f32 reference forward pass",
     },
     OpSpec {
         kind: OpKind::CompareReference,
         name: "compare-reference",
-        phases: &[0],
+        phases: &[P::Reference],
         params: &[
             req("against", Ident, "what the reference is compared with, e.g. transformers"),
             opt("tol", Float, "max abs error relative to max |value|").bounded(Positive),
@@ -411,7 +414,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::RopeConvention,
         name: "rope-convention",
-        phases: &[0, 1, 2, 3],
+        phases: &[P::Reference, P::Kernels, P::Block, P::Model],
         params: &[req(
             "convention",
             ROPE_CONVENTION,
@@ -422,7 +425,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::RopeScaling,
         name: "rope-scaling",
-        phases: &[1, 2],
+        phases: &[P::Kernels, P::Block],
         params: &[req(
             "scaling",
             ROPE_SCALING,
@@ -434,14 +437,14 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::EnumerateKernels,
         name: "enumerate-kernels",
-        phases: &[1],
+        phases: &[P::Kernels],
         params: &[],
         doc: "derive every kernel x shape the model needs",
     },
     OpSpec {
         kind: OpKind::SelectTiling,
         name: "select-tiling",
-        phases: &[1, 4, 5],
+        phases: &[P::Kernels, P::Prefill, P::Decode],
         params: &[
             req("kernel", KERNEL, "kernel name"),
             SHAPE,
@@ -464,7 +467,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::ValidateKernel,
         name: "validate-kernel",
-        phases: &[1],
+        phases: &[P::Kernels],
         params: &[
             req("kernel", KERNEL, "kernel name"),
             SHAPE,
@@ -476,14 +479,14 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::RegisterKernel,
         name: "register-kernel",
-        phases: &[1],
+        phases: &[P::Kernels],
         params: &[req("kernel", KERNEL, "kernel name"), opt("shape", ParamKind::IntList, "shape").bounded(Positive)],
         doc: "record a validated kernel configuration in the kernel registry",
     },
     OpSpec {
         kind: OpKind::PadDims,
         name: "pad-dims",
-        phases: &[1],
+        phases: &[P::Kernels],
         params: &[],
         doc: "zero-pad every model dimension no legal tiling divides (hidden, FFN, head_dim, \
               KV groups) to the nearest size one accepts, searched over the device constraints",
@@ -492,35 +495,35 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::BuildBlock,
         name: "build-block",
-        phases: &[2],
+        phases: &[P::Block],
         params: &[opt("layer", Int, "layer index").bounded(NonNegative)],
         doc: "wire one decoder block from validated kernels",
     },
     OpSpec {
         kind: OpKind::PadHeads,
         name: "pad-heads",
-        phases: &[2],
+        phases: &[P::Block],
         params: &[req("multiple", Int, "pad dims to this multiple with phantom heads").bounded(Positive)],
         doc: "GQA-aware padding of non-aligned dimensions",
     },
     OpSpec {
         kind: OpKind::BiasAfterRope,
         name: "bias-after-rope",
-        phases: &[2],
+        phases: &[P::Block],
         params: &[],
         doc: "add the QKV bias on the host after RoPE, using RoPE(q+b) = RoPE(q) + RoPE(b)",
     },
     OpSpec {
         kind: OpKind::QkNorm,
         name: "qk-norm",
-        phases: &[2],
+        phases: &[P::Block],
         params: &[],
         doc: "apply per-head Q/K RMSNorm before RoPE (Qwen3)",
     },
     OpSpec {
         kind: OpKind::ValidateBlock,
         name: "validate-block",
-        phases: &[2],
+        phases: &[P::Block],
         params: &[
             opt("layer", Int, "layer index").bounded(NonNegative),
             opt("cosine_min", Float, "whole-tensor cosine threshold").bounded(Cosine),
@@ -532,14 +535,14 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::BuildModel,
         name: "build-model",
-        phases: &[3],
+        phases: &[P::Model],
         params: &[],
         doc: "chain every block and the LM head",
     },
     OpSpec {
         kind: OpKind::VerifyModel,
         name: "verify-model",
-        phases: &[3, 4, 5, 6, 7],
+        phases: &[P::Model, P::Prefill, P::Decode, P::Finalize, P::Evaluate],
         params: &[
             opt("tokens", Int, "greedy tokens generated per prompt").bounded(Positive),
             opt("top_k", Int, "top-k set checked at the first divergence").bounded(Positive),
@@ -549,7 +552,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::DiagnoseLayers,
         name: "diagnose-layers",
-        phases: &[3],
+        phases: &[P::Model],
         params: &[],
         doc: "per-layer cosine table (diagnosis, not a gate)",
     },
@@ -557,21 +560,21 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::MergeLaunches,
         name: "merge-launches",
-        phases: &[4, 5],
+        phases: &[P::Prefill, P::Decode],
         params: &[req("group", Ident, "name of the merged call, e.g. rms_gemms_rope")],
         doc: "merge consecutive launches into one NPU call",
     },
     OpSpec {
         kind: OpKind::SplitLaunches,
         name: "split-launches",
-        phases: &[4, 5],
+        phases: &[P::Prefill, P::Decode],
         params: &[req("group", Ident, "merged call to split back")],
         doc: "undo a merge (compile blow-up, mismatch)",
     },
     OpSpec {
         kind: OpKind::ReuseStaticWeights,
         name: "reuse-static-weights",
-        phases: &[4, 5],
+        phases: &[P::Prefill, P::Decode],
         params: &[opt(
             "key",
             BUFFER_KEY,
@@ -582,35 +585,35 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::MarkIntermediates,
         name: "mark-intermediates",
-        phases: &[4, 5],
+        phases: &[P::Prefill, P::Decode],
         params: &[],
         doc: "skip host writes of buffers the kernels overwrite",
     },
     OpSpec {
         kind: OpKind::AlignLayout,
         name: "align-layout",
-        phases: &[4],
+        phases: &[P::Prefill],
         params: &[req("layout", LAYOUT, "activation layout")],
         doc: "keep activations in one layout so host transposes disappear",
     },
     OpSpec {
         kind: OpKind::LastTokenLmHead,
         name: "last-token-lm-head",
-        phases: &[4],
+        phases: &[P::Prefill],
         params: &[],
         doc: "prefill LM head on the last real row only, reusing the decode GEMV",
     },
     OpSpec {
         kind: OpKind::TuneTiling,
         name: "tune-tiling",
-        phases: &[4, 5],
+        phases: &[P::Prefill, P::Decode],
         params: &[req("kernel", KERNEL, "kernel name"), TILE, HERD],
         doc: "retune one kernel's tiling for speed",
     },
     OpSpec {
         kind: OpKind::ProfilePrefill,
         name: "profile-prefill",
-        phases: &[3, 4, 6],
+        phases: &[P::Model, P::Prefill, P::Finalize],
         params: &[
             opt("seq_len", Int, "sequence length").bounded(Positive),
             opt("warmup", Int, "warm-up iterations").bounded(NonNegative),
@@ -623,49 +626,49 @@ pub const OPERATIONS: &[OpSpec] = &[
         kind: OpKind::GemvDecode,
         name: "gemv-decode",
         // Phase 3 wires the first decode (verify generates 32 tokens); phase 5 tunes it.
-        phases: &[3, 5],
+        phases: &[P::Model, P::Decode],
         params: &[HERD],
         doc: "decode projections as NPU GEMVs",
     },
     OpSpec {
         kind: OpKind::CpuDecodeAttention,
         name: "cpu-decode-attention",
-        phases: &[5],
+        phases: &[P::Decode],
         params: &[],
         doc: "decode attention (one query) on the host",
     },
     OpSpec {
         kind: OpKind::PretransposeWeights,
         name: "pretranspose-weights",
-        phases: &[3, 5],
+        phases: &[P::Model, P::Decode],
         params: &[],
         doc: "one-time host transpose of (out,in) weights for GEMV",
     },
     OpSpec {
         kind: OpKind::PartitionLmHead,
         name: "partition-lm-head",
-        phases: &[5],
+        phases: &[P::Decode],
         params: &[req("parts", Int, "number of LM-head partitions").bounded(Positive)],
         doc: "split the LM head GEMV so each partition fits L2 and the repeat limit",
     },
     OpSpec {
         kind: OpKind::CascadeFfn,
         name: "cascade-ffn",
-        phases: &[5],
+        phases: &[P::Decode],
         params: &[req("rows", Int, "core rows of the cascade").bounded(Positive)],
         doc: "fused O+FFN decode GEMV cascade",
     },
     OpSpec {
         kind: OpKind::OmitPingpong,
         name: "omit-pingpong",
-        phases: &[5],
+        phases: &[P::Decode],
         params: &[],
         doc: "drop ping-pong buffers module-wide to fit L1",
     },
     OpSpec {
         kind: OpKind::ProfileDecode,
         name: "profile-decode",
-        phases: &[3, 5, 6],
+        phases: &[P::Model, P::Decode, P::Finalize],
         params: &[
             opt("tokens", Int, "decoded tokens").bounded(Positive),
             opt("seq_len", Int, "context length").bounded(Positive),
@@ -676,28 +679,28 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::WriteArtifacts,
         name: "write-artifacts",
-        phases: &[6],
+        phases: &[P::Finalize],
         params: &[],
         doc: "write the production plan, report and trajectory",
     },
     OpSpec {
         kind: OpKind::RecordLessons,
         name: "record-lessons",
-        phases: &[6],
+        phases: &[P::Finalize],
         params: &[],
         doc: "append this run's lessons to the trajectory",
     },
     OpSpec {
         kind: OpKind::Evaluate,
         name: "evaluate",
-        phases: &[7],
+        phases: &[P::Evaluate],
         params: &[opt("fresh_process", Bool, "re-run verification in a fresh process")],
         doc: "independent evaluation of the written artifacts",
     },
     OpSpec {
         kind: OpKind::NoteHost,
         name: "note-host",
-        phases: &[0, 1, 2, 3, 4, 5, 6, 7],
+        phases: &[P::Reference, P::Kernels, P::Block, P::Model, P::Prefill, P::Decode, P::Finalize, P::Evaluate],
         params: &[opt("text", Str, "what changed on the host")],
         doc: "a host-side change with no NPU effect (kept for the record)",
     },
