@@ -34,11 +34,6 @@ pub fn is_performance_metric(metric: &str) -> bool {
     }
 }
 
-/// Operations of phases 4–5 that change the deployment plan (not checks, not notes).
-fn changes_the_plan(op: OpKind) -> bool {
-    !op.measures() && op != OpKind::NoteHost
-}
-
 fn kernel_suffix(params: &BTreeMap<String, Value>) -> String {
     params
         .get("kernel")
@@ -116,7 +111,7 @@ pub fn skill_sets(ir: &SkillIr) -> Vec<SkillSetIr> {
                 Some(skill) => skill.clone(),
                 None if ir.declared.is_empty()
                     && matches!(phase.index, DeployPhase::Prefill | DeployPhase::Decode)
-                    && changes_the_plan(step.op) =>
+                    && step.op.is_technique() =>
                 {
                     technique_skill(step.op)
                 }

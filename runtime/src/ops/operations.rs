@@ -129,6 +129,24 @@ impl OpKind {
             | NoteHost => false,
         }
     }
+
+    /// Whether the operation is an optimization technique: a change to the plan that
+    /// phases 4 and 5 try one at a time and keep only when it helps. The executor
+    /// tries exactly these steps of a bundle; every one must be allowed in phase 4
+    /// or 5 and change the design (a test in `ops::effect` checks both ways).
+    pub fn is_technique(self) -> bool {
+        use OpKind::*;
+        match self {
+            MergeLaunches | SplitLaunches | ReuseStaticWeights | MarkIntermediates
+            | AlignLayout | LastTokenLmHead | TuneTiling | GemvDecode | CpuDecodeAttention
+            | PretransposeWeights | PartitionLmHead | CascadeFfn | OmitPingpong => true,
+            CheckScope | LoadWeights | BuildReference | CompareReference | RopeConvention
+            | RopeScaling | EnumerateKernels | SelectTiling | ValidateKernel | RegisterKernel
+            | PadDims | BuildBlock | PadHeads | BiasAfterRope | QkNorm | ValidateBlock
+            | BuildModel | VerifyModel | DiagnoseLayers | ProfilePrefill | ProfileDecode
+            | WriteArtifacts | RecordLessons | Evaluate | NoteHost => false,
+        }
+    }
 }
 
 /// An operation name outside the table.
