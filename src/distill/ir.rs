@@ -17,7 +17,7 @@ use skillc_runtime::bundle::{
 };
 pub use skillc_runtime::bundle::{DeadEndOutcome, FigureSource};
 
-use skillc_runtime::ops::OpKind;
+use skillc_runtime::ops::{Metric, OpKind, Unit};
 use skillc_runtime::phase::DeployPhase;
 
 use crate::syntax::{CmpOp, Expr, Span};
@@ -169,10 +169,11 @@ pub struct StepIr {
 /// A check that must hold to leave a phase.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateIr {
-    pub metric: String,
+    pub metric: Metric,
     pub comparison: Comparison,
     pub threshold: f64,
-    pub unit: String,
+    /// The metric's canonical unit; `None` for a ratio or a count.
+    pub unit: Option<Unit>,
     pub baseline: Baseline,
     /// The operation whose result the gate reads.
     pub op: Option<OpKind>,
@@ -186,9 +187,10 @@ pub struct GateIr {
 /// A performance figure reached in the trajectory.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetIr {
-    pub metric: String,
+    pub metric: Metric,
     pub value: f64,
-    pub unit: String,
+    /// As written, else the metric's canonical unit.
+    pub unit: Option<Unit>,
     pub conditions: BTreeMap<String, Value>,
     pub source: FigureSource,
     pub provenance: Vec<Provenance>,
@@ -207,11 +209,11 @@ pub enum LessonOrigin {
 /// `metric cmp value unit`, as a symptom or a failed check writes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PredicateIr {
-    pub metric: String,
+    pub metric: Metric,
     pub cmp: CmpOp,
     pub value: f64,
-    /// As written; empty when none.
-    pub unit: String,
+    /// As written; `None` when none.
+    pub unit: Option<Unit>,
 }
 
 /// A lesson's whole symptom: the text, the failing operation with the lesson's

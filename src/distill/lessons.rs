@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::graph::NodeIndex;
 use skillc_runtime::bundle::{Comparison, Expr, LessonKind, Provenance, Remedy, Symptom, Value};
-use skillc_runtime::ops::{self, Better, OpKind};
+use skillc_runtime::ops::{self, Better, Metric, OpKind};
 use skillc_runtime::phase::DeployPhase;
 
 use super::checks;
@@ -23,7 +23,7 @@ use crate::syntax::{self, EntryKind};
 fn kind_of(metrics: impl IntoIterator<Item = impl AsRef<str>>) -> LessonKind {
     if metrics
         .into_iter()
-        .any(|m| skills::is_performance_metric(m.as_ref()))
+        .any(|m| Metric::named(m.as_ref()).is_some_and(skills::is_performance_metric))
     {
         LessonKind::Optimization
     } else {
@@ -189,15 +189,13 @@ fn whole_symptom(s: Option<&syntax::Symptom>, machine: &Symptom) -> SymptomIr {
         predicates: s
             .iter()
             .flat_map(|s| s.predicates.iter())
-            .map(|p| PredicateIr {
-                metric: p.metric.text.clone(),
-                cmp: p.op,
-                value: values::number(&p.value),
-                unit: p
-                    .value
-                    .unit
-                    .as_ref()
-                    .map_or_else(String::new, |u| u.text.clone()),
+            .filter_map(|p| {
+                Some(PredicateIr {
+                    metric: Metric::named(&p.metric.text)?,
+                    cmp: p.op,
+                    value: values::number(&p.value),
+                    unit: values::unit(&p.value),
+                })
             })
             .collect(),
     }
@@ -214,11 +212,14 @@ fn machine_only(machine: &Symptom) -> SymptomIr {
             .iter()
             .zip(machine.comparison)
             .zip(machine.value)
-            .map(|((metric, cmp), value)| PredicateIr {
-                metric: metric.clone(),
-                cmp: values::cmp_op(cmp),
-                value,
-                unit: values::canonical_unit(metric).to_string(),
+            .filter_map(|((metric, cmp), value)| {
+                let metric = Metric::named(metric)?;
+                Some(PredicateIr {
+                    metric,
+                    cmp: values::cmp_op(cmp),
+                    value,
+                    unit: metric.canonical_unit(),
+                })
             })
             .collect(),
     }

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use skillc_runtime::bundle::{LessonKind, Symptom, Value};
-use skillc_runtime::ops::{self, Dimension, OpKind};
+use skillc_runtime::ops::{Dimension, Metric, OpKind};
 use skillc_runtime::phase::DeployPhase;
 
 use super::catalog::{DEBUG_PREFIX, OPT_PREFIX};
@@ -25,12 +25,12 @@ use super::values;
 use crate::graph::skills::skill_name;
 
 /// Figures that say how fast, not how right (compile time is a budget, not a target).
-pub fn is_performance_metric(metric: &str) -> bool {
-    match ops::metric_spec(metric).map(|m| m.dimension) {
-        Some(Dimension::TokenRate | Dimension::FlopRate | Dimension::ByteRate) => true,
-        Some(Dimension::Time) => metric != "compile_s",
-        Some(Dimension::Count) => metric == "calls_per_layer",
-        _ => false,
+pub fn is_performance_metric(metric: Metric) -> bool {
+    match metric.spec().dimension {
+        Dimension::TokenRate | Dimension::FlopRate | Dimension::ByteRate => true,
+        Dimension::Time => metric != Metric::CompileS,
+        Dimension::Count => metric == Metric::CallsPerLayer,
+        Dimension::Ratio => false,
     }
 }
 

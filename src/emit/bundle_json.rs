@@ -12,6 +12,7 @@ use skillc_runtime::bundle::{
 
 use super::print;
 use crate::distill::ir::{GateIr, LessonIr, PhaseIr, SkillIr, TargetIr};
+use skillc_runtime::ops::metrics::unit_symbol;
 
 /// sha256 of every generated file (path relative to the bundle root → content).
 pub fn hashes(files: &BTreeMap<String, String>) -> BTreeMap<String, String> {
@@ -119,10 +120,10 @@ fn phase(ir: &SkillIr, p: &PhaseIr) -> Phase {
 
 fn gate(g: &GateIr) -> Gate {
     Gate {
-        metric: g.metric.clone(),
+        metric: g.metric.name().to_string(),
         comparison: g.comparison,
         threshold: g.threshold,
-        unit: g.unit.clone(),
+        unit: unit_symbol(g.unit).to_string(),
         baseline: g.baseline.clone(),
         op: g.op,
         conditions: g.conditions.clone(),
@@ -133,9 +134,9 @@ fn gate(g: &GateIr) -> Gate {
 
 fn target(t: &TargetIr) -> Target {
     Target {
-        metric: t.metric.clone(),
+        metric: t.metric.name().to_string(),
         value: t.value,
-        unit: t.unit.clone(),
+        unit: unit_symbol(t.unit).to_string(),
         conditions: t.conditions.clone(),
         source: t.source,
         provenance: t.provenance.clone(),
