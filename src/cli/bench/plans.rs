@@ -22,7 +22,7 @@ use skillc_runtime::xdna2::builder::plan_for;
 use skillc_runtime::xdna2::device::Device;
 use skillc_runtime::xdna2::plan::{Phase, PlanOptions};
 
-use super::deploy::MODELS;
+use super::deploy::{Inputs, MODELS};
 use super::{BenchError, Output};
 use crate::cli::bundle_file;
 use crate::digest::sha256_hex;
@@ -35,12 +35,9 @@ const TECHNIQUE_PHASES: [u8; 2] = [4, 5];
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The skill bundle whose phase 4 and 5 steps make the option sets.
-    #[arg(long, default_value = "generated-skills/llama1b")]
-    pub bundle: PathBuf,
-    /// Directory holding the nine model configs (relative to the current directory).
-    #[arg(long, default_value = "../shared/models")]
-    pub models: PathBuf,
+    /// The bundle (whose phase 4 and 5 steps make the option sets) and the nine configs.
+    #[command(flatten)]
+    pub inputs: Inputs,
     /// Directory of the fixtures, each a directory with a config.json.
     #[arg(long, default_value = "../shared/fixtures")]
     pub fixtures: PathBuf,
@@ -57,7 +54,7 @@ struct Digest {
 }
 
 pub fn bench(args: &Args) -> Result<(), BenchError> {
-    let bundle = bundle_file::load(&args.bundle)?.bundle;
+    let bundle = bundle_file::load(&args.inputs.bundle)?.bundle;
     let device = Device::npu2();
     let mut out = Output::new("plans", args.json);
     out.line("| model | option sets | plans | refused | sha256 of the plans |");
@@ -101,9 +98,9 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
 fn subjects(args: &Args) -> Result<Vec<(String, PathBuf)>, BenchError> {
     let mut subjects = Vec::new();
     for model in MODELS {
-        let config = args.models.join(model).join("config.json");
+        let config = args.inputs.models.join(model).join("config.json");
         if !config.is_file() {
-            return Err(BenchError::NoConfig(args.models.join(model)));
+            return Err(BenchError::NoConfig(args.inputs.models.join(model)));
         }
         subjects.push((model.to_string(), config));
     }
