@@ -13,7 +13,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::ops::{Op, OpKind, WeightFormat};
+use crate::ops::{Op, OpKind, ParamError, WeightFormat};
 
 /// Bumped on any incompatible change; the executor refuses other versions.
 pub const SCHEMA_VERSION: &str = "skillc.bundle/1";
@@ -40,39 +40,128 @@ impl Bundle {
     /// remedy assigns checked against its parameter: kinds and ranges, so a
     /// hand-edited `parts=0`, `rtol=-1` or `tile=[0,0,0,0]` is refused before
     /// anything runs. A bundle the compiler wrote has none.
-    pub fn parameter_problems(&self) -> Vec<String> {
+    pub fn parameter_problems(&self) -> Vec<ParameterProblem> {
         let mut problems = Vec::new();
         for phase in &self.phases {
             for step in &phase.steps {
-                if let Err(e) = Op::read(step.op, &step.params) {
-                    problems.push(format!("step {}: {e}", step.id));
+                if let Err(source) = Op::read(step.op, &step.params) {
+                    problems.push(ParameterProblem::Step {
+                        id: step.id.clone(),
+                        source,
+                    });
                 }
             }
             for dead_end in &phase.dead_ends {
-                if let Err(e) = Op::read(dead_end.op, &dead_end.params) {
-                    problems.push(format!("dead end {}: {e}", dead_end.id));
+                if let Err(source) = Op::read(dead_end.op, &dead_end.params) {
+                    problems.push(ParameterProblem::DeadEnd {
+                        id: dead_end.id.clone(),
+                        source,
+                    });
                 }
             }
         }
         for lesson in self.lessons.values() {
             for remedy in std::iter::once(&lesson.fix).chain(&lesson.then) {
                 for (key, expr) in &remedy.set {
-                    if let Some(problem) = remedy.literal_problem(key, expr) {
-                        problems.push(format!("lesson {}: {problem}", lesson.id));
+                    if let Some(source) = remedy.literal_problem(key, expr) {
+                        problems.push(ParameterProblem::Lesson {
+                            id: lesson.id.clone(),
+                            source,
+                        });
                     }
                 }
             }
         }
         problems
     }
+
+    /// Whether the executor can run this bundle: its schema version, its eight
+    /// phases in order, and every parameter it holds ([`Bundle::parameter_problems`]).
+    pub fn check(&self) -> Result<(), BundleError> {
+        if self.schema_version != SCHEMA_VERSION {
+            return Err(BundleError::SchemaVersion {
+                found: self.schema_version.clone(),
+            });
+        }
+        let found: Vec<u8> = self.phases.iter().map(|p| p.index).collect();
+        if found != (0..=7).collect::<Vec<u8>>() {
+            return Err(BundleError::PhaseOrder { found });
+        }
+        let problems = self.parameter_problems();
+        if !problems.is_empty() {
+            return Err(BundleError::Parameters(ParameterProblems(problems)));
+        }
+        Ok(())
+    }
+}
+
+/// Why the executor refuses a bundle before anything runs.
+#[derive(Debug, Error)]
+pub enum BundleError {
+    #[error("schema version `{found}`, this runtime executes `{SCHEMA_VERSION}`")]
+    SchemaVersion { found: String },
+    #[error("expected phases 0 to 7 in order, found {found:?}")]
+    PhaseOrder { found: Vec<u8> },
+    #[error(transparent)]
+    Parameters(ParameterProblems),
+}
+
+/// Every parameter problem of a bundle, shown as one line joined by `; `.
+#[derive(Debug, Error)]
+#[error("{}", join(.0))]
+pub struct ParameterProblems(pub Vec<ParameterProblem>);
+
+fn join(problems: &[ParameterProblem]) -> String {
+    let texts: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    texts.join("; ")
+}
+
+/// A value of a bundle that its operation's table refuses, and where it is.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ParameterProblem {
+    #[error("step {id}: {source}")]
+    Step {
+        id: String,
+        #[source]
+        source: ParamError,
+    },
+    #[error("dead end {id}: {source}")]
+    DeadEnd {
+        id: String,
+        #[source]
+        source: ParamError,
+    },
+    #[error("lesson {id}: {source}")]
+    Lesson {
+        id: String,
+        #[source]
+        source: LiteralProblem,
+    },
+}
+
+/// Why a literal a remedy assigns is not a value of its parameter or slot.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum LiteralProblem {
+    #[error("`{op}` has no parameter or slot `{key}`")]
+    NoSuchParameter { op: OpKind, key: String },
+    #[error("`{op}` {key}={value}: {rule}")]
+    OutOfRange {
+        op: OpKind,
+        key: String,
+        value: f64,
+        rule: &'static str,
+    },
 }
 
 impl Remedy {
     /// Why a literal this remedy assigns to `key` is not a value of that parameter
     /// or slot. Computed values are checked when they are evaluated.
-    fn literal_problem(&self, key: &str, expr: &Expr) -> Option<String> {
+    fn literal_problem(&self, key: &str, expr: &Expr) -> Option<LiteralProblem> {
         let Some((param, slot)) = self.op.spec().resolve_param(key) else {
-            return Some(format!("`{}` has no parameter or slot `{key}`", self.op));
+            return Some(LiteralProblem::NoSuchParameter {
+                op: self.op,
+                key: key.to_string(),
+            });
         };
         let numbers: Vec<f64> = match (expr, slot) {
             (Expr::Lit(Value::Int(i)), _) => vec![*i as f64],
@@ -80,8 +169,13 @@ impl Remedy {
             (Expr::Lit(Value::IntList(items)), None) => items.iter().map(|&i| i as f64).collect(),
             _ => return None,
         };
-        let bad = numbers.iter().find(|&&n| !param.bound.admits(n))?;
-        Some(format!("`{}` {key}={bad}: {}", self.op, param.bound.rule()))
+        let value = *numbers.iter().find(|&&n| !param.bound.admits(n))?;
+        Some(LiteralProblem::OutOfRange {
+            op: self.op,
+            key: key.to_string(),
+            value,
+            rule: param.bound.rule(),
+        })
     }
 }
 
@@ -662,7 +756,8 @@ mod tests {
     #[test]
     fn hand_edited_values_out_of_range_are_named() {
         let bundle = committed();
-        assert_eq!(bundle.parameter_problems(), Vec::<String>::new());
+        assert_eq!(bundle.parameter_problems(), Vec::new());
+        assert!(bundle.check().is_ok());
         let mut edited = bundle.clone();
         let mut set = |op: OpKind, key: &str, value: Value| {
             let step = edited
@@ -687,8 +782,13 @@ mod tests {
             set: BTreeMap::from([("rows".into(), Expr::Lit(Value::Int(0)))]),
         };
         let lesson_id = lesson.id.clone();
+        let problems: Vec<String> = edited
+            .parameter_problems()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         assert_eq!(
-            edited.parameter_problems(),
+            problems,
             vec![
                 format!("step {tile}: `select-tiling` parameter `tile` = 0: must be above 0"),
                 format!("step {rtol}: `validate-kernel` parameter `rtol` = -1.0: must be above 0"),
@@ -696,5 +796,7 @@ mod tests {
                 format!("lesson {lesson_id}: `cascade-ffn` rows=0: must be above 0"),
             ]
         );
+        let refused = edited.check().expect_err("the executor refuses it");
+        assert_eq!(refused.to_string(), problems.join("; "));
     }
 }

@@ -51,6 +51,11 @@ impl DeployPhase {
             .checked_sub(1)
             .and_then(DeployPhase::from_index)
     }
+
+    /// The phase after this one (none after phase 7).
+    pub fn next(self) -> Option<DeployPhase> {
+        DeployPhase::from_index(self.index() + 1)
+    }
 }
 
 impl fmt::Display for DeployPhase {
@@ -99,5 +104,7 @@ mod tests {
             DeployPhase::Evaluate.previous(),
             Some(DeployPhase::Finalize)
         );
+        assert_eq!(DeployPhase::Reference.next(), Some(DeployPhase::Kernels));
+        assert_eq!(DeployPhase::Evaluate.next(), None);
     }
 }

@@ -3,12 +3,13 @@
 //! the published reference skill system (shared/reference/skill-system.md §2); the
 //! wording is ours.
 
-use skillc_runtime::ops::OpKind;
+use skillc_runtime::ops::{Metric, OpKind};
+use skillc_runtime::phase::DeployPhase;
 
 /// Fixed facts about one phase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PhaseSpec {
-    pub index: u8,
+    pub index: DeployPhase,
     /// Agent Skills directory name.
     pub name: &'static str,
     pub title: &'static str,
@@ -20,12 +21,12 @@ pub struct PhaseSpec {
     /// The checks that decide whether the phase succeeded, as (operation, metric):
     /// only a passing observation of one of these becomes an exit gate. Notes,
     /// ablation cells, one call's time and structure counts are not exit criteria.
-    pub exit_criteria: &'static [(OpKind, &'static str)],
+    pub exit_criteria: &'static [(OpKind, Metric)],
 }
 
 pub const PHASES: [PhaseSpec; 8] = [
     PhaseSpec {
-        index: 0,
+        index: DeployPhase::Reference,
         name: "phase-0-build-cpu-reference",
         title: "Build the CPU reference",
         purpose: "Load the model's configuration and weights, refuse architectures outside \
@@ -36,17 +37,17 @@ pub const PHASES: [PhaseSpec; 8] = [
             "The gate of the phase: every layer's weights load with the shapes the config implies, and the reference runs the canonical prompt with no NaN, a sane top-1 and config fields equal to `config.json`.",
         ],
         exit_criteria: &[
-            (OpKind::CheckScope, "blockers"),
-            (OpKind::LoadWeights, "nan_count"),
-            (OpKind::BuildReference, "nan_count"),
-            (OpKind::BuildReference, "top_k_agree"),
-            (OpKind::CompareReference, "nan_count"),
-            (OpKind::CompareReference, "max_rel"),
-            (OpKind::CompareReference, "mismatches"),
+            (OpKind::CheckScope, Metric::Blockers),
+            (OpKind::LoadWeights, Metric::NanCount),
+            (OpKind::BuildReference, Metric::NanCount),
+            (OpKind::BuildReference, Metric::TopKAgree),
+            (OpKind::CompareReference, Metric::NanCount),
+            (OpKind::CompareReference, Metric::MaxRel),
+            (OpKind::CompareReference, Metric::Mismatches),
         ],
     },
     PhaseSpec {
-        index: 1,
+        index: DeployPhase::Kernels,
         name: "phase-1-kernel-validation",
         title: "Kernel validation",
         purpose: "Derive every kernel and shape the model needs, choose a tiling and herd for \
@@ -57,10 +58,10 @@ pub const PHASES: [PhaseSpec; 8] = [
             "For each kernel × shape, start from the kernel registry's row for the same or the nearest shape, check the shape against the constraints below before compiling, then validate element-wise against the f32 reference at the registry tolerance (rtol 1.6e-2; atol per kernel): every element within `atol + rtol * |ref|`. Trust the measured verdict over any rule.",
             "Document the herd of each: compute-bound kernels (GEMM, FlashAttention) on the full 8 × 4 array, row-parallel kernels on 8 × 1; justify anything smaller. One retry per recipe and shape, then escalate.",
         ],
-        exit_criteria: &[(OpKind::ValidateKernel, "mismatches")],
+        exit_criteria: &[(OpKind::ValidateKernel, Metric::Mismatches)],
     },
     PhaseSpec {
-        index: 2,
+        index: DeployPhase::Block,
         name: "phase-2-single-block-validation",
         title: "Single-block validation",
         purpose: "Wire one decoder block from validated kernels and compare it with the \
@@ -71,13 +72,13 @@ pub const PHASES: [PhaseSpec; 8] = [
             "On a failure, bisect: swap the NPU kernels for their CPU equivalents one at a time along the block; the first swap that brings the cosine back names the boundary with the layout, transpose or dtype bug.",
         ],
         exit_criteria: &[
-            (OpKind::ValidateBlock, "cosine"),
-            (OpKind::ValidateBlock, "position_cosine_min"),
-            (OpKind::ValidateBlock, "nan_count"),
+            (OpKind::ValidateBlock, Metric::Cosine),
+            (OpKind::ValidateBlock, Metric::PositionCosineMin),
+            (OpKind::ValidateBlock, Metric::NanCount),
         ],
     },
     PhaseSpec {
-        index: 3,
+        index: DeployPhase::Model,
         name: "phase-3-full-model-validation",
         title: "Full-model validation",
         purpose: "Chain every block and the LM head and check greedy generation against the \
@@ -88,12 +89,12 @@ pub const PHASES: [PhaseSpec; 8] = [
             "Record the baselines the next phases must beat: prefill time and calls per layer, decode time per token.",
         ],
         exit_criteria: &[
-            (OpKind::VerifyModel, "nan_count"),
-            (OpKind::VerifyModel, "top_k_agree"),
+            (OpKind::VerifyModel, Metric::NanCount),
+            (OpKind::VerifyModel, Metric::TopKAgree),
         ],
     },
     PhaseSpec {
-        index: 4,
+        index: DeployPhase::Prefill,
         name: "phase-4-prefill-optimization",
         title: "Prefill optimization",
         purpose: "Make prefill faster with the optimization skills while the full-model check \
@@ -103,13 +104,13 @@ pub const PHASES: [PhaseSpec; 8] = [
             "Record per skill: applied, skipped or reverted, the time before and after, and whether each figure was measured or modeled.",
         ],
         exit_criteria: &[
-            (OpKind::ProfilePrefill, "ttft_s"),
-            (OpKind::VerifyModel, "nan_count"),
-            (OpKind::VerifyModel, "top_k_agree"),
+            (OpKind::ProfilePrefill, Metric::TtftS),
+            (OpKind::VerifyModel, Metric::NanCount),
+            (OpKind::VerifyModel, Metric::TopKAgree),
         ],
     },
     PhaseSpec {
-        index: 5,
+        index: DeployPhase::Decode,
         name: "phase-5-decode-optimization",
         title: "Decode optimization",
         purpose: "Make per-token decode faster with the optimization skills while the \
@@ -118,13 +119,13 @@ pub const PHASES: [PhaseSpec; 8] = [
             "Same protocol as phase 4 for decode: baseline ms per token, one skill at a time, verify after each (its 32 generated tokens are what exercise the KV cache and per-token buffer reuse), keep only what strictly lowers ms per token.",
         ],
         exit_criteria: &[
-            (OpKind::ProfileDecode, "ms_per_token"),
-            (OpKind::VerifyModel, "nan_count"),
-            (OpKind::VerifyModel, "top_k_agree"),
+            (OpKind::ProfileDecode, Metric::MsPerToken),
+            (OpKind::VerifyModel, Metric::NanCount),
+            (OpKind::VerifyModel, Metric::TopKAgree),
         ],
     },
     PhaseSpec {
-        index: 6,
+        index: DeployPhase::Finalize,
         name: "phase-6-finalize-and-learn",
         title: "Finalize and learn",
         purpose: "Write the production plan, report and trajectory of the run, re-check the \
@@ -134,13 +135,13 @@ pub const PHASES: [PhaseSpec; 8] = [
             "Re-run verify on the final configuration, print TTFT and tokens per second, and record what was learned for the next build.",
         ],
         exit_criteria: &[
-            (OpKind::WriteArtifacts, "errors"),
-            (OpKind::WriteArtifacts, "unvalidated_kernels"),
-            (OpKind::WriteArtifacts, "unverified"),
+            (OpKind::WriteArtifacts, Metric::Errors),
+            (OpKind::WriteArtifacts, Metric::UnvalidatedKernels),
+            (OpKind::WriteArtifacts, Metric::Unverified),
         ],
     },
     PhaseSpec {
-        index: 7,
+        index: DeployPhase::Evaluate,
         name: "phase-7-independent-evaluator",
         title: "Independent evaluation",
         purpose: "Re-derive the verdict in a fresh process from the written artifacts alone, \
@@ -149,8 +150,8 @@ pub const PHASES: [PhaseSpec; 8] = [
             "Start fresh and trust nothing recorded: audit the gate first (it drives the production path, compares against the reference, and its failure gives a non-zero exit), then re-run it and report measured numbers only.",
         ],
         exit_criteria: &[
-            (OpKind::Evaluate, "exit_code"),
-            (OpKind::Evaluate, "top_k_agree"),
+            (OpKind::Evaluate, Metric::ExitCode),
+            (OpKind::Evaluate, Metric::TopKAgree),
         ],
     },
 ];
@@ -163,25 +164,19 @@ pub const OPT_PREFIX: &str = "opt-";
 /// Prefix of debugging skill directories.
 pub const DEBUG_PREFIX: &str = "debug-";
 
-pub fn phase(index: u8) -> Option<&'static PhaseSpec> {
-    PHASES.get(usize::from(index))
+/// The catalog's entry for `phase` (`PHASES` is in phase order, a test checks it).
+pub fn phase(phase: DeployPhase) -> &'static PhaseSpec {
+    &PHASES[usize::from(phase.index())]
 }
 
 #[cfg(test)]
 mod tests {
     use super::PHASES;
-    use skillc_runtime::ops::metrics::metric_spec;
+    use skillc_runtime::phase::DeployPhase;
 
-    /// An exit criterion whose metric the language does not know could never be
-    /// recorded, so it could never become a gate: the phase would ship ungated.
     #[test]
-    fn every_exit_criterion_is_a_metric_the_language_records() {
-        let unknown: Vec<String> = PHASES
-            .iter()
-            .flat_map(|p| p.exit_criteria.iter().map(move |c| (p.index, c)))
-            .filter(|(_, (_, metric))| metric_spec(metric).is_none())
-            .map(|(phase, (op, metric))| format!("phase {phase}: {op} {metric}"))
-            .collect();
-        assert!(unknown.is_empty(), "unknown metrics: {unknown:?}");
+    fn the_catalog_lists_every_phase_once_in_order() {
+        let indices: Vec<DeployPhase> = PHASES.iter().map(|p| p.index).collect();
+        assert_eq!(indices, DeployPhase::ALL);
     }
 }

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use petgraph::graph::NodeIndex;
 use skillc_runtime::bundle::{Baseline, Comparison, Provenance, Symptom, Value};
-use skillc_runtime::ops::OpKind;
+use skillc_runtime::ops::{Metric, OpKind};
+use skillc_runtime::phase::DeployPhase;
 
 use super::ir::{CheckIr, DeadEndOutcome, FigureSource, GateIr, PredicateIr, TargetIr};
 use super::path::{action, observation, Cx, Fate};
@@ -50,9 +51,9 @@ fn figure_source(data: &ObservationData) -> FigureSource {
 /// Observations on the effective path of a phase, with the step they measure.
 fn path_observations<'a>(
     cx: &'a Cx,
-    phase: usize,
+    phase: DeployPhase,
 ) -> impl Iterator<Item = (&'a Node, &'a ObservationData, Option<NodeIndex>)> + 'a {
-    cx.observations[phase].iter().filter_map(move |&index| {
+    cx.observations(phase).iter().filter_map(move |&index| {
         let measured = cx.on_path(index)?;
         let node = cx.g.node(index);
         Some((node, observation(node)?, measured))
@@ -81,19 +82,16 @@ pub fn at_least_as_strict(a: (Comparison, f64), b: (Comparison, f64)) -> bool {
 
 /// The key gates are merged and compared under: operation, metric, kernel and
 /// direction. Shapes are left out so a gate carries over to a new model's shapes.
-pub fn gate_key(g: &GateIr) -> (Option<OpKind>, String, Option<String>, i8) {
+pub fn gate_key(g: &GateIr) -> (Option<OpKind>, Metric, Option<String>, i8) {
     let kernel = g.conditions.get("kernel").map(values::key_text);
-    (g.op, g.metric.clone(), kernel, direction(g.comparison))
+    (g.op, g.metric, kernel, direction(g.comparison))
 }
 
 /// Whether `gate` is one of the phase's exit criteria (see
 /// [`catalog::PhaseSpec::exit_criteria`]) and measured on the whole model, not in
 /// one cell of an ablation.
-fn decides_the_phase(phase: usize, gate: &GateIr) -> bool {
-    let Some(spec) = catalog::phase(phase as u8) else {
-        return false;
-    };
-    let criterion = spec
+fn decides_the_phase(phase: DeployPhase, gate: &GateIr) -> bool {
+    let criterion = catalog::phase(phase)
         .exit_criteria
         .iter()
         .any(|(op, metric)| gate.op == Some(*op) && gate.metric == *metric);
@@ -103,7 +101,7 @@ fn decides_the_phase(phase: usize, gate: &GateIr) -> bool {
 /// Per key, the strictest check that passed on the effective path of the phase
 /// among its exit criteria; among equally strict ones the latest. A kernel gate
 /// becomes a rule over its kernel class (see [`as_kernel_rule`]).
-pub fn gates(cx: &Cx, phase: usize) -> Vec<GateIr> {
+pub fn gates(cx: &Cx, phase: DeployPhase) -> Vec<GateIr> {
     let mut best: BTreeMap<_, (f64, GateIr)> = BTreeMap::new();
     let mut evidence: BTreeMap<_, Vec<(Provenance, FigureSource)>> = BTreeMap::new();
     for (node, data, measured) in path_observations(cx, phase) {
@@ -168,20 +166,20 @@ fn gate_from(
 ) -> Option<(f64, GateIr)> {
     let threshold = m.threshold.as_ref()?;
     let comparison = values::comparison(threshold.op)?;
-    let metric = m.metric.text.clone();
-    let baseline = if skills::is_performance_metric(&metric) {
+    let metric = Metric::named(&m.metric.text)?;
+    let baseline = if skills::is_performance_metric(metric) {
         Baseline::PreviousPhase
     } else {
         Baseline::Absolute
     };
     // Gates hold canonical units, which is what the executor measures in.
-    let canonical = values::canonical(&metric, &threshold.value);
+    let canonical = values::canonical(&m.metric.text, &threshold.value);
     Some((
         canonical,
         GateIr {
-            recorded: Some(values::canonical(&metric, &m.value)),
+            recorded: Some(values::canonical(&m.metric.text, &m.value)),
             threshold: canonical,
-            unit: values::canonical_unit(&metric).to_string(),
+            unit: metric.canonical_unit(),
             metric,
             comparison,
             baseline,
@@ -195,14 +193,15 @@ fn gate_from(
 
 /// Performance figures at the end of the phase: per metric, operation and
 /// conditions, the last value recorded on the effective path.
-pub fn targets(cx: &Cx, phase: usize, model: &str) -> Vec<TargetIr> {
-    let mut last: BTreeMap<(String, Option<OpKind>, String), TargetIr> = BTreeMap::new();
+pub fn targets(cx: &Cx, phase: DeployPhase, model: &str) -> Vec<TargetIr> {
+    let mut last: BTreeMap<(Metric, Option<OpKind>, String), TargetIr> = BTreeMap::new();
     for (node, data, measured) in path_observations(cx, phase) {
         for m in &data.measurements {
-            let metric = &m.metric.text;
-            if !skills::is_performance_metric(metric) {
+            let Some(metric) =
+                Metric::named(&m.metric.text).filter(|m| skills::is_performance_metric(*m))
+            else {
                 continue;
-            }
+            };
             let mut conditions = conditions(cx, data, measured);
             if let Some(act) = measured.and_then(|a| action(cx.g.node(a))) {
                 for (k, v) in values::params(&act.params) {
@@ -212,15 +211,11 @@ pub fn targets(cx: &Cx, phase: usize, model: &str) -> Vec<TargetIr> {
             if !model.is_empty() {
                 conditions.insert("model".to_string(), Value::Text(model.to_string()));
             }
-            let key = (
-                metric.clone(),
-                op_of(cx, measured),
-                values::params_key(&conditions),
-            );
+            let key = (metric, op_of(cx, measured), values::params_key(&conditions));
             last.insert(
                 key,
                 TargetIr {
-                    metric: metric.clone(),
+                    metric,
                     value: values::number(&m.value),
                     unit: values::unit_of(metric, &m.value),
                     conditions,
@@ -295,23 +290,25 @@ fn failed_check(entry: &str, data: &ObservationData) -> CheckIr {
     };
     CheckIr {
         entry: entry.to_string(),
-        measurements: shown.iter().map(|m| measurement(m)).collect(),
+        measurements: shown.iter().filter_map(|m| measurement(m)).collect(),
         label: data.label.clone().unwrap_or_default(),
     }
 }
 
-/// A measurement as written: the value, and the threshold it was held to.
-fn measurement(m: &Measurement) -> (PredicateIr, Option<PredicateIr>) {
+/// A measurement as written: the value, and the threshold it was held to (a graph
+/// without errors knows every metric).
+fn measurement(m: &Measurement) -> Option<(PredicateIr, Option<PredicateIr>)> {
+    let metric = Metric::named(&m.metric.text)?;
     let predicate = |cmp: CmpOp, q: &syntax::Quantity| PredicateIr {
-        metric: m.metric.text.clone(),
+        metric,
         cmp,
         value: values::number(q),
-        unit: q.unit.as_ref().map_or_else(String::new, |u| u.text.clone()),
+        unit: values::unit(q),
     };
-    (
+    Some((
         predicate(CmpOp::Eq, &m.value),
         m.threshold.as_ref().map(|t| predicate(t.op, &t.value)),
-    )
+    ))
 }
 
 /// The first failed check of an abandoned action as a symptom: the action's

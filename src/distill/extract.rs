@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use petgraph::graph::NodeIndex;
 use rayon::prelude::*;
+use skillc_runtime::phase::DeployPhase;
 
 use super::checks;
 use super::ir::{
@@ -17,7 +18,7 @@ use super::ir::{
 };
 use super::lessons;
 use super::notes;
-use super::path::{self, action, Cx, Fate, PHASE_COUNT};
+use super::path::{self, action, Cx, Fate};
 use super::{catalog, values};
 use crate::diag::Diagnostic;
 use crate::digest::sha256_hex;
@@ -95,11 +96,11 @@ pub fn extract<'a>(input: &Input<'a>) -> Extracted<'a> {
     let mut diagnostics = Vec::new();
     let mut dropped = Vec::new();
     let (mut lessons, explained) = recorded_lessons(&cx, &places, &mut dropped, &mut diagnostics);
-    let parts: Vec<PhasePart> = (0..PHASE_COUNT)
-        .into_par_iter()
-        .map(|p| phase(&cx, p, &places, &notes, &explained, &source.model))
+    let parts: Vec<PhasePart> = DeployPhase::ALL
+        .par_iter()
+        .map(|&p| phase(&cx, p, &places, &notes, &explained, &source.model))
         .collect();
-    let mut phases = Vec::with_capacity(PHASE_COUNT);
+    let mut phases = Vec::with_capacity(DeployPhase::ALL.len());
     let mut step_nodes = HashMap::new();
     for part in parts {
         phases.push(part.phase);
@@ -261,17 +262,21 @@ struct PhasePart {
 
 fn phase(
     cx: &Cx,
-    p: usize,
+    p: DeployPhase,
     places: &Places,
     notes: &[NoteIr],
     explained: &Explained,
     model: &str,
 ) -> PhasePart {
-    let spec = &catalog::PHASES[p];
+    let spec = catalog::phase(p);
     let order = path::ordered_steps(cx, p);
-    let step_nodes = order.iter().map(|&a| (cx.step_id(a), a)).collect();
+    let step_nodes = order
+        .iter()
+        .filter_map(|&a| Some((cx.step_id(a)?, a)))
+        .collect();
     let mut taught = Vec::new();
-    let dead_ends = cx.actions[p]
+    let dead_ends = cx
+        .actions(p)
         .iter()
         .filter_map(|&a| dead_end(cx, a, places, notes, explained, &mut taught))
         .collect();
@@ -299,7 +304,7 @@ fn step(cx: &Cx, index: NodeIndex, places: &Places) -> Option<StepIr> {
     let g = cx.g;
     let node = g.node(index);
     let data = action(node)?;
-    let id = cx.step_id(index);
+    let id = cx.step_id(index)?;
     Some(StepIr {
         entry: cx.qualify(&node.id),
         op: data.op,
@@ -334,11 +339,12 @@ fn dead_end(
     };
     let node = cx.g.node(index);
     let data = action(node)?;
+    let phase = node.phase?;
     let id = cx.qualify(&node.id);
     let mut dead_end = DeadEndIr {
         reasons: places.at(NotePlace::DeadEnd(id.clone())),
         id,
-        phase: node.phase,
+        phase,
         op: data.op,
         params: values::params(&data.params),
         outcome: cx.outcome(outcome),

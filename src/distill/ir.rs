@@ -17,7 +17,8 @@ use skillc_runtime::bundle::{
 };
 pub use skillc_runtime::bundle::{DeadEndOutcome, FigureSource};
 
-use skillc_runtime::ops::{OpKind, WeightFormat};
+use skillc_runtime::ops::{Metric, OpKind, Unit, WeightFormat};
+use skillc_runtime::phase::DeployPhase;
 
 use crate::syntax::{CmpOp, Expr, Span};
 
@@ -86,7 +87,7 @@ pub struct NoteIr {
     /// The entry id (qualified like step ids).
     pub id: String,
     pub decision: bool,
-    pub phase: u8,
+    pub phase: DeployPhase,
     pub text: String,
     pub place: NotePlace,
     pub provenance: Provenance,
@@ -110,7 +111,7 @@ pub enum NotePlace {
     /// About an abandoned action, or the decision that undid it.
     DeadEnd(String),
     /// No `about`, or about entries that have different places: the phase's context.
-    Phase(u8),
+    Phase(DeployPhase),
 }
 
 /// A recorded item that reaches no page of the bundle.
@@ -127,7 +128,7 @@ pub struct DroppedIr {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PhaseIr {
-    pub index: u8,
+    pub index: DeployPhase,
     /// Skill directory name, e.g. `phase-1-kernel-validation`.
     pub name: String,
     pub title: String,
@@ -173,10 +174,11 @@ pub struct StepIr {
 /// A check that must hold to leave a phase.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateIr {
-    pub metric: String,
+    pub metric: Metric,
     pub comparison: Comparison,
     pub threshold: f64,
-    pub unit: String,
+    /// The metric's canonical unit; `None` for a ratio or a count.
+    pub unit: Option<Unit>,
     pub baseline: Baseline,
     /// The operation whose result the gate reads.
     pub op: Option<OpKind>,
@@ -190,9 +192,10 @@ pub struct GateIr {
 /// A performance figure reached in the trajectory.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetIr {
-    pub metric: String,
+    pub metric: Metric,
     pub value: f64,
-    pub unit: String,
+    /// As written, else the metric's canonical unit.
+    pub unit: Option<Unit>,
     pub conditions: BTreeMap<String, Value>,
     pub source: FigureSource,
     pub provenance: Vec<Provenance>,
@@ -211,11 +214,11 @@ pub enum LessonOrigin {
 /// `metric cmp value unit`, as a symptom or a failed check writes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PredicateIr {
-    pub metric: String,
+    pub metric: Metric,
     pub cmp: CmpOp,
     pub value: f64,
-    /// As written; empty when none.
-    pub unit: String,
+    /// As written; `None` when none.
+    pub unit: Option<Unit>,
 }
 
 /// A lesson's whole symptom: the text, the failing operation with the lesson's
@@ -266,7 +269,7 @@ pub struct LessonIr {
     /// Notes about the lesson itself.
     pub notes: Vec<String>,
     /// Phases where the lesson applies, sorted.
-    pub phases: Vec<u8>,
+    pub phases: Vec<DeployPhase>,
     /// The skill it belongs to (`opt-…` / `debug-…`).
     pub skill: String,
     /// Ids of the steps whose parameters the fix changes, sorted.
@@ -284,7 +287,7 @@ pub struct LessonIr {
 pub struct DeadEndIr {
     /// The abandoned action's entry id (qualified like step ids).
     pub id: String,
-    pub phase: u8,
+    pub phase: DeployPhase,
     pub op: OpKind,
     pub params: BTreeMap<String, Value>,
     pub outcome: DeadEndOutcome,
@@ -322,7 +325,7 @@ pub struct SkillSetIr {
     /// Ids of dead ends it keeps.
     pub dead_ends: Vec<String>,
     /// Phases its members belong to, sorted.
-    pub phases: Vec<u8>,
+    pub phases: Vec<DeployPhase>,
     pub evidence_count: u32,
 }
 

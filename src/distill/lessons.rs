@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::graph::NodeIndex;
 use skillc_runtime::bundle::{Comparison, Expr, LessonKind, Provenance, Remedy, Symptom, Value};
-use skillc_runtime::ops::{self, Better, OpKind};
+use skillc_runtime::ops::{self, Better, Metric, OpKind};
+use skillc_runtime::phase::DeployPhase;
 
 use super::checks;
 use super::ir::{DeadEndIr, DeadEndOutcome, LessonIr, LessonOrigin, PredicateIr, SymptomIr};
@@ -22,7 +23,7 @@ use crate::syntax::{self, EntryKind};
 fn kind_of(metrics: impl IntoIterator<Item = impl AsRef<str>>) -> LessonKind {
     if metrics
         .into_iter()
-        .any(|m| skills::is_performance_metric(m.as_ref()))
+        .any(|m| Metric::named(m.as_ref()).is_some_and(skills::is_performance_metric))
     {
         LessonKind::Optimization
     } else {
@@ -84,8 +85,9 @@ pub fn recorded(
     );
     let appliers = appliers(cx, index);
     let guarded: BTreeSet<NodeIndex> = appliers.iter().filter_map(|a| cx.replacement(*a)).collect();
-    let mut phases: BTreeSet<u8> = guarded.iter().map(|a| g.node(*a).phase).collect();
-    phases.insert(node.phase);
+    let mut phases: BTreeSet<DeployPhase> =
+        guarded.iter().filter_map(|a| g.node(*a).phase).collect();
+    phases.extend(node.phase);
     let evidence: Vec<Provenance> = g
         .targets(index, EdgeKind::Evidence)
         .into_iter()
@@ -122,7 +124,7 @@ pub fn recorded(
         diagnosis: Vec::new(),
         notes: Vec::new(),
         phases: phases.into_iter().collect(),
-        guards: guarded.iter().map(|a| cx.step_id(*a)).collect(),
+        guards: guarded.iter().filter_map(|a| cx.step_id(*a)).collect(),
         weights: g.weights_if_dependent(index),
         evidence_count: u32::try_from(evidence.len()).unwrap_or(u32::MAX),
         evidence,
@@ -132,10 +134,9 @@ pub fn recorded(
 
 /// A step id for an applier on the path, else its entry id.
 fn applier_id(cx: &Cx, action: NodeIndex) -> String {
-    if cx.is_step(action) {
-        cx.step_id(action)
-    } else {
-        cx.qualify(&cx.g.node(action).id)
+    match cx.step_id(action).filter(|_| cx.is_step(action)) {
+        Some(id) => id,
+        None => cx.qualify(&cx.g.node(action).id),
     }
 }
 
@@ -189,15 +190,13 @@ fn whole_symptom(s: Option<&syntax::Symptom>, machine: &Symptom) -> SymptomIr {
         predicates: s
             .iter()
             .flat_map(|s| s.predicates.iter())
-            .map(|p| PredicateIr {
-                metric: p.metric.text.clone(),
-                cmp: p.op,
-                value: values::number(&p.value),
-                unit: p
-                    .value
-                    .unit
-                    .as_ref()
-                    .map_or_else(String::new, |u| u.text.clone()),
+            .filter_map(|p| {
+                Some(PredicateIr {
+                    metric: Metric::named(&p.metric.text)?,
+                    cmp: p.op,
+                    value: values::number(&p.value),
+                    unit: values::unit(&p.value),
+                })
             })
             .collect(),
     }
@@ -214,11 +213,14 @@ fn machine_only(machine: &Symptom) -> SymptomIr {
             .iter()
             .zip(machine.comparison)
             .zip(machine.value)
-            .map(|((metric, cmp), value)| PredicateIr {
-                metric: metric.clone(),
-                cmp: values::cmp_op(cmp),
-                value,
-                unit: values::canonical_unit(metric).to_string(),
+            .filter_map(|((metric, cmp), value)| {
+                let metric = Metric::named(metric)?;
+                Some(PredicateIr {
+                    metric,
+                    cmp: values::cmp_op(cmp),
+                    value,
+                    unit: metric.canonical_unit(),
+                })
             })
             .collect(),
     }
@@ -252,7 +254,7 @@ pub fn from_dead_end(
     };
     let replacement_step = cx.replacement(replacement);
     let mut phases = BTreeSet::from([dead_end.phase]);
-    phases.extend(replacement_step.map(|s| g.node(s).phase));
+    phases.extend(replacement_step.and_then(|s| g.node(s).phase));
     let evidence: Vec<Provenance> = checks::failed(cx, index)
         .into_iter()
         .map(|o| cx.provenance(g.node(o)))
@@ -272,14 +274,14 @@ pub fn from_dead_end(
         then: Vec::new(),
         fix_text: Vec::new(),
         applied_by: replacement_step
-            .map(|s| cx.step_id(s))
+            .and_then(|s| cx.step_id(s))
             .into_iter()
             .collect(),
         diagnosis: Vec::new(),
         notes: Vec::new(),
         phases: phases.into_iter().collect(),
         guards: replacement_step
-            .map(|s| cx.step_id(s))
+            .and_then(|s| cx.step_id(s))
             .into_iter()
             .collect(),
         weights: g.weights_if_dependent(replacement),

@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use petgraph::graph::NodeIndex;
 use rayon::prelude::*;
 use skillc_runtime::bundle::{Comparison, Value};
-use skillc_runtime::ops;
+use skillc_runtime::ops::{self, Metric};
+use skillc_runtime::phase::DeployPhase;
 
 use crate::diag::{self, Code, Diagnostic};
 use crate::graph::{Graph, NodeData};
@@ -300,7 +301,7 @@ fn merge_lesson(existing: &mut LessonIr, other: LessonIr) {
             existing.fix_text.push(text);
         }
     }
-    let phases: BTreeSet<u8> = existing
+    let phases: BTreeSet<DeployPhase> = existing
         .phases
         .iter()
         .chain(&other.phases)
@@ -440,11 +441,10 @@ impl MergeInto<'_, '_> {
 
 /// A gate's threshold in its metric's canonical unit, for comparing strictness.
 fn canonical_threshold(gate: &GateIr) -> f64 {
-    let canonical = ops::metric_spec(&gate.metric).map_or("", |m| m.canonical_unit);
-    if canonical.is_empty() || gate.unit.is_empty() {
+    let (Some(canonical), Some(unit)) = (gate.metric.canonical_unit(), gate.unit) else {
         return gate.threshold;
-    }
-    ops::convert(gate.threshold, &gate.unit, canonical).unwrap_or(gate.threshold)
+    };
+    ops::convert(gate.threshold, unit.symbol(), canonical.symbol()).unwrap_or(gate.threshold)
 }
 
 fn stricter(a: &GateIr, b: &GateIr) -> bool {
@@ -474,8 +474,8 @@ fn merge_gates(gates: &mut Vec<GateIr>, incoming: Vec<GateIr>) {
     gates.sort_by_key(checks::gate_key);
 }
 
-fn target_key(t: &TargetIr) -> (String, String) {
-    (t.metric.clone(), values::params_key(&t.conditions))
+fn target_key(t: &TargetIr) -> (Metric, String) {
+    (t.metric, values::params_key(&t.conditions))
 }
 
 fn merge_targets(targets: &mut Vec<TargetIr>, incoming: Vec<TargetIr>) {

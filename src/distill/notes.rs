@@ -22,14 +22,18 @@ pub fn place(cx: &Cx) -> Vec<NoteIr> {
             NodeData::Decision { text } => (text, true),
             _ => continue,
         };
+        // Only a graph with errors, which is never distilled, has entries with no phase.
+        let Some(phase) = node.phase else {
+            continue;
+        };
         let place = match g.skill_of(index) {
             Some(skill) => NotePlace::Skill(skill.name.clone()),
-            None => about(cx, index).unwrap_or(NotePlace::Phase(node.phase)),
+            None => about(cx, index).unwrap_or(NotePlace::Phase(phase)),
         };
         notes.push(NoteIr {
             id: cx.qualify(&node.id),
             decision,
-            phase: node.phase,
+            phase,
             text: text.clone(),
             place,
             provenance: cx.provenance(node),
@@ -97,7 +101,7 @@ fn diagnosed_lesson(cx: &Cx, observation_index: NodeIndex) -> Option<NotePlace> 
 fn action(cx: &Cx, index: NodeIndex) -> Option<NotePlace> {
     let g = cx.g;
     match cx.fate(index) {
-        Fate::Step => Some(NotePlace::Step(cx.step_id(index))),
+        Fate::Step => cx.step_id(index).map(NotePlace::Step),
         Fate::Dead(_) => Some(NotePlace::DeadEnd(cx.qualify(&g.node(index).id))),
         // A fixed check: its failure is explained by the lesson its fix applied.
         Fate::Dropped => g.observations_of(index).into_iter().find_map(|o| {

@@ -8,13 +8,11 @@ use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use petgraph::graph::NodeIndex;
 use skillc_runtime::bundle::Provenance;
+use skillc_runtime::phase::DeployPhase;
 
 use super::ir::DeadEndOutcome;
 use crate::graph::{ActionData, EdgeKind, Graph, Node, NodeData, ObservationData};
 use crate::syntax::{EntryKind, FileId, ValueKind, Verdict};
-
-/// Phases a trajectory can have.
-pub const PHASE_COUNT: usize = 8;
 
 /// What became of an action.
 #[derive(Debug, Clone)]
@@ -36,9 +34,9 @@ pub struct Cx<'a> {
     paths: HashMap<FileId, String>,
     /// By node index.
     fates: Vec<Fate>,
-    /// Actions and observations of each phase, in trajectory order.
-    pub actions: Vec<Vec<NodeIndex>>,
-    pub observations: Vec<Vec<NodeIndex>>,
+    /// Actions and observations of each phase (by its number), in trajectory order.
+    actions: Vec<Vec<NodeIndex>>,
+    observations: Vec<Vec<NodeIndex>>,
     trajectory: String,
     shared_ids: &'a HashSet<String>,
 }
@@ -58,7 +56,7 @@ pub fn action(node: &Node) -> Option<&ActionData> {
 }
 
 /// `p<phase>-<entry id>`.
-pub fn step_id(phase: u8, entry: &str) -> String {
+pub fn step_id(phase: DeployPhase, entry: &str) -> String {
     format!("p{phase}-{entry}")
 }
 
@@ -69,21 +67,22 @@ impl<'a> Cx<'a> {
         trajectory: String,
         shared_ids: &'a HashSet<String>,
     ) -> Self {
-        let mut actions = vec![Vec::new(); PHASE_COUNT];
-        let mut observations = vec![Vec::new(); PHASE_COUNT];
+        let mut actions = vec![Vec::new(); DeployPhase::ALL.len()];
+        let mut observations = vec![Vec::new(); DeployPhase::ALL.len()];
         let mut fates = Vec::with_capacity(g.node_count());
         for (index, node) in g.nodes() {
-            let phase = usize::from(node.phase);
+            // An entry with no phase (only in a graph with errors) is in no bucket.
+            let bucket = node.phase.map(|p| usize::from(p.index()));
             match node.kind {
                 EntryKind::Action => {
                     fates.push(fate(g, index));
-                    if let Some(bucket) = actions.get_mut(phase) {
+                    if let Some(bucket) = bucket.and_then(|b| actions.get_mut(b)) {
                         bucket.push(index);
                     }
                 }
                 EntryKind::Observation => {
                     fates.push(Fate::None);
-                    if let Some(bucket) = observations.get_mut(phase) {
+                    if let Some(bucket) = bucket.and_then(|b| observations.get_mut(b)) {
                         bucket.push(index);
                     }
                 }
@@ -100,6 +99,16 @@ impl<'a> Cx<'a> {
             trajectory,
             shared_ids,
         }
+    }
+
+    /// The actions of `phase`, in trajectory order.
+    pub fn actions(&self, phase: DeployPhase) -> &[NodeIndex] {
+        &self.actions[usize::from(phase.index())]
+    }
+
+    /// The observations of `phase`, in trajectory order.
+    pub fn observations(&self, phase: DeployPhase) -> &[NodeIndex] {
+        &self.observations[usize::from(phase.index())]
     }
 
     pub fn fate(&self, index: NodeIndex) -> &Fate {
@@ -133,9 +142,11 @@ impl<'a> Cx<'a> {
         }
     }
 
-    pub fn step_id(&self, index: NodeIndex) -> String {
+    /// The step id of an action; `None` for an entry with no phase (only in a graph
+    /// with errors, which is never distilled).
+    pub fn step_id(&self, index: NodeIndex) -> Option<String> {
         let node = self.g.node(index);
-        step_id(node.phase, &self.qualify(&node.id))
+        Some(step_id(node.phase?, &self.qualify(&node.id)))
     }
 
     pub fn outcome(&self, outcome: &DeadEndOutcome) -> DeadEndOutcome {
@@ -293,9 +304,9 @@ fn same_target(g: &Graph, candidate: NodeIndex, fixer: &ActionData) -> bool {
     c.op == fixer.op && (kernel(fixer).is_none() || kernel(c) == kernel(fixer))
 }
 
-pub fn session_titles(g: &Graph, phase: u8) -> Vec<String> {
+pub fn session_titles(g: &Graph, phase: DeployPhase) -> Vec<String> {
     let mut titles: Vec<String> = Vec::new();
-    for session in g.sessions.iter().filter(|s| s.phase == phase) {
+    for session in g.sessions.iter().filter(|s| s.phase == Some(phase)) {
         if let Some(title) = &session.title {
             if !titles.contains(title) {
                 titles.push(title.clone());
@@ -306,8 +317,9 @@ pub fn session_titles(g: &Graph, phase: u8) -> Vec<String> {
 }
 
 /// The phase's steps, `after` dependencies first, otherwise in trajectory order.
-pub fn ordered_steps(cx: &Cx, phase: usize) -> Vec<NodeIndex> {
-    let steps: Vec<NodeIndex> = cx.actions[phase]
+pub fn ordered_steps(cx: &Cx, phase: DeployPhase) -> Vec<NodeIndex> {
+    let steps: Vec<NodeIndex> = cx
+        .actions(phase)
         .iter()
         .copied()
         .filter(|a| cx.is_step(*a))

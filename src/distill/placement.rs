@@ -70,7 +70,7 @@ pub fn account(ir: &SkillIr) -> Placement {
                 (!dead_ends.contains(d.as_str())).then(|| format!("dead end `{d}`"))
             }
             NotePlace::Phase(p) => {
-                (usize::from(*p) >= ir.phases.len()).then(|| format!("phase {p}"))
+                (!ir.phases.iter().any(|phase| phase.index == *p)).then(|| format!("phase {p}"))
             }
         };
         match missing {

@@ -16,7 +16,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use skillc_runtime::bundle::{LessonKind, Symptom, Value};
-use skillc_runtime::ops::{self, Dimension, OpKind};
+use skillc_runtime::ops::{Dimension, Metric, OpKind};
+use skillc_runtime::phase::DeployPhase;
 
 use super::catalog::{DEBUG_PREFIX, OPT_PREFIX};
 use super::ir::{HypothesisIr, NotePlace, SkillIr, SkillSetIr};
@@ -24,18 +25,13 @@ use super::values;
 use crate::graph::skills::skill_name;
 
 /// Figures that say how fast, not how right (compile time is a budget, not a target).
-pub fn is_performance_metric(metric: &str) -> bool {
-    match ops::metric_spec(metric).map(|m| m.dimension) {
-        Some(Dimension::TokenRate | Dimension::FlopRate | Dimension::ByteRate) => true,
-        Some(Dimension::Time) => metric != "compile_s",
-        Some(Dimension::Count) => metric == "calls_per_layer",
-        _ => false,
+pub fn is_performance_metric(metric: Metric) -> bool {
+    match metric.spec().dimension {
+        Dimension::TokenRate | Dimension::FlopRate | Dimension::ByteRate => true,
+        Dimension::Time => metric != Metric::CompileS,
+        Dimension::Count => metric == Metric::CallsPerLayer,
+        Dimension::Ratio => false,
     }
-}
-
-/// Operations of phases 4–5 that change the deployment plan (not checks, not notes).
-fn changes_the_plan(op: OpKind) -> bool {
-    !op.measures() && op != OpKind::NoteHost
 }
 
 fn kernel_suffix(params: &BTreeMap<String, Value>) -> String {
@@ -72,7 +68,7 @@ struct Members {
     applied_steps: Vec<String>,
     context: Vec<String>,
     patterns: Vec<Symptom>,
-    phases: BTreeSet<u8>,
+    phases: BTreeSet<DeployPhase>,
 }
 
 impl Members {
@@ -114,8 +110,8 @@ pub fn skill_sets(ir: &SkillIr) -> Vec<SkillSetIr> {
             let skill = match &step.skill {
                 Some(skill) => skill.clone(),
                 None if ir.declared.is_empty()
-                    && matches!(phase.index, 4 | 5)
-                    && changes_the_plan(step.op) =>
+                    && matches!(phase.index, DeployPhase::Prefill | DeployPhase::Decode)
+                    && step.op.is_technique() =>
                 {
                     technique_skill(step.op)
                 }

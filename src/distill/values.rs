@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use skillc_runtime::bundle::{BinaryOp, Comparison, Expr, Remedy, Value};
-use skillc_runtime::ops;
+use skillc_runtime::ops::{self, Metric, Unit};
 
 use crate::graph;
 use crate::syntax::{self, CmpOp, ExprKind, Number, Quantity, UnaryOp, ValueKind};
@@ -254,21 +254,17 @@ pub fn canonical(metric: &str, q: &Quantity) -> f64 {
     }
 }
 
-/// The unit figures of `metric` are compared in (empty for unitless metrics).
-pub fn canonical_unit(metric: &str) -> &'static str {
-    ops::metric_spec(metric).map_or("", |m| m.canonical_unit)
+/// The unit a quantity was written with (a graph without errors knows every unit).
+pub fn unit(q: &Quantity) -> Option<Unit> {
+    q.unit.as_ref().and_then(|u| Unit::named(&u.text))
 }
 
 /// The unit a metric's figure is shown in: as written, else the canonical one.
-pub fn unit_of(metric: &str, q: &Quantity) -> String {
-    q.unit.as_ref().map_or_else(
-        || {
-            ops::metric_spec(metric)
-                .map_or("", |m| m.canonical_unit)
-                .to_string()
-        },
-        |u| u.text.clone(),
-    )
+pub fn unit_of(metric: Metric, q: &Quantity) -> Option<Unit> {
+    match &q.unit {
+        Some(_) => unit(q),
+        None => metric.canonical_unit(),
+    }
 }
 
 /// A value as a comparison key: text as itself, anything else as its JSON. Keys only

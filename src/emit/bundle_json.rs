@@ -12,6 +12,7 @@ use skillc_runtime::bundle::{
 
 use super::print;
 use crate::distill::ir::{GateIr, LessonIr, PhaseIr, SkillIr, TargetIr};
+use skillc_runtime::ops::metrics::unit_symbol;
 
 /// sha256 of every generated file (path relative to the bundle root → content).
 pub fn hashes(files: &BTreeMap<String, String>) -> BTreeMap<String, String> {
@@ -77,7 +78,7 @@ pub fn lower(ir: &SkillIr) -> Bundle {
 
 fn phase(ir: &SkillIr, p: &PhaseIr) -> Phase {
     Phase {
-        index: p.index,
+        index: p.index.index(),
         name: p.name.clone(),
         title: p.title.clone(),
         steps: p
@@ -121,10 +122,10 @@ fn phase(ir: &SkillIr, p: &PhaseIr) -> Phase {
 
 fn gate(g: &GateIr) -> Gate {
     Gate {
-        metric: g.metric.clone(),
+        metric: g.metric.name().to_string(),
         comparison: g.comparison,
         threshold: g.threshold,
-        unit: g.unit.clone(),
+        unit: unit_symbol(g.unit).to_string(),
         baseline: g.baseline.clone(),
         op: g.op,
         conditions: g.conditions.clone(),
@@ -135,9 +136,9 @@ fn gate(g: &GateIr) -> Gate {
 
 fn target(t: &TargetIr) -> Target {
     Target {
-        metric: t.metric.clone(),
+        metric: t.metric.name().to_string(),
         value: t.value,
-        unit: t.unit.clone(),
+        unit: unit_symbol(t.unit).to_string(),
         conditions: t.conditions.clone(),
         source: t.source,
         provenance: t.provenance.clone(),
@@ -160,7 +161,7 @@ fn lesson(ir: &SkillIr, l: &LessonIr) -> Lesson {
         fix: l.fix.clone(),
         then: l.then.clone(),
         fix_text: l.fix_text.join("\n\n"),
-        phases: l.phases.clone(),
+        phases: l.phases.iter().map(|p| p.index()).collect(),
         skill: l.skill.clone(),
         evidence_count: l.evidence_count,
         weights: l.weights,

@@ -53,7 +53,7 @@ pub fn summary() -> String {
     out.push_str(CONSTRUCTS);
     out.push_str("\n\n## Operations\n\n| operation | phases | parameters | what it does |\n|---|---|---|---|\n");
     for op in ops::OPERATIONS {
-        let phases: Vec<String> = op.phases.iter().map(u8::to_string).collect();
+        let phases: Vec<String> = op.phases.iter().map(|p| p.to_string()).collect();
         let params: Vec<String> = op
             .params
             .iter()

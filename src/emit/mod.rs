@@ -40,8 +40,6 @@ pub enum EmitError {
     Render(Box<handlebars::RenderError>),
     #[error("SKILL.md of `{skill}` has a {lines}-line body even with every long section in references/ (limit {limit})", limit = page::BODY_MAX_LINES)]
     BodyTooLong { skill: String, lines: usize },
-    #[error("phase index {0} is outside 0..=7")]
-    UnknownPhase(u8),
     #[error("two skills would share the directory `{0}`")]
     DuplicateSkill(String),
     #[error("cannot serialise bundle.json: {0}")]

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use skillc_runtime::bundle::Value;
 use skillc_runtime::ops::OpKind;
+use skillc_runtime::phase::DeployPhase;
 
 use super::cite::{self, Cites};
 use super::entry_page::{metadata, part_of};
@@ -31,10 +32,10 @@ pub fn page(
     phase: &PhaseIr,
     entries: &BTreeMap<String, &EntryIr>,
 ) -> Result<SkillDir, EmitError> {
-    let spec = catalog::phase(phase.index).ok_or(EmitError::UnknownPhase(phase.index))?;
+    let spec = catalog::phase(phase.index);
     let mut meta = metadata(ir, "phase");
     meta.insert("phase".to_string(), phase.index.to_string());
-    let when = match phase.index.checked_sub(1).and_then(catalog::phase) {
+    let when = match phase.index.previous().map(catalog::phase) {
         None => "Use it first, on the model directory (config.json, with or without weights)."
             .to_string(),
         Some(previous) => format!(
@@ -94,8 +95,8 @@ pub fn page(
     )
 }
 
-fn entry_gate(index: u8) -> String {
-    match index.checked_sub(1).and_then(catalog::phase) {
+fn entry_gate(index: DeployPhase) -> String {
+    match index.previous().map(catalog::phase) {
         None => "None: this is the first phase. Start from the model directory: `config.json` \
                  with `*.safetensors` weights, or the config alone with seeded random weights \
                  for performance work."
@@ -271,14 +272,11 @@ fn rules(ir: &SkillIr, phase: &PhaseIr, rules: &[&str]) -> String {
 /// The checks that decide the phase, by rule: `op metric` pairs of the catalog.
 fn exit_criteria(phase: &PhaseIr) -> String {
     catalog::phase(phase.index)
-        .map(|spec| {
-            spec.exit_criteria
-                .iter()
-                .map(|(op, metric)| code_span(&format!("{} {metric}", op.name())))
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
-        .unwrap_or_default()
+        .exit_criteria
+        .iter()
+        .map(|(op, metric)| code_span(&format!("{} {metric}", op.name())))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn exit_gates(phase: &PhaseIr, cites: &mut Cites) -> String {
@@ -302,7 +300,7 @@ fn exit_gates(phase: &PhaseIr, cites: &mut Cites) -> String {
                 1 => "This gate must hold".to_string(),
                 n => format!("All {n} gates must hold"),
             },
-            match catalog::phase(phase.index + 1) {
+            match phase.index.next().map(catalog::phase) {
                 Some(next) => format!("phase {} starts", next.index),
                 None => "the deployment is reported done".to_string(),
             }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use skillc_runtime::bundle::{Baseline, LessonKind, Remedy, Symptom, Value};
 use skillc_runtime::notation;
+use skillc_runtime::ops::metrics::unit_symbol;
 use skillc_runtime::ops::{self, formats, FormatDependence, OpKind, WeightFormat};
 
 use crate::distill::ir::{
@@ -48,7 +49,7 @@ pub fn predicate(p: &PredicateIr) -> String {
         "{} {} {}",
         p.metric,
         p.cmp.symbol(),
-        notation::quantity(p.value, &p.unit)
+        notation::quantity(p.value, unit_symbol(p.unit))
     )
 }
 
@@ -103,13 +104,13 @@ pub fn check(c: &CheckIr) -> String {
             let mut text = format!(
                 "{} = {}",
                 value.metric,
-                notation::quantity(value.value, &value.unit)
+                notation::quantity(value.value, unit_symbol(value.unit))
             );
             if let Some(t) = threshold {
                 text.push_str(&format!(
                     " {} {}",
                     t.cmp.symbol(),
-                    notation::quantity(t.value, &t.unit)
+                    notation::quantity(t.value, unit_symbol(t.unit))
                 ));
             }
             text
@@ -242,9 +243,19 @@ pub fn gate(g: &GateIr) -> (String, String) {
     let check = match g.baseline {
         Baseline::Absolute if g.op == Some(OpKind::ValidateKernel) => format!(
             "{} at every call site",
-            notation::check(&g.metric, g.comparison, g.threshold, &g.unit)
+            notation::check(
+                g.metric.name(),
+                g.comparison,
+                g.threshold,
+                unit_symbol(g.unit)
+            )
         ),
-        Baseline::Absolute => notation::check(&g.metric, g.comparison, g.threshold, &g.unit),
+        Baseline::Absolute => notation::check(
+            g.metric.name(),
+            g.comparison,
+            g.threshold,
+            unit_symbol(g.unit),
+        ),
         Baseline::PreviousPhase => format!(
             "{} {} the previous phase's figure",
             g.metric,
@@ -265,7 +276,7 @@ pub fn recorded(g: &GateIr) -> String {
     match g.recorded {
         Some(v) => format!(
             "{} ({}){sites}",
-            notation::quantity(v, &g.unit),
+            notation::quantity(v, unit_symbol(g.unit)),
             g.recorded_source.as_str()
         ),
         None => "no value recorded".to_string(),
@@ -274,7 +285,11 @@ pub fn recorded(g: &GateIr) -> String {
 
 /// `metric = value unit`.
 pub fn target(t: &TargetIr) -> String {
-    format!("{} = {}", t.metric, notation::quantity(t.value, &t.unit))
+    format!(
+        "{} = {}",
+        t.metric,
+        notation::quantity(t.value, unit_symbol(t.unit))
+    )
 }
 
 /// Parameters as `key=value` in the operation's declared order.

@@ -202,8 +202,7 @@ fn fixes(ir: &SkillIr, lessons: &[&LessonIr], cites: &mut Cites) -> String {
             l.evidence_count,
             l.phases
                 .iter()
-                .filter_map(|p| catalog::phase(*p))
-                .map(|p| cite::skill(p.name))
+                .map(|p| cite::skill(catalog::phase(*p).name))
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
@@ -345,8 +344,7 @@ fn references(skill: &SkillSetIr) -> String {
     let phases: Vec<String> = skill
         .phases
         .iter()
-        .filter_map(|p| catalog::phase(*p))
-        .map(|p| cite::skill(p.name))
+        .map(|p| cite::skill(catalog::phase(*p).name))
         .collect();
     if phases.is_empty() {
         format!(

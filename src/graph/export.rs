@@ -4,6 +4,7 @@
 
 use petgraph::visit::EdgeRef;
 use serde::Serialize;
+use skillc_runtime::phase::DeployPhase;
 
 use super::{EdgeKind, Graph, Node, NodeData};
 use crate::syntax::{EntryKind, Verdict};
@@ -35,7 +36,7 @@ struct JsonHeader<'a> {
 struct JsonSession<'a> {
     index: usize,
     timestamp: &'a str,
-    phase: u8,
+    phase: Option<DeployPhase>,
     title: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     weights: Option<&'static str>,
@@ -55,7 +56,7 @@ struct JsonSkill<'a> {
 struct JsonNode<'a> {
     id: &'a str,
     kind: EntryKind,
-    phase: u8,
+    phase: Option<DeployPhase>,
     session: usize,
     at: String,
     effective: bool,
@@ -169,6 +170,12 @@ fn sorted_edges(graph: &Graph) -> Vec<EdgeTriple<'_>> {
         .collect()
 }
 
+/// `phase 3`; a graph with errors is not exported, so the other case is for
+/// completeness.
+fn phase_label(phase: Option<DeployPhase>) -> String {
+    phase.map_or_else(|| "unknown phase".to_string(), |p| format!("phase {p}"))
+}
+
 /// The graph in Graphviz DOT.
 pub fn to_dot(graph: &Graph) -> String {
     let name = graph
@@ -194,7 +201,11 @@ pub fn to_dot(graph: &Graph) -> String {
                 .map_or(String::new(), |t| format!(": {t}"));
             out.push_str(&format!(
                 "  subgraph cluster_{session} {{\n    label={};\n    style=rounded;\n",
-                quote(&format!("phase {}{title} ({})", info.phase, info.timestamp))
+                quote(&format!(
+                    "{}{title} ({})",
+                    phase_label(info.phase),
+                    info.timestamp
+                ))
             ));
         }
         let skill = graph.skill_of(index).map(|s| s.name.as_str());

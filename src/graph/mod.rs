@@ -38,6 +38,7 @@ use petgraph::visit::EdgeRef;
 use petgraph::Direction;
 use serde::Serialize;
 use skillc_runtime::ops::{OpKind, WeightFormat};
+use skillc_runtime::phase::DeployPhase;
 
 use skillc_runtime::bundle::LessonKind;
 
@@ -138,7 +139,9 @@ pub struct FileInfo {
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionInfo {
     pub timestamp: String,
-    pub phase: u8,
+    /// `None` when the session names no phase of the eight or its line did not parse
+    /// (both are errors, so such a graph is never compiled).
+    pub phase: Option<DeployPhase>,
     pub title: Option<String>,
     /// `weights …` after the phase: what the session's entries were recorded on.
     #[serde(
@@ -172,7 +175,8 @@ pub type SkillId = usize;
 pub struct Node {
     pub id: String,
     pub kind: EntryKind,
-    pub phase: u8,
+    /// Its session's phase (`None` only in a graph with errors).
+    pub phase: Option<DeployPhase>,
     pub session: SessionId,
     pub span: Span,
     /// False when an effective entry reverts or supersedes this one (for an

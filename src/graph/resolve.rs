@@ -5,6 +5,7 @@
 //! Every pass is linear in the number of entries and references.
 
 use skillc_runtime::ops::OpKind;
+use skillc_runtime::phase::DeployPhase;
 use std::collections::{HashMap, HashSet};
 
 use petgraph::algo::{tarjan_scc, toposort};
@@ -27,7 +28,8 @@ const SUGGESTION_BUDGET: usize = 16;
 struct Placed {
     entry: Entry,
     session: usize,
-    phase: u8,
+    /// `None` in a session whose phase is not one of the eight or did not parse.
+    phase: Option<DeployPhase>,
 }
 
 /// What the items that failed to parse leave behind: ids that exist but have no node,
@@ -63,7 +65,7 @@ pub(super) fn build(files: Vec<ParsedFile>) -> (Graph, Vec<Diagnostic>) {
 
     let mut broken = Broken::default();
     let placed = place(files, &mut graph, &mut broken, &mut diagnostics);
-    let checked: Vec<(Checked, usize, u8)> = placed
+    let checked: Vec<(Checked, usize, Option<DeployPhase>)> = placed
         .into_par_iter()
         .map(|p| (check::check_entry(p.entry, p.phase), p.session, p.phase))
         .collect();
@@ -155,7 +157,7 @@ fn place(
                         .and_then(|w| super::weights::read_name(w, diagnostics));
                     graph.sessions.push(SessionInfo {
                         timestamp: session.timestamp.text.clone(),
-                        phase: u8::try_from(session.phase).unwrap_or(u8::MAX),
+                        phase: session_phase(session.phase),
                         title: session.title.map(|t| t.text),
                         weights,
                         span: session.span,
@@ -175,7 +177,7 @@ fn place(
                         UnparsedKind::Session => {
                             graph.sessions.push(SessionInfo {
                                 timestamp: String::new(),
-                                phase: u8::MAX,
+                                phase: None,
                                 title: None,
                                 weights: None,
                                 span: unparsed.span,
@@ -335,12 +337,18 @@ fn value_text(value: &Value) -> String {
     }
 }
 
+/// The phase a session line names; `None` for a number past the last phase, which
+/// [`check_session`] reports.
+fn session_phase(number: u64) -> Option<DeployPhase> {
+    u8::try_from(number).ok().and_then(DeployPhase::from_index)
+}
+
 fn check_session(
     session: &Session,
     previous: Option<&Timestamp>,
     diagnostics: &mut Vec<Diagnostic>,
 ) {
-    if session.phase > 7 {
+    if session_phase(session.phase).is_none() {
         diagnostics.push(
             Diagnostic::new(
                 Code::UnknownPhase,

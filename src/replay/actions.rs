@@ -8,6 +8,7 @@ use skillc_runtime::model::oracle::compare::{
 };
 use skillc_runtime::model::{Model, ModelError};
 use skillc_runtime::ops::{self, Effect, Op, PlanChange};
+use skillc_runtime::phase::DeployPhase;
 use skillc_runtime::xdna2::builder::unsupported_features;
 use skillc_runtime::xdna2::kernels::Precision;
 use skillc_runtime::xdna2::numerics::{self, Tolerance};
@@ -47,13 +48,17 @@ impl Walk<'_> {
             | Op::ValidateBlock { .. }
             | Op::DiagnoseLayers
             | Op::Evaluate { .. } => self.model_level(&op),
-            _ => self.change(node.phase, effect),
+            _ => match node.phase {
+                Some(phase) => self.change(phase, effect),
+                // Replay refuses a trajectory with errors, the only kind with such entries.
+                None => ActionResult::Problem("its session names no phase".into()),
+            },
         }
     }
 
     /// What an operation's effect does to the deployment state, with the plans it
     /// changed checked.
-    fn change(&mut self, session_phase: u8, effect: Effect) -> ActionResult {
+    fn change(&mut self, session_phase: DeployPhase, effect: Effect) -> ActionResult {
         match effect {
             Effect::Plan {
                 change: PlanChange::MergeLaunches { group },

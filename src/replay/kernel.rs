@@ -12,7 +12,7 @@ use skillc_runtime::xdna2::kernels::{
     Dtype, EltwiseSpec, Epilogue, FlashAttentionSpec, GemmSpec, GemmTile, GemvSpec, Herd, Kernel,
     LmHeadSpec, NormSpec, Precision, QkvLayout, RopeSpec, RowTile,
 };
-use skillc_runtime::xdna2::plan::Launch;
+use skillc_runtime::xdna2::plan::{Launch, Standalone};
 
 use super::params::Params;
 
@@ -61,16 +61,10 @@ pub fn launch(params: Params<'_>, ctx: Context<'_>) -> Result<Launch, KernelChoi
         .ok_or(KernelChoiceError::NoShape(kernel.name()))?;
     let herd = herd(params)?;
     let tile = params.dims("tile").unwrap_or_default();
-    let names = |n: &str| n.to_string();
-    Ok(match kernel {
+    let spec = match kernel {
         Kernel::Gemm => {
             let [m, k, n] = dims(kernel, &shape)?;
-            Launch::Gemm {
-                a: names("a"),
-                b: names("b"),
-                out: names("c"),
-                spec: gemm_spec(params, ctx.device, [m, k, n], herd, &tile)?,
-            }
+            Standalone::Gemm(gemm_spec(params, ctx.device, [m, k, n], herd, &tile)?)
         }
         Kernel::Gemv => {
             let [m, k] = dims(kernel, &shape)?;
@@ -79,13 +73,7 @@ pub fn launch(params: Params<'_>, ctx: Context<'_>) -> Result<Launch, KernelChoi
                 spec.tile.tile_m = tile_m;
                 spec.tile.m_input = tile_m;
             }
-            Launch::Gemv {
-                w: names("w"),
-                x: names("x"),
-                out: names("y"),
-                residual: None,
-                spec,
-            }
+            Standalone::Gemv(spec)
         }
         Kernel::LmHeadGemv => {
             let [vocab, k] = dims(kernel, &shape)?;
@@ -96,15 +84,7 @@ pub fn launch(params: Params<'_>, ctx: Context<'_>) -> Result<Launch, KernelChoi
                 let block = (tile_m * spec.part.herd.cols()).max(1);
                 spec.part.m = vocab.div_ceil(spec.parts.max(1)).div_ceil(block) * block;
             }
-            // The whole head as its partition 0 launch: `lm_head_gemv` runs
-            // every partition of the spec.
-            Launch::LmHeadGemv {
-                w: names("w"),
-                x: names("x"),
-                out: names("y"),
-                spec,
-                part: 0,
-            }
+            Standalone::LmHeadGemv(spec)
         }
         Kernel::Rmsnorm => {
             let [rows, cols] = dims(kernel, &shape)?;
@@ -120,29 +100,17 @@ pub fn launch(params: Params<'_>, ctx: Context<'_>) -> Result<Launch, KernelChoi
                 weighted: true,
                 real_cols: None,
             };
-            Launch::Rmsnorm {
-                x: names("x"),
-                weight: Some(names("w")),
-                out: names("y"),
-                eps: ctx.arch.rms_norm_eps,
-                spec,
-            }
+            Standalone::Rmsnorm(spec, ctx.arch.rms_norm_eps)
         }
         Kernel::Rope => {
             let [rows, head_dim] = dims(kernel, &shape)?;
-            let spec = RopeSpec {
+            Standalone::Rope(RopeSpec {
                 rows,
                 heads: 1,
                 head_dim,
                 herd: herd.unwrap_or(Herd::ROW),
                 rotary_dim: None,
-            };
-            Launch::Rope {
-                x: names("x"),
-                lut: names("lut"),
-                out: names("y"),
-                spec,
-            }
+            })
         }
         Kernel::SiluMul | Kernel::EltwiseAdd => {
             let [n] = dims(kernel, &shape)?;
@@ -151,19 +119,9 @@ pub fn launch(params: Params<'_>, ctx: Context<'_>) -> Result<Launch, KernelChoi
                 spec.tile = RowTile { tile: t };
             }
             if kernel == Kernel::SiluMul {
-                Launch::SiluMul {
-                    gate: names("a"),
-                    up: names("b"),
-                    out: names("c"),
-                    spec,
-                }
+                Standalone::SiluMul(spec)
             } else {
-                Launch::EltwiseAdd {
-                    a: names("a"),
-                    b: names("b"),
-                    out: names("c"),
-                    spec,
-                }
+                Standalone::EltwiseAdd(spec)
             }
         }
         Kernel::FlashAttention => {
@@ -175,16 +133,11 @@ pub fn launch(params: Params<'_>, ctx: Context<'_>) -> Result<Launch, KernelChoi
                 Some("head-first") => spec.layout = QkvLayout::HeadFirst,
                 _ => {}
             }
-            Launch::FlashAttention {
-                q: names("q"),
-                k: names("k"),
-                v: names("v"),
-                out: names("o"),
-                spec,
-            }
+            Standalone::FlashAttention(spec)
         }
         other => return Err(KernelChoiceError::Unsupported(other.name().to_string())),
-    })
+    };
+    Ok(spec.launch())
 }
 
 fn gemm_spec(

@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use skillc_runtime::ops::{BufferKey, PlanChange, PlanScope, RopeConvention};
+use skillc_runtime::phase::DeployPhase;
 use skillc_runtime::xdna2::kernels::QkvLayout;
 use skillc_runtime::xdna2::plan::{Launch, Phase, PlanOptions};
 
@@ -71,13 +72,13 @@ impl State {
         &mut self,
         change: &PlanChange,
         scope: PlanScope,
-        session_phase: u8,
+        session_phase: DeployPhase,
     ) -> Vec<Phase> {
         let phases = match scope {
             PlanScope::Prefill => vec![Phase::Prefill],
             PlanScope::Decode => vec![Phase::Decode],
             PlanScope::Both => vec![Phase::Prefill, Phase::Decode],
-            PlanScope::Session if session_phase >= 5 => vec![Phase::Decode],
+            PlanScope::Session if session_phase >= DeployPhase::Decode => vec![Phase::Decode],
             PlanScope::Session => vec![Phase::Prefill],
         };
         for phase in &phases {

@@ -106,7 +106,7 @@ pub struct DeployOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum DeployError {
     #[error("bundle: {0}")]
-    Bundle(String),
+    Bundle(#[from] crate::bundle::BundleError),
     /// A file that could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {
@@ -182,8 +182,32 @@ pub enum DeployError {
     Npu(#[from] crate::xdna2::interpreter::ExecError),
     #[error(transparent)]
     Harness(#[from] crate::xdna2::harness::HarnessError),
-    #[error("{0}")]
-    Usage(String),
+    /// `--weights packed` on a model that stores no 4-bit blocks.
+    #[error("--weights packed: the model stores no Q4_0 or Q4_1 weights ({stored}); use --weights bf16 or auto")]
+    NotFourBit { stored: String },
+    #[error(
+        "{}: no config.json and no GGUF file (a model is a .gguf file, or a directory holding \
+         config.json and, optionally, *.safetensors)",
+        dir.display()
+    )]
+    NoModel { dir: PathBuf },
+    /// What a phase needs from the ones before it was not there: a bug of the executor.
+    #[error(transparent)]
+    Internal(#[from] Internal),
+}
+
+/// A state the phase order rules out; reaching one is a bug of the executor, reported
+/// as an error rather than a panic.
+#[derive(Debug, thiserror::Error)]
+pub enum Internal {
+    #[error("{key} disappeared from the plans")]
+    SiteDisappeared { key: String },
+    #[error("the NPU block produced no output")]
+    NoBlockOutput,
+    #[error("no prompt or reference run")]
+    NoPromptOrReference,
+    #[error("no prompt")]
+    NoPrompt,
 }
 
 // Boxed: a model error is several times the size of the others.
@@ -208,4 +232,60 @@ pub struct DeployOutcome {
     pub report: DeployReport,
     /// 0 when the verdict is PASS or PASS-with-warnings, 1 otherwise.
     pub exit_code: u8,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::{Bundle, BundleError};
+
+    /// The typed refusals print what the string ones printed, word for word: the
+    /// command line shows these texts.
+    #[test]
+    fn refusals_read_as_before() {
+        let cases: Vec<(DeployError, &str)> = vec![
+            (
+                DeployError::NotFourBit {
+                    stored: "bf16 safetensors".into(),
+                },
+                "--weights packed: the model stores no Q4_0 or Q4_1 weights (bf16 safetensors); use --weights bf16 or auto",
+            ),
+            (
+                DeployError::NoModel { dir: "models/x".into() },
+                "models/x: no config.json and no GGUF file (a model is a .gguf file, or a directory holding config.json and, optionally, *.safetensors)",
+            ),
+            (
+                Internal::SiteDisappeared { key: "gemm 1x2".into() }.into(),
+                "gemm 1x2 disappeared from the plans",
+            ),
+            (Internal::NoPrompt.into(), "no prompt"),
+            (
+                BundleError::SchemaVersion {
+                    found: "skillc.bundle/0".into(),
+                }
+                .into(),
+                "bundle: schema version `skillc.bundle/0`, this runtime executes `skillc.bundle/1`",
+            ),
+        ];
+        for (error, text) in cases {
+            assert_eq!(error.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn a_bundle_without_its_eight_phases_is_refused_by_name() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../generated-skills/llama1b/bundle.json"
+        );
+        let text = std::fs::read_to_string(path).expect("the committed bundle");
+        let mut bundle: Bundle = serde_json::from_str(&text).expect("it parses");
+        bundle.phases.swap(2, 3);
+        let error = DeployError::from(bundle.check().expect_err("refused"));
+        assert_eq!(
+            error.to_string(),
+            "bundle: expected phases 0 to 7 in order, found [0, 1, 3, 2, 4, 5, 6, 7]"
+        );
+        assert!(std::error::Error::source(&error).is_some());
+    }
 }

@@ -30,7 +30,7 @@ use super::phases::{
 };
 use super::progress::Progress;
 use super::{files, DeployError, DeployOptions, DeployOutcome};
-use crate::bundle::{Bundle, Step, Value, SCHEMA_VERSION};
+use crate::bundle::{Bundle, Step, Value};
 use crate::model::oracle::compare::ReferenceTensors;
 use crate::model::oracle::{LogitRows, PrefillOutput, Reference};
 use crate::model::Model;
@@ -558,33 +558,13 @@ pub(crate) fn model_name(dir: &Path) -> String {
         .unwrap_or_else(|| "model".to_string())
 }
 
-fn check_bundle(bundle: &Bundle) -> Result<(), DeployError> {
-    if bundle.schema_version != SCHEMA_VERSION {
-        return Err(DeployError::Bundle(format!(
-            "schema version `{}`, this runtime executes `{SCHEMA_VERSION}`",
-            bundle.schema_version
-        )));
-    }
-    let indices: Vec<u8> = bundle.phases.iter().map(|p| p.index).collect();
-    if indices != (0..=7).collect::<Vec<u8>>() {
-        return Err(DeployError::Bundle(format!(
-            "expected phases 0 to 7 in order, found {indices:?}"
-        )));
-    }
-    let problems = bundle.parameter_problems();
-    if !problems.is_empty() {
-        return Err(DeployError::Bundle(problems.join("; ")));
-    }
-    Ok(())
-}
-
 /// Runs `bundle` on the model of `options`; see the module documentation of `exec`.
 pub fn deploy(
     bundle: &Bundle,
     options: &DeployOptions,
     progress: &mut dyn Progress,
 ) -> Result<DeployOutcome, DeployError> {
-    check_bundle(bundle)?;
+    bundle.check()?;
     std::fs::create_dir_all(&options.out_dir).map_err(|e| DeployError::io(&options.out_dir, e))?;
     let started = Instant::now();
     let mut run = Run::new(bundle, options, progress);

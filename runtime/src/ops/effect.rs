@@ -404,7 +404,27 @@ mod tests {
                 assert_eq!(effect, Effect::Measures, "{kind} measures");
             }
             assert_changes_what_it_says(kind, &effect);
+            assert_technique_iff_optimizing_change(kind, &effect);
         }
+    }
+
+    /// `OpKind::is_technique` is what phases 4 and 5 try: an operation those phases
+    /// may use whose effect changes the design (not a measurement, not a record).
+    /// The one such change that is no technique is `select-tiling`: a kernel choice,
+    /// which the executor makes per site in phase 1 whichever phase recorded it.
+    fn assert_technique_iff_optimizing_change(kind: OpKind, effect: &Effect) {
+        use crate::phase::DeployPhase;
+        let optimizing = kind
+            .spec()
+            .phases
+            .iter()
+            .any(|p| matches!(p, DeployPhase::Prefill | DeployPhase::Decode));
+        let changes = !matches!(effect, Effect::Measures | Effect::Records);
+        assert_eq!(
+            kind.is_technique(),
+            optimizing && changes && kind != OpKind::SelectTiling,
+            "{kind}: a technique is a change phases 4 and 5 may make"
+        );
     }
 
     /// A plan or path change alters options with every technique off (a struct

@@ -1,5 +1,7 @@
 //! Observation metrics, what they measure, and the units the language accepts.
 
+use std::fmt;
+
 use serde::Serialize;
 
 /// What a metric measures; units are checked against it.
@@ -191,6 +193,158 @@ pub fn convert(value: f64, from: &str, to: &str) -> Option<f64> {
     (f.dimension == t.dimension).then(|| value * f.to_canonical / t.to_canonical)
 }
 
+/// A metric of the language, named by its row of [`METRICS`]: what the skill IR
+/// holds instead of the name, which is read once at the edge ([`Metric::named`]) and
+/// printed back ([`Metric::name`]). Ordered by name, as the names were, so that
+/// anything sorted by metric keeps its order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Metric {
+    Cosine,
+    PositionCosineMin,
+    MaxAbs,
+    MaxRel,
+    MeanRelL1,
+    Mismatches,
+    TopKAgree,
+    NanCount,
+    TtftS,
+    PrefillS,
+    MsPerToken,
+    TokS,
+    KernelMs,
+    Gflops,
+    Gbps,
+    CallsPerLayer,
+    CompileS,
+    Blockers,
+    Errors,
+    UnvalidatedKernels,
+    Unverified,
+    ExitCode,
+}
+
+impl Metric {
+    /// Every metric, in table order.
+    pub const ALL: [Metric; 22] = [
+        Metric::Cosine,
+        Metric::PositionCosineMin,
+        Metric::MaxAbs,
+        Metric::MaxRel,
+        Metric::MeanRelL1,
+        Metric::Mismatches,
+        Metric::TopKAgree,
+        Metric::NanCount,
+        Metric::TtftS,
+        Metric::PrefillS,
+        Metric::MsPerToken,
+        Metric::TokS,
+        Metric::KernelMs,
+        Metric::Gflops,
+        Metric::Gbps,
+        Metric::CallsPerLayer,
+        Metric::CompileS,
+        Metric::Blockers,
+        Metric::Errors,
+        Metric::UnvalidatedKernels,
+        Metric::Unverified,
+        Metric::ExitCode,
+    ];
+
+    /// The metric's row of [`METRICS`].
+    pub fn spec(self) -> &'static MetricSpec {
+        &METRICS[self as usize]
+    }
+
+    /// The language's name, e.g. `ttft_s`.
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// The metric called `name`, if the language has one.
+    pub fn named(name: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// The unit its values are normalised to; `None` for a ratio or a count.
+    pub fn canonical_unit(self) -> Option<Unit> {
+        Unit::named(self.spec().canonical_unit)
+    }
+}
+
+impl PartialOrd for Metric {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Metric {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A unit the language accepts, named by its row of [`UNITS`]; read once at the
+/// edge ([`Unit::named`]) and printed back ([`Unit::symbol`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Unit {
+    S,
+    Ms,
+    Us,
+    Ns,
+    Min,
+    TokPerS,
+    GflopPerS,
+    TflopPerS,
+    MbPerS,
+    GbPerS,
+    Percent,
+    Times,
+}
+
+impl Unit {
+    /// Every unit, in table order.
+    pub const ALL: [Unit; 12] = [
+        Unit::S,
+        Unit::Ms,
+        Unit::Us,
+        Unit::Ns,
+        Unit::Min,
+        Unit::TokPerS,
+        Unit::GflopPerS,
+        Unit::TflopPerS,
+        Unit::MbPerS,
+        Unit::GbPerS,
+        Unit::Percent,
+        Unit::Times,
+    ];
+
+    /// The unit's row of [`UNITS`].
+    pub fn spec(self) -> &'static UnitSpec {
+        &UNITS[self as usize]
+    }
+
+    /// How the language writes it, e.g. `ms`.
+    pub fn symbol(self) -> &'static str {
+        self.spec().symbol
+    }
+
+    /// The unit written `symbol`, if the language has one.
+    pub fn named(symbol: &str) -> Option<Unit> {
+        Unit::ALL.into_iter().find(|u| u.symbol() == symbol)
+    }
+}
+
+/// How the language writes a unit that may be absent: nothing for none.
+pub fn unit_symbol(unit: Option<Unit>) -> &'static str {
+    unit.map_or("", Unit::symbol)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,6 +365,24 @@ mod tests {
                 assert_eq!(u.dimension, m.dimension, "{}", m.name);
             }
         }
+    }
+
+    #[test]
+    fn the_typed_metrics_and_units_are_the_tables_rows_in_order() {
+        assert_eq!(Metric::ALL.len(), METRICS.len());
+        for (i, m) in Metric::ALL.into_iter().enumerate() {
+            assert_eq!(m.spec().name, METRICS[i].name);
+            assert_eq!(Metric::named(m.name()), Some(m));
+        }
+        assert_eq!(Unit::ALL.len(), UNITS.len());
+        for (i, u) in Unit::ALL.into_iter().enumerate() {
+            assert_eq!(u.spec().symbol, UNITS[i].symbol);
+            assert_eq!(Unit::named(u.symbol()), Some(u));
+        }
+        assert_eq!(Metric::named("no_such_metric"), None);
+        assert_eq!(Metric::TtftS.canonical_unit(), Some(Unit::S));
+        assert_eq!(Metric::Cosine.canonical_unit(), None);
+        assert!(Metric::TtftS > Metric::Gbps, "ordered by name");
     }
 
     #[test]

@@ -35,7 +35,8 @@ pub use expressions::{
 pub use formats::{FormatDependence, WeightFormat};
 pub use keywords::{is_keyword, KEYWORDS};
 pub use metrics::{
-    convert, metric_spec, unit_spec, Better, Dimension, MetricSpec, UnitSpec, METRICS, UNITS,
+    convert, metric_spec, unit_spec, Better, Dimension, Metric, MetricSpec, Unit, UnitSpec,
+    METRICS, UNITS,
 };
 pub use operations::{
     operation, Bound, OpKind, OpSpec, ParamKind, ParamSpec, UnknownOperation, KERNELS, OPERATIONS,

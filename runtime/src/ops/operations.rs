@@ -9,6 +9,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::formats::FormatDependence::{self, Depends, Independent};
 use super::words::{BufferKey, RopeConvention, RopeScaling, WeightOrigin};
+use crate::phase::DeployPhase;
+// The table's rows name phases by this short alias.
+use crate::phase::DeployPhase as P;
 use crate::xdna2::kernels::{Epilogue, Kernel, Precision, QkvLayout};
 
 /// Every operation, in table order. Strings become an `OpKind` once, where text
@@ -125,6 +128,24 @@ impl OpKind {
             | TuneTiling | GemvDecode | CpuDecodeAttention | PretransposeWeights
             | PartitionLmHead | CascadeFfn | OmitPingpong | WriteArtifacts | RecordLessons
             | NoteHost => false,
+        }
+    }
+
+    /// Whether the operation is an optimization technique: a change to the plan that
+    /// phases 4 and 5 try one at a time and keep only when it helps. The executor
+    /// tries exactly these steps of a bundle; every one must be allowed in phase 4
+    /// or 5 and change the design (a test in `ops::effect` checks both ways).
+    pub fn is_technique(self) -> bool {
+        use OpKind::*;
+        match self {
+            MergeLaunches | SplitLaunches | ReuseStaticWeights | MarkIntermediates
+            | AlignLayout | LastTokenLmHead | TuneTiling | GemvDecode | CpuDecodeAttention
+            | PretransposeWeights | PartitionLmHead | CascadeFfn | OmitPingpong => true,
+            CheckScope | LoadWeights | BuildReference | CompareReference | RopeConvention
+            | RopeScaling | EnumerateKernels | SelectTiling | ValidateKernel | RegisterKernel
+            | PadDims | BuildBlock | PadHeads | BiasAfterRope | QkNorm | ValidateBlock
+            | BuildModel | VerifyModel | DiagnoseLayers | ProfilePrefill | ProfileDecode
+            | WriteArtifacts | RecordLessons | Evaluate | NoteHost => false,
         }
     }
 }
@@ -263,8 +284,8 @@ impl Bound {
 pub struct OpSpec {
     pub kind: OpKind,
     pub name: &'static str,
-    /// Phases in which the operation may appear (0..=7).
-    pub phases: &'static [u8],
+    /// Phases in which the operation may appear.
+    pub phases: &'static [DeployPhase],
     pub params: &'static [ParamSpec],
     pub doc: &'static str,
     /// Whether its parameters and results depend on the weights' format: a step or
@@ -291,7 +312,7 @@ impl OpSpec {
         })
     }
 
-    pub fn allowed_in(&self, phase: u8) -> bool {
+    pub fn allowed_in(&self, phase: DeployPhase) -> bool {
         self.phases.contains(&phase)
     }
 }
@@ -381,7 +402,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::CheckScope,
         name: "check-scope",
-        phases: &[0],
+        phases: &[P::Reference],
         params: &[],
         doc: "refuse architectures outside scope (MoE, MLA, encoder-decoder) with the reason",
         weights: Independent,
@@ -389,7 +410,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::LoadWeights,
         name: "load-weights",
-        phases: &[0],
+        phases: &[P::Reference],
         params: &[
             opt("source", WEIGHT_SOURCE, "checkpoint safetensors or seeded random weights"),
             opt("seed", Int, "seed for random weights").bounded(NonNegative),
@@ -400,7 +421,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::BuildReference,
         name: "build-reference",
-        phases: &[0],
+        phases: &[P::Reference],
         params: &[],
         doc: "build the CPU f32 reference forward pass",
         weights: Independent,
@@ -408,7 +429,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::CompareReference,
         name: "compare-reference",
-        phases: &[0],
+        phases: &[P::Reference],
         params: &[
             req("against", Ident, "what the reference is compared with, e.g. transformers"),
             opt("tol", Float, "max abs error relative to max |value|").bounded(Positive),
@@ -419,7 +440,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::RopeConvention,
         name: "rope-convention",
-        phases: &[0, 1, 2, 3],
+        phases: &[P::Reference, P::Kernels, P::Block, P::Model],
         params: &[req(
             "convention",
             ROPE_CONVENTION,
@@ -431,7 +452,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::RopeScaling,
         name: "rope-scaling",
-        phases: &[1, 2],
+        phases: &[P::Kernels, P::Block],
         params: &[req(
             "scaling",
             ROPE_SCALING,
@@ -444,7 +465,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::EnumerateKernels,
         name: "enumerate-kernels",
-        phases: &[1],
+        phases: &[P::Kernels],
         params: &[],
         doc: "derive every kernel x shape the model needs",
         weights: Independent,
@@ -452,7 +473,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::SelectTiling,
         name: "select-tiling",
-        phases: &[1, 4, 5],
+        phases: &[P::Kernels, P::Prefill, P::Decode],
         params: &[
             req("kernel", KERNEL, "kernel name"),
             SHAPE,
@@ -476,7 +497,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::ValidateKernel,
         name: "validate-kernel",
-        phases: &[1],
+        phases: &[P::Kernels],
         params: &[
             req("kernel", KERNEL, "kernel name"),
             SHAPE,
@@ -489,7 +510,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::RegisterKernel,
         name: "register-kernel",
-        phases: &[1],
+        phases: &[P::Kernels],
         params: &[req("kernel", KERNEL, "kernel name"), opt("shape", ParamKind::IntList, "shape").bounded(Positive)],
         doc: "record a validated kernel configuration in the kernel registry",
         weights: Independent,
@@ -497,7 +518,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::PadDims,
         name: "pad-dims",
-        phases: &[1],
+        phases: &[P::Kernels],
         params: &[],
         doc: "zero-pad every model dimension no legal tiling divides (hidden, FFN, head_dim, \
               KV groups) to the nearest size one accepts, searched over the device constraints",
@@ -507,7 +528,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::BuildBlock,
         name: "build-block",
-        phases: &[2],
+        phases: &[P::Block],
         params: &[opt("layer", Int, "layer index").bounded(NonNegative)],
         doc: "wire one decoder block from validated kernels",
         weights: Independent,
@@ -515,7 +536,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::PadHeads,
         name: "pad-heads",
-        phases: &[2],
+        phases: &[P::Block],
         params: &[req("multiple", Int, "pad dims to this multiple with phantom heads").bounded(Positive)],
         doc: "GQA-aware padding of non-aligned dimensions",
         weights: Depends("padded weights are a copy: they cannot stay in their stored blocks"),
@@ -523,7 +544,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::BiasAfterRope,
         name: "bias-after-rope",
-        phases: &[2],
+        phases: &[P::Block],
         params: &[],
         doc: "add the QKV bias on the host after RoPE, using RoPE(q+b) = RoPE(q) + RoPE(b)",
         weights: Independent,
@@ -531,7 +552,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::QkNorm,
         name: "qk-norm",
-        phases: &[2],
+        phases: &[P::Block],
         params: &[],
         doc: "apply per-head Q/K RMSNorm before RoPE (Qwen3)",
         weights: Independent,
@@ -539,7 +560,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::ValidateBlock,
         name: "validate-block",
-        phases: &[2],
+        phases: &[P::Block],
         params: &[
             opt("layer", Int, "layer index").bounded(NonNegative),
             opt("cosine_min", Float, "whole-tensor cosine threshold").bounded(Cosine),
@@ -552,7 +573,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::BuildModel,
         name: "build-model",
-        phases: &[3],
+        phases: &[P::Model],
         params: &[],
         doc: "chain every block and the LM head",
         weights: Independent,
@@ -560,7 +581,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::VerifyModel,
         name: "verify-model",
-        phases: &[3, 4, 5, 6, 7],
+        phases: &[P::Model, P::Prefill, P::Decode, P::Finalize, P::Evaluate],
         params: &[
             opt("tokens", Int, "greedy tokens generated per prompt").bounded(Positive),
             opt("top_k", Int, "top-k set checked at the first divergence").bounded(Positive),
@@ -571,7 +592,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::DiagnoseLayers,
         name: "diagnose-layers",
-        phases: &[3],
+        phases: &[P::Model],
         params: &[],
         doc: "per-layer cosine table (diagnosis, not a gate)",
         weights: Independent,
@@ -580,7 +601,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::MergeLaunches,
         name: "merge-launches",
-        phases: &[4, 5],
+        phases: &[P::Prefill, P::Decode],
         params: &[req("group", Ident, "name of the merged call, e.g. rms_gemms_rope")],
         doc: "merge consecutive launches into one NPU call",
         weights: Independent,
@@ -588,7 +609,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::SplitLaunches,
         name: "split-launches",
-        phases: &[4, 5],
+        phases: &[P::Prefill, P::Decode],
         params: &[req("group", Ident, "merged call to split back")],
         doc: "undo a merge (compile blow-up, mismatch)",
         weights: Independent,
@@ -596,7 +617,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::ReuseStaticWeights,
         name: "reuse-static-weights",
-        phases: &[4, 5],
+        phases: &[P::Prefill, P::Decode],
         params: &[opt(
             "key",
             BUFFER_KEY,
@@ -608,7 +629,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::MarkIntermediates,
         name: "mark-intermediates",
-        phases: &[4, 5],
+        phases: &[P::Prefill, P::Decode],
         params: &[],
         doc: "skip host writes of buffers the kernels overwrite",
         weights: Independent,
@@ -616,7 +637,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::AlignLayout,
         name: "align-layout",
-        phases: &[4],
+        phases: &[P::Prefill],
         params: &[req("layout", LAYOUT, "activation layout")],
         doc: "keep activations in one layout so host transposes disappear",
         weights: Independent,
@@ -624,7 +645,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::LastTokenLmHead,
         name: "last-token-lm-head",
-        phases: &[4],
+        phases: &[P::Prefill],
         params: &[],
         doc: "prefill LM head on the last real row only, reusing the decode GEMV",
         weights: Independent,
@@ -632,7 +653,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::TuneTiling,
         name: "tune-tiling",
-        phases: &[4, 5],
+        phases: &[P::Prefill, P::Decode],
         params: &[req("kernel", KERNEL, "kernel name"), TILE, HERD],
         doc: "retune one kernel's tiling for speed",
         weights: Depends("the tile is sized by the bytes of the weight panel each tile stages"),
@@ -640,7 +661,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::ProfilePrefill,
         name: "profile-prefill",
-        phases: &[3, 4, 6],
+        phases: &[P::Model, P::Prefill, P::Finalize],
         params: &[
             opt("seq_len", Int, "sequence length").bounded(Positive),
             opt("warmup", Int, "warm-up iterations").bounded(NonNegative),
@@ -654,7 +675,7 @@ pub const OPERATIONS: &[OpSpec] = &[
         kind: OpKind::GemvDecode,
         name: "gemv-decode",
         // Phase 3 wires the first decode (verify generates 32 tokens); phase 5 tunes it.
-        phases: &[3, 5],
+        phases: &[P::Model, P::Decode],
         params: &[HERD],
         doc: "decode projections as NPU GEMVs",
         weights: Depends("a GEMV streams its weights: its herd and tile are sized by their bytes"),
@@ -662,7 +683,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::CpuDecodeAttention,
         name: "cpu-decode-attention",
-        phases: &[5],
+        phases: &[P::Decode],
         params: &[],
         doc: "decode attention (one query) on the host",
         weights: Independent,
@@ -670,7 +691,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::PretransposeWeights,
         name: "pretranspose-weights",
-        phases: &[3, 5],
+        phases: &[P::Model, P::Decode],
         params: &[],
         doc: "one-time host transpose of (out,in) weights for GEMV",
         weights: Independent,
@@ -678,7 +699,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::PartitionLmHead,
         name: "partition-lm-head",
-        phases: &[5],
+        phases: &[P::Decode],
         params: &[req("parts", Int, "number of LM-head partitions").bounded(Positive)],
         doc: "split the LM head GEMV so each partition fits L2 and the repeat limit",
         weights: Depends("partitions are sized so the head's weight bytes fit L2"),
@@ -686,7 +707,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::CascadeFfn,
         name: "cascade-ffn",
-        phases: &[5],
+        phases: &[P::Decode],
         params: &[req("rows", Int, "core rows of the cascade").bounded(Positive)],
         doc: "fused O+FFN decode GEMV cascade",
         weights: Depends("the cascade's L1 and L2 footprints are the weights' bytes"),
@@ -694,7 +715,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::OmitPingpong,
         name: "omit-pingpong",
-        phases: &[5],
+        phases: &[P::Decode],
         params: &[],
         doc: "drop ping-pong buffers module-wide to fit L1",
         weights: Depends("single buffering exists to fit a weight row's bytes in L1"),
@@ -702,7 +723,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::ProfileDecode,
         name: "profile-decode",
-        phases: &[3, 5, 6],
+        phases: &[P::Model, P::Decode, P::Finalize],
         params: &[
             opt("tokens", Int, "decoded tokens").bounded(Positive),
             opt("seq_len", Int, "context length").bounded(Positive),
@@ -714,7 +735,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::WriteArtifacts,
         name: "write-artifacts",
-        phases: &[6],
+        phases: &[P::Finalize],
         params: &[],
         doc: "write the production plan, report and trajectory",
         weights: Independent,
@@ -722,7 +743,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::RecordLessons,
         name: "record-lessons",
-        phases: &[6],
+        phases: &[P::Finalize],
         params: &[],
         doc: "append this run's lessons to the trajectory",
         weights: Independent,
@@ -730,7 +751,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::Evaluate,
         name: "evaluate",
-        phases: &[7],
+        phases: &[P::Evaluate],
         params: &[opt("fresh_process", Bool, "re-run verification in a fresh process")],
         doc: "independent evaluation of the written artifacts",
         weights: Independent,
@@ -738,7 +759,7 @@ pub const OPERATIONS: &[OpSpec] = &[
     OpSpec {
         kind: OpKind::NoteHost,
         name: "note-host",
-        phases: &[0, 1, 2, 3, 4, 5, 6, 7],
+        phases: &[P::Reference, P::Kernels, P::Block, P::Model, P::Prefill, P::Decode, P::Finalize, P::Evaluate],
         params: &[opt("text", Str, "what changed on the host")],
         doc: "a host-side change with no NPU effect (kept for the record)",
         weights: Independent,

@@ -43,15 +43,22 @@ pub const MODELS: [&str; 9] = [
     "qwen3-4b",
 ];
 
+/// What the benches over the nine models read: a bundle and the models' configs.
 #[derive(Debug, clap::Args)]
-pub struct Args {
-    /// The skill bundle to deploy (relative paths: from the current directory; run
-    /// benches from the repository root).
+pub struct Inputs {
+    /// The skill bundle (relative paths: from the current directory; run benches from
+    /// the repository root).
     #[arg(long, default_value = "generated-skills/llama1b")]
     pub bundle: PathBuf,
     /// Directory holding the model configs (relative to the current directory).
     #[arg(long, default_value = "../shared/models")]
     pub models: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub inputs: Inputs,
     /// Only these models (directory names); all nine by default.
     #[arg(long = "model")]
     pub only: Vec<String>,
@@ -134,7 +141,7 @@ impl Anchors {
 }
 
 pub fn bench(args: &Args) -> Result<(), BenchError> {
-    let loaded = bundle_file::load(&args.bundle)?;
+    let loaded = bundle_file::load(&args.inputs.bundle)?;
     let bundle_notes = loaded.report_notes(false)?;
     let bundle = loaded.bundle;
     let mut progress = Display::new(false);
@@ -154,7 +161,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
             progress.note(m)
         })?;
         let options = DeployOptions {
-            model_dir: args.models.join(model),
+            model_dir: args.inputs.models.join(model),
             out_dir: claim.staging().to_path_buf(),
             seed: args.seed,
             prompts: None,
@@ -180,7 +187,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
         let wall_s = started.elapsed().as_secs_f64();
         let cpu_s = cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
         let parameters = outcome.report.model.as_ref().map_or(0, |m| m.parameters);
-        let config = args.models.join(model).join("config.json");
+        let config = args.inputs.models.join(model).join("config.json");
         // The row keeps why a comparison could not be made, as its table cell says.
         let versus = anchors
             .versus(model, &config, &outcome.report)
@@ -196,7 +203,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
         });
     }
     let mut out = super::Output::new("deploy", args.json);
-    print_table(&mut out, &rows, &published, &args.bundle);
+    print_table(&mut out, &rows, &published, &args.inputs.bundle);
     out.finish();
     Ok(())
 }

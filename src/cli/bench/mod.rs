@@ -14,6 +14,7 @@ pub mod emulator;
 pub mod faults;
 pub mod oracle;
 pub mod parse;
+pub mod plans;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -29,6 +30,8 @@ pub enum BenchCommand {
     Deploy(deploy::Args),
     /// The planted-fault matrix: each fault on the fixtures and the nine, caught in which phase and gate; unplanted runs with three seeds.
     Faults(faults::Args),
+    /// A digest of every plan the phases can build for the nine configs and the fixtures: run it on two commits and compare.
+    Plans(plans::Args),
 }
 
 pub fn run(cmd: BenchCommand) -> ExitCode {
@@ -39,6 +42,7 @@ pub fn run(cmd: BenchCommand) -> ExitCode {
         BenchCommand::Emulator(args) => exit_code(emulator::bench(&args)),
         BenchCommand::Deploy(args) => exit_code(deploy::bench(&args)),
         BenchCommand::Faults(args) => exit_code(faults::bench(&args)),
+        BenchCommand::Plans(args) => exit_code(plans::bench(&args)),
     }
 }
 

@@ -2,6 +2,7 @@
 //! parameter known, of its kind, in range, with the units its kind allows.
 
 use skillc_runtime::ops::{self, OpSpec, ParamKind, ParamSpec};
+use skillc_runtime::phase::DeployPhase;
 
 use super::{describe_kind, number_text, Checker};
 use crate::diag::{Code, Diagnostic};
@@ -29,12 +30,12 @@ impl Checker {
         spec
     }
 
-    pub(super) fn action(&mut self, op: &Name, params: &[Param], phase: u8) {
+    pub(super) fn action(&mut self, op: &Name, params: &[Param], phase: Option<DeployPhase>) {
         let Some(spec) = self.operation(op) else {
             return;
         };
-        if phase <= 7 && !spec.allowed_in(phase) {
-            let phases: Vec<String> = spec.phases.iter().map(u8::to_string).collect();
+        if let Some(phase) = phase.filter(|p| !spec.allowed_in(*p)) {
+            let phases: Vec<String> = spec.phases.iter().map(DeployPhase::to_string).collect();
             self.push(
                 Diagnostic::new(
                     Code::OpNotInPhase,

@@ -3,6 +3,7 @@
 //! it makes. Nothing here looks at other entries, so entries are checked in parallel.
 
 use skillc_runtime::ops::ParamKind;
+use skillc_runtime::phase::DeployPhase;
 
 use skillc_runtime::ops::WeightFormat;
 
@@ -38,7 +39,8 @@ pub(super) struct Checked {
 
 /// Checks an entry, then moves its parts into the node data (the AST is consumed, so
 /// a large trajectory is not held in memory twice).
-pub(super) fn check_entry(entry: Entry, phase: u8) -> Checked {
+/// `phase` is `None` in a session with no known phase: the phase checks are skipped.
+pub(super) fn check_entry(entry: Entry, phase: Option<DeployPhase>) -> Checked {
     let mut checker = Checker {
         diagnostics: Vec::new(),
     };

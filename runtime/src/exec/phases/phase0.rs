@@ -133,11 +133,9 @@ fn scope(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord) -> Part<(Architectu
         .map_or_else(|_| run.options.model_dir.clone(), ModelSource::identity);
     // `exists`: a config that is not a regular file is refused by the reader, not reported missing.
     if source.is_ok() && !path.exists() {
-        return Err(DeployError::Usage(format!(
-            "{}: no config.json and no GGUF file (a model is a .gguf file, or a directory holding \
-             config.json and, optionally, *.safetensors)",
-            run.options.model_dir.display()
-        )));
+        return Err(DeployError::NoModel {
+            dir: run.options.model_dir.clone(),
+        });
     }
     let (origin, recorded) = origin(run, OpKind::CheckScope);
     let action = run.traj.action(

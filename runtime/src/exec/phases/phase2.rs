@@ -18,7 +18,7 @@ use crate::exec::checks::remedy::Failure;
 use crate::exec::design::Design;
 use crate::exec::fault::Fault;
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
-use crate::exec::DeployError;
+use crate::exec::{DeployError, Internal};
 use crate::ops::OpKind;
 use crate::xdna2::interpreter::Interpreter;
 use crate::xdna2::numerics::cosine;
@@ -309,9 +309,7 @@ fn block_gates(
     let plans = run.plans_of(design)?;
     let mut npu = Interpreter::new(&run.device, &model.arch, &model.weights, design.path);
     let outputs = npu.prefill_layers(&plans.prefill, prompt, 1)?;
-    let ours = outputs
-        .first()
-        .ok_or_else(|| DeployError::Usage("the NPU block produced no output".into()))?;
+    let ours = outputs.first().ok_or(Internal::NoBlockOutput)?;
     let theirs = &reference.layer_outputs[0].data;
     let conditions = BTreeMap::from([
         ("layer".to_string(), Value::Int(0)),

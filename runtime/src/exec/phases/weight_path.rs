@@ -29,10 +29,9 @@ use crate::xdna2::plan::{Launch, Phase, Plan, Step};
 pub(crate) fn model_for(path: WeightPath, model: Model) -> Result<Model, DeployError> {
     let four_bit = stores_four_bit(&model.weights);
     match path {
-        WeightPath::Packed if !four_bit => Err(DeployError::Usage(format!(
-            "--weights packed: the model stores no Q4_0 or Q4_1 weights ({}); use --weights bf16 or auto",
-            stored_summary(&model)
-        ))),
+        WeightPath::Packed if !four_bit => Err(DeployError::NotFourBit {
+            stored: stored_summary(&model),
+        }),
         WeightPath::Auto | WeightPath::Packed if four_bit => Ok(model),
         _ => Ok(model.for_bf16_path()),
     }

@@ -7,7 +7,7 @@ use crate::xdna2::kernels::{
     Dtype, EltwiseSpec, FlashAttentionSpec, GemmSpec, GemvSpec, Herd, Kernel, NormSpec, Precision,
     RopeSpec,
 };
-use crate::xdna2::plan::Launch;
+use crate::xdna2::plan::{Launch, Standalone};
 
 use super::{CalibrationError, KernelSubject};
 
@@ -29,8 +29,7 @@ impl KernelSubject {
             id: id.to_string(),
             message: format!("{} needs {what}", self.kernel.name()),
         };
-        let names = |n: &str| n.to_string();
-        let launch = match self.kernel {
+        let spec = match self.kernel {
             Kernel::Gemm => {
                 let [m, k, n] = self.dims(id)?;
                 let mut spec = GemmSpec::select(device, m, k, n, Precision::Bf16, Dtype::Bf16);
@@ -49,12 +48,7 @@ impl KernelSubject {
                     };
                 }
                 spec.tile.epilogue = self.epilogue.unwrap_or(spec.tile.epilogue);
-                Launch::Gemm {
-                    a: names("a"),
-                    b: names("b"),
-                    out: names("c"),
-                    spec,
-                }
+                Standalone::Gemm(spec)
             }
             Kernel::Gemv => {
                 let [m, k] = self.dims(id)?;
@@ -68,28 +62,21 @@ impl KernelSubject {
                     spec.tile.m_input = m_input;
                 }
                 spec.tile.k_split = self.k_split.unwrap_or(spec.tile.k_split);
-                Launch::Gemv {
-                    w: names("w"),
-                    x: names("x"),
-                    out: names("y"),
-                    residual: None,
-                    spec,
-                }
+                Standalone::Gemv(spec)
             }
             Kernel::FlashAttention => {
                 let [lq, lk] = self.dims(id)?;
                 let heads = self.heads.ok_or_else(|| missing("heads"))?;
                 let kv = self.kv_heads.ok_or_else(|| missing("kv_heads"))?;
                 let hd = self.head_dim.ok_or_else(|| missing("head_dim"))?;
-                let spec =
-                    FlashAttentionSpec::select(lq, lk, heads, kv, hd, self.causal.unwrap_or(true));
-                Launch::FlashAttention {
-                    q: names("q"),
-                    k: names("k"),
-                    v: names("v"),
-                    out: names("o"),
-                    spec,
-                }
+                Standalone::FlashAttention(FlashAttentionSpec::select(
+                    lq,
+                    lk,
+                    heads,
+                    kv,
+                    hd,
+                    self.causal.unwrap_or(true),
+                ))
             }
             Kernel::Rmsnorm => {
                 let [rows, cols] = self.dims(id)?;
@@ -100,48 +87,25 @@ impl KernelSubject {
                     weighted: true,
                     real_cols: None,
                 };
-                Launch::Rmsnorm {
-                    x: names("x"),
-                    weight: Some(names("w")),
-                    out: names("y"),
-                    eps: 1e-5,
-                    spec,
-                }
+                Standalone::Rmsnorm(spec, 1e-5)
             }
-            Kernel::EltwiseAdd | Kernel::SiluMul => {
+            Kernel::EltwiseAdd => {
                 let [n] = self.dims(id)?;
-                let spec = EltwiseSpec::select(device, n, herd);
-                if self.kernel == Kernel::EltwiseAdd {
-                    Launch::EltwiseAdd {
-                        a: names("a"),
-                        b: names("b"),
-                        out: names("c"),
-                        spec,
-                    }
-                } else {
-                    Launch::SiluMul {
-                        gate: names("a"),
-                        up: names("b"),
-                        out: names("c"),
-                        spec,
-                    }
-                }
+                Standalone::EltwiseAdd(EltwiseSpec::select(device, n, herd))
+            }
+            Kernel::SiluMul => {
+                let [n] = self.dims(id)?;
+                Standalone::SiluMul(EltwiseSpec::select(device, n, herd))
             }
             Kernel::Rope => {
                 let [rows, head_dim] = self.dims(id)?;
-                let spec = RopeSpec {
+                Standalone::Rope(RopeSpec {
                     rows,
                     heads: 1,
                     head_dim,
                     herd,
                     rotary_dim: None,
-                };
-                Launch::Rope {
-                    x: names("x"),
-                    lut: names("lut"),
-                    out: names("y"),
-                    spec,
-                }
+                })
             }
             other => {
                 return Err(CalibrationError::Point {
@@ -150,6 +114,7 @@ impl KernelSubject {
                 })
             }
         };
+        let launch = spec.launch();
         let violations = launch.check(device);
         if violations.is_empty() {
             Ok(launch)

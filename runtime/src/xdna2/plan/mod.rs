@@ -753,7 +753,9 @@ impl Plan {
 
 mod check;
 mod file;
+mod standalone;
 mod transform;
 
 pub use file::PlanFileError;
+pub use standalone::Standalone;
 pub use transform::{axis_len, pad_heads, padded_index, zero_pad, TransformError};

@@ -10,7 +10,7 @@ use crate::exec::checks::decode::ReferenceRun;
 use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::design::{self, modeled, Design, Plans};
 use crate::exec::run::Run;
-use crate::exec::DeployError;
+use crate::exec::{DeployError, Internal};
 use crate::model::Model;
 use crate::ops::OpKind;
 use crate::xdna2::cost::Params;
@@ -37,7 +37,7 @@ impl<'r> KeptPlanInputs<'r> {
             run.report.prompts.first(),
             run.loaded.reference_runs.first(),
         ) else {
-            return Err(DeployError::Usage("no prompt or reference run".into()));
+            return Err(Internal::NoPromptOrReference.into());
         };
         Ok(Self {
             device: &run.device,
@@ -152,7 +152,7 @@ pub(super) fn short_check(
     use crate::xdna2::interpreter::Interpreter;
     let model = &run.loaded.model;
     let Some(prompt) = run.report.prompts.first() else {
-        return Err(DeployError::Usage("no prompt".into()));
+        return Err(Internal::NoPrompt.into());
     };
     let npu = |path| Interpreter::new(&run.device, &model.arch, &model.weights, path);
     let (mut a, mut b) = (npu(old.1.path), npu(new.1.path));

@@ -34,23 +34,6 @@ use crate::exec::run::{PhaseEnd, Run};
 use crate::exec::DeployError;
 use crate::ops::OpKind;
 
-/// Operations that change the plan (as opposed to profiling).
-const TECHNIQUES: &[OpKind] = &[
-    OpKind::MergeLaunches,
-    OpKind::SplitLaunches,
-    OpKind::ReuseStaticWeights,
-    OpKind::MarkIntermediates,
-    OpKind::AlignLayout,
-    OpKind::LastTokenLmHead,
-    OpKind::TuneTiling,
-    OpKind::GemvDecode,
-    OpKind::CpuDecodeAttention,
-    OpKind::PretransposeWeights,
-    OpKind::PartitionLmHead,
-    OpKind::CascadeFfn,
-    OpKind::OmitPingpong,
-];
-
 struct Target {
     phase: DeployPhase,
     metric: &'static str,
@@ -124,12 +107,7 @@ fn optimize(
         .bundle
         .phases
         .get(usize::from(phase.index()))
-        .map(|p| {
-            p.steps
-                .iter()
-                .filter(|s| TECHNIQUES.contains(&s.op))
-                .collect()
-        })
+        .map(|p| p.steps.iter().filter(|s| s.op.is_technique()).collect())
         .unwrap_or_default();
     for step in steps {
         run.progress.step(&format!(

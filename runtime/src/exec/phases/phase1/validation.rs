@@ -15,7 +15,7 @@ use crate::exec::checks::validate::{validate, CheckOutcome, KernelCheck, Validat
 use crate::exec::design::{self, site_key, tiling_params, Plans};
 use crate::exec::phases::DeployPhase;
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
-use crate::exec::DeployError;
+use crate::exec::{DeployError, Internal};
 use crate::ops::OpKind;
 use crate::xdna2::interpreter::weights::TensorIndex;
 use crate::xdna2::interpreter::{has_scaling, table_frequencies, RopeTable};
@@ -146,9 +146,10 @@ pub(super) fn validate_site(
     for _ in 0..MAX_ROUNDS {
         let plans = run.plans()?;
         let Some((_, launch)) = design::sites(&plans).remove(key) else {
-            return Err(DeployError::Usage(format!(
-                "{key} disappeared from the plans"
-            )));
+            return Err(Internal::SiteDisappeared {
+                key: key.to_string(),
+            }
+            .into());
         };
         let (op, params) = site_action(&launch);
         if matches!(launch, Launch::Gemm { .. }) {
