@@ -67,6 +67,15 @@ fn the_real_gguf_model_deploys_on_the_packed_4_bit_path() {
             "{buffer}: {md}"
         );
     }
+    // The tied Q8_0 embedding serves as LM head, read as bf16 by its NPU GEMV.
+    assert!(
+        md.lines()
+            .any(|l| l.starts_with("| lm_head | 49152x576 (8 NPU GEMV parts")
+                && l.contains("| Q8_0 | bf16 |")
+                && l.contains("(no Q8_0 kernel)")),
+        "{md}"
+    );
+    assert!(md.contains("| prefill GEMMs | 210 tensors |"), "{md}");
 }
 
 /// The report of a run that printed PASS, with the prompt's text row showing
