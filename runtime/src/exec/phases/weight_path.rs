@@ -114,6 +114,7 @@ fn decide_buffers(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<(), Deploy
         buffers,
         decode: Vec::new(),
         calibration: String::new(),
+        recorded_on: Vec::new(),
     });
     Ok(())
 }
