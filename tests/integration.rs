@@ -25,6 +25,7 @@ mod deploy_learning;
 mod deploy_optimize;
 mod deploy_padding_property;
 mod deploy_real_model;
+mod deploy_recorded_format;
 mod deploy_scope;
 mod deploy_weights;
 mod hardening;

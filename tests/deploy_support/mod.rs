@@ -57,23 +57,26 @@ pub fn llama1b() -> &'static Bundle {
 /// trajectories/llama1b built together with tests/data/deploy/lessons.
 pub fn with_test_lessons() -> &'static Bundle {
     static B: OnceLock<Bundle> = OnceLock::new();
-    B.get_or_init(|| {
-        let out = scratch("bundle-llama1b-test-lessons");
-        let status = skillc()
-            .arg("build")
-            .arg(repo("trajectories/llama1b"))
-            .arg(repo("tests/data/deploy/lessons"))
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .expect("skillc build runs");
-        assert!(
-            status.status.success(),
-            "{}",
-            String::from_utf8_lossy(&status.stderr)
-        );
-        load_bundle(&out)
-    })
+    B.get_or_init(|| built_with("bundle-llama1b-test-lessons", "tests/data/deploy/lessons"))
+}
+
+/// trajectories/llama1b built together with the test trajectory `extra`.
+pub fn built_with(name: &str, extra: &str) -> Bundle {
+    let out = scratch(name);
+    let status = skillc()
+        .arg("build")
+        .arg(repo("trajectories/llama1b"))
+        .arg(repo(extra))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("skillc build runs");
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    load_bundle(&out)
 }
 
 /// Deploys `bundle` on `model` into `out` with seed 0 and a fixed session time.
@@ -89,6 +92,28 @@ pub fn deploy_seeded(
     faults: &[Fault],
     seed: u64,
 ) -> DeployOutcome {
+    deploy_with(bundle, model, out, faults, seed, Default::default())
+}
+
+/// [`deploy`] on the weight path `weights` (`--weights`).
+pub fn deploy_weights(
+    bundle: &Bundle,
+    model: &Path,
+    out: &Path,
+    faults: &[Fault],
+    weights: skillc_runtime::xdna2::packing::WeightPath,
+) -> DeployOutcome {
+    deploy_with(bundle, model, out, faults, 0, weights)
+}
+
+fn deploy_with(
+    bundle: &Bundle,
+    model: &Path,
+    out: &Path,
+    faults: &[Fault],
+    seed: u64,
+    weights: skillc_runtime::xdna2::packing::WeightPath,
+) -> DeployOutcome {
     let options = DeployOptions {
         model_dir: model.to_path_buf(),
         out_dir: out.to_path_buf(),
@@ -100,7 +125,7 @@ pub fn deploy_seeded(
         registry: None,
         fixtures: Some(repo("../shared/fixtures")),
         stop_after: None,
-        weights: Default::default(),
+        weights,
         bundle_notes: Vec::new(),
     };
     exec::deploy(bundle, &options, &mut Silent).expect("the run gets far enough to report")

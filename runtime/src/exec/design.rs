@@ -20,7 +20,7 @@ use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
 use crate::xdna2::interpreter::NpuPath;
 use crate::xdna2::kernels::{
-    GemmSpec, GemmTile, GemvTile, Herd, PackedFormat, Precision, QkvLayout,
+    GemmSpec, GemmTile, GemvSpec, GemvTile, Herd, PackedFormat, Precision, QkvLayout,
 };
 use crate::xdna2::plan::{Launch, Phase, Plan, PlanOptions, Step};
 
@@ -67,13 +67,15 @@ pub enum DesignError {
     Param(#[from] ParamError),
     #[error("tile {0:?} is not [tile_m, tile_k_l2, tile_k_l1, tile_n]")]
     TileShape(Vec<usize>),
+    #[error("tile {0:?} is not [tile_m] (a GEMV tile)")]
+    GemvTileShape(Vec<usize>),
     #[error("`key=shared` keys one weight buffer for every layer, the bug the reference trajectory recorded; the runtime keys static weights per layer")]
     SharedStaticWeights,
     #[error("`{0}` changes nothing the runtime models")]
     NotModeled(OpKind),
     #[error("a flash-attention configuration fix must name a layout")]
     NoLayout,
-    #[error("tiling fixes apply to a GEMM site; none failed here")]
+    #[error("tiling fixes apply to a GEMM or GEMV site; none failed here")]
     NoGemmSite,
 }
 
@@ -379,9 +381,33 @@ fn apply_kernel_choice(
                 },
             );
         }
+        Some(launch @ Launch::Gemv { spec, .. }) => {
+            let (herd, tile) = gemv_with(spec, settings)?;
+            design
+                .tilings
+                .insert(site_key(launch), Tiling::Gemv { herd, tile });
+        }
         _ => return Err(DesignError::NoGemmSite),
     }
     Ok(())
+}
+
+/// A GEMV launch's herd and tile with a kernel choice's settings applied
+/// (`tile=[tile_m]`); m_input is kept when it still divides tile_m, else
+/// tile_m (the re-check's placement says whether it fits L1).
+fn gemv_with(spec: &GemvSpec, settings: &KernelSettings) -> Result<(Herd, GemvTile), DesignError> {
+    let herd = settings.herd.unwrap_or(spec.herd);
+    let mut tile = spec.tile;
+    if let Some(t) = &settings.tile {
+        let [tile_m] = t[..] else {
+            return Err(DesignError::GemvTileShape(t.clone()));
+        };
+        tile.tile_m = tile_m;
+        if tile.m_input == 0 || tile.m_input > tile_m || tile_m % tile.m_input != 0 {
+            tile.m_input = tile_m;
+        }
+    }
+    Ok((herd, tile))
 }
 
 /// Reads each change of a fix as an operation and applies them in order.

@@ -26,7 +26,7 @@ use super::checks::gate::GateCheck;
 use super::checks::remedy::{apply_remedy, candidates, Failure};
 use super::design::{Design, Plans};
 use super::phases::{
-    finalize, optimize, phase0, phase1, phase2, phase3, phase7, steps, DeployPhase,
+    finalize, optimize, phase0, phase1, phase2, phase3, phase7, recorded_format, steps, DeployPhase,
 };
 use super::progress::Progress;
 use super::{files, DeployError, DeployOptions, DeployOutcome};
@@ -446,6 +446,12 @@ impl Run<'_, Loaded> {
                     continue;
                 }
             };
+            // Recorded on other weights than the failing kernel reads: adapted, noted.
+            let (changes, other) = recorded_format::adapt_lesson(self, lesson, failure, changes);
+            if let Some(other) = other {
+                record.note = format!("{}; ", other.detail);
+                recorded_format::record(self, other);
+            }
             record.params = changes.first().map(|(_, p)| p.clone());
             let skill = self.bundle.skills.iter().find(|s| s.name == lesson.skill);
             let lesson_id = self.traj.lesson(lesson, skill, &[failing_obs]);
@@ -467,7 +473,7 @@ impl Run<'_, Loaded> {
             let all: Vec<&str> = action_ids.iter().map(String::as_str).collect();
             match attempt(self, &changes) {
                 Attempt::Inapplicable(why) => {
-                    record.note = format!("fix not applicable: {why}");
+                    record.note += &format!("fix not applicable: {why}");
                     self.traj.decision(
                         &format!("the fix of {} does not apply here: {why}", lesson.id),
                         &all,
@@ -485,7 +491,7 @@ impl Run<'_, Loaded> {
                     self.progress.gate(&gate);
                     if gate.passed || cleared {
                         record.fixed = true;
-                        record.note = if gate.passed {
+                        record.note += &if gate.passed {
                             "the gate passes after the fix".into()
                         } else {
                             format!(
@@ -499,7 +505,7 @@ impl Run<'_, Loaded> {
                             changes,
                         });
                     }
-                    record.note = "the gate still fails; the fix was reverted".into();
+                    record.note += "the gate still fails; the fix was reverted";
                     self.traj.decision(
                         &format!("{} did not fix {}; reverted", lesson.id, failure.gate.name),
                         &all,

@@ -2,15 +2,18 @@
 //! reads (the 4-bit blocks as stored, or bf16, and why), the LM head's (its
 //! stored format and why it reads bf16), the bytes a decode token streams
 //! through each, prefill's plan decision (host-dequantized bf16 GEMMs, with
-//! what the bf16 copy costs), and the modeled decode of the packed plan beside
-//! the bf16 plan of the same design, both timed in the same run. Present only
-//! for a model that stores 4-bit weights; a bf16 model's report has none.
+//! what the bf16 copy costs), the modeled decode of the packed plan beside
+//! the bf16 plan of the same design, both timed in the same run, and the bundle
+//! steps and lessons recorded on other weights than the GEMVs they changed
+//! read, with what the executor did with each. Present only for a model that
+//! stores 4-bit weights; a bf16 model's report has none.
 
 use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
 use super::record::ContextDecode;
+use crate::ops::OpKind;
 use crate::xdna2::kernels::PackedFormat;
 use crate::xdna2::packing::WeightPath;
 
@@ -30,6 +33,47 @@ pub struct WeightPathRecord {
     /// The cost model's calibration note, and what it does not cover.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub calibration: String,
+    /// Bundle steps and lessons recorded on another weight format than the
+    /// packed GEMVs they would change, in the order the run met them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recorded_on: Vec<OtherFormat>,
+}
+
+/// A step or lesson recorded on other weights than the kernel it changes reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OtherFormat {
+    /// `step p5-…` or `lesson p1.lesson.…`.
+    pub item: String,
+    pub op: OpKind,
+    /// The format it was recorded on (`bf16`).
+    pub recorded: String,
+    /// The format of the weights it met (`q4_1`).
+    pub deployed: String,
+    pub action: FormatAction,
+    /// What was re-derived or re-validated, and the outcome.
+    pub detail: String,
+}
+
+/// What the executor did with an item recorded on other weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FormatAction {
+    /// Its values were computed again for the weights in front of the run.
+    Rederived,
+    /// Applied, then checked on those weights before it was kept.
+    Revalidated,
+    /// Not applied, with the reason.
+    Skipped,
+}
+
+impl FormatAction {
+    fn words(self) -> &'static str {
+        match self {
+            FormatAction::Rederived => "re-derived",
+            FormatAction::Revalidated => "re-validated",
+            FormatAction::Skipped => "skipped",
+        }
+    }
 }
 
 /// One decode GEMV weight buffer.
@@ -144,7 +188,28 @@ pub fn render(record: &WeightPathRecord) -> String {
         }
         let _ = writeln!(md, "\n{}", record.calibration);
     }
+    render_recorded_on(&record.recorded_on, &mut md);
     md
+}
+
+/// The items recorded on other weights, one row each.
+fn render_recorded_on(items: &[OtherFormat], md: &mut String) {
+    if items.is_empty() {
+        return;
+    }
+    md.push_str("\nBundle steps and lessons recorded on other weights than the kernels they changed read: none was applied as recorded.\n\n| item | operation | recorded on | met | done | how |\n|---|---|---|---|---|---|\n");
+    for i in items {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} |",
+            i.item,
+            i.op,
+            i.recorded,
+            i.deployed,
+            i.action.words(),
+            i.detail.replace('|', "\\|")
+        );
+    }
 }
 
 /// `1.23 MiB`, or KiB below one MiB (a test model's buffers are a few KiB).

@@ -13,6 +13,7 @@ pub(crate) mod phase2;
 pub(crate) mod phase3;
 pub(crate) mod phase7;
 pub(crate) mod prompts;
+pub(crate) mod recorded_format;
 pub(crate) mod steps;
 pub(crate) mod weight_path;
 

@@ -118,6 +118,7 @@ fn decide_buffers(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<(), Deploy
         prefill: Some(prefill),
         decode: Vec::new(),
         calibration: String::new(),
+        recorded_on: Vec::new(),
     });
     Ok(())
 }

@@ -72,7 +72,24 @@ impl GemvSpec {
             residual: false,
             packed: None,
         };
-        // Largest tile_m first; for each, the largest m_input that fits L1.
+        with_tile(2, 2)
+            .retiled(device)
+            .unwrap_or_else(|| with_tile(2, 2))
+    }
+
+    /// This GEMV with the registry rule's tile sized by its own weight bytes
+    /// (bf16 rows, or packed blocks): the largest tile_m that places, then the
+    /// largest m_input that fits L1; herd, K split and buffering kept. `None`
+    /// when no tile places.
+    pub fn retiled(&self, device: &Device) -> Option<GemvSpec> {
+        let with_tile = |tile_m: usize, m_input: usize| GemvSpec {
+            tile: GemvTile {
+                tile_m,
+                m_input,
+                ..self.tile
+            },
+            ..*self
+        };
         TILE_M_CHOICES
             .into_iter()
             .flat_map(|t| {
@@ -82,7 +99,6 @@ impl GemvSpec {
                     .map(move |i| with_tile(t, i))
             })
             .find(|spec| spec.check(device).is_empty())
-            .unwrap_or_else(|| with_tile(2, 2))
     }
 
     /// K elements one tile reduces per launch segment.

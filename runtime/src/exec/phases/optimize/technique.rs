@@ -13,6 +13,7 @@ use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::design::{self, fingerprint, modeled, DesignError, Plans};
 use crate::exec::phases::phase1::{check_site, kernel_gate};
 use crate::exec::phases::phase3::{run_verification, verify_gates};
+use crate::exec::phases::recorded_format;
 use crate::exec::run::Run;
 use crate::exec::DeployError;
 use crate::model::arch::Architecture;
@@ -24,12 +25,30 @@ use super::gates::{probe_gate, short_check, NUMERICS_FAILED, SHORT_STEPS};
 use super::{value_of, State, Target};
 
 /// Applies one technique; returns the step's outcome and the new state when kept.
+/// A technique recorded on other weights than the packed GEMVs it changes goes
+/// into the report's weight-path section with its outcome.
 pub(super) fn try_technique(
     run: &mut Run<'_>,
     rec: &mut PhaseRecord,
     t: &Target,
     step: &Step,
     current: &State,
+) -> Result<(StepOutcome, Option<State>), DeployError> {
+    let mut met = None;
+    let result = attempt(run, rec, t, step, current, &mut met)?;
+    if let Some(formats) = met {
+        recorded_format::record_technique(run, step, &result.0, formats);
+    }
+    Ok(result)
+}
+
+fn attempt(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    t: &Target,
+    step: &Step,
+    current: &State,
+    met: &mut Option<(crate::ops::WeightFormat, crate::ops::WeightFormat)>,
 ) -> Result<(StepOutcome, Option<State>), DeployError> {
     let (arch, name) = (run.loaded.model.arch.clone(), run.loaded.name.clone());
     let mut d = current.0.clone();
@@ -62,6 +81,11 @@ pub(super) fn try_technique(
         Ok(p) => p,
         Err(e) => return revert(run, format!("the plan builder refuses it: {e}")),
     };
+    // Recorded on other weights and changing packed GEMVs: their kernels are
+    // checked again before the change is kept.
+    let other = recorded_format::technique_mismatch(run, step)
+        .filter(|_| recorded_format::changes_packed(&current.1, &plans));
+    *met = other;
     for plan in [&plans.prefill, &plans.decode] {
         if let Err(v) = plan.check(&run.device) {
             let why: Vec<String> = v.iter().take(3).map(|v| v.to_string()).collect();
@@ -132,8 +156,8 @@ pub(super) fn try_technique(
             ),
         );
     }
-    if old_fp != new_fp {
-        if let Some(why) = validate_new_sites(run, rec, &plans)? {
+    if old_fp != new_fp || other.is_some() {
+        if let Some(why) = validate_new_sites(run, rec, &plans, other.is_some())? {
             return revert(run, why);
         }
     }
@@ -187,8 +211,13 @@ pub(super) fn try_technique(
         .or_insert_with(|| format!("phase {}: {} ({how})", rec.index, step.op));
     rec.notes.push(format!("{} {}: {how}", step.op, step.id));
     let why = format!(
-        "{}modeled {} {} -> {} {}",
+        "{}{}modeled {} {} -> {} {}",
         rederived.map_or(String::new(), |r| format!("{r}; ")),
+        other.map_or(String::new(), |(r, d)| format!(
+            "recorded on {} weights: every {} GEMV of the plan re-validated by phase 1's check; ",
+            crate::ops::formats::word(r),
+            crate::ops::formats::word(d)
+        )),
         t.metric,
         crate::exec::checks::gate::format_value(before),
         crate::exec::checks::gate::format_value(after),
@@ -234,14 +263,19 @@ fn tune_site(plans: &Plans, step: &Step) -> Option<crate::xdna2::plan::Launch> {
         })
 }
 
-/// Validates configurations the registry has not seen; `Some(reason)` when one fails.
+/// Validates configurations the registry has not seen, and with `packed_again`
+/// the packed GEMVs even when it has (a change recorded on other weights);
+/// `Some(reason)` when one fails.
 fn validate_new_sites(
     run: &mut Run<'_>,
     rec: &mut PhaseRecord,
     plans: &Plans,
+    packed_again: bool,
 ) -> Result<Option<String>, DeployError> {
     for (key, (_, launch)) in design::sites(plans) {
-        if run.registry.validated(&key, &launch) {
+        let seen = run.registry.validated(&key, &launch);
+        let packed = recorded_format::launch_format(&launch) != crate::ops::WeightFormat::Bf16;
+        if seen && !(packed_again && packed) {
             continue;
         }
         run.progress
@@ -253,6 +287,9 @@ fn validate_new_sites(
             return Ok(Some(format!(
                 "its new configuration {key} fails validation"
             )));
+        }
+        if seen {
+            continue;
         }
         let used_by = vec![run.loaded.name.clone()];
         run.registry.record(RegistryRow {
