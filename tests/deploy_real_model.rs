@@ -87,6 +87,12 @@ fn passing_report(run: &std::process::Output, out: &std::path::Path) -> String {
         stdout.contains("smollm2-135m-instruct-q4_1: PASS\n"),
         "{stdout}"
     );
+    assert!(
+        stdout.contains(&format!(
+            "  text, prompt 1: {ANSWER} (the CPU oracle's too)\n"
+        )),
+        "{stdout}"
+    );
     let md = std::fs::read_to_string(out.join("report.md")).expect("report.md");
     assert!(md.contains("Verdict: **PASS**"), "{md}");
     // The text row: prompt, oracle, NPU path.

@@ -262,6 +262,9 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
             let _ = writeln!(stdout, "    tried {t}");
         }
     }
+    for t in &report.texts {
+        print_text(&mut stdout, t);
+    }
     if let Some(perf) = &report.performance {
         let _ = writeln!(
             stdout,
@@ -290,9 +293,59 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
     );
 }
 
+/// What the deployed model said: the NPU path's text for one prompt, and the
+/// oracle's beside it only where the two differ (one line each, newlines shown
+/// as ⏎ as in report.md).
+fn print_text(stdout: &mut impl Write, t: &exec::artifacts::record::PromptText) {
+    let line = |s: &str| s.trim_end().replace('\n', "⏎");
+    let npu = line(&t.npu_text);
+    if t.npu_text == t.oracle_text {
+        let _ = writeln!(
+            stdout,
+            "  text, prompt {}: {npu} (the CPU oracle's too)",
+            t.prompt
+        );
+    } else {
+        let _ = writeln!(stdout, "  text, prompt {}: {npu}", t.prompt);
+        let _ = writeln!(stdout, "    CPU oracle: {}", line(&t.oracle_text));
+    }
+}
+
 /// `../shared/fixtures` from the current directory (the repository root), when
 /// it exists.
 pub fn default_fixtures() -> Option<PathBuf> {
     let dir = PathBuf::from("../shared/fixtures");
     dir.is_dir().then_some(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::print_text;
+    use skillc_runtime::exec::artifacts::record::PromptText;
+
+    fn text(oracle: &str, npu: &str) -> String {
+        let t = PromptText {
+            prompt: 1,
+            prompt_text: "Q".into(),
+            oracle_tokens: Vec::new(),
+            oracle_text: oracle.into(),
+            npu_tokens: Vec::new(),
+            npu_text: npu.into(),
+        };
+        let mut out = Vec::new();
+        print_text(&mut out, &t);
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn the_oracle_text_is_printed_only_where_it_differs() {
+        assert_eq!(
+            text("Paris.\n", "Paris.\n"),
+            "  text, prompt 1: Paris. (the CPU oracle's too)\n"
+        );
+        assert_eq!(
+            text("Paris.\nThe", "Lyon.\nThe"),
+            "  text, prompt 1: Lyon.⏎The\n    CPU oracle: Paris.⏎The\n"
+        );
+    }
 }
