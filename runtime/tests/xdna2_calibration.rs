@@ -19,7 +19,7 @@ use skillc_runtime::xdna2::cost::Params;
 use skillc_runtime::xdna2::device::Device;
 use skillc_runtime::xdna2::fit::{bound_checks, fit_point_indices, FittedFile, Side};
 use skillc_runtime::xdna2::lofo::{families, family_errors, family_points};
-use skillc_runtime::xdna2::plan::{Phase, PlanOptions};
+use skillc_runtime::xdna2::plan::{Launch, Phase, PlanOptions};
 use skillc_runtime::xdna2::published::{published_plan, PublishedError};
 
 fn prepared() -> (Prepared, Device) {
@@ -417,5 +417,41 @@ fn nine_models_place_with_the_published_decode_structure() {
             };
             assert_eq!(plan.calls_per_layer(), expected, "{model} {phase:?}");
         }
+    }
+}
+
+/// The published decode modules choose their L1 buffering per ELF
+/// (`mlir-air:programming_examples/llms/shared/infra/backend_presets.py`):
+/// Llama-3.2-1B and SmolLM2 compile the `o_gemv_ffn` cascade single-buffered
+/// and `rms_gemv_rope` and the LM head double-buffered; Qwen3's own
+/// `o_gemv_ffn` backend leaves every GEMV double-buffered.
+#[test]
+fn published_decode_buffering_is_chosen_per_module() {
+    let (prepared, device) = prepared();
+    let cases = [
+        ("llama-3.2-1b", true),
+        ("smollm2-1.7b", true),
+        ("qwen3-0.6b", false),
+        ("qwen3-1.7b", false),
+    ];
+    for (model, single_buffered_o_ffn) in cases {
+        let arch = load_model(&default_models_dir(), model).expect("config");
+        let structure = &prepared.data.published_plans[model];
+        let plan =
+            published_plan(model, &arch, &device, Phase::Decode, 128, structure).expect("plan");
+        let mut gemvs = 0;
+        for (_, call) in plan.calls() {
+            for launch in &call.launches {
+                let spec = match launch {
+                    Launch::Gemv { spec, .. } | Launch::GemvSwiglu { spec, .. } => spec,
+                    Launch::LmHeadGemv { spec, .. } => &spec.part,
+                    _ => continue,
+                };
+                gemvs += 1;
+                let expected = single_buffered_o_ffn && call.name == "o_gemv_ffn";
+                assert_eq!(spec.omit_pingpong, expected, "{model} {}", call.name);
+            }
+        }
+        assert!(gemvs >= 6, "{model}: {gemvs} GEMV launches");
     }
 }

@@ -454,6 +454,7 @@ mod tests {
                     o_ffn_calls: Vec::new(),
                     lm_head_one_call: false,
                     single_buffered_down: false,
+                    single_buffered_o_ffn: false,
                     published_calls: false,
                 };
                 let mut after = before.clone();

@@ -203,7 +203,7 @@ pub fn fused_decode_time(
             _ => None,
         })
         .sum();
-    launches_s += params.launch_s;
+    launches_s += params.elf_launch_s;
     let attention_s =
         params.packed.fused_attention_s_per_element * (plan.num_layers * elements * context) as f64;
     let dispatch_s = params.dispatch_s;

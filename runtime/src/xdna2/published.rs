@@ -47,6 +47,10 @@ pub struct PublishedPlan {
     /// standalone down projection.
     #[serde(default)]
     pub single_buffered_down: bool,
+    /// The decode O+FFN cascade (`o_gemv_ffn`) single-buffered, the rest
+    /// double-buffered.
+    #[serde(default)]
+    pub single_buffered_o_ffn: bool,
     /// Where the structure is published.
     pub source: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -82,6 +86,7 @@ impl PublishedPlan {
             pad_heads: false,
             omit_pingpong: false,
             single_buffered_down: self.single_buffered_down,
+            single_buffered_o_ffn: self.single_buffered_o_ffn,
             bias_on_npu: self.bias_on_npu,
             o_ffn_calls: self.o_ffn_calls.clone(),
             lm_head_parts: self.lm_head_parts,

@@ -209,9 +209,10 @@ impl Builder<'_> {
         let d = self.dims;
         let ([_, h1, _, _], [_, _, act]) = self.o_ffn_acts();
         let herd = Herd([self.device.columns, self.options.cascade_rows]);
+        let single_buffered = self.options.omit_pingpong || self.options.single_buffered_o_ffn;
         let mut swiglu = self.gemv_spec(d.ffn, d.hidden, herd);
-        swiglu.omit_pingpong = self.options.omit_pingpong;
-        vec![
+        swiglu.omit_pingpong = single_buffered;
+        let mut launches = vec![
             self.gemv(&w.wo, attn, &h1, Some("x"), herd),
             Launch::GemvSwiglu {
                 x: h1.clone(),
@@ -223,7 +224,13 @@ impl Builder<'_> {
                 spec: swiglu,
             },
             self.gemv(&w.wd, &act, "x", Some(&h1), herd),
-        ]
+        ];
+        for launch in &mut launches {
+            if let Launch::Gemv { spec, .. } = launch {
+                spec.omit_pingpong = single_buffered;
+            }
+        }
+        launches
     }
 
     /// Whether the GEMV kernel can place each of the decode block's four

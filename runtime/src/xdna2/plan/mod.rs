@@ -88,6 +88,12 @@ pub struct PlanOptions {
     /// large-FFN decodes: `down_gemv` with `omit_pingpong=all`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub single_buffered_down: bool,
+    /// The decode O+FFN cascade single-buffered in its own module, whatever
+    /// `omit_pingpong` says of the others (the published Llama-3.2-1B and
+    /// SmolLM2 decodes compile `o_gemv_ffn` with `omit_pingpong=all` and
+    /// keep `rms_gemv_rope` and the LM head double-buffered).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub single_buffered_o_ffn: bool,
     /// Every merged launch group in one call, whatever its launch count, as the
     /// published plans compile them (9 launches in Qwen2.5's
     /// `rms_qkv_bias_rope`); otherwise a group past the device's launch limit
@@ -133,6 +139,7 @@ impl PlanOptions {
             o_ffn_calls: Vec::new(),
             lm_head_one_call: false,
             single_buffered_down: false,
+            single_buffered_o_ffn: false,
             published_calls: false,
         }
     }
