@@ -7,11 +7,10 @@
 //! overhead cycles on top of the MMA time) and data time (bytes over the DRAM
 //! path), plus a per-launch overhead. Inside a call (an ELF) a launch has
 //! costs of its own, which the Llama-3.2-1B in-pipeline calls pin (calibration
-//! §4): its set-up between launches, and
-//! a body scaled from the registry's standalone xclbin run by one fitted
-//! factor for GEMVs (the deployed LM-head ELF streams faster than the same
-//! GEMVs run alone, calibration §4) and another for every other kernel (ELF
-//! slower than xclbin, §0). Call: dispatch
+//! §4): its set-up between launches, and a body scaled from the registry's
+//! standalone xclbin run by one fitted factor for GEMVs (the deployed LM-head
+//! ELF streams faster than the same GEMVs run alone, §4) and another for every
+//! other kernel (ELF slower than xclbin, §0). Call: dispatch
 //! overhead plus the host writes and reads its bindings do not skip, plus a
 //! per-byte sync of the activation buffers it binds. Host ops are scaled from
 //! measured host figures in the device description. Parameters that are not

@@ -209,9 +209,6 @@ impl Builder<'_> {
         let d = self.dims;
         let ([_, h1, _, _], [_, _, act]) = self.o_ffn_acts();
         let herd = Herd([self.device.columns, self.options.cascade_rows]);
-        let single_buffered = self.options.omit_pingpong || self.options.single_buffered_o_ffn;
-        let mut swiglu = self.gemv_spec(d.ffn, d.hidden, herd);
-        swiglu.omit_pingpong = single_buffered;
         let mut launches = vec![
             self.gemv(&w.wo, attn, &h1, Some("x"), herd),
             Launch::GemvSwiglu {
@@ -221,12 +218,14 @@ impl Builder<'_> {
                 up: w.wu,
                 out: act.clone(),
                 eps: d.eps,
-                spec: swiglu,
+                spec: self.gemv_spec(d.ffn, d.hidden, herd),
             },
             self.gemv(&w.wd, &act, "x", Some(&h1), herd),
         ];
+        // The cascade is one module: its buffering is the module's.
+        let single_buffered = self.options.omit_pingpong || self.options.single_buffered_o_ffn;
         for launch in &mut launches {
-            if let Launch::Gemv { spec, .. } = launch {
+            if let Launch::Gemv { spec, .. } | Launch::GemvSwiglu { spec, .. } = launch {
                 spec.omit_pingpong = single_buffered;
             }
         }
