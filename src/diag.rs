@@ -74,11 +74,15 @@ pub enum Code {
     // Weight formats (`weights <format>`), in their own range.
     UnknownWeightFormat,
     UnrecordedWeightFormat,
+    // Lesson conditions over model features (`if …`), in their own range.
+    UnknownFeature,
+    ConditionType,
     // Distillation (`skillc build`), in their own range.
     DuplicateTrajectory,
     StepConflict,
     UnloweredFix,
     DroppedItem,
+    ConflictingFixes,
 }
 
 impl Code {
@@ -129,6 +133,8 @@ impl Code {
         Code::LessonWithoutSkill,
         Code::UnknownWeightFormat,
         Code::UnrecordedWeightFormat,
+        Code::UnknownFeature,
+        Code::ConditionType,
     ];
 
     /// Codes of `skillc build` (distillation), in their own range; `ALL` holds the
@@ -138,6 +144,7 @@ impl Code {
         Code::StepConflict,
         Code::UnloweredFix,
         Code::DroppedItem,
+        Code::ConflictingFixes,
     ];
 
     /// The stable code: `E` for errors, `W` for warnings.
@@ -189,10 +196,13 @@ impl Code {
             Code::LessonWithoutSkill => "W0012",
             Code::UnknownWeightFormat => "E0051",
             Code::UnrecordedWeightFormat => "W0051",
+            Code::UnknownFeature => "E0071",
+            Code::ConditionType => "E0072",
             Code::DuplicateTrajectory => "E0101",
             Code::StepConflict => "W0101",
             Code::UnloweredFix => "W0102",
             Code::DroppedItem => "W0103",
+            Code::ConflictingFixes => "W0104",
         }
     }
 

@@ -107,6 +107,7 @@ fn adding_a_lesson_changes_only_the_files_it_belongs_to() {
         "bundle.json",
         "debug-gemm-corruption/SKILL.md",
         "debug-gemm-corruption/references/provenance.md",
+        "debug-gemm-corruption/references/remedies.md",
         "deploy-new-llm/SKILL.md",
         "phase-1-kernel-validation/SKILL.md",
     ]);

@@ -26,6 +26,7 @@ use crate::graph::{EdgeKind, Graph, NodeData};
 use crate::syntax::{FileId, SourceFile, Span};
 
 /// One trajectory to distill.
+#[derive(Clone, Copy)]
 pub struct Input<'a> {
     /// The directory's name: the first component of every provenance path.
     pub dir_name: &'a str,

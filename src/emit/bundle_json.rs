@@ -167,6 +167,8 @@ fn lesson(ir: &SkillIr, l: &LessonIr) -> Lesson {
         weights: l.weights,
         evidence: l.evidence.clone(),
         provenance: l.provenance.clone(),
+        condition: l.condition.clone(),
+        deployments: l.deployments.clone(),
     }
 }
 

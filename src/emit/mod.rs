@@ -20,6 +20,7 @@ pub mod check;
 pub mod cite;
 mod entry_page;
 pub mod frontmatter;
+mod hardware;
 pub mod language;
 pub mod markdown;
 mod page;

@@ -474,11 +474,23 @@ fn lesson_changes(key: &str, o: &Lesson, n: &Lesson) -> Option<Described> {
         &notation::remedy(&n.fix),
         &mut parts,
     );
+    let condition = |l: &Lesson| {
+        l.condition
+            .as_ref()
+            .map_or_else(|| "every model".to_string(), notation::condition)
+    };
+    field("if", &condition(o), &condition(n), &mut parts);
     field("skill", &o.skill, &n.skill, &mut parts);
     field(
         "evidence",
         &o.evidence_count.to_string(),
         &n.evidence_count.to_string(),
+        &mut parts,
+    );
+    field(
+        "deployments",
+        &o.deployments.join(","),
+        &n.deployments.join(","),
         &mut parts,
     );
     let phases = |l: &Lesson| {

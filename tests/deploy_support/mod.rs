@@ -193,6 +193,16 @@ pub fn summary(r: &DeployReport) -> String {
                 a.lesson, a.gate, a.fixed
             );
         }
+        for k in &p.skipped {
+            let _ = writeln!(
+                s,
+                "  lesson {} on `{}`: skipped, if {} ({})",
+                k.lesson,
+                k.gate,
+                k.condition,
+                k.values.join(", ")
+            );
+        }
         let mut outcomes: std::collections::BTreeMap<String, usize> = Default::default();
         for st in &p.steps {
             let kind = match &st.outcome {

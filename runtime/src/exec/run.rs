@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use super::artifacts::record::{ContextDecode, ModeledTimes};
 use super::artifacts::record::{
-    DeployReport, PhaseRecord, PhaseStatus, RemedyAttempt, StepOutcome, StepRecord, Stop, Verdict,
-    REPORT_SCHEMA,
+    DeployReport, PhaseRecord, PhaseStatus, RemedyAttempt, SkippedLesson, StepOutcome, StepRecord,
+    Stop, Verdict, REPORT_SCHEMA,
 };
 use super::artifacts::registry::Registry;
 use super::artifacts::report_md;
@@ -23,7 +23,7 @@ use super::artifacts::trajectory::{self, ActionLinks, TrajectoryWriter};
 use super::checks::decode::ReferenceRun;
 use super::checks::floor::DecodeLimits;
 use super::checks::gate::GateCheck;
-use super::checks::remedy::{apply_remedy, candidates, Failure};
+use super::checks::remedy::{apply_remedy, candidates, for_this_model, Failure, NotForThisModel};
 use super::design::{Design, Plans};
 use super::phases::{
     finalize, optimize, phase0, phase1, phase2, phase3, phase7, recorded_format, steps, DeployPhase,
@@ -418,7 +418,12 @@ impl Run<'_, Loaded> {
         attempt: &mut dyn FnMut(&mut Run<'_>, &[Change]) -> Attempt,
     ) -> Option<Fixed> {
         let bundle = self.bundle;
+        let facts = crate::ops::facts(&self.loaded.model.arch, &self.device);
         for lesson in candidates(bundle, failure) {
+            if let Err(not) = for_this_model(lesson, &facts) {
+                self.skip_lesson(rec, failure, failing_obs, lesson, not);
+                continue;
+            }
             self.progress
                 .step(&format!("lesson {}: {}", lesson.id, lesson.title));
             let remedies: Vec<&crate::bundle::Remedy> =
@@ -437,6 +442,7 @@ impl Run<'_, Loaded> {
                 after: None,
                 fixed: false,
                 note: String::new(),
+                deployments: lesson.deployments.clone(),
             };
             let changes = match self.evaluate_remedies(&remedies, action) {
                 Ok(c) => c,
@@ -515,6 +521,39 @@ impl Run<'_, Loaded> {
             }
         }
         None
+    }
+
+    /// Records a matching lesson left out because its condition is false on this
+    /// model, in the report and as a note of the run's trajectory.
+    fn skip_lesson(
+        &mut self,
+        rec: &mut PhaseRecord,
+        failure: &Failure,
+        failing_obs: &str,
+        lesson: &crate::bundle::Lesson,
+        not: NotForThisModel,
+    ) {
+        self.progress.step(&format!(
+            "lesson {} skipped: if {} is false here",
+            lesson.id, not.condition
+        ));
+        self.traj.note(
+            &format!(
+                "lesson {} ({}) matches this failure but is not for this model: its condition `if {}` is false here ({})",
+                lesson.id,
+                lesson.title,
+                not.condition,
+                not.values.join(", ")
+            ),
+            &[failing_obs],
+        );
+        rec.skipped.push(SkippedLesson {
+            gate: failure.gate.name.clone(),
+            lesson: lesson.id.clone(),
+            title: lesson.title.clone(),
+            condition: not.condition,
+            values: not.values,
+        });
     }
 
     /// Each remedy's parameters: a fix of the failing action starts from its

@@ -30,6 +30,7 @@ pub const KEYWORDS: &[&str] = &[
     "cause",
     "fix",
     "in",
+    "if",
     "fails",
     "with",
     "and",

@@ -504,7 +504,7 @@ pub const OPERATIONS: &[OpSpec] = &[
             opt("rtol", Float, "relative tolerance").bounded(Positive),
             opt("atol", Float, "absolute tolerance").bounded(NonNegative),
         ],
-        doc: "run one kernel on the emulator against the f32 reference, element-wise",
+        doc: "run one kernel on the NPU against the f32 reference, element-wise",
         weights: Independent,
     },
     OpSpec {
@@ -566,7 +566,7 @@ pub const OPERATIONS: &[OpSpec] = &[
             opt("cosine_min", Float, "whole-tensor cosine threshold").bounded(Cosine),
             opt("position_min", Float, "per-position cosine threshold").bounded(Cosine),
         ],
-        doc: "compare one block on the emulated NPU with the reference",
+        doc: "compare one block on the NPU with the reference",
         weights: Independent,
     },
     // Phase 3: whole model.

@@ -12,6 +12,7 @@ pub mod build;
 pub mod deploy;
 pub mod emulator;
 pub mod faults;
+pub mod lodo;
 pub mod oracle;
 pub mod parse;
 pub mod plans;
@@ -32,6 +33,8 @@ pub enum BenchCommand {
     Faults(faults::Args),
     /// A digest of every plan the phases can build for the nine configs and the fixtures: run it on two commits and compare.
     Plans(plans::Args),
+    /// Leave one deployment out: build the bundle without each trajectory and list the lessons no other deployment teaches.
+    Lodo(lodo::Args),
 }
 
 pub fn run(cmd: BenchCommand) -> ExitCode {
@@ -43,6 +46,7 @@ pub fn run(cmd: BenchCommand) -> ExitCode {
         BenchCommand::Deploy(args) => exit_code(deploy::bench(&args)),
         BenchCommand::Faults(args) => exit_code(faults::bench(&args)),
         BenchCommand::Plans(args) => exit_code(plans::bench(&args)),
+        BenchCommand::Lodo(args) => lodo::run(args),
     }
 }
 

@@ -97,10 +97,25 @@ pub fn render(r: &DeployReport) -> String {
             );
         }
         for a in &p.attempts {
+            let from = if a.deployments.is_empty() {
+                String::new()
+            } else {
+                format!(" (learnt on {})", a.deployments.join(", "))
+            };
             let _ = writeln!(
                 out,
-                "- lesson `{}` on `{}`: {} → {}",
+                "- lesson `{}`{from} on `{}`: {} → {}",
                 a.lesson, a.gate, a.fix, a.note
+            );
+        }
+        for s in &p.skipped {
+            let _ = writeln!(
+                out,
+                "- lesson `{}` skipped on `{}`: its condition `if {}` is false on this model ({})",
+                s.lesson,
+                s.gate,
+                s.condition,
+                s.values.join(", ")
             );
         }
         for n in &p.notes {

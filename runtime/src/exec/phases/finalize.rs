@@ -172,7 +172,10 @@ pub(crate) fn run(
         .iter()
         .flat_map(|p| &p.attempts)
         .filter(|a| a.fixed)
-        .map(|a| format!("{} ({})", a.lesson, a.title))
+        .map(|a| match a.deployments.as_slice() {
+            [] => format!("{} ({})", a.lesson, a.title),
+            from => format!("{} ({}; learnt on {})", a.lesson, a.title, from.join(", ")),
+        })
         .collect();
     let a = run.traj.action(
         OpKind::RecordLessons,
