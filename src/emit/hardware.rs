@@ -20,7 +20,7 @@ pub fn where_done(op: OpKind) -> &'static str {
         OpKind::RopeConvention => "the pairing of the RoPE table in `<model>_cpu_helpers.py` and the RoPE kernel's reads",
         OpKind::RopeScaling => "the inverse frequencies the RoPE table in `<model>_cpu_helpers.py` is built from (`rope_scaling` of `config.json`)",
         OpKind::EnumerateKernels => "the kernel call sites of `<model>_prefill.py` and `<model>_decode.py`",
-        OpKind::SelectTiling => "the tile, herd and layout arguments of the kernel's builder call in `<model>_prefill.py` (GEMM, attention) or `<model>_decode.py` (GEMV)",
+        OpKind::SelectTiling => "the kernel's builder call (its tile, herd, layout and compile arguments) in `<model>_prefill.py` (GEMM, attention) or `<model>_decode.py` (GEMV)",
         OpKind::ValidateKernel => "the kernel's standalone test, the way the kernel registry validates a row",
         OpKind::RegisterKernel => "a row of the kernel registry for the validated configuration",
         OpKind::PadDims => "`<model>_weights.py` (zero-padded weights) and the shapes of every builder call",
