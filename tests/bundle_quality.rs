@@ -419,3 +419,33 @@ fn thresholds_copied_from_one_models_measurement_say_so() {
     }
     assert!(checked >= 3, "{checked} lessons with measured thresholds");
 }
+
+/// Each lesson is written in full in one place: its `recorded as` line (the last
+/// line of its section) appears in one file of the bundle; every other page links
+/// to its skill.
+#[test]
+fn every_lesson_is_written_once() {
+    for built in [llama1b(), merged()] {
+        for lesson in built.distilled.ir.lessons.values() {
+            let line = format!("- recorded as [{}](", lesson.id);
+            let places: Vec<&String> = built
+                .rendered
+                .files
+                .iter()
+                .filter(|(path, text)| path.ends_with(".md") && text.contains(&line))
+                .map(|(path, _)| path)
+                .collect();
+            assert_eq!(places.len(), 1, "{}: {places:?}", lesson.id);
+            for text in &lesson.fix_text {
+                let fix = format!("- fix: {}", skillc::emit::markdown::literal(text, 2));
+                let written = built
+                    .rendered
+                    .files
+                    .values()
+                    .filter(|page| page.contains(&fix))
+                    .count();
+                assert_eq!(written, 1, "{}: {fix}", lesson.id);
+            }
+        }
+    }
+}

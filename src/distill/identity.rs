@@ -77,34 +77,45 @@ fn disjoint(a: &LessonIr, b: &LessonIr) -> bool {
 
 /// Links every pair of recorded lessons that different deployments taught for one
 /// trigger with different fixes, and reports (W0104) the pairs nothing tells apart.
+/// Lessons are grouped by trigger, then by the deployments that taught them: only
+/// lessons of different groups are compared, so one trajectory alone compares none.
 pub fn alternatives(ir: &mut SkillIr) -> Vec<Diagnostic> {
-    let mut by_trigger: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    type Taught<'l> = BTreeMap<&'l [String], Vec<(&'l LessonIr, String)>>;
+    let mut by_trigger: BTreeMap<String, Taught<'_>> = BTreeMap::new();
     for lesson in ir.lessons.values() {
         if lesson.origin == LessonOrigin::Recorded && has_trigger(&lesson.machine) {
             by_trigger
                 .entry(trigger_key(lesson))
                 .or_default()
-                .push(lesson.id.clone());
+                .entry(&lesson.deployments)
+                .or_default()
+                .push((lesson, fix_key(lesson)));
         }
     }
     let mut links: Vec<(String, String)> = Vec::new();
     let mut diagnostics = Vec::new();
-    for ids in by_trigger.values() {
-        for (i, a) in ids.iter().enumerate() {
-            for b in &ids[i + 1..] {
-                let (la, lb) = (&ir.lessons[a], &ir.lessons[b]);
-                if fix_key(la) == fix_key(lb) || !disjoint(la, lb) {
-                    continue;
-                }
-                links.push((a.clone(), b.clone()));
-                if condition_text(la) == condition_text(lb) && cause_text(la) == cause_text(lb) {
-                    // Reported at the deployment that comes later in name order.
-                    let (first, second) = if la.deployments <= lb.deployments {
-                        (la, lb)
-                    } else {
-                        (lb, la)
-                    };
-                    diagnostics.push(conflict(first, second));
+    for taught in by_trigger.values() {
+        let groups: Vec<&Vec<(&LessonIr, String)>> = taught.values().collect();
+        for (i, group) in groups.iter().enumerate() {
+            for other in &groups[i + 1..] {
+                for (la, fa) in group.iter() {
+                    for (lb, fb) in other.iter() {
+                        if fa == fb || !disjoint(la, lb) {
+                            continue;
+                        }
+                        links.push((la.id.clone(), lb.id.clone()));
+                        if condition_text(la) == condition_text(lb)
+                            && cause_text(la) == cause_text(lb)
+                        {
+                            // Reported at the deployment that comes later in name order.
+                            let (first, second) = if la.deployments <= lb.deployments {
+                                (la, lb)
+                            } else {
+                                (lb, la)
+                            };
+                            diagnostics.push(conflict(first, second));
+                        }
+                    }
                 }
             }
         }
@@ -113,10 +124,12 @@ pub fn alternatives(ir: &mut SkillIr) -> Vec<Diagnostic> {
         for (from, to) in [(&a, &b), (&b, &a)] {
             if let Some(lesson) = ir.lessons.get_mut(from) {
                 lesson.alternatives.push(to.clone());
-                lesson.alternatives.sort();
-                lesson.alternatives.dedup();
             }
         }
+    }
+    for lesson in ir.lessons.values_mut() {
+        lesson.alternatives.sort();
+        lesson.alternatives.dedup();
     }
     diagnostics
 }
