@@ -193,7 +193,7 @@ mod tests {
         assert_eq!(min_len(MIN_TASK_WORK), 1);
         assert_eq!(min_len(MIN_TASK_WORK * 8), 1);
         assert_eq!(min_len(0), MIN_TASK_WORK);
-        assert_eq!(min_len(1000) * 1000 >= MIN_TASK_WORK, true);
+        assert!(min_len(1000) * 1000 >= MIN_TASK_WORK);
     }
 
     #[test]
