@@ -53,7 +53,7 @@ fn oracle_logits_are_the_same_at_1_2_and_4_threads() {
         "vocab_size":4096,"tie_word_embeddings":false}"#;
     let model = Model::random(parse_config(config).expect("config"), 5).expect("model");
     // The LM head and the MLP GEMVs are split over several tasks.
-    assert!(4096 * 512 >= 4 * MIN_TASK_WORK && 1536 * 512 >= 2 * MIN_TASK_WORK);
+    const { assert!(4096 * 512 >= 4 * MIN_TASK_WORK && 1536 * 512 >= 2 * MIN_TASK_WORK) };
     let prompt: Vec<u32> = (0..12).map(|i| (i * 331 + 7) % 4096).collect();
     let results = at_each_count(|| {
         let mut oracle = Reference::new(&model).expect("reference");
