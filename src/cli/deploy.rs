@@ -20,6 +20,7 @@ use skillc_runtime::model::gguf::GgufError;
 use skillc_runtime::model::prompt::{ModelText, PromptError, PromptInput};
 use skillc_runtime::model::source::ModelSource;
 use skillc_runtime::phase::DeployPhase;
+use skillc_runtime::threads::Threads;
 use skillc_runtime::xdna2::packing::UnknownWeightPath;
 
 use super::bundle_file;
@@ -129,8 +130,8 @@ enum CommandError {
     Json(#[from] serde_json::Error),
 }
 
-pub fn run(args: Args) -> ExitCode {
-    match execute(&args) {
+pub fn run(args: Args, threads: Threads) -> ExitCode {
+    match execute(&args, threads) {
         Ok(code) => code,
         Err(message) => {
             eprintln!("error: {message}");
@@ -139,7 +140,7 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-fn execute(args: &Args) -> Result<ExitCode, CommandError> {
+fn execute(args: &Args, threads: Threads) -> Result<ExitCode, CommandError> {
     let loaded = bundle_file::load(&args.bundle)?;
     let bundle_notes = match loaded.report_notes(args.allow_modified) {
         Ok(notes) => notes,
@@ -165,6 +166,7 @@ fn execute(args: &Args) -> Result<ExitCode, CommandError> {
         .unwrap_or_else(|| PathBuf::from(format!("deploy-{model_name}")));
     let program = std::env::current_exe().map_err(CommandError::Executable)?;
     let mut progress = Display::new(args.quiet);
+    progress.line(&format!("running on {threads}"));
     let claim = Claim::new(&out, Kind::Deploy, args.force, &mut |m| progress.note(m))?;
     let options = DeployOptions {
         model_dir: args.model.clone(),

@@ -34,6 +34,7 @@ use crate::model::arch::Architecture;
 use crate::model::oracle::{blocks, linear};
 use crate::model::tensor::BfTensor;
 use crate::rng::SplitMix64;
+use crate::threads;
 
 /// What a weight operand is, for operands that are drawn rather than loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -386,6 +387,7 @@ impl Harness<'_> {
         let mut reference = bf16::to_f32_vec(&x);
         reference
             .par_chunks_mut(width.max(1))
+            .with_min_len(threads::min_len(width))
             .enumerate()
             .for_each(|(p, row)| {
                 let (cos, sin) = blocks::rope_angles(&inv_freq, p);
@@ -503,6 +505,7 @@ fn reference_matmul(a: &[u16], m: usize, w: &[u16], k: usize) -> Vec<f32> {
 /// `W · x` in f32, one oracle dot product per row.
 fn reference_gemv(w: &[u16], k: usize, x: &[f32]) -> Vec<f32> {
     w.par_chunks(k.max(1))
+        .with_min_len(threads::min_len(k))
         .map(|row| linear::dot(row, x))
         .collect()
 }
@@ -528,6 +531,7 @@ fn reference_attention(spec: &FlashAttentionSpec, q: &[u16], k: &[u16], v: &[u16
     let mut out = vec![0.0f32; q.len()];
     let rows: Vec<(usize, Vec<f32>)> = (0..spec.heads * lq)
         .into_par_iter()
+        .with_min_len(threads::min_len(2 * lk * hd))
         .map(|job| {
             let (head, pos) = (job / lq, job % lq);
             let kv = head / group.max(1);

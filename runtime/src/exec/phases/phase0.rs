@@ -13,11 +13,12 @@ use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::DecodeLimitsRecord;
 use crate::exec::artifacts::record::{ModelInfo, PhaseRecord, StepOrigin, StepOutcome, Stop};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::decode::{reference_run, ReferenceRun};
+use crate::exec::checks::decode::ReferenceRun;
 use crate::exec::checks::features::{fixture_matches, proofs, FixtureMatch};
 use crate::exec::checks::floor::DecodeLimits;
 use crate::exec::checks::gate::{non_finite, GateCheck, ThresholdSource};
 use crate::exec::checks::topk::GATE_N_TOKENS;
+use crate::exec::checks::verify::reference_runs;
 use crate::exec::run::{Loaded, PhaseEnd, Run, Unloaded};
 use crate::exec::DeployError;
 use crate::model::arch::Architecture;
@@ -415,18 +416,12 @@ fn reference(
         recorded: recorded.filter(|r| !r.is_empty()),
     });
     let stable = stable_top1(model, &prompts[0])?;
-    let mut generations = Vec::with_capacity(prompts.len());
-    let mut non_finite = stable.non_finite;
-    for (i, prompt) in prompts.iter().enumerate() {
-        run.progress.step(&format!(
-            "reference: greedy {GATE_N_TOKENS} tokens, prompt {}/{}",
-            i + 1,
-            prompts.len()
-        ));
-        let reference_run = reference_run(model, prompt)?;
-        non_finite += reference_run.non_finite;
-        generations.push(reference_run);
-    }
+    run.progress.step(&format!(
+        "reference: greedy {GATE_N_TOKENS} tokens, {} prompt(s)",
+        prompts.len()
+    ));
+    let (generations, greedy_non_finite) = reference_runs(model, &prompts)?;
+    let non_finite = stable.non_finite + greedy_non_finite;
     let rule = |r: &str| ThresholdSource::Runtime {
         rule: r.to_string(),
     };

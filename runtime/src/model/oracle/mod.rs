@@ -440,9 +440,12 @@ impl<'m> Reference<'m> {
         let (held_from, kv_dim, q_dim) = (self.cache.first[i], arch.kv_dim(), arch.q_dim());
         let window = arch.window_of(i);
         let mut attended = vec![0.0f32; t * q_dim];
+        // A row attends to up to every cached position, with every head.
+        let row_work = q_dim * (start + t - held_from);
         attended
             .par_chunks_mut(q_dim)
             .zip(q.par_chunks(q_dim))
+            .with_min_len(crate::threads::min_len(row_work))
             .enumerate()
             .for_each(|(r, (out, q_row))| {
                 let position = start + r;

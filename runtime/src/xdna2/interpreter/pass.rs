@@ -13,6 +13,7 @@ use super::weights::{resolve, resolve_packed};
 use super::{ExecError, Interpreter};
 use crate::bf16;
 use crate::model::oracle::{blocks, linear};
+use crate::threads;
 use crate::xdna2::kernels::{
     self, gemv_q4, gemv_q4::NibbleOrder, EltwiseSpec, FlashAttentionSpec, Herd, KernelError,
     NormSpec, RopeSpec,
@@ -566,7 +567,11 @@ impl<'m> Pass<'_, 'm> {
             HostOp::Matvec { w, x, out, k, .. } => {
                 let xv = bf16::to_f32_vec(self.get(x)?);
                 let wb = self.weight(w)?;
-                let y: Vec<f32> = wb.par_chunks(*k).map(|row| linear::dot(row, &xv)).collect();
+                let y: Vec<f32> = wb
+                    .par_chunks(*k)
+                    .with_min_len(threads::min_len(*k))
+                    .map(|row| linear::dot(row, &xv))
+                    .collect();
                 self.put(out, bf16::from_f32_vec(&y));
             }
             HostOp::Scheduling { .. } => {}

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{operand, refuse_if_any, Herd, Kernel, KernelError};
 use crate::bf16;
+use crate::threads;
 use crate::xdna2::constraints::{ChannelUse, Checker, Constraint, ConstraintViolation};
 use crate::xdna2::device::Device;
 
@@ -270,6 +271,7 @@ pub fn flash_attention(
     let group = spec.heads / spec.kv_heads;
     let rows: Vec<(usize, usize, Vec<u16>)> = (0..spec.heads * spec.lq)
         .into_par_iter()
+        .with_min_len(threads::min_len(2 * spec.lk * hd))
         .map(|job| {
             let (head, pos) = (job / spec.lq, job % spec.lq);
             let start = spec.index(spec.lq, spec.heads, pos, head);

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{operand, refuse_if_any, Herd, Kernel, KernelError};
 use crate::bf16;
+use crate::threads;
 use crate::xdna2::constraints::{ChannelUse, Checker, Constraint, ConstraintViolation};
 use crate::xdna2::device::Device;
 
@@ -230,6 +231,7 @@ fn norm_rows(
     let mut out = vec![0u16; x.len()];
     out.par_chunks_mut(spec.cols.max(1))
         .zip(x.par_chunks(spec.cols.max(1)))
+        .with_min_len(threads::min_len(spec.cols))
         .for_each(|(o, row)| rms_norm_row(row, mean_cols, weight, eps, o));
     Ok(out)
 }
@@ -304,6 +306,7 @@ pub fn rope(
     let mut out = x.to_vec();
     out.par_chunks_mut(width.max(1))
         .zip(x.par_chunks(width.max(1)))
+        .with_min_len(threads::min_len(width))
         .enumerate()
         .for_each(|(r, (o, row))| {
             let table = &lut[(first_position + r) * rotated..][..rotated];
@@ -332,6 +335,7 @@ pub fn silu_mul(
     Ok(gate
         .par_iter()
         .zip(up.par_iter())
+        .with_min_len(threads::MIN_TASK_WORK)
         .map(|(&g, &u)| silu_mul_value(g, u))
         .collect())
 }
@@ -358,6 +362,7 @@ pub fn gelu_mul(
     Ok(gate
         .par_iter()
         .zip(up.par_iter())
+        .with_min_len(threads::MIN_TASK_WORK)
         .map(|(&g, &u)| gelu_mul_value(g, u))
         .collect())
 }
@@ -388,6 +393,7 @@ pub fn eltwise_add(
     operand(Kernel::EltwiseAdd, "b", b, spec.n)?;
     Ok(a.par_iter()
         .zip(b.par_iter())
+        .with_min_len(threads::MIN_TASK_WORK)
         .map(|(&x, &y)| bf16::from_f32(bf16::to_f32(x) + bf16::to_f32(y)))
         .collect())
 }
@@ -399,6 +405,7 @@ pub fn softmax(device: &Device, spec: &NormSpec, x: &[u16]) -> Result<Vec<u16>, 
     let mut out = vec![0u16; x.len()];
     out.par_chunks_mut(spec.cols.max(1))
         .zip(x.par_chunks(spec.cols.max(1)))
+        .with_min_len(threads::min_len(spec.cols))
         .for_each(|(o, row)| {
             let max = row
                 .iter()
