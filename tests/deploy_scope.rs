@@ -130,7 +130,11 @@ fn the_command_line_exits_1_on_refusal_and_2_on_usage_problems() {
 #[test]
 fn a_refusal_names_every_blocking_feature() {
     let cases = [
-        ("partial-rotary", 2.0, vec!["partial_rotary_factor", "use_qkv_bias"]),
+        (
+            "partial-rotary",
+            2.0,
+            vec!["partial_rotary_factor", "use_qkv_bias"],
+        ),
         ("unknown-family", 2.0, vec!["model_type", "layer_norm_eps"]),
         ("mistral-as-llama", 1.0, vec!["sliding_window", "mistral"]),
     ];
