@@ -58,11 +58,12 @@ pub struct Args {
     /// A kernel registry from an earlier run whose configurations are tried first.
     #[arg(long)]
     pub registry: Option<PathBuf>,
-    /// Transformers fixtures (folders with reference.safetensors) that prove, code
-    /// path by code path, a model without transformers outputs of its own
-    /// [default: ../shared/fixtures, when it exists].
+    /// A folder of transformers fixtures (folders with reference.safetensors) that
+    /// prove, code path by code path, a model without transformers outputs of its
+    /// own; repeat for several [default: ../shared/fixtures and tests/data/fixtures,
+    /// those that exist].
     #[arg(long)]
-    pub fixtures: Option<PathBuf>,
+    pub fixtures: Vec<PathBuf>,
     /// Print report.json on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -177,7 +178,11 @@ fn execute(args: &Args, threads: Threads) -> Result<ExitCode, CommandError> {
         started: clock::now(),
         evaluator: EvaluatorLaunch::Process(program),
         registry: args.registry.clone(),
-        fixtures: args.fixtures.clone().or_else(default_fixtures),
+        fixtures: if args.fixtures.is_empty() {
+            default_fixtures()
+        } else {
+            args.fixtures.clone()
+        },
         stop_after: args.stop_after,
         weights: args.weights.parse()?,
         bundle_notes,
@@ -313,11 +318,14 @@ fn print_text(stdout: &mut impl Write, t: &exec::artifacts::record::PromptText) 
     }
 }
 
-/// `../shared/fixtures` from the current directory (the repository root), when
-/// it exists.
-pub fn default_fixtures() -> Option<PathBuf> {
-    let dir = PathBuf::from("../shared/fixtures");
-    dir.is_dir().then_some(dir)
+/// `../shared/fixtures` and the families' `tests/data/fixtures` from the
+/// current directory (the repository root), those that exist.
+pub fn default_fixtures() -> Vec<PathBuf> {
+    ["../shared/fixtures", "tests/data/fixtures"]
+        .into_iter()
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_dir())
+        .collect()
 }
 
 #[cfg(test)]

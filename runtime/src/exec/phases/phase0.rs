@@ -160,17 +160,23 @@ fn scope(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord) -> Part<(Architectu
             return Err(DeployError::Input { path, source })
         }
         Err(e) => {
-            let reason = match &e {
-                ModelError::Config(e @ ConfigError::OutOfScope { .. }) => e.to_string(),
-                ModelError::Config(other) => {
-                    format!("config.json cannot be read as a decoder-only model: {other}")
+            let (blockers, reason) = match &e {
+                ModelError::Config(e @ ConfigError::Blocked { blockers }) => {
+                    (blockers.len(), e.to_string())
                 }
-                other => format!("the model cannot be read as a decoder-only model: {other}"),
+                ModelError::Config(other) => (
+                    1,
+                    format!("config.json cannot be read as a decoder-only model: {other}"),
+                ),
+                other => (
+                    1,
+                    format!("the model cannot be read as a decoder-only model: {other}"),
+                ),
             };
             rec.steps.push(step(StepOutcome::Failed {
                 why: reason.clone(),
             }));
-            return Ok(Err(refuse(run, rec, 1, reason, &action)));
+            return Ok(Err(refuse(run, rec, blockers, reason, &action)));
         }
     };
     let scope = check_scope(&arch);
@@ -178,7 +184,7 @@ fn scope(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord) -> Part<(Architectu
     if !npu.is_empty() {
         let reasons: Vec<String> = npu
             .iter()
-            .map(|f| format!("{} on the NPU ({})", f.name, f.reason))
+            .map(|f| format!("{} on the NPU ({}); lifted by {}", f.name, f.reason, f.lift))
             .collect();
         let reason = format!(
             "{} is outside the runtime's scope: {}",
@@ -674,12 +680,12 @@ fn prove_features(
     let used = features(arch);
     run.progress
         .step("compare-reference against the transformers fixtures");
-    let matches = run
+    let matches: Vec<FixtureMatch> = run
         .options
         .fixtures
-        .as_deref()
-        .map(|dir| fixture_matches(dir, tol))
-        .unwrap_or_default();
+        .iter()
+        .flat_map(|dir| fixture_matches(dir, tol).as_ref().clone())
+        .collect();
     let params = BTreeMap::from([
         ("against".to_string(), Value::Text("fixtures".into())),
         ("tol".to_string(), Value::Float(tol)),

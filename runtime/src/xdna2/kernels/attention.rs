@@ -61,6 +61,11 @@ pub struct FlashAttentionSpec {
     /// it does not skip).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<usize>,
+    /// Gemma-2's soft-cap on every scaled score, `tanh(s / cap) · cap`,
+    /// before the mask and the softmax (a whole number: the published caps
+    /// are 50 and 30). Timed as the uncapped kernel (uncalibrated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub softcap: Option<u32>,
 }
 
 impl FlashAttentionSpec {
@@ -113,6 +118,7 @@ impl FlashAttentionSpec {
             },
             scale_dim: None,
             window: None,
+            softcap: None,
         }
     }
 
@@ -350,7 +356,11 @@ fn attend_one(
             let n = end - start;
             for (j, slot) in scores[..n].iter_mut().enumerate() {
                 let key = &keys[(start + j) * hd..][..hd];
-                *slot = bf16::round(dot8(query, key) * scale);
+                let score = dot8(query, key) * scale;
+                *slot = bf16::round(match spec.softcap {
+                    Some(cap) => (score / cap as f32).tanh() * cap as f32,
+                    None => score,
+                });
             }
             let block_max = scores[..n].iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
             let new_max = st.max.max(block_max);

@@ -264,6 +264,69 @@ pub(crate) fn rms_norm_row(
     }
 }
 
+/// LayerNorm of every row: `(x − mean) / sqrt(var + eps) · weight + bias`
+/// (StableLM; OLMo's has neither weight nor bias). The mean and the biased
+/// variance are over the first `mean_cols` columns (the real ones of a
+/// zero-padded row), in f32 lanes as the RMSNorm kernel sums; padded columns
+/// are written zero.
+pub fn layer_norm(
+    device: &Device,
+    spec: &NormSpec,
+    eps: f32,
+    x: &[u16],
+    (weight, bias): (Option<&[u16]>, Option<&[u16]>),
+) -> Result<Vec<u16>, KernelError> {
+    let kernel = Kernel::Layernorm;
+    refuse_if_any(kernel, spec.check(device, kernel))?;
+    operand(kernel, "x", x, spec.rows * spec.cols)?;
+    for (name, v) in [("weight", weight), ("bias", bias)] {
+        if let Some(v) = v {
+            operand(kernel, name, v, spec.cols)?;
+        }
+    }
+    let weight = weight.filter(|_| spec.weighted);
+    let mean_cols = spec.mean_cols();
+    let mut out = vec![0u16; x.len()];
+    out.par_chunks_mut(spec.cols.max(1))
+        .zip(x.par_chunks(spec.cols.max(1)))
+        .for_each(|(o, row)| layer_norm_row(row, mean_cols, (weight, bias), eps, o));
+    Ok(out)
+}
+
+/// One row of LayerNorm with the vector unit's roundings: the normalised
+/// value is rounded to bf16 before the weight, as in the RMSNorm kernel.
+pub(crate) fn layer_norm_row(
+    row: &[u16],
+    mean_cols: usize,
+    (weight, bias): (Option<&[u16]>, Option<&[u16]>),
+    eps: f32,
+    out: &mut [u16],
+) {
+    let real = &row[..mean_cols.min(row.len())];
+    let n = real.len().max(1) as f32;
+    let lane_sum = |f: &dyn Fn(f32) -> f32| -> f32 {
+        let mut lanes = [0.0f32; 8];
+        for chunk in real.chunks(8) {
+            for (lane, &v) in lanes.iter_mut().zip(chunk) {
+                *lane += f(bf16::to_f32(v));
+            }
+        }
+        lanes.iter().sum()
+    };
+    let mean = lane_sum(&|v| v) / n;
+    let var = lane_sum(&|v| (v - mean) * (v - mean)) / n;
+    let inv = 1.0 / (var + eps).sqrt();
+    for (i, (o, &v)) in out.iter_mut().zip(row).enumerate() {
+        if i >= real.len() {
+            *o = 0;
+            continue;
+        }
+        let normed = bf16::round((bf16::to_f32(v) - mean) * inv);
+        let scaled = weight.map_or(normed, |w| normed * bf16::to_f32(w[i]));
+        *o = bf16::from_f32(bias.map_or(scaled, |b| scaled + bf16::to_f32(b[i])));
+    }
+}
+
 /// The RoPE lookup table `[positions, 2 · inv_freq.len()]`: each row holds
 /// `cos(p·f_0..f_{d/2})` then `sin(p·f_0..f_{d/2})` with the angle formed in
 /// f32 (as transformers does), rounded to bf16.
