@@ -82,6 +82,26 @@ fn every_diagnostic_code_is_documented() {
     }
 }
 
+/// Every name a lesson's condition may read is in the language reference's
+/// feature tables (the vocabulary is the runtime's; the tables are written by hand).
+#[test]
+fn every_condition_name_is_documented() {
+    let reference = std::fs::read_to_string(Path::new(ROOT).join("grammar/README.md"))
+        .expect("grammar/README.md exists");
+    let tables = reference
+        .split("## Model features")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("grammar/README.md has a Model features section");
+    for spec in skillc_runtime::ops::conditions::vocabulary() {
+        assert!(
+            tables.contains(&format!("`{}`", spec.name)),
+            "condition name `{}` missing from grammar/README.md's Model features",
+            spec.name
+        );
+    }
+}
+
 fn valid_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(Path::new(ROOT).join("tests/data/valid"))
         .expect("valid inputs exist")

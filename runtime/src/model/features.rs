@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::arch::{Activation, Architecture, NormWeight, RopeScaling};
+use super::arch::{Activation, Architecture, NormKind, NormWeight, RopeScaling};
 
 /// One code path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -39,10 +39,17 @@ pub enum Feature {
     SlidingWindow,
     LocalRope,
     QueryPreAttnScalar,
+    LayerNorm,
+    NormBias,
+    NonParametricNorm,
+    PartialRotary,
+    AttentionSoftcap,
+    FinalLogitSoftcap,
+    FusedProjections,
 }
 
 impl Feature {
-    pub const ALL: [Feature; 19] = [
+    pub const ALL: [Feature; 26] = [
         Feature::RopeDefault,
         Feature::RopeLlama3,
         Feature::RopeLinear,
@@ -62,6 +69,13 @@ impl Feature {
         Feature::SlidingWindow,
         Feature::LocalRope,
         Feature::QueryPreAttnScalar,
+        Feature::LayerNorm,
+        Feature::NormBias,
+        Feature::NonParametricNorm,
+        Feature::PartialRotary,
+        Feature::AttentionSoftcap,
+        Feature::FinalLogitSoftcap,
+        Feature::FusedProjections,
     ];
 
     /// The name a lesson's condition reads it by (`if qk_norm`), see
@@ -87,6 +101,13 @@ impl Feature {
             Feature::SlidingWindow => "sliding_window",
             Feature::LocalRope => "local_rope",
             Feature::QueryPreAttnScalar => "query_pre_attn_scalar",
+            Feature::LayerNorm => "layer_norm",
+            Feature::NormBias => "norm_bias",
+            Feature::NonParametricNorm => "non_parametric_norm",
+            Feature::PartialRotary => "partial_rotary",
+            Feature::AttentionSoftcap => "attn_softcap",
+            Feature::FinalLogitSoftcap => "final_logit_softcap",
+            Feature::FusedProjections => "fused_projections",
         }
     }
 
@@ -111,6 +132,13 @@ impl Feature {
             Feature::SlidingWindow => "sliding-window attention",
             Feature::LocalRope => "a local RoPE base on sliding-window layers",
             Feature::QueryPreAttnScalar => "query_pre_attn_scalar attention scale",
+            Feature::LayerNorm => "LayerNorm (mean-subtracted) norms",
+            Feature::NormBias => "a bias on every norm",
+            Feature::NonParametricNorm => "norms without a weight",
+            Feature::PartialRotary => "RoPE on part of each head",
+            Feature::AttentionSoftcap => "attention score soft-capping",
+            Feature::FinalLogitSoftcap => "final logit soft-capping",
+            Feature::FusedProjections => "fused qkv and gate_up projections split on load",
         }
     }
 }
@@ -163,6 +191,19 @@ pub fn features(arch: &Architecture) -> BTreeSet<Feature> {
             arch.query_pre_attn_scalar.is_some(),
             Feature::QueryPreAttnScalar,
         ),
+        (arch.norm_kind == NormKind::Layer, Feature::LayerNorm),
+        (arch.norm_bias, Feature::NormBias),
+        (
+            arch.norm_weight == NormWeight::Absent,
+            Feature::NonParametricNorm,
+        ),
+        (arch.partial_rotary_dim.is_some(), Feature::PartialRotary),
+        (arch.attn_logit_softcap.is_some(), Feature::AttentionSoftcap),
+        (
+            arch.final_logit_softcap.is_some(),
+            Feature::FinalLogitSoftcap,
+        ),
+        (arch.fused_projections, Feature::FusedProjections),
     ];
     out.extend(switches.into_iter().filter(|(on, _)| *on).map(|(_, f)| f));
     out

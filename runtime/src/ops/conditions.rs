@@ -105,7 +105,7 @@ fn flag_source(feature: Feature) -> &'static str {
         Feature::GroupedQueryAttention => "1 < `num_key_value_heads` < `num_attention_heads`",
         Feature::MultiQueryAttention => "`num_key_value_heads` = 1",
         Feature::ExplicitHeadDim => "`head_dim` x `num_attention_heads` != `hidden_size`",
-        Feature::QkvBias => "a qwen2 `model_type` (q/k/v projection bias tensors)",
+        Feature::QkvBias => "a qwen2 `model_type`, or stablelm with `use_qkv_bias` = true",
         Feature::QkNorm => "a qwen3 or gemma3 `model_type` (q_norm, k_norm weights)",
         Feature::TiedEmbeddings => "`tie_word_embeddings` = true",
         Feature::UntiedEmbeddings => "`tie_word_embeddings` = false",
@@ -117,6 +117,15 @@ fn flag_source(feature: Feature) -> &'static str {
         Feature::SlidingWindow => "`sliding_window` on some layers",
         Feature::LocalRope => "`rope_local_base_freq`",
         Feature::QueryPreAttnScalar => "`query_pre_attn_scalar`",
+        Feature::LayerNorm => "a stablelm or olmo `model_type`",
+        Feature::NormBias => "a stablelm `model_type`",
+        Feature::NonParametricNorm => "an olmo `model_type`",
+        Feature::PartialRotary => {
+            "`partial_rotary_factor` (stablelm 0.25 unless set; phi3 when below 1)"
+        }
+        Feature::AttentionSoftcap => "`attn_logit_softcapping` (gemma2)",
+        Feature::FinalLogitSoftcap => "`final_logit_softcapping` (gemma2)",
+        Feature::FusedProjections => "a phi3 `model_type` (`qkv_proj`, `gate_up_proj`)",
     }
 }
 

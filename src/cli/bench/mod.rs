@@ -9,6 +9,7 @@ use clap::Subcommand;
 use serde_json::Value;
 
 pub mod build;
+pub mod contention;
 pub mod deploy;
 pub mod emulator;
 pub mod faults;
@@ -35,6 +36,11 @@ pub enum BenchCommand {
     Plans(plans::Args),
     /// Leave one deployment out: build the bundle without each trajectory and list the lessons no other deployment teaches.
     Lodo(lodo::Args),
+    /// The main job and a config-only Qwen2.5-0.5B deploy, idle and beside busy processes, in one run: wall times and their ratio.
+    Contention(contention::Args),
+    /// One busy process, until killed (the load `bench contention` runs beside).
+    #[command(hide = true)]
+    Spin,
 }
 
 pub fn run(cmd: BenchCommand) -> ExitCode {
@@ -47,6 +53,8 @@ pub fn run(cmd: BenchCommand) -> ExitCode {
         BenchCommand::Faults(args) => exit_code(faults::bench(&args)),
         BenchCommand::Plans(args) => exit_code(plans::bench(&args)),
         BenchCommand::Lodo(args) => lodo::run(args),
+        BenchCommand::Contention(args) => exit_code(contention::bench(&args)),
+        BenchCommand::Spin => contention::spin(),
     }
 }
 
