@@ -24,12 +24,12 @@ use super::artifacts::record::{DeployReport, PhaseStatus, PromptVerdict, StepOut
 use super::artifacts::registry::Registry;
 use super::artifacts::sha256_file;
 use super::checks::floor::DecodeLimits;
-use super::checks::topk::{GATE_K, GATE_N_TOKENS};
+use super::checks::topk::{TopKGate, GATE_K, GATE_N_TOKENS};
 use super::checks::verify::{reference_runs, verify_npu};
 use super::design::{self, fingerprint, Plans};
 use super::{files, DeployError};
 use crate::model::source::ModelSource;
-use crate::ops::OpKind;
+use crate::ops::{Metric, OpKind};
 use crate::phase::DeployPhase;
 use crate::xdna2::device::Device;
 use crate::xdna2::plan::{Plan, Step};
@@ -195,7 +195,7 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
         ),
     );
 
-    let (runs, ref_nan) = reference_runs(&model, &plan.prompts)?;
+    let (runs, ref_nan) = reference_runs(&model, &plan.prompts, TopKGate::DEFAULT)?;
     let limits = DecodeLimits::measure(&model, &plan.prompts, &runs)?;
     let v = verify_npu(
         &device,
@@ -310,7 +310,9 @@ fn gates_consistent(report: &DeployReport, prompts: usize) -> (bool, String) {
                 g.summary()
             ));
         }
-        if g.metric == "top_k_agree" && g.op == OpKind::VerifyModel && g.threshold < prompts as f64
+        if g.metric == Metric::TopKAgree
+            && g.op == OpKind::VerifyModel
+            && g.threshold < prompts as f64
         {
             problems.push(format!(
                 "phase {phase} `{}` accepts fewer than all {prompts} prompts",

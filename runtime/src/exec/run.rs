@@ -30,11 +30,11 @@ use super::phases::{
 };
 use super::progress::Progress;
 use super::{files, DeployError, DeployOptions, DeployOutcome};
-use crate::bundle::{Bundle, Step, Value};
+use crate::bundle::{Bundle, Comparison, Step, Value};
 use crate::model::oracle::compare::ReferenceTensors;
 use crate::model::oracle::{LogitRows, PrefillOutput, Reference};
 use crate::model::Model;
-use crate::ops::OpKind;
+use crate::ops::{Metric, OpKind, RuntimeMetric};
 use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
 use crate::xdna2::fit::committed_params;
@@ -267,9 +267,9 @@ impl<'a, S> Run<'a, S> {
         PhaseEnd::Failed(Stop {
             phase,
             gate: op.to_string(),
-            metric: "errors".into(),
+            metric: Metric::Errors.into(),
             value: 1.0,
-            comparison: "==".into(),
+            comparison: Comparison::Eq,
             threshold: 0.0,
             reason: reason.to_string(),
             tried: Vec::new(),
@@ -310,9 +310,9 @@ impl<'a, S> Run<'a, S> {
         Stop {
             phase: failure.phase,
             gate: failure.gate.name.clone(),
-            metric: failure.gate.metric.clone(),
+            metric: failure.gate.metric,
             value: failure.gate.value,
-            comparison: failure.gate.comparison.symbol().to_string(),
+            comparison: failure.gate.comparison,
             threshold: failure.gate.threshold,
             reason: reason.to_string(),
             tried,
@@ -630,9 +630,9 @@ fn stopped_after(last: DeployPhase) -> Stop {
     Stop {
         phase: last,
         gate: super::STOP_AFTER_GATE.into(),
-        metric: "phase".into(),
+        metric: RuntimeMetric::Phase.into(),
         value: f64::from(last.index()),
-        comparison: "<=".into(),
+        comparison: Comparison::Le,
         threshold: f64::from(last.index()),
         reason: format!("the run was asked to stop after phase {last} (--stop-after)"),
         tried: Vec::new(),

@@ -7,12 +7,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bundle::{Provenance, Value};
+use crate::bundle::{Comparison, Provenance, Value};
 use crate::exec::checks::decode::DecodeErrors;
 use crate::exec::checks::floor::DecodeLimits;
 use crate::exec::checks::gate::GateCheck;
 use crate::exec::checks::topk::TopKCheck;
 use crate::exec::fault::Fault;
+use crate::ops::GateMetric;
 use crate::phase::DeployPhase;
 
 pub const REPORT_SCHEMA: &str = "skillc.deploy-report/1";
@@ -168,9 +169,9 @@ pub struct Stop {
     /// Serialized as its number.
     pub phase: DeployPhase,
     pub gate: String,
-    pub metric: String,
+    pub metric: GateMetric,
     pub value: f64,
-    pub comparison: String,
+    pub comparison: Comparison,
     pub threshold: f64,
     pub reason: String,
     /// Lessons tried, in order.

@@ -37,7 +37,7 @@ pub fn render(r: &DeployReport) -> String {
             stop.gate,
             stop.metric,
             format_value(stop.value),
-            stop.comparison,
+            stop.comparison.symbol(),
             format_value(stop.threshold),
             stop.reason
         );

@@ -18,7 +18,7 @@ use crate::exec::design::{fingerprint, modeled};
 use crate::exec::run::{write, write_report, PhaseEnd, Run};
 use crate::exec::{files, DeployError};
 use crate::model::WeightOrigin;
-use crate::ops::OpKind;
+use crate::ops::{Metric, OpKind};
 
 /// Bytes of the GGUF file `name`: the model path itself, or inside it.
 fn gguf_size(model: &std::path::Path, name: &str) -> u64 {
@@ -129,7 +129,7 @@ pub(crate) fn run(
         GateCheck::new(
             "plan.json reloads to the verified fingerprint",
             OpKind::WriteArtifacts,
-            "errors",
+            Metric::Errors,
             f64::from(u8::from(!round_trip)),
             Comparison::Eq,
             0.0,
@@ -139,7 +139,7 @@ pub(crate) fn run(
         GateCheck::new(
             "production numerics verified",
             OpKind::WriteArtifacts,
-            "unverified",
+            Metric::Unverified,
             f64::from(u8::from(!verified)),
             Comparison::Eq,
             0.0,
@@ -149,7 +149,7 @@ pub(crate) fn run(
         GateCheck::new(
             "production kernels in the registry",
             OpKind::WriteArtifacts,
-            "unvalidated_kernels",
+            Metric::UnvalidatedKernels,
             unvalidated as f64,
             Comparison::Eq,
             0.0,

@@ -17,7 +17,7 @@ use crate::exec::checks::decode::{reference_run, ReferenceRun};
 use crate::exec::checks::features::{fixture_matches, proofs, FixtureMatch};
 use crate::exec::checks::floor::DecodeLimits;
 use crate::exec::checks::gate::{non_finite, GateCheck, ThresholdSource};
-use crate::exec::checks::topk::GATE_N_TOKENS;
+use crate::exec::checks::topk::{TopKGate, GATE_N_TOKENS};
 use crate::exec::run::{Loaded, PhaseEnd, Run, Unloaded};
 use crate::exec::DeployError;
 use crate::model::arch::Architecture;
@@ -32,7 +32,7 @@ use crate::model::oracle::{LogitRows, Reference, ReferenceError};
 use crate::model::scope::check_scope;
 use crate::model::source::ModelSource;
 use crate::model::{Model, ModelError, WeightOrigin};
-use crate::ops::OpKind;
+use crate::ops::{Metric, OpKind};
 use crate::xdna2::builder::unsupported_features;
 
 /// Phase 0 on a run without a model: the model it loaded and checked, which
@@ -100,7 +100,7 @@ fn refuse(
     let gate = GateCheck::new(
         "scope check",
         OpKind::CheckScope,
-        "blockers",
+        Metric::Blockers,
         blockers as f64,
         Comparison::Eq,
         0.0,
@@ -115,9 +115,9 @@ fn refuse(
     PhaseEnd::Refused(Stop {
         phase: DeployPhase::Reference,
         gate: "scope check".into(),
-        metric: "blockers".into(),
+        metric: Metric::Blockers.into(),
         value: blockers as f64,
-        comparison: "==".into(),
+        comparison: Comparison::Eq,
         threshold: 0.0,
         reason,
         tried: Vec::new(),
@@ -193,7 +193,7 @@ fn scope(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord) -> Part<(Architectu
     let gate = GateCheck::new(
         "scope check",
         OpKind::CheckScope,
-        "blockers",
+        Metric::Blockers,
         0.0,
         Comparison::Eq,
         0.0,
@@ -285,9 +285,14 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
                 phase: DeployPhase::Reference,
                 gate: OpKind::LoadWeights.to_string(),
                 // A non-finite value fails the weights' nan_count gate (at least one).
-                metric: if non_finite { "nan_count" } else { "errors" }.into(),
+                metric: if non_finite {
+                    Metric::NanCount
+                } else {
+                    Metric::Errors
+                }
+                .into(),
                 value: 1.0,
-                comparison: "==".into(),
+                comparison: Comparison::Eq,
                 threshold: 0.0,
                 reason,
                 tried: Vec::new(),
@@ -324,7 +329,7 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
     let finite = GateCheck::new(
         "weights: non-finite values",
         OpKind::LoadWeights,
-        "nan_count",
+        Metric::NanCount,
         0.0,
         Comparison::Eq,
         0.0,
@@ -423,7 +428,7 @@ fn reference(
             i + 1,
             prompts.len()
         ));
-        let reference_run = reference_run(model, prompt)?;
+        let reference_run = reference_run(model, prompt, TopKGate::DEFAULT)?;
         non_finite += reference_run.non_finite;
         generations.push(reference_run);
     }
@@ -433,7 +438,7 @@ fn reference(
     let nan = GateCheck::new(
         "reference sanity: no NaN",
         OpKind::BuildReference,
-        "nan_count",
+        Metric::NanCount,
         non_finite as f64,
         Comparison::Eq,
         0.0,
@@ -443,7 +448,7 @@ fn reference(
     let top1 = GateCheck::new(
         "reference sanity: stable top-1",
         OpKind::BuildReference,
-        "top_k_agree",
+        Metric::TopKAgree,
         f64::from(u8::from(stable.agree)),
         Comparison::Ge,
         1.0,
@@ -465,9 +470,9 @@ fn reference(
     Ok(Err(PhaseEnd::Failed(Stop {
         phase: DeployPhase::Reference,
         gate: failed.name.clone(),
-        metric: failed.metric.clone(),
+        metric: failed.metric,
         value: failed.value,
-        comparison: failed.comparison.symbol().into(),
+        comparison: failed.comparison,
         threshold: failed.threshold,
         reason: "the CPU reference itself is not sane; no later gate could be trusted".into(),
         tried: Vec::new(),
@@ -609,7 +614,7 @@ fn compare(
     let error = GateCheck::new(
         "transformers match: worst tensor error",
         OpKind::CompareReference,
-        "max_rel",
+        Metric::MaxRel,
         worst,
         Comparison::Le,
         tol,
@@ -619,7 +624,7 @@ fn compare(
     let tokens = GateCheck::new(
         "transformers match: greedy tokens",
         OpKind::CompareReference,
-        "mismatches",
+        Metric::Mismatches,
         mismatched as f64,
         Comparison::Eq,
         0.0,
@@ -629,7 +634,7 @@ fn compare(
     let nan = GateCheck::new(
         "transformers match: non-finite values",
         OpKind::CompareReference,
-        "nan_count",
+        Metric::NanCount,
         agreement.non_finite as f64,
         Comparison::Eq,
         0.0,
@@ -656,9 +661,9 @@ fn compare(
     Ok(PhaseEnd::Failed(Stop {
         phase: DeployPhase::Reference,
         gate: failed.name.clone(),
-        metric: failed.metric.clone(),
+        metric: failed.metric,
         value: failed.value,
-        comparison: failed.comparison.symbol().into(),
+        comparison: failed.comparison,
         threshold: failed.threshold,
         reason: "the CPU reference disagrees with transformers".into(),
         tried: Vec::new(),
@@ -726,9 +731,9 @@ fn prove_features(
     Ok(PhaseEnd::Failed(Stop {
         phase: DeployPhase::Reference,
         gate: gate.name.clone(),
-        metric: gate.metric.clone(),
+        metric: gate.metric,
         value: gate.value,
-        comparison: gate.comparison.symbol().into(),
+        comparison: gate.comparison,
         threshold: gate.threshold,
         reason: "the CPU reference disagrees with transformers on a fixture that takes code paths this model uses".into(),
         tried: Vec::new(),
@@ -757,7 +762,7 @@ fn fixture_gates(m: &FixtureMatch, used: &BTreeSet<Feature>, tol: f64) -> [GateC
         GateCheck::new(
             format!("feature proof: {} worst tensor error", m.fixture),
             OpKind::CompareReference,
-            "max_rel",
+            Metric::MaxRel,
             worst,
             Comparison::Le,
             tol,
@@ -767,7 +772,7 @@ fn fixture_gates(m: &FixtureMatch, used: &BTreeSet<Feature>, tol: f64) -> [GateC
         GateCheck::new(
             format!("feature proof: {} greedy tokens", m.fixture),
             OpKind::CompareReference,
-            "mismatches",
+            Metric::Mismatches,
             wrong,
             Comparison::Eq,
             0.0,

@@ -12,7 +12,7 @@ use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::evaluate::Evaluation;
 use crate::exec::run::{PhaseEnd, Run, Unloaded};
 use crate::exec::{files, DeployError, EvaluatorLaunch, EVALUATOR_COMMAND};
-use crate::ops::OpKind;
+use crate::ops::{Metric, OpKind};
 
 /// Runs on a run whose model is already released (`Unloaded`): the evaluator
 /// loads its own copy.
@@ -80,7 +80,7 @@ pub(crate) fn run(
         GateCheck::new(
             "evaluator exit code",
             OpKind::Evaluate,
-            "exit_code",
+            Metric::ExitCode,
             f64::from(code),
             Comparison::Eq,
             0.0,
@@ -90,7 +90,7 @@ pub(crate) fn run(
         GateCheck::new(
             "evaluator: fresh top-k set check",
             OpKind::Evaluate,
-            "top_k_agree",
+            Metric::TopKAgree,
             passed_prompts as f64,
             Comparison::Ge,
             prompts as f64,

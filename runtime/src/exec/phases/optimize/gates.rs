@@ -12,7 +12,7 @@ use crate::exec::design::{self, modeled, Design, Plans};
 use crate::exec::run::Run;
 use crate::exec::{DeployError, Internal};
 use crate::model::Model;
-use crate::ops::OpKind;
+use crate::ops::{OpKind, RuntimeMetric};
 use crate::xdna2::cost::Params;
 use crate::xdna2::device::Device;
 
@@ -127,7 +127,7 @@ pub(super) fn teacher_forced_gate(
     Ok(GateCheck::new(
         name.to_string(),
         OpKind::VerifyModel,
-        "logits_max_rel",
+        RuntimeMetric::LogitsMaxRel,
         worst.value,
         Comparison::Le,
         inputs.limit.limit,
@@ -202,7 +202,12 @@ mod tests {
         let params = committed_params();
         let prompt: Vec<u32> = vec![3, 17, 29, 41, 5, 11, 7, 23];
         let prompts = std::slice::from_ref(&prompt);
-        let (runs, _) = reference_runs(&model, prompts).expect("reference");
+        let (runs, _) = reference_runs(
+            &model,
+            prompts,
+            crate::exec::checks::topk::TopKGate::DEFAULT,
+        )
+        .expect("reference");
         let limits = crate::exec::checks::floor::DecodeLimits::measure(&model, prompts, &runs)
             .expect("floor");
         let inputs = KeptPlanInputs {

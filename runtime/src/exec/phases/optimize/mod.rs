@@ -32,31 +32,35 @@ use crate::exec::design::{self, fingerprint, modeled, Design, Plans};
 use crate::exec::phases::DeployPhase;
 use crate::exec::run::{PhaseEnd, Run};
 use crate::exec::DeployError;
-use crate::ops::OpKind;
+use crate::ops::{Metric, OpKind};
 
 struct Target {
     phase: DeployPhase,
-    metric: &'static str,
-    unit: &'static str,
+    metric: Metric,
     profile_op: OpKind,
     /// A prefill technique re-tried after phase 5: decode must not slow down either.
     revisit: bool,
+}
+
+impl Target {
+    /// The unit its figures are in, as the notes write it.
+    fn unit(&self) -> &'static str {
+        crate::ops::metrics::unit_symbol(self.metric.canonical_unit())
+    }
 }
 
 fn target(phase: DeployPhase) -> Target {
     if phase == DeployPhase::Prefill {
         Target {
             phase,
-            metric: "ttft_s",
-            unit: "s",
+            metric: Metric::TtftS,
             profile_op: OpKind::ProfilePrefill,
             revisit: false,
         }
     } else {
         Target {
             phase,
-            metric: "ms_per_token",
-            unit: "ms",
+            metric: Metric::MsPerToken,
             profile_op: OpKind::ProfileDecode,
             revisit: false,
         }
@@ -133,7 +137,7 @@ fn optimize(
             "no technique lowered the modeled {} below the phase-3 plan's {} {}: the phase keeps that plan (each technique tried is listed with its modeled figure and why it was reverted)",
             t.metric,
             crate::exec::checks::gate::format_value(baseline),
-            t.unit
+            t.unit()
         ));
     }
     let gates = {
@@ -167,7 +171,7 @@ fn optimize(
         t.metric,
         crate::exec::checks::gate::format_value(baseline),
         crate::exec::checks::gate::format_value(final_value),
-        t.unit,
+        t.unit(),
         design::SEQ_LEN,
         run.calibration_note()
     ));

@@ -12,7 +12,7 @@ use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::design::{self, fingerprint, modeled, DesignError, Plans};
 use crate::exec::phases::phase1::{check_site, kernel_gate};
-use crate::exec::phases::phase3::{run_verification, verify_gates};
+use crate::exec::phases::phase3::{run_gates, run_verification};
 use crate::exec::phases::recorded_format;
 use crate::exec::run::Run;
 use crate::exec::DeployError;
@@ -152,7 +152,7 @@ fn attempt(
                 t.metric,
                 crate::exec::checks::gate::format_value(before),
                 crate::exec::checks::gate::format_value(after),
-                t.unit
+                t.unit()
             ),
         );
     }
@@ -182,7 +182,7 @@ fn attempt(
         run.progress
             .step(&format!("{}: re-verifying (numerics changed)", step.op));
         let v = run_verification(run, &plans, d.path, false)?;
-        let gates = verify_gates(run, &v);
+        let gates = run_gates(run, &v);
         let refs: Vec<&GateCheck> = gates.iter().collect();
         run.traj.observe(
             Some("re-verification after a numerics change"),
@@ -221,7 +221,7 @@ fn attempt(
         t.metric,
         crate::exec::checks::gate::format_value(before),
         crate::exec::checks::gate::format_value(after),
-        t.unit
+        t.unit()
     );
     Ok((StepOutcome::Kept { why }, Some((d, plans, times))))
 }

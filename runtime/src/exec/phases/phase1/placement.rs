@@ -14,7 +14,7 @@ use crate::exec::design::{self, site_key, tiling_params, Plans};
 use crate::exec::phases::DeployPhase;
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::DeployError;
-use crate::ops::OpKind;
+use crate::ops::{OpKind, RuntimeMetric};
 use crate::xdna2::builder::unpadded_shape;
 use crate::xdna2::device::Device;
 use crate::xdna2::kernels::{self, GemmSpec, GemvSpec, Herd};
@@ -69,7 +69,7 @@ fn placement_gate(run: &Run<'_>, plans: &Plans) -> (GateCheck, Option<Launch>) {
     let gate = GateCheck::new(
         "placement of the model's dimensions",
         OpKind::SelectTiling,
-        "violations",
+        RuntimeMetric::Violations,
         refused.len() as f64,
         Comparison::Eq,
         0.0,

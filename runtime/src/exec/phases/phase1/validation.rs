@@ -16,7 +16,7 @@ use crate::exec::design::{self, site_key, tiling_params, Plans};
 use crate::exec::phases::DeployPhase;
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::{DeployError, Internal};
-use crate::ops::OpKind;
+use crate::ops::{Metric, OpKind, RuntimeMetric};
 use crate::xdna2::interpreter::weights::TensorIndex;
 use crate::xdna2::interpreter::{has_scaling, table_frequencies, RopeTable};
 use crate::xdna2::kernels;
@@ -87,7 +87,7 @@ pub(crate) fn kernel_gate(key: &str, launch: &Launch, check: &KernelCheck) -> Ga
             GateCheck::new(
                 format!("kernel {key}"),
                 OpKind::ValidateKernel,
-                "mismatches",
+                Metric::Mismatches,
                 *mismatches as f64,
                 Comparison::Eq,
                 0.0,
@@ -110,7 +110,7 @@ pub(crate) fn kernel_gate(key: &str, launch: &Launch, check: &KernelCheck) -> Ga
             GateCheck::new(
                 format!("placement {key}"),
                 OpKind::SelectTiling,
-                "violations",
+                RuntimeMetric::Violations,
                 violations.len() as f64,
                 Comparison::Eq,
                 0.0,
