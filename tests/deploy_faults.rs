@@ -11,7 +11,7 @@ use deploy_support::{
     deploy, deploy_seeded, fixture, llama1b, scratch, summary, with_test_lessons,
 };
 use skillc_runtime::bundle::Bundle;
-use skillc_runtime::exec::artifacts::record::{PhaseStatus, StepOutcome};
+use skillc_runtime::exec::artifacts::record::{PhaseStatus, Reversion, StepOutcome};
 use skillc_runtime::exec::{Fault, Verdict};
 
 struct Case {
@@ -264,7 +264,12 @@ fn a_dropped_lm_head_partition_is_caught_by_the_phase_that_applies_it() {
         );
         let reverted = r.phases.iter().flat_map(|p| &p.steps).any(|s| {
             s.op == "partition-lm-head"
-                && matches!(&s.outcome, StepOutcome::Reverted { why } if why.starts_with("verification fails"))
+                && matches!(
+                    &s.outcome,
+                    StepOutcome::Reverted {
+                        why: Reversion::NumericsFailed { .. }
+                    }
+                )
         });
         assert!(reverted, "{name}:\n{}", summary(r));
         assert_eq!(outcome.exit_code, 0, "{name}:\n{}", summary(r));

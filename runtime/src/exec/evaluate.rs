@@ -20,7 +20,9 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::artifacts::production::{ProductionPlan, WeightsRef, PLAN_SCHEMA};
-use super::artifacts::record::{DeployReport, PhaseStatus, PromptVerdict, StepOutcome};
+use super::artifacts::record::{
+    DeployReport, EvaluatorVerdict, PhaseStatus, PromptVerdict, Reversion, StepOutcome,
+};
 use super::artifacts::registry::Registry;
 use super::artifacts::sha256_file;
 use super::checks::floor::DecodeLimits;
@@ -44,7 +46,7 @@ pub struct AuditItem {
 /// `evaluation.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Evaluation {
-    pub verdict: String,
+    pub verdict: EvaluatorVerdict,
     pub exit_code: i32,
     pub audit: Vec<AuditItem>,
     pub verification: Vec<PromptVerdict>,
@@ -232,15 +234,10 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
         worst.summary(&limits),
     );
     let warnings = warnings(&report);
-    let ok = audit.iter().all(|a| a.ok);
-    let (verdict, exit_code) = match (ok, warnings.is_empty()) {
-        (false, _) => ("FAIL", 1),
-        (true, true) => ("PASS", 0),
-        (true, false) => ("PASS-with-warnings", 0),
-    };
+    let verdict = EvaluatorVerdict::of(audit.iter().all(|a| a.ok), !warnings.is_empty());
     let evaluation = Evaluation {
-        verdict: verdict.to_string(),
-        exit_code,
+        verdict,
+        exit_code: verdict.exit_code(),
         audit,
         verification: v.prompts,
         prompts_passed: passed,
@@ -369,7 +366,7 @@ fn warnings(report: &DeployReport) -> Vec<String> {
         .flat_map(|p| p.steps.iter().map(move |s| (p.index, s)))
     {
         if let StepOutcome::Reverted { why } = &step.outcome {
-            if why.starts_with(super::phases::optimize::NUMERICS_FAILED) {
+            if matches!(why, Reversion::NumericsFailed { .. }) {
                 w.push(format!(
                     "phase {phase}: `{}` broke the NPU numerics and was reverted ({why}); the deployment runs without it, but the kernel path it enables is wrong",
                     step.op

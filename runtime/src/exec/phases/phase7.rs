@@ -6,7 +6,7 @@ use std::process::Command;
 
 use super::DeployPhase;
 use crate::bundle::{Comparison, Value};
-use crate::exec::artifacts::record::{EvaluationSummary, PhaseRecord, Verdict};
+use crate::exec::artifacts::record::{EvaluationSummary, EvaluatorVerdict, PhaseRecord};
 use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::evaluate::Evaluation;
@@ -44,7 +44,7 @@ pub(crate) fn run(
     let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
     let (verdict, findings, warnings, wall, passed_prompts) = match &evaluation {
         Some(e) => (
-            e.verdict.clone(),
+            e.verdict,
             e.audit
                 .iter()
                 .map(|a| {
@@ -61,7 +61,7 @@ pub(crate) fn run(
             e.prompts_passed,
         ),
         None => (
-            "FAIL".to_string(),
+            EvaluatorVerdict::Fail,
             vec![format!("no evaluation.json; evaluator stderr: {stderr}")],
             Vec::new(),
             0.0,
@@ -69,7 +69,7 @@ pub(crate) fn run(
         ),
     };
     run.report.evaluation = Some(EvaluationSummary {
-        verdict: verdict.clone(),
+        verdict,
         exit_code: code,
         findings,
         warnings,
@@ -84,7 +84,7 @@ pub(crate) fn run(
             f64::from(code),
             Comparison::Eq,
             0.0,
-            BTreeMap::from([("verdict".to_string(), Value::Text(verdict.clone()))]),
+            BTreeMap::from([("verdict".to_string(), Value::Text(verdict.to_string()))]),
             ThresholdSource::Runtime { rule: "a fresh process re-verifies the written artifacts; its exit code drives the verdict".into() },
         ),
         GateCheck::new(
@@ -112,11 +112,8 @@ pub(crate) fn run(
     }
     match failed {
         None => {
-            run.report.verdict = if verdict == "PASS" {
-                Verdict::Pass
-            } else {
-                Verdict::PassWithWarnings
-            };
+            // The gates passed, so the evaluator said PASS or PASS-with-warnings.
+            run.report.verdict = verdict.run_verdict();
             Ok(PhaseEnd::Passed)
         }
         Some(gate) => {

@@ -84,9 +84,6 @@ pub(super) fn kept_plan_gates(
 /// Decode steps of the short check and of the numerics probe.
 pub(super) const SHORT_STEPS: usize = 4;
 
-/// How a step reverted for its numerics begins (the evaluator warns on it).
-pub const NUMERICS_FAILED: &str = "verification fails after it";
-
 /// The numerics probe of a change, run before it is timed (cheap: one prompt,
 /// five logits), so a change whose arithmetic is wrong fails in the phase that
 /// makes it even when its modeled time would have had it reverted anyway.

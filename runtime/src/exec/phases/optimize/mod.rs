@@ -17,7 +17,6 @@ mod gates;
 mod revisit;
 mod technique;
 
-pub use gates::NUMERICS_FAILED;
 use gates::{kept_plan_gates, KeptPlanInputs};
 use revisit::revisit_prefill;
 use technique::try_technique;

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::bundle::{Comparison, Step, Value};
-use crate::exec::artifacts::record::{PhaseRecord, StepOutcome};
+use crate::exec::artifacts::record::{PhaseRecord, Reversion, StepOutcome};
 use crate::exec::artifacts::registry::RegistryRow;
 use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::checks::gate::{GateCheck, ThresholdSource};
@@ -21,7 +21,7 @@ use crate::ops::{Op, OpKind};
 use crate::xdna2::device::Device;
 use crate::xdna2::kernels::LmHeadSpec;
 
-use super::gates::{probe_gate, short_check, NUMERICS_FAILED, SHORT_STEPS};
+use super::gates::{probe_gate, short_check, SHORT_STEPS};
 use super::{value_of, State, Target};
 
 /// Applies one technique; returns the step's outcome and the new state when kept.
@@ -73,13 +73,16 @@ fn attempt(
     let action = run
         .traj
         .action(step.op, &step.params, &ActionLinks::default());
-    let revert = |run: &mut Run<'_>, why: String| {
+    let revert = |run: &mut Run<'_>, why: Reversion| {
         run.traj.decision(&format!("reverted: {why}"), &[&action]);
         Ok((StepOutcome::Reverted { why }, None))
     };
     let plans = match d.plans(&name, &arch, &run.device) {
         Ok(p) => p,
-        Err(e) => return revert(run, format!("the plan builder refuses it: {e}")),
+        Err(e) => {
+            let why = e.to_string();
+            return revert(run, Reversion::Unbuildable { why });
+        }
     };
     // Recorded on other weights and changing packed GEMVs: their kernels are
     // checked again before the change is kept.
@@ -89,13 +92,13 @@ fn attempt(
     for plan in [&plans.prefill, &plans.decode] {
         if let Err(v) = plan.check(&run.device) {
             let why: Vec<String> = v.iter().take(3).map(|v| v.to_string()).collect();
+            let violations = why.join("; ");
             return revert(
                 run,
-                format!(
-                    "the {:?} plan does not place: {}",
-                    plan.phase,
-                    why.join("; ")
-                ),
+                Reversion::Unplaced {
+                    plan: plan.phase,
+                    violations,
+                },
             );
         }
     }
@@ -114,7 +117,7 @@ fn attempt(
         );
         run.gate(rec, probe);
         if !passed {
-            return revert(run, format!("{NUMERICS_FAILED}: {summary}"));
+            return revert(run, Reversion::NumericsFailed { failed: summary });
         }
     }
     let times = modeled(&plans, &run.device, &run.params);
@@ -135,25 +138,17 @@ fn attempt(
     run.traj.observe(None, &[&gate], Some(&action));
     run.gate(rec, gate);
     if t.revisit && times.ms_per_token > current.2.ms_per_token {
-        return revert(
-            run,
-            format!(
-                "modeled decode would slow down ({} -> {} ms)",
-                crate::exec::checks::gate::format_value(current.2.ms_per_token),
-                crate::exec::checks::gate::format_value(times.ms_per_token)
-            ),
-        );
+        let change = Reversion::change(current.2.ms_per_token, times.ms_per_token, "ms");
+        return revert(run, Reversion::DecodeSlower { change });
     }
     if after >= before {
+        let change = Reversion::change(before, after, t.unit());
         return revert(
             run,
-            format!(
-                "modeled {} did not drop ({} -> {} {})",
-                t.metric,
-                crate::exec::checks::gate::format_value(before),
-                crate::exec::checks::gate::format_value(after),
-                t.unit()
-            ),
+            Reversion::NoSpeedup {
+                metric: t.metric,
+                change,
+            },
         );
     }
     if old_fp != new_fp || other.is_some() {
@@ -198,7 +193,8 @@ fn attempt(
             run.gate(rec, g);
         }
         if !failed.is_empty() {
-            return revert(run, format!("{NUMERICS_FAILED}: {}", failed.join("; ")));
+            let failed = failed.join("; ");
+            return revert(run, Reversion::NumericsFailed { failed });
         }
         format!(
             "numerics changed: new kernel configurations validated, greedy {} tokens re-verified on {} prompts",
@@ -271,7 +267,7 @@ fn validate_new_sites(
     rec: &mut PhaseRecord,
     plans: &Plans,
     packed_again: bool,
-) -> Result<Option<String>, DeployError> {
+) -> Result<Option<Reversion>, DeployError> {
     for (key, (_, launch)) in design::sites(plans) {
         let seen = run.registry.validated(&key, &launch);
         let packed = recorded_format::launch_format(&launch) != crate::ops::WeightFormat::Bf16;
@@ -284,9 +280,7 @@ fn validate_new_sites(
         let gate = kernel_gate(&key, &launch, &check);
         let passed = run.gate(rec, gate);
         if !passed {
-            return Ok(Some(format!(
-                "its new configuration {key} fails validation"
-            )));
+            return Ok(Some(Reversion::SiteFails { site: key }));
         }
         if seen {
             continue;
