@@ -165,18 +165,10 @@ fn gate(metric: GateMetric, value: f64, threshold: f64, modeled: bool) -> GateCh
     ]
     .into_iter()
     .collect();
-    let mut g = GateCheck::new(
-        format!("{metric} gate"),
-        OpKind::ValidateKernel,
-        metric,
-        value,
-        Comparison::Ge,
-        threshold,
-        conditions,
-        ThresholdSource::Runtime {
-            rule: "a rule".into(),
-        },
-    );
+    let mut g = GateCheck::named(format!("{metric} gate"), OpKind::ValidateKernel)
+        .measures(metric, value)
+        .when(conditions)
+        .against(Comparison::Ge, threshold, ThresholdSource::rule("a rule"));
     g.modeled = modeled;
     g
 }

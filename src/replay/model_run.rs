@@ -187,9 +187,7 @@ impl Runner {
                 };
                 let plans = Plans { prefill, decode };
                 let v = verify_on(&mut npu, &plans, &prompts, &reference.runs, None)?;
-                let source = ThresholdSource::Runtime {
-                    rule: "every prompt passes the top-k set check".into(),
-                };
+                let source = ThresholdSource::rule("every prompt passes the top-k set check");
                 let gates = verify_gates(&v, &reference.limits, gate, prompts.len(), source);
                 Ok(Outcome::of(&gates))
             }

@@ -14,7 +14,7 @@ use crate::exec::checks::floor::DecodeLimits;
 use crate::exec::checks::gate::{format_value, GateCheck};
 use crate::exec::checks::topk::TopKCheck;
 use crate::exec::fault::Fault;
-use crate::ops::{GateMetric, Metric};
+use crate::ops::{GateMetric, Metric, RuntimeMetric};
 use crate::phase::DeployPhase;
 use crate::xdna2::plan::Phase;
 
@@ -336,6 +336,78 @@ pub struct Stop {
     pub reason: String,
     /// Lessons tried, in order.
     pub tried: Vec<String>,
+}
+
+impl Stop {
+    /// The run stopped in `phase` at `gate`, which failed, after the lessons `tried`.
+    pub fn at(phase: DeployPhase, gate: &GateCheck, reason: &str, tried: Vec<String>) -> Stop {
+        Stop {
+            phase,
+            gate: gate.name.clone(),
+            metric: gate.metric,
+            value: gate.value,
+            comparison: gate.comparison,
+            threshold: gate.threshold,
+            reason: reason.to_string(),
+            tried,
+        }
+    }
+
+    /// The run stopped in `phase` at a step that failed without a gate of its own
+    /// (`gate` names it): one of `metric`, where none may be.
+    pub fn failed_step(
+        phase: DeployPhase,
+        gate: &str,
+        metric: impl Into<GateMetric>,
+        reason: &str,
+    ) -> Stop {
+        Stop {
+            phase,
+            gate: gate.to_string(),
+            metric: metric.into(),
+            value: 1.0,
+            comparison: Comparison::Eq,
+            threshold: 0.0,
+            reason: reason.to_string(),
+            tried: Vec::new(),
+        }
+    }
+
+    /// The run stopped in `phase` at `gate` after `rounds` rounds of fixes, the
+    /// most it may take, the lessons `tried` in order.
+    pub fn out_of_rounds(
+        phase: DeployPhase,
+        gate: &str,
+        rounds: usize,
+        reason: &str,
+        tried: Vec<String>,
+    ) -> Stop {
+        Stop {
+            phase,
+            gate: gate.to_string(),
+            metric: RuntimeMetric::Rounds.into(),
+            value: rounds as f64,
+            comparison: Comparison::Lt,
+            threshold: rounds as f64,
+            reason: reason.to_string(),
+            tried,
+        }
+    }
+
+    /// A run asked to stop after phase `last` (`--stop-after`), at gate `gate`.
+    pub fn stopped_after(last: DeployPhase, gate: &str) -> Stop {
+        let index = f64::from(last.index());
+        Stop {
+            phase: last,
+            gate: gate.to_string(),
+            metric: RuntimeMetric::Phase.into(),
+            value: index,
+            comparison: Comparison::Le,
+            threshold: index,
+            reason: format!("the run was asked to stop after phase {last} (--stop-after)"),
+            tried: Vec::new(),
+        }
+    }
 }
 
 /// The model as deployed.

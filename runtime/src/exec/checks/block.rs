@@ -81,38 +81,22 @@ impl BlockComparison {
     ) -> Vec<GateCheck> {
         let (cos_min, pos_min) = (&thresholds.cosine, &thresholds.position);
         vec![
-            GateCheck::new(
-                "block cosine",
-                OpKind::ValidateBlock,
-                Metric::Cosine,
-                self.cosine,
-                Comparison::Ge,
-                cos_min.0,
-                conditions.clone(),
-                cos_min.1.clone(),
-            ),
-            GateCheck::new(
-                "block per-position cosine",
-                OpKind::ValidateBlock,
-                Metric::PositionCosineMin,
-                self.position_cosine_min,
-                Comparison::Ge,
-                pos_min.0,
-                conditions.clone(),
-                pos_min.1.clone(),
-            ),
-            GateCheck::new(
-                "block NaN",
-                OpKind::ValidateBlock,
-                Metric::NanCount,
-                self.non_finite as f64,
-                Comparison::Eq,
-                0.0,
-                conditions,
-                ThresholdSource::Runtime {
-                    rule: "no NaN or infinite value in the block's output".into(),
-                },
-            ),
+            GateCheck::named("block cosine", OpKind::ValidateBlock)
+                .measures(Metric::Cosine, self.cosine)
+                .when(conditions.clone())
+                .against(Comparison::Ge, cos_min.0, cos_min.1.clone()),
+            GateCheck::named("block per-position cosine", OpKind::ValidateBlock)
+                .measures(Metric::PositionCosineMin, self.position_cosine_min)
+                .when(conditions.clone())
+                .against(Comparison::Ge, pos_min.0, pos_min.1.clone()),
+            GateCheck::named("block NaN", OpKind::ValidateBlock)
+                .measures(Metric::NanCount, self.non_finite as f64)
+                .when(conditions)
+                .against(
+                    Comparison::Eq,
+                    0.0,
+                    ThresholdSource::rule("no NaN or infinite value in the block's output"),
+                ),
         ]
     }
 }

@@ -52,31 +52,13 @@ pub struct GateCheck {
 }
 
 impl GateCheck {
-    /// A gate whose verdict is `value comparison threshold`; NaN never passes.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        name: impl Into<String>,
-        op: OpKind,
-        metric: impl Into<GateMetric>,
-        value: f64,
-        comparison: Comparison,
-        threshold: f64,
-        conditions: BTreeMap<String, Value>,
-        source: ThresholdSource,
-    ) -> Self {
-        let metric = metric.into();
-        Self {
+    /// Starts a gate: its name (unique within its phase) and the operation whose
+    /// result it reads. `.measures(metric, value)`, then optionally
+    /// `.when(conditions)`, then `.against(comparison, threshold, source)` make it.
+    pub fn named(name: impl Into<String>, op: OpKind) -> Named {
+        Named {
             name: name.into(),
             op,
-            metric,
-            value,
-            comparison,
-            threshold,
-            unit: metric.canonical_unit(),
-            passed: !value.is_nan() && comparison.holds(value, threshold),
-            modeled: false,
-            conditions,
-            source,
         }
     }
 
@@ -95,6 +77,74 @@ impl GateCheck {
             self.comparison.symbol(),
             format_value(self.threshold)
         )
+    }
+}
+
+/// A gate with its name and operation, before its measurement.
+#[must_use = "a gate is made by .measures(..).against(..)"]
+pub struct Named {
+    name: String,
+    op: OpKind,
+}
+
+impl Named {
+    /// What the gate measures and the value measured.
+    pub fn measures(self, metric: impl Into<GateMetric>, value: f64) -> Measured {
+        Measured {
+            name: self.name,
+            op: self.op,
+            metric: metric.into(),
+            value,
+            conditions: BTreeMap::new(),
+        }
+    }
+}
+
+/// A measured value, before the threshold that judges it.
+#[must_use = "a gate is made by .against(..)"]
+pub struct Measured {
+    name: String,
+    op: OpKind,
+    metric: GateMetric,
+    value: f64,
+    conditions: BTreeMap<String, Value>,
+}
+
+impl Measured {
+    /// The conditions the value was measured under (kernel, shape, layer, …).
+    pub fn when(mut self, conditions: BTreeMap<String, Value>) -> Self {
+        self.conditions = conditions;
+        self
+    }
+
+    /// The gate: passed when `value comparison threshold` holds (NaN never does),
+    /// in the metric's canonical unit, with where the threshold comes from.
+    pub fn against(
+        self,
+        comparison: Comparison,
+        threshold: f64,
+        source: ThresholdSource,
+    ) -> GateCheck {
+        GateCheck {
+            name: self.name,
+            op: self.op,
+            metric: self.metric,
+            value: self.value,
+            comparison,
+            threshold,
+            unit: self.metric.canonical_unit(),
+            passed: !self.value.is_nan() && comparison.holds(self.value, threshold),
+            modeled: false,
+            conditions: self.conditions,
+            source,
+        }
+    }
+}
+
+impl ThresholdSource {
+    /// A rule of the runtime, in words.
+    pub fn rule(rule: impl Into<String>) -> Self {
+        ThresholdSource::Runtime { rule: rule.into() }
     }
 }
 
@@ -158,16 +208,9 @@ mod tests {
 
     #[test]
     fn nan_fails_every_gate() {
-        let g = GateCheck::new(
-            "x",
-            OpKind::ValidateBlock,
-            crate::ops::Metric::Cosine,
-            f64::NAN,
-            Comparison::Ge,
-            0.99,
-            BTreeMap::new(),
-            ThresholdSource::Runtime { rule: "r".into() },
-        );
+        let g = GateCheck::named("x", OpKind::ValidateBlock)
+            .measures(crate::ops::Metric::Cosine, f64::NAN)
+            .against(Comparison::Ge, 0.99, ThresholdSource::rule("r"));
         assert!(!g.passed);
         assert!(min_or_nan(&[1.0, f64::NAN, 0.5]).is_nan());
         assert!(cosine(&[f32::NAN, 1.0], &[1.0, 1.0]).is_nan());

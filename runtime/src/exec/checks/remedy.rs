@@ -302,16 +302,13 @@ mod tests {
     fn failure(metric: Metric, value: f64, kernel: &str) -> Failure {
         Failure {
             phase: DeployPhase::Kernels,
-            gate: GateCheck::new(
-                "k",
-                OpKind::ValidateKernel,
-                metric,
-                value,
-                Comparison::Eq,
-                0.0,
-                BTreeMap::from([("kernel".into(), Value::Text(kernel.into()))]),
-                ThresholdSource::Runtime { rule: "r".into() },
-            ),
+            gate: GateCheck::named("k", OpKind::ValidateKernel)
+                .measures(metric, value)
+                .when(BTreeMap::from([(
+                    "kernel".into(),
+                    Value::Text(kernel.into()),
+                )]))
+                .against(Comparison::Eq, 0.0, ThresholdSource::rule("r")),
             op: OpKind::ValidateKernel,
             params: gemm_action(128),
         }

@@ -168,16 +168,14 @@ pub fn verify_gates(
     let error_gate = |name: &str, metric: RuntimeMetric, worst: &Worst, limit: &DerivedLimit| {
         let mut at = conditions.clone();
         at.insert("worst".into(), Value::Text(worst.at.clone()));
-        GateCheck::new(
-            name,
-            OpKind::VerifyModel,
-            metric,
-            worst.value,
-            Comparison::Le,
-            limit.limit,
-            at,
-            ThresholdSource::Measured(limit.clone()),
-        )
+        GateCheck::named(name, OpKind::VerifyModel)
+            .measures(metric, worst.value)
+            .when(at)
+            .against(
+                Comparison::Le,
+                limit.limit,
+                ThresholdSource::Measured(limit.clone()),
+            )
     };
     vec![
         error_gate(
@@ -198,27 +196,17 @@ pub fn verify_gates(
             &worst.kv_decode,
             &limits.kv_decode,
         ),
-        GateCheck::new(
-            "verify: top-k set check",
-            OpKind::VerifyModel,
-            Metric::TopKAgree,
-            v.passed_prompts() as f64,
-            Comparison::Ge,
-            prompts as f64,
-            conditions.clone(),
-            top_k_source,
-        ),
-        GateCheck::new(
-            "verify: NaN in NPU logits",
-            OpKind::VerifyModel,
-            Metric::NanCount,
-            v.non_finite as f64,
-            Comparison::Eq,
-            0.0,
-            conditions,
-            ThresholdSource::Runtime {
-                rule: "no NaN or infinite logit".into(),
-            },
-        ),
+        GateCheck::named("verify: top-k set check", OpKind::VerifyModel)
+            .measures(Metric::TopKAgree, v.passed_prompts() as f64)
+            .when(conditions.clone())
+            .against(Comparison::Ge, prompts as f64, top_k_source),
+        GateCheck::named("verify: NaN in NPU logits", OpKind::VerifyModel)
+            .measures(Metric::NanCount, v.non_finite as f64)
+            .when(conditions)
+            .against(
+                Comparison::Eq,
+                0.0,
+                ThresholdSource::rule("no NaN or infinite logit"),
+            ),
     ]
 }

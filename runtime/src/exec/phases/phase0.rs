@@ -97,31 +97,18 @@ fn refuse(
     reason: String,
     action: &str,
 ) -> PhaseEnd {
-    let gate = GateCheck::new(
-        "scope check",
-        OpKind::CheckScope,
-        Metric::Blockers,
-        blockers as f64,
-        Comparison::Eq,
-        0.0,
-        BTreeMap::new(),
-        ThresholdSource::Runtime {
-            rule: "MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused".into(),
-        },
-    );
+    let gate = GateCheck::named("scope check", OpKind::CheckScope)
+        .measures(Metric::Blockers, blockers as f64)
+        .against(
+            Comparison::Eq,
+            0.0,
+            ThresholdSource::rule("MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused"),
+        );
     run.traj
         .verdict(&format!("scope check: {reason}"), false, Some(action));
+    let stop = Stop::at(DeployPhase::Reference, &gate, &reason, Vec::new());
     run.gate(rec, gate);
-    PhaseEnd::Refused(Stop {
-        phase: DeployPhase::Reference,
-        gate: "scope check".into(),
-        metric: Metric::Blockers.into(),
-        value: blockers as f64,
-        comparison: Comparison::Eq,
-        threshold: 0.0,
-        reason,
-        tried: Vec::new(),
-    })
+    PhaseEnd::Refused(stop)
 }
 
 /// The architecture, if the runtime can run it, with the config's SHA-256.
@@ -190,18 +177,13 @@ fn scope(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord) -> Part<(Architectu
         return Ok(Err(refuse(run, rec, reasons.len(), reason, &action)));
     }
     rec.steps.push(step(StepOutcome::AsRecorded));
-    let gate = GateCheck::new(
-        "scope check",
-        OpKind::CheckScope,
-        Metric::Blockers,
-        0.0,
-        Comparison::Eq,
-        0.0,
-        BTreeMap::new(),
-        ThresholdSource::Runtime {
-            rule: "MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused".into(),
-        },
-    );
+    let gate = GateCheck::named("scope check", OpKind::CheckScope)
+        .measures(Metric::Blockers, 0.0)
+        .against(
+            Comparison::Eq,
+            0.0,
+            ThresholdSource::rule("MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused"),
+        );
     run.traj.verdict(
         &format!("scope check: {}", scope.notes.join("; ")),
         true,
@@ -281,22 +263,15 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
                 recorded,
             });
             run.traj.verdict(&reason, false, Some(&action));
-            return Ok(Err(PhaseEnd::Failed(Stop {
-                phase: DeployPhase::Reference,
-                gate: OpKind::LoadWeights.to_string(),
-                // A non-finite value fails the weights' nan_count gate (at least one).
-                metric: if non_finite {
-                    Metric::NanCount
-                } else {
-                    Metric::Errors
-                }
-                .into(),
-                value: 1.0,
-                comparison: Comparison::Eq,
-                threshold: 0.0,
-                reason,
-                tried: Vec::new(),
-            })));
+            // A non-finite value fails the weights' nan_count gate (at least one).
+            let metric = if non_finite {
+                Metric::NanCount
+            } else {
+                Metric::Errors
+            };
+            let gate = OpKind::LoadWeights.name();
+            let stop = Stop::failed_step(DeployPhase::Reference, gate, metric, &reason);
+            return Ok(Err(PhaseEnd::Failed(stop)));
         }
     };
     let recorded_source = recorded
@@ -326,18 +301,17 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
     });
     // The loader scans every value and refuses a non-finite one, so a loaded
     // model has none; a refused one stopped above.
-    let finite = GateCheck::new(
-        "weights: non-finite values",
-        OpKind::LoadWeights,
-        Metric::NanCount,
-        0.0,
-        Comparison::Eq,
-        0.0,
-        BTreeMap::from([("source".to_string(), Value::Text(source.into()))]),
-        ThresholdSource::Runtime {
-            rule: "every weight value finite (the loader scans them all)".into(),
-        },
-    );
+    let finite = GateCheck::named("weights: non-finite values", OpKind::LoadWeights)
+        .measures(Metric::NanCount, 0.0)
+        .when(BTreeMap::from([(
+            "source".to_string(),
+            Value::Text(source.into()),
+        )]))
+        .against(
+            Comparison::Eq,
+            0.0,
+            ThresholdSource::rule("every weight value finite (the loader scans them all)"),
+        );
     let label = format!(
         "{} weight tensors loaded, {} bf16 bytes",
         model.weights.tensors().len(),
@@ -432,51 +406,41 @@ fn reference(
         non_finite += reference_run.non_finite;
         generations.push(reference_run);
     }
-    let rule = |r: &str| ThresholdSource::Runtime {
-        rule: r.to_string(),
-    };
-    let nan = GateCheck::new(
-        "reference sanity: no NaN",
-        OpKind::BuildReference,
-        Metric::NanCount,
-        non_finite as f64,
-        Comparison::Eq,
-        0.0,
-        BTreeMap::from([("tokens".into(), Value::Int(GATE_N_TOKENS as i64))]),
-        rule("no NaN or infinite logit in the reference's greedy runs"),
-    );
-    let top1 = GateCheck::new(
-        "reference sanity: stable top-1",
-        OpKind::BuildReference,
-        Metric::TopKAgree,
-        f64::from(u8::from(stable.agree)),
-        Comparison::Ge,
-        1.0,
-        BTreeMap::from([
-            ("top_k".into(), Value::Int(1)),
-            ("prompt".into(), Value::Int(1)),
-        ]),
-        rule("the last position's top-1 is the same after one prefill and after a prefill ending in a cached decode step"),
-    );
-    let obs = run
-        .traj
+    let nan = GateCheck::named("reference sanity: no NaN", OpKind::BuildReference)
+        .measures(Metric::NanCount, non_finite as f64)
+        .when(BTreeMap::from([(
+            "tokens".into(),
+            Value::Int(GATE_N_TOKENS as i64),
+        )]))
+        .against(
+            Comparison::Eq,
+            0.0,
+            ThresholdSource::rule("no NaN or infinite logit in the reference's greedy runs"),
+        );
+    let top1 = GateCheck::named("reference sanity: stable top-1", OpKind::BuildReference)
+        .measures(Metric::TopKAgree, f64::from(u8::from(stable.agree)))
+        .when(
+            BTreeMap::from([
+                ("top_k".into(), Value::Int(1)),
+                ("prompt".into(), Value::Int(1)),
+            ]),
+        )
+        .against(
+            Comparison::Ge,
+            1.0,
+            ThresholdSource::rule("the last position's top-1 is the same after one prefill and after a prefill ending in a cached decode step"),
+        );
+    run.traj
         .observe(Some("reference sanity"), &[&nan, &top1], Some(&action));
-    let passed = run.gate(rec, nan.clone()) & run.gate(rec, top1.clone());
-    if passed {
+    let Some(failed) = run.record_gates(rec, [nan, top1]) else {
         return Ok(Ok((fixture, generations)));
-    }
-    let failed = if nan.passed { top1 } else { nan };
-    let _ = obs;
-    Ok(Err(PhaseEnd::Failed(Stop {
-        phase: DeployPhase::Reference,
-        gate: failed.name.clone(),
-        metric: failed.metric,
-        value: failed.value,
-        comparison: failed.comparison,
-        threshold: failed.threshold,
-        reason: "the CPU reference itself is not sane; no later gate could be trusted".into(),
-        tried: Vec::new(),
-    })))
+    };
+    Ok(Err(PhaseEnd::Failed(Stop::at(
+        DeployPhase::Reference,
+        &failed,
+        "the CPU reference itself is not sane; no later gate could be trusted",
+        Vec::new(),
+    ))))
 }
 
 /// The decode gates' limits, from the bf16-storage floor of the model on the
@@ -608,66 +572,57 @@ fn compare(
         ("tensors".to_string(), Value::Int(agreement.tensors as i64)),
         ("prompts".to_string(), Value::Int(agreement.prompts as i64)),
     ]);
-    let rule = |r: &str| ThresholdSource::Runtime {
-        rule: r.to_string(),
-    };
-    let error = GateCheck::new(
+    let error = GateCheck::named(
         "transformers match: worst tensor error",
         OpKind::CompareReference,
-        Metric::MaxRel,
-        worst,
+    )
+    .measures(Metric::MaxRel, worst)
+    .when(conditions.clone())
+    .against(
         Comparison::Le,
         tol,
-        conditions.clone(),
-        rule("max |ours - transformers| / max |transformers| over every reference tensor"),
+        ThresholdSource::rule(
+            "max |ours - transformers| / max |transformers| over every reference tensor",
+        ),
     );
-    let tokens = GateCheck::new(
+    let tokens = GateCheck::named(
         "transformers match: greedy tokens",
         OpKind::CompareReference,
-        Metric::Mismatches,
-        mismatched as f64,
+    )
+    .measures(Metric::Mismatches, mismatched as f64)
+    .when(conditions.clone())
+    .against(
         Comparison::Eq,
         0.0,
-        conditions.clone(),
-        rule("the reference's greedy tokens equal transformers' exactly"),
+        ThresholdSource::rule("the reference's greedy tokens equal transformers' exactly"),
     );
-    let nan = GateCheck::new(
+    let nan = GateCheck::named(
         "transformers match: non-finite values",
         OpKind::CompareReference,
-        Metric::NanCount,
-        agreement.non_finite as f64,
+    )
+    .measures(Metric::NanCount, agreement.non_finite as f64)
+    .when(conditions)
+    .against(
         Comparison::Eq,
         0.0,
-        conditions,
-        rule("no NaN or infinite value in any tensor the reference computed"),
+        ThresholdSource::rule("no NaN or infinite value in any tensor the reference computed"),
     );
     run.traj.observe(
         Some("CPU reference vs transformers"),
         &[&error, &tokens, &nan],
         Some(&action),
     );
-    let passed =
-        run.gate(rec, error.clone()) & run.gate(rec, tokens.clone()) & run.gate(rec, nan.clone());
-    if passed {
+    // Non-finite values explain any other failure, so the stop names them first.
+    let non_finite = (!nan.passed).then(|| nan.clone());
+    let Some(first) = run.record_gates(rec, [error, tokens, nan]) else {
         return Ok(PhaseEnd::Passed);
-    }
-    let failed = if !nan.passed {
-        nan
-    } else if !error.passed {
-        error
-    } else {
-        tokens
     };
-    Ok(PhaseEnd::Failed(Stop {
-        phase: DeployPhase::Reference,
-        gate: failed.name.clone(),
-        metric: failed.metric,
-        value: failed.value,
-        comparison: failed.comparison,
-        threshold: failed.threshold,
-        reason: "the CPU reference disagrees with transformers".into(),
-        tried: Vec::new(),
-    }))
+    Ok(PhaseEnd::Failed(Stop::at(
+        DeployPhase::Reference,
+        &non_finite.unwrap_or(first),
+        "the CPU reference disagrees with transformers",
+        Vec::new(),
+    )))
 }
 
 /// A model without transformers outputs of its own: every code path it takes
@@ -711,12 +666,7 @@ fn prove_features(
         );
         gates.extend(pair);
     }
-    let mut failed = None;
-    for g in gates {
-        if !run.gate(rec, g.clone()) && failed.is_none() {
-            failed = Some(g);
-        }
-    }
+    let failed = run.record_gates(rec, gates);
     let proofs = proofs(&used, &matches, tol);
     for p in &proofs {
         rec.notes.push(match p.fixtures.as_slice() {
@@ -728,16 +678,12 @@ fn prove_features(
     let Some(gate) = failed else {
         return Ok(PhaseEnd::Passed);
     };
-    Ok(PhaseEnd::Failed(Stop {
-        phase: DeployPhase::Reference,
-        gate: gate.name.clone(),
-        metric: gate.metric,
-        value: gate.value,
-        comparison: gate.comparison,
-        threshold: gate.threshold,
-        reason: "the CPU reference disagrees with transformers on a fixture that takes code paths this model uses".into(),
-        tried: Vec::new(),
-    }))
+    Ok(PhaseEnd::Failed(Stop::at(
+        DeployPhase::Reference,
+        &gate,
+        "the CPU reference disagrees with transformers on a fixture that takes code paths this model uses",
+        Vec::new(),
+    )))
 }
 
 /// The error and token gates of one fixture, naming the paths it proves here.
@@ -755,29 +701,28 @@ fn fixture_gates(m: &FixtureMatch, used: &BTreeSet<Feature>, tol: f64) -> [GateC
         Ok(a) => (a.worst, (a.mismatched_tokens + a.non_finite) as f64),
         Err(_) => (f64::NAN, f64::NAN),
     };
-    let rule = |r: &str| ThresholdSource::Runtime {
-        rule: r.to_string(),
-    };
     [
-        GateCheck::new(
+        GateCheck::named(
             format!("feature proof: {} worst tensor error", m.fixture),
             OpKind::CompareReference,
-            Metric::MaxRel,
-            worst,
-            Comparison::Le,
-            tol,
-            conditions.clone(),
-            rule("max |ours - transformers| / max |transformers| over every reference tensor of the fixture"),
-        ),
-        GateCheck::new(
+        )
+            .measures(Metric::MaxRel, worst)
+            .when(conditions.clone())
+            .against(
+                Comparison::Le,
+                tol,
+                ThresholdSource::rule("max |ours - transformers| / max |transformers| over every reference tensor of the fixture"),
+            ),
+        GateCheck::named(
             format!("feature proof: {} greedy tokens", m.fixture),
             OpKind::CompareReference,
-            Metric::Mismatches,
-            wrong,
-            Comparison::Eq,
-            0.0,
-            conditions,
-            rule("the fixture's greedy tokens equal transformers' and nothing is non-finite"),
-        ),
+        )
+            .measures(Metric::Mismatches, wrong)
+            .when(conditions)
+            .against(
+                Comparison::Eq,
+                0.0,
+                ThresholdSource::rule("the fixture's greedy tokens equal transformers' and nothing is non-finite"),
+            ),
     ]
 }

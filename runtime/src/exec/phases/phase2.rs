@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use super::DeployPhase;
-use crate::bundle::{Comparison, Value};
-use crate::exec::artifacts::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
+use crate::bundle::Value;
+use crate::exec::artifacts::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord, Stop};
 use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::checks::block::{
     position_cosine_floor, BlockComparison, BlockThresholds, BLOCK_COSINE_MIN, BLOCK_RULE,
@@ -19,7 +19,7 @@ use crate::exec::design::Design;
 use crate::exec::fault::Fault;
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::{DeployError, Internal};
-use crate::ops::{Metric, OpKind, RuntimeMetric};
+use crate::ops::{Metric, OpKind};
 use crate::xdna2::interpreter::Interpreter;
 use crate::xdna2::plan::{Transform, WeightSource};
 
@@ -63,12 +63,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             &refs,
             Some(&action),
         );
-        let mut failed = None;
-        for g in gates {
-            if !run.gate(rec, g.clone()) && failed.is_none() {
-                failed = Some(g);
-            }
-        }
+        let failed = run.record_gates(rec, gates);
         let Some(gate) = failed else {
             return Ok(PhaseEnd::Passed);
         };
@@ -110,17 +105,14 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             }
         }
     }
-    let stop = crate::exec::artifacts::record::Stop {
-        phase: DeployPhase::Block,
-        gate: "block".into(),
-        metric: RuntimeMetric::Rounds.into(),
-        value: MAX_ROUNDS as f64,
-        comparison: Comparison::Lt,
-        threshold: MAX_ROUNDS as f64,
-        reason: "fixes kept exposing new failures".into(),
-        tried: rec.attempts.iter().map(|a| a.lesson.clone()).collect(),
-    };
-    Ok(PhaseEnd::Failed(stop))
+    let tried = rec.attempts.iter().map(|a| a.lesson.clone()).collect();
+    Ok(PhaseEnd::Failed(Stop::out_of_rounds(
+        DeployPhase::Block,
+        "block",
+        MAX_ROUNDS,
+        "fixes kept exposing new failures",
+        tried,
+    )))
 }
 
 fn plant_block_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
@@ -251,10 +243,7 @@ fn thresholds(run: &mut Run<'_>, rec: &mut PhaseRecord, note: bool) -> BlockThre
                 provenance: g.provenance.clone(),
             },
         ),
-        None => (
-            BLOCK_COSINE_MIN,
-            ThresholdSource::Runtime { rule: rule.into() },
-        ),
+        None => (BLOCK_COSINE_MIN, ThresholdSource::rule(rule)),
     };
     let floor = position_cosine_floor(head_dim);
     let pos = match gates.iter().find(|g| g.metric == Metric::PositionCosineMin) {
@@ -289,7 +278,7 @@ fn thresholds(run: &mut Run<'_>, rec: &mut PhaseRecord, note: bool) -> BlockThre
                 ),
             }
         }
-        None => (floor, ThresholdSource::Runtime { rule: rule.into() }),
+        None => (floor, ThresholdSource::rule(rule)),
     };
     BlockThresholds {
         cosine: cos,

@@ -70,12 +70,7 @@ pub(crate) fn run(
     run.report.texts = prompt_texts(run);
     run.report.diagnosis = verification.diagnosis.clone();
     diagnosis_notes(run, rec);
-    let mut failed = None;
-    for g in gates {
-        if !run.gate(rec, g.clone()) && failed.is_none() {
-            failed = Some(g);
-        }
-    }
+    let failed = run.record_gates(rec, gates);
     if let Some(gate) = failed {
         let failure = Failure {
             phase: DeployPhase::Model,
@@ -134,32 +129,30 @@ pub(crate) fn run(
     let a = run
         .traj
         .action(OpKind::ProfilePrefill, &profile, &ActionLinks::default());
-    let ttft = GateCheck::new(
-        "baseline TTFT",
-        OpKind::ProfilePrefill,
-        Metric::TtftS,
-        times.ttft_s,
-        Comparison::Gt,
-        0.0,
-        BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
-        ThresholdSource::Runtime {
-            rule: "recorded as the baseline phase 4 must beat".into(),
-        },
-    )
-    .modeled();
-    let mpt = GateCheck::new(
-        "baseline decode",
-        OpKind::ProfileDecode,
-        Metric::MsPerToken,
-        times.ms_per_token,
-        Comparison::Gt,
-        0.0,
-        BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
-        ThresholdSource::Runtime {
-            rule: "recorded as the baseline phase 5 must beat".into(),
-        },
-    )
-    .modeled();
+    let ttft = GateCheck::named("baseline TTFT", OpKind::ProfilePrefill)
+        .measures(Metric::TtftS, times.ttft_s)
+        .when(BTreeMap::from([(
+            "seq_len".to_string(),
+            Value::Int(design::SEQ_LEN as i64),
+        )]))
+        .against(
+            Comparison::Gt,
+            0.0,
+            ThresholdSource::rule("recorded as the baseline phase 4 must beat"),
+        )
+        .modeled();
+    let mpt = GateCheck::named("baseline decode", OpKind::ProfileDecode)
+        .measures(Metric::MsPerToken, times.ms_per_token)
+        .when(BTreeMap::from([(
+            "seq_len".to_string(),
+            Value::Int(design::SEQ_LEN as i64),
+        )]))
+        .against(
+            Comparison::Gt,
+            0.0,
+            ThresholdSource::rule("recorded as the baseline phase 5 must beat"),
+        )
+        .modeled();
     run.traj.observe(None, &[&ttft, &mpt], Some(&a));
     rec.notes.push(format!(
         "baseline plan, modeled at seq {}: TTFT {:.3} s, {:.1} ms/token ({:.2} tok/s), {} / {} NPU calls per layer",
@@ -255,9 +248,9 @@ pub(crate) fn run_gates(run: &Run<'_>, v: &NpuVerification) -> Vec<GateCheck> {
             ),
             provenance: g.provenance.clone(),
         },
-        None => ThresholdSource::Runtime {
-            rule: "reference system make verify: every prompt passes the top-5 set check".into(),
-        },
+        None => ThresholdSource::rule(
+            "reference system make verify: every prompt passes the top-5 set check",
+        ),
     };
     verify_gates(
         v,

@@ -77,26 +77,22 @@ pub(crate) fn run(
     });
     let prompts = run.report.prompts.len();
     let gates = vec![
-        GateCheck::new(
-            "evaluator exit code",
-            OpKind::Evaluate,
-            Metric::ExitCode,
-            f64::from(code),
-            Comparison::Eq,
-            0.0,
-            BTreeMap::from([("verdict".to_string(), Value::Text(verdict.to_string()))]),
-            ThresholdSource::Runtime { rule: "a fresh process re-verifies the written artifacts; its exit code drives the verdict".into() },
-        ),
-        GateCheck::new(
-            "evaluator: fresh top-k set check",
-            OpKind::Evaluate,
-            Metric::TopKAgree,
-            passed_prompts as f64,
-            Comparison::Ge,
-            prompts as f64,
-            BTreeMap::from([("fresh_process".to_string(), Value::Bool(true))]),
-            ThresholdSource::Runtime { rule: "every prompt passes the fresh verification".into() },
-        ),
+        GateCheck::named("evaluator exit code", OpKind::Evaluate)
+            .measures(Metric::ExitCode, f64::from(code))
+            .when(BTreeMap::from([("verdict".to_string(), Value::Text(verdict.to_string()))]))
+            .against(
+                Comparison::Eq,
+                0.0,
+                ThresholdSource::rule("a fresh process re-verifies the written artifacts; its exit code drives the verdict"),
+            ),
+        GateCheck::named("evaluator: fresh top-k set check", OpKind::Evaluate)
+            .measures(Metric::TopKAgree, passed_prompts as f64)
+            .when(BTreeMap::from([("fresh_process".to_string(), Value::Bool(true))]))
+            .against(
+                Comparison::Ge,
+                prompts as f64,
+                ThresholdSource::rule("every prompt passes the fresh verification"),
+            ),
     ];
     let refs: Vec<&GateCheck> = gates.iter().collect();
     run.traj.observe(
@@ -104,12 +100,7 @@ pub(crate) fn run(
         &refs,
         Some(&action),
     );
-    let mut failed = None;
-    for g in gates {
-        if !run.gate(rec, g.clone()) && failed.is_none() {
-            failed = Some(g);
-        }
-    }
+    let failed = run.record_gates(rec, gates);
     match failed {
         None => {
             // The gates passed, so the evaluator said PASS or PASS-with-warnings.

@@ -161,10 +161,7 @@ fn optimize(
         &refs,
         None,
     );
-    let failed = gates.iter().find(|g| !g.passed).cloned();
-    for g in gates {
-        run.gate(rec, g);
-    }
+    let failed = run.record_gates(rec, gates);
     rec.notes.push(format!(
         "{}: {} -> {} {} (modeled at seq {}; {})",
         t.metric,
@@ -210,9 +207,7 @@ fn exit_threshold(run: &Run<'_>, t: &Target) -> ThresholdSource {
             ),
             provenance: g.provenance.clone(),
         },
-        None => ThresholdSource::Runtime {
-            rule: format!("reference system phase {}: {rule}", t.phase),
-        },
+        None => ThresholdSource::rule(format!("reference system phase {}: {rule}", t.phase)),
     }
 }
 
@@ -221,17 +216,19 @@ fn profile(run: &mut Run<'_>, t: &Target, times: &ModeledTimes, when: &str) {
     let a = run
         .traj
         .action(t.profile_op, &params, &ActionLinks::default());
-    let g = GateCheck::new(
+    let g = GateCheck::named(
         format!("{} {when} the phase's techniques", t.metric),
         t.profile_op,
-        t.metric,
-        value_of(t, times),
+    )
+    .measures(t.metric, value_of(t, times))
+    .when(BTreeMap::from([(
+        "seq_len".to_string(),
+        Value::Int(design::SEQ_LEN as i64),
+    )]))
+    .against(
         Comparison::Gt,
         0.0,
-        BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
-        ThresholdSource::Runtime {
-            rule: "a modeled figure, recorded".into(),
-        },
+        ThresholdSource::rule("a modeled figure, recorded"),
     )
     .modeled();
     run.traj.observe(

@@ -122,19 +122,18 @@ fn attempt(
     }
     let times = modeled(&plans, &run.device, &run.params);
     let (before, after) = (value_of(t, &current.2), value_of(t, &times));
-    let gate = GateCheck::new(
-        format!("{} {}", step.op, step.id),
-        t.profile_op,
-        t.metric,
-        after,
-        Comparison::Lt,
-        before,
-        BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
-        ThresholdSource::Runtime {
-            rule: "keep a change only when the modeled time strictly drops".into(),
-        },
-    )
-    .modeled();
+    let gate = GateCheck::named(format!("{} {}", step.op, step.id), t.profile_op)
+        .measures(t.metric, after)
+        .when(BTreeMap::from([(
+            "seq_len".to_string(),
+            Value::Int(design::SEQ_LEN as i64),
+        )]))
+        .against(
+            Comparison::Lt,
+            before,
+            ThresholdSource::rule("keep a change only when the modeled time strictly drops"),
+        )
+        .modeled();
     run.traj.observe(None, &[&gate], Some(&action));
     run.gate(rec, gate);
     if t.revisit && times.ms_per_token > current.2.ms_per_token {
@@ -189,9 +188,7 @@ fn attempt(
             .filter(|g| !g.passed)
             .map(|g| g.summary())
             .collect();
-        for g in gates {
-            run.gate(rec, g);
-        }
+        run.record_gates(rec, gates);
         if !failed.is_empty() {
             let failed = failed.join("; ");
             return revert(run, Reversion::NumericsFailed { failed });

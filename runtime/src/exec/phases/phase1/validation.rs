@@ -84,21 +84,17 @@ pub(crate) fn kernel_gate(key: &str, launch: &Launch, check: &KernelCheck) -> Ga
         CheckOutcome::Compared { mismatches, .. } => {
             conditions.insert("rtol".into(), Value::Float(check.rtol));
             conditions.insert("atol".into(), Value::Float(check.atol));
-            GateCheck::new(
-                format!("kernel {key}"),
-                OpKind::ValidateKernel,
-                Metric::Mismatches,
-                *mismatches as f64,
-                Comparison::Eq,
-                0.0,
-                conditions,
-                ThresholdSource::Runtime {
-                    rule: format!(
+            GateCheck::named(format!("kernel {key}"), OpKind::ValidateKernel)
+                .measures(Metric::Mismatches, *mismatches as f64)
+                .when(conditions)
+                .against(
+                    Comparison::Eq,
+                    0.0,
+                    ThresholdSource::rule(format!(
                         "element-wise |out - ref| <= atol + rtol*|ref| against the f32 reference on {} (registry tolerance)",
                         check.validated_shape
-                    ),
-                },
-            )
+                    )),
+                )
         }
         CheckOutcome::Refused {
             violations,
@@ -107,18 +103,14 @@ pub(crate) fn kernel_gate(key: &str, launch: &Launch, check: &KernelCheck) -> Ga
             if let Some(c) = constraints.first() {
                 conditions.insert("constraint".into(), Value::Text(c.clone()));
             }
-            GateCheck::new(
-                format!("placement {key}"),
-                OpKind::SelectTiling,
-                RuntimeMetric::Violations,
-                violations.len() as f64,
-                Comparison::Eq,
-                0.0,
-                conditions,
-                ThresholdSource::Runtime {
-                    rule: format!("the device refuses: {}", violations.join("; ")),
-                },
-            )
+            GateCheck::named(format!("placement {key}"), OpKind::SelectTiling)
+                .measures(RuntimeMetric::Violations, violations.len() as f64)
+                .when(conditions)
+                .against(
+                    Comparison::Eq,
+                    0.0,
+                    ThresholdSource::rule(format!("the device refuses: {}", violations.join("; "))),
+                )
         }
     }
 }
