@@ -73,7 +73,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             params: BTreeMap::from([("layer".to_string(), Value::Int(0))]),
             gate: gate.clone(),
         };
-        let metric = gate.metric.clone();
+        let metric = gate.metric;
         let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
             let d = match run.with_changes(changes, None) {
                 Ok(d) => d,

@@ -78,7 +78,7 @@ pub(crate) fn run(
             params: params.clone(),
             gate: gate.clone(),
         };
-        let metric = gate.metric.clone();
+        let metric = gate.metric;
         let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
             let trial = run
                 .with_changes(changes, None)
