@@ -29,6 +29,7 @@ mod deploy_recorded_format;
 mod deploy_scope;
 mod deploy_weights;
 mod hardening;
+mod import;
 mod llama1b;
 mod print;
 mod replay;

@@ -16,6 +16,7 @@ pub mod deploy;
 pub mod diff;
 pub mod evaluate;
 pub mod graph;
+pub mod import;
 pub mod progress;
 pub mod reference;
 pub mod render;
@@ -47,6 +48,8 @@ pub enum Command {
     Check(check::Args),
     /// Print the action/lesson graph of a trajectory as Graphviz DOT or JSON.
     Graph(graph::Args),
+    /// Draft a trajectory from a deployment's records (Markdown, code comments, commit messages).
+    Import(import::Args),
     /// Distill trajectories into an eight-phase skill bundle (SKILL.md files and bundle.json).
     Build(build::Args),
     /// Semantic diff of two skill bundles: phases, steps, gates, lessons, skills.
@@ -71,6 +74,7 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Check(args) => check::run(args),
         Command::Graph(args) => graph::run(args),
+        Command::Import(args) => import::run(args),
         Command::Build(args) => build::run(args),
         Command::Diff(args) => diff::run(args),
         Command::Replay(args) => replay::run(args),
