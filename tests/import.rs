@@ -10,10 +10,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use proptest::prelude::*;
+
 use skillc::diag::{Code, Severity};
 use skillc::graph;
+use skillc::import::comments::Language;
 use skillc::import::records::{self, CiteRoot};
-use skillc::import::{self, Imported, Options};
+use skillc::import::{self, Format, Imported, Options, Record};
 use skillc::syntax::{self, EntryBody, Item, ParsedFile, SourceFile, Text};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -196,6 +199,98 @@ fn drafted_structure_of_the_real_records() {
     for (name, path, date) in record_sets() {
         let imported = import_records(&path, date);
         insta::assert_snapshot!(format!("import_{name}"), skeleton(&imported));
+    }
+}
+
+/// Pieces records are made of, to build hostile ones from.
+fn pieces() -> Vec<&'static str> {
+    vec![
+        "# ",
+        "## Prefill",
+        "### Decode",
+        "| ",
+        " | ",
+        "|---|---|",
+        "\n",
+        "\n\n",
+        "- ",
+        "1. ",
+        "```",
+        "~~~",
+        "0.99 s",
+        "92ms/token",
+        "(10.8 tok/s)",
+        "2.17x",
+        "<0.1 ms",
+        "59%",
+        "seq_len=2048",
+        "(2048 tokens)",
+        "CTX=",
+        "cosine",
+        "Kernel",
+        "o_ffn",
+        "**",
+        "~",
+        "\"",
+        "\\",
+        "NaN because the fix",
+        "workaround",
+        "# NOTE:",
+        "//",
+        "/*",
+        "*/",
+        "=== ",
+        "abcdef1 2026-06-28",
+        "2026-02-30",
+        "1e-400",
+        "0.",
+        "99999999999999999999",
+        "é",
+        "\t",
+        "\r\n",
+        "draft",
+        "source",
+        "note",
+        "session",
+        "\u{7}",
+    ]
+}
+
+fn formats() -> [Format; 4] {
+    [
+        Format::Markdown,
+        Format::Code(Language::Python),
+        Format::Code(Language::CFamily),
+        Format::Commits,
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Whatever a record holds, the import does not panic and what it writes
+    /// checks without errors.
+    #[test]
+    fn hostile_records_draft_trajectories_that_parse(
+        parts in proptest::collection::vec(proptest::sample::select(pieces()), 0..80),
+    ) {
+        let text: String = parts.concat();
+        let records: Vec<Record> = formats()
+            .into_iter()
+            .enumerate()
+            .map(|(i, format)| Record { cite: format!("r:f{i}.x"), text: text.clone(), format })
+            .collect();
+        let options = Options { name: "t", model: "m", baseline: "none", date: Some("2026-01-01") };
+        let imported = import::import(&records, &options).expect("imports");
+        let (parsed, mut diagnostics) = syntax::parse_sources(&sources(&imported), 0);
+        let (_, more) = graph::build(parsed);
+        diagnostics.extend(more);
+        let errors: Vec<String> = diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| format!("{d:?}"))
+            .collect();
+        prop_assert!(errors.is_empty(), "{:?}\n{:#?}", text, errors);
     }
 }
 

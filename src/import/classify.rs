@@ -46,6 +46,8 @@ const PHASE_WORDS: &[(DeployPhase, &[&str])] = &[
             "single-block",
             "decoder block",
             "block validation",
+            "kernel sequence",
+            "data flow",
         ],
     ),
     (
@@ -90,7 +92,15 @@ const PHASE_WORDS: &[(DeployPhase, &[&str])] = &[
     ),
     (
         DeployPhase::Finalize,
-        &["finalize", "key files", "file map", "files", "artifacts"],
+        &[
+            "finalize",
+            "key files",
+            "file map",
+            "files",
+            "artifacts",
+            "quick start",
+            "usage",
+        ],
     ),
     (DeployPhase::Evaluate, &["evaluation", "evaluator"]),
 ];

@@ -224,9 +224,10 @@ fn number(text: &str) -> Option<Number> {
     if let Ok(i) = text.parse::<i64>() {
         return Some(Number::Int(i));
     }
+    // A value that reads back as something else (an underflow, a subnormal) is not kept.
     text.parse::<f64>()
         .ok()
-        .filter(|f| f.is_finite() && text.contains('.'))
+        .filter(|f| (f.is_normal() || *f == 0.0) && text.contains('.'))
         .map(Number::Float)
 }
 

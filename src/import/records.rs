@@ -15,6 +15,10 @@ use super::comments::Language;
 use super::{commits, Format, Record};
 use crate::syntax::display_path;
 
+/// Longest record citation, leaving room for the line range within the 1000
+/// characters a `source` may have.
+const MAX_CITATION_CHARS: usize = 900;
+
 /// Largest record read; a bigger file is skipped.
 pub const MAX_RECORD_BYTES: u64 = 8 << 20;
 
@@ -154,6 +158,13 @@ fn one(path: &Path, cite: String, out: &mut Read) {
             why: why.to_string(),
         })
     };
+    // Its entries' `source` must be a valid citation (`graph::check`, E0061).
+    if cite.chars().any(char::is_control) || cite.chars().count() > MAX_CITATION_CHARS {
+        return skip(
+            "its path cannot be cited (a control character, or too long)",
+            out,
+        );
+    }
     let extension = path
         .extension()
         .map(|e| e.to_string_lossy().to_lowercase())
