@@ -159,8 +159,15 @@ fn skeleton(imported: &Imported) -> String {
     out.push_str("=== summary\n");
     for s in &imported.summary {
         out.push_str(&format!(
-            "{}: {} sessions ({} draft), {} observations, {} notes, drafts {:?}, {} left out\n",
-            s.record, s.sessions, s.draft_sessions, s.observations, s.notes, s.drafts, s.left_out
+            "{}: {} sessions ({} draft, {} entries in them), {} observations, {} notes, drafts {:?}, {} left out\n",
+            s.record,
+            s.sessions,
+            s.draft_sessions,
+            s.in_draft_sessions,
+            s.observations,
+            s.notes,
+            s.drafts,
+            s.left_out
         ));
     }
     out

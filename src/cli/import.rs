@@ -178,9 +178,10 @@ fn line(s: &RecordSummary) -> String {
     let entries = s.entries();
     let drafted_notes: usize = s.drafts.values().sum();
     format!(
-        "{} sessions ({} draft), {} observations, {} notes, {} draft notes{}; {} of {} entries left as drafts{}",
+        "{} sessions ({} draft, holding {} entries), {} observations, {} notes, {} draft notes{}; {} of {} entries left as drafts{}",
         s.sessions,
         s.draft_sessions,
+        s.in_draft_sessions,
         s.observations,
         s.notes,
         drafted_notes,
@@ -205,6 +206,7 @@ fn totals(summary: &[RecordSummary]) -> RecordSummary {
     for s in summary {
         t.sessions += s.sessions;
         t.draft_sessions += s.draft_sessions;
+        t.in_draft_sessions += s.in_draft_sessions;
         t.observations += s.observations;
         t.notes += s.notes;
         t.left_out += s.left_out;

@@ -81,6 +81,8 @@ pub struct RecordSummary {
     pub file: String,
     pub sessions: usize,
     pub draft_sessions: usize,
+    /// Entries of draft sessions: placed only provisionally.
+    pub in_draft_sessions: usize,
     pub observations: usize,
     pub notes: usize,
     /// Draft notes by what they read like (`lesson`, `observe`, or `unclassified`).
@@ -209,6 +211,7 @@ fn count(file: &DraftFile) -> RecordSummary {
         s.sessions += 1;
         if matches!(session.phase, Placement::Draft(_)) {
             s.draft_sessions += 1;
+            s.in_draft_sessions += session.entries.len();
         }
         for entry in &session.entries {
             match &entry.body {
