@@ -77,8 +77,12 @@ pub enum Code {
     // Lesson conditions over model features (`if …`), in their own range.
     UnknownFeature,
     ConditionType,
+    // What `skillc import` drafts (`source` clauses, `draft` markers), in their own range.
+    BadSource,
+    Draft,
     // Distillation (`skillc build`), in their own range.
     DuplicateTrajectory,
+    DraftInBuild,
     StepConflict,
     UnloweredFix,
     DroppedItem,
@@ -135,12 +139,15 @@ impl Code {
         Code::UnrecordedWeightFormat,
         Code::UnknownFeature,
         Code::ConditionType,
+        Code::BadSource,
+        Code::Draft,
     ];
 
     /// Codes of `skillc build` (distillation), in their own range; `ALL` holds the
     /// front end's, which `skillc check` can report.
     pub const BUILD: &'static [Code] = &[
         Code::DuplicateTrajectory,
+        Code::DraftInBuild,
         Code::StepConflict,
         Code::UnloweredFix,
         Code::DroppedItem,
@@ -198,7 +205,10 @@ impl Code {
             Code::UnrecordedWeightFormat => "W0051",
             Code::UnknownFeature => "E0071",
             Code::ConditionType => "E0072",
+            Code::BadSource => "E0061",
+            Code::Draft => "W0061",
             Code::DuplicateTrajectory => "E0101",
+            Code::DraftInBuild => "E0102",
             Code::StepConflict => "W0101",
             Code::UnloweredFix => "W0102",
             Code::DroppedItem => "W0103",

@@ -67,7 +67,7 @@ fn a_gemma_3_scale_the_kernels_cannot_express_is_refused_by_name() {
     assert_eq!(outcome.exit_code, 1);
     let stop = outcome.report.stop.as_ref().expect("stop");
     assert_eq!(
-        (stop.phase, stop.metric.as_str(), stop.value),
+        (stop.phase, stop.metric.name(), stop.value),
         (DeployPhase::Reference, "blockers", 1.0)
     );
     assert!(

@@ -261,7 +261,7 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
             stop.gate,
             stop.metric,
             exec::checks::gate::format_value(stop.value),
-            stop.comparison,
+            stop.comparison.symbol(),
             exec::checks::gate::format_value(stop.threshold),
             stop.reason
         );

@@ -170,7 +170,7 @@ pub fn summary(r: &DeployReport) -> String {
             stop.gate,
             stop.metric,
             stop.value,
-            stop.comparison,
+            stop.comparison.symbol(),
             stop.threshold,
             stop.tried.len()
         );
@@ -227,7 +227,7 @@ pub fn summary(r: &DeployReport) -> String {
 pub fn first_failure(r: &DeployReport) -> Option<(DeployPhase, String, String)> {
     r.gates()
         .find(|(_, g)| !g.passed && !g.modeled)
-        .map(|(p, g)| (p, g.name.clone(), g.metric.clone()))
+        .map(|(p, g)| (p, g.name.clone(), g.metric.to_string()))
 }
 
 /// Writes `value` over the first bytes of tensor `name` in a safetensors file.

@@ -34,7 +34,7 @@ use crate::bundle::{Bundle, Step, Value};
 use crate::model::oracle::compare::ReferenceTensors;
 use crate::model::oracle::{LogitRows, PrefillOutput, Reference};
 use crate::model::Model;
-use crate::ops::OpKind;
+use crate::ops::{Metric, OpKind};
 use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
 use crate::xdna2::fit::committed_params;
@@ -265,16 +265,7 @@ impl<'a, S> Run<'a, S> {
             recorded: None,
         });
         self.traj.verdict(&format!("{op}: {reason}"), false, None);
-        PhaseEnd::Failed(Stop {
-            phase,
-            gate: op.to_string(),
-            metric: "errors".into(),
-            value: 1.0,
-            comparison: "==".into(),
-            threshold: 0.0,
-            reason: reason.to_string(),
-            tried: Vec::new(),
-        })
+        PhaseEnd::Failed(Stop::failed_step(phase, op.name(), Metric::Errors, reason))
     }
 
     /// Writes the kernel registry file.
@@ -300,6 +291,23 @@ impl<'a, S> Run<'a, S> {
         passed
     }
 
+    /// Records `gates` in the phase in order, showing each: the first that
+    /// failed, which the phase goes on to fix or stops at.
+    pub fn record_gates(
+        &mut self,
+        rec: &mut PhaseRecord,
+        gates: impl IntoIterator<Item = GateCheck>,
+    ) -> Option<GateCheck> {
+        let mut failed = None;
+        for gate in gates {
+            if !gate.passed && failed.is_none() {
+                failed = Some(gate.clone());
+            }
+            self.gate(rec, gate);
+        }
+        failed
+    }
+
     /// The stop record for a failure no lesson fixed.
     pub fn stop(&self, rec: &PhaseRecord, failure: &Failure, reason: &str) -> Stop {
         let tried = rec
@@ -308,16 +316,7 @@ impl<'a, S> Run<'a, S> {
             .filter(|a| a.gate == failure.gate.name)
             .map(|a| format!("{} ({}): {}", a.lesson, a.fix, a.note))
             .collect();
-        Stop {
-            phase: failure.phase,
-            gate: failure.gate.name.clone(),
-            metric: failure.gate.metric.clone(),
-            value: failure.gate.value,
-            comparison: failure.gate.comparison.symbol().to_string(),
-            threshold: failure.gate.threshold,
-            reason: reason.to_string(),
-            tried,
-        }
+        Stop::at(failure.phase, &failure.gate, reason, tried)
     }
 }
 
@@ -673,20 +672,6 @@ pub fn deploy(
     })
 }
 
-/// The stop record of a run asked to end after phase `last`.
-fn stopped_after(last: DeployPhase) -> Stop {
-    Stop {
-        phase: last,
-        gate: super::STOP_AFTER_GATE.into(),
-        metric: "phase".into(),
-        value: f64::from(last.index()),
-        comparison: "<=".into(),
-        threshold: f64::from(last.index()),
-        reason: format!("the run was asked to stop after phase {last} (--stop-after)"),
-        tried: Vec::new(),
-    }
-}
-
 /// Runs phase `index` with `body` unless the run has ended (a failed phase,
 /// or `--stop-after` an earlier one), records it, and leaves how it ended in
 /// `end`. `body` gives what the next phases need when the phase passes
@@ -738,7 +723,7 @@ fn passed(end: PhaseEnd) -> Result<Result<(), PhaseEnd>, DeployError> {
 fn skip_phase<S>(run: &mut Run<'_, S>, end: &mut PhaseEnd, phase: DeployPhase) -> bool {
     if matches!(end, PhaseEnd::Passed) && run.options.stop_after.is_some_and(|last| phase > last) {
         if let Some(last) = phase.previous() {
-            *end = PhaseEnd::Failed(stopped_after(last));
+            *end = PhaseEnd::Failed(Stop::stopped_after(last, super::STOP_AFTER_GATE));
         }
     }
     if matches!(end, PhaseEnd::Passed) {

@@ -274,7 +274,7 @@ fn judge(fault: Fault, report: &DeployReport) -> Cell {
     match caught {
         Some((p, g)) => Cell::Caught {
             phase: p,
-            gate: g.metric.clone(),
+            gate: g.metric.to_string(),
             value: g.value,
         },
         None => Cell::Missed {
