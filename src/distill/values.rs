@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use skillc_runtime::bundle::{BinaryOp, Comparison, Condition, Expr, Relation, Remedy, Value};
-use skillc_runtime::ops::{self, Metric, Unit};
+use skillc_runtime::ops::{Metric, Unit};
 
 use crate::graph;
 use crate::syntax::{self, CmpOp, ExprKind, Number, Quantity, UnaryOp, ValueKind};

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use skillc_runtime::bundle::{Baseline, Condition, LessonKind, Provenance, Remedy, Symptom, Value};
 use skillc_runtime::notation;
-use skillc_runtime::ops::{formats, FormatDependence, OpKind, WeightFormat};
+use skillc_runtime::ops::{self, formats, FormatDependence, OpKind, WeightFormat};
 
 use crate::distill::ir::{
     CheckIr, DeadEndIr, DeadEndOutcome, GateIr, LessonIr, LessonOrigin, PredicateIr, SkillIr,

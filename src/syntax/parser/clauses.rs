@@ -81,6 +81,8 @@ impl Builder<'_> {
             },
             Rule::if_clause => match inner(pair).next() {
                 Some(condition) => ClauseKind::If(self.bounded_expr(condition)),
+                None => return None,
+            },
             Rule::source_clause => match inner(pair).next() {
                 Some(text) => ClauseKind::Source(self.text(text)),
                 None => return None,
