@@ -168,7 +168,17 @@ impl<'a> Cites<'a> {
             let Some(entry) = self.entries.get(at) else {
                 continue;
             };
-            out.push_str(&format!("\n### {at}\n{}\n", literal(&entry.text, 0)));
+            let record = entry
+                .provenance
+                .source
+                .as_deref()
+                .map_or(String::new(), |s| {
+                    format!("Entry drafted from the record {}:\n", code_span(s))
+                });
+            out.push_str(&format!(
+                "\n### {at}\n{record}{}\n",
+                literal(&entry.text, 0)
+            ));
         }
         Some(out)
     }
