@@ -159,6 +159,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
                 fixtures: Some(args.fixtures.clone()),
                 stop_after: stop,
                 weights: Default::default(),
+                seeded_quant: None,
                 bundle_notes: notes.clone(),
             };
             let outcome = exec::deploy(&bundle, &options, &mut progress).map_err(|source| {

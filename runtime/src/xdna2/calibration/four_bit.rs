@@ -327,6 +327,19 @@ impl FittedFourBit {
         PackedParams::from_values(&values)
     }
 
+    /// The note beside a figure of a fused decode plan.
+    pub fn fused_note(&self) -> String {
+        format!(
+            "dispatch structure and attention calibrated on the published 4-bit sweeps, fit on Llama-3.2-1B's {} points: held-out median {:.1}% (bias {:+.1}%), worst {:.1}% ({}) over {} points",
+            self.fit.points,
+            100.0 * self.held_out.median_error,
+            100.0 * self.held_out.median_signed_error,
+            100.0 * self.held_out.worst_error,
+            self.held_out.worst_id,
+            self.held_out.points
+        )
+    }
+
     /// The note beside every packed figure.
     pub fn note(&self) -> String {
         format!(
