@@ -50,6 +50,7 @@ fn work(launch: &Launch) -> usize {
         Launch::LmHeadGemv { spec, .. } => spec.vocab * spec.part.k,
         Launch::FlashAttention { spec, .. } => spec.heads * spec.lq * spec.lk * spec.head_dim,
         Launch::Rmsnorm { spec, .. }
+        | Launch::Layernorm { spec, .. }
         | Launch::QkRmsnorm { spec, .. }
         | Launch::Softmax { spec, .. } => spec.rows * spec.cols,
         Launch::Rope { spec, .. } => spec.rows * spec.heads * spec.head_dim,
@@ -260,6 +261,7 @@ fn the_fused_decode_kernels_pass_and_can_fail() {
         kv_heads: 8,
         head_dim: 64,
         scale_dim: None,
+        softcap: None,
         context: 2048,
         cus: 4,
     };

@@ -173,7 +173,8 @@ mod tests {
         assert!(quantize_projections(&weights, WeightFormat::Q8_0).is_err());
         let packed = quantize_projections(&weights, WeightFormat::Q4_1).expect("quantizes");
         assert_eq!(packed.layers[0].q_proj.format(), WeightFormat::Q4_1);
-        assert_eq!(packed.layers[0].input_norm.format(), WeightFormat::Bf16);
+        let norm = packed.layers[0].input_norm.weight.as_ref();
+        assert_eq!(norm.map(|w| w.format()), Some(WeightFormat::Bf16));
         assert_eq!(packed.embed_tokens.format(), WeightFormat::Bf16);
     }
 }

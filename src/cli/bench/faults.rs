@@ -156,7 +156,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
                 started: exec::artifacts::clock::now(),
                 evaluator: EvaluatorLaunch::Process(program.clone()),
                 registry: None,
-                fixtures: Some(args.fixtures.clone()),
+                fixtures: vec![args.fixtures.clone()],
                 stop_after: stop,
                 weights: Default::default(),
                 seeded_quant: None,
@@ -301,7 +301,7 @@ fn judge(fault: Fault, report: &DeployReport) -> Cell {
     match caught {
         Some((p, g)) => Cell::Caught {
             phase: p,
-            gate: g.metric.clone(),
+            gate: g.metric.to_string(),
             value: g.value,
         },
         None => Cell::Missed {

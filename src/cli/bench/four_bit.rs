@@ -76,11 +76,9 @@ fn deployments() -> Vec<Deployment> {
         .iter()
         .filter(|p| p.set != FourBitSet::OtherPart)
     {
-        let seconds = match p.measured.unit.as_str() {
-            "ms" => p.measured.value * 1e-3,
-            "tok/s" => 1.0 / p.measured.value,
-            _ => p.measured.value,
-        };
+        let seconds = p
+            .seconds_per_token()
+            .expect("committed 4-bit points are decode times or rates");
         let entry = match out.iter_mut().position(|d| d.model == p.model) {
             Some(i) => &mut out[i],
             None => {

@@ -67,6 +67,7 @@ impl Builder<'_> {
                 kv_heads: d.kv_heads,
                 head_dim: d.head_dim,
                 scale_dim: d.scale_dim(),
+                softcap: self.arch.attn_logit_softcap.map(|cap| cap as u32),
                 context: self.seq,
                 cus: layout.attention_cus,
             },
@@ -89,13 +90,7 @@ impl Builder<'_> {
         let d = self.dims;
         let final_norm = self.final_norm(self.weight_class());
         let xf = self.act("xf", d.hidden);
-        let mut launches = vec![Launch::Rmsnorm {
-            x: "x".into(),
-            weight: Some(final_norm),
-            out: xf.clone(),
-            eps: d.eps,
-            spec: self.norm(1, d.hidden, d.real_hidden_cols()),
-        }];
+        let mut launches = vec![self.norm_launch("x", &final_norm, &xf, 1)];
         let (outputs, after) = match self.lm_head(&xf) {
             LmHead::Npu(head) => {
                 launches.extend(head);

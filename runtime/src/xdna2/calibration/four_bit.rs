@@ -19,6 +19,7 @@ use sha2::{Digest, Sha256};
 use super::summary::Summary;
 use super::{load_model, read, CalibrationError, Measured};
 use crate::model::arch::Architecture;
+use crate::ops::Unit;
 use crate::xdna2::builder::plan_for;
 use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
@@ -141,7 +142,7 @@ impl PreparedFourBit {
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default();
-            points.push((measured_seconds(point)?, plan, family));
+            points.push((point.seconds_per_token()?, plan, family));
         }
         let mut hasher = Sha256::new();
         for (name, content) in &hashed {
@@ -251,19 +252,22 @@ pub fn fused_plan(
     Ok(plan)
 }
 
-fn measured_seconds(point: &FourBitPoint) -> Result<f64, CalibrationError> {
-    let v = point.measured.value;
-    Ok(match point.measured.unit.as_str() {
-        "ms" => v * 1e-3,
-        "s" => v,
-        "tok/s" => 1.0 / v,
-        other => {
-            return Err(CalibrationError::Point {
-                id: point.id.clone(),
-                message: format!("unknown unit {other}"),
-            })
-        }
-    })
+impl FourBitPoint {
+    /// The point's measurement as seconds per decoded token.
+    pub fn seconds_per_token(&self) -> Result<f64, CalibrationError> {
+        let v = self.measured.value;
+        Ok(match self.measured.unit {
+            Unit::Ms => v * 1e-3,
+            Unit::S => v,
+            Unit::TokPerS => 1.0 / v,
+            other => {
+                return Err(CalibrationError::Point {
+                    id: self.id.clone(),
+                    message: format!("unit {other} is no decode time or rate"),
+                })
+            }
+        })
+    }
 }
 
 /// A fitted 4-bit parameter and the range its measurements allow.

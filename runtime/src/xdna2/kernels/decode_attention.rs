@@ -37,6 +37,9 @@ pub struct DecodeAttentionSpec {
     /// Scores scale by `scale_dim^-1/2`: the real head_dim of padded heads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_dim: Option<usize>,
+    /// Gemma-2's soft-cap on every score, `tanh(s / cap) · cap`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub softcap: Option<u32>,
     /// Cached positions the template reads per token (its `ATTN_MAXL`: the
     /// readback streams them whatever the real context,
     /// mlir-air:programming_examples/fused_decode/README.md:91-92).
@@ -138,13 +141,13 @@ pub fn append_rows(cache: &mut Vec<u16>, start: usize, rows: &[u16]) {
 /// One query per head over the first `positions` cached keys and values: f32
 /// scores and sums over bf16 values. Query head `h` reads KV head `h / group`
 /// (`shift` moves it to the next group: a planted fault). Scores are scaled by
-/// `scale_dim^-1/2`.
+/// `scale_dim^-1/2`, then soft-capped where the model caps them.
 pub fn decode_attention(
     q: &[u16],
     (keys, values): (&[u16], &[u16]),
     positions: usize,
     (heads, kv_heads, head_dim, scale_dim): (usize, usize, usize, usize),
-    shift: usize,
+    (shift, softcap): (usize, Option<f32>),
 ) -> Vec<u16> {
     let kv_width = kv_heads * head_dim;
     let group = heads / kv_heads.max(1);
@@ -156,6 +159,9 @@ pub fn decode_attention(
         let offset = ((h / group.max(1) + shift) % kv_heads.max(1)) * head_dim;
         for (p, s) in scores.iter_mut().enumerate() {
             *s = bf16::dot_bf16_f32(&keys[p * kv_width + offset..][..head_dim], &qh) * scale;
+            if let Some(cap) = softcap {
+                *s = blocks::softcap(*s, cap);
+            }
         }
         blocks::softmax_in_place(&mut scores);
         let mut acc = vec![0.0f32; head_dim];
@@ -182,6 +188,7 @@ mod tests {
             kv_heads: 8,
             head_dim: 64,
             scale_dim: None,
+            softcap: None,
             context: 2048,
             cus,
         }

@@ -21,8 +21,8 @@ pub mod gemv_q4;
 pub use attention::{flash_attention, FlashAttentionSpec, FlashTile, QkvLayout};
 pub use decode_attention::{append_rows, decode_attention, DecodeAttentionSpec, KvAppendSpec};
 pub use elementwise::{
-    eltwise_add, embedding, gelu_mul, qk_rms_norm, rms_norm, rope, rope_lut, silu_mul, softmax,
-    EltwiseSpec, NormSpec, RopeSpec, RowTile,
+    eltwise_add, embedding, gelu_mul, layer_norm, qk_rms_norm, rms_norm, rope, rope_lut, silu_mul,
+    softmax, EltwiseSpec, NormSpec, RopeSpec, RowTile,
 };
 pub use gemm::{gemm, gemm_f32, gemm_into, BOperand, Epilogue, GemmSpec, GemmTile};
 pub use gemv::{
@@ -38,6 +38,8 @@ pub enum Kernel {
     Gemv,
     GemvSwiglu,
     Rmsnorm,
+    /// LayerNorm with an optional weight and bias (StableLM, OLMo).
+    Layernorm,
     QkRmsnorm,
     Rope,
     SiluMul,
@@ -52,11 +54,12 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 15] = [
+    pub const ALL: [Kernel; 16] = [
         Kernel::Gemm,
         Kernel::Gemv,
         Kernel::GemvSwiglu,
         Kernel::Rmsnorm,
+        Kernel::Layernorm,
         Kernel::QkRmsnorm,
         Kernel::Rope,
         Kernel::SiluMul,

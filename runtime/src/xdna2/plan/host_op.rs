@@ -39,6 +39,9 @@ pub enum HostOp {
         /// The real head_dim of zero-padded heads, which scales the scores.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         scale_dim: Option<usize>,
+        /// Gemma-2's soft-cap on every score, `tanh(s / cap) · cap`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        softcap: Option<f64>,
     },
     /// Re-lays a `[rows, heads, head_dim]` tensor between seq-first and head-first.
     Transpose {
@@ -86,6 +89,24 @@ pub enum HostOp {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         real_cols: Option<usize>,
     },
+    /// LayerNorm on the host, as `RmsNorm` (the last real row in prefill, the
+    /// single row in decode), with the weight and bias the model has.
+    LayerNorm {
+        x: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        weight: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bias: Option<String>,
+        out: String,
+        cols: usize,
+        eps: f64,
+        last_row: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        real_cols: Option<usize>,
+    },
+    /// `tanh(x / cap) · cap` on every logit, on the host after the LM head
+    /// (Gemma-2's final logit soft-cap).
+    SoftCap { x: String, n: usize, cap: f64 },
     /// SiLU·mul on the host (decode glue).
     SiluMul {
         gate: String,
@@ -115,6 +136,8 @@ impl HostOp {
             HostOp::BiasAdd { .. } => "bias_add",
             HostOp::Add { .. } => "add",
             HostOp::RmsNorm { .. } => "rms_norm",
+            HostOp::LayerNorm { .. } => "layer_norm",
+            HostOp::SoftCap { .. } => "soft_cap",
             HostOp::SiluMul { .. } => "silu_mul",
             HostOp::Matvec { .. } => "matvec",
             HostOp::Scheduling { .. } => "scheduling",

@@ -336,6 +336,17 @@ pub enum Launch {
         eps: f64,
         spec: NormSpec,
     },
+    /// LayerNorm with the model's weight and bias when it has them.
+    Layernorm {
+        x: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        weight: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bias: Option<String>,
+        out: String,
+        eps: f64,
+        spec: NormSpec,
+    },
     QkRmsnorm {
         x: String,
         weight: String,
@@ -416,6 +427,7 @@ impl Launch {
             Launch::Gemv { .. } => Kernel::Gemv,
             Launch::GemvSwiglu { .. } => Kernel::GemvSwiglu,
             Launch::Rmsnorm { .. } => Kernel::Rmsnorm,
+            Launch::Layernorm { .. } => Kernel::Layernorm,
             Launch::QkRmsnorm { .. } => Kernel::QkRmsnorm,
             Launch::Rope { .. } => Kernel::Rope,
             Launch::SiluMul { .. } => Kernel::SiluMul,
@@ -446,6 +458,14 @@ impl Launch {
                 v.extend(weight.as_deref());
                 v
             }
+            Launch::Layernorm {
+                x, weight, bias, ..
+            } => {
+                let mut v = vec![x.as_str()];
+                v.extend(weight.as_deref());
+                v.extend(bias.as_deref());
+                v
+            }
             Launch::QkRmsnorm { x, weight, .. } => vec![x, weight],
             Launch::Rope { x, lut, .. } => vec![x, lut],
             Launch::SiluMul { gate, up, .. } | Launch::GeluMul { gate, up, .. } => vec![gate, up],
@@ -464,6 +484,7 @@ impl Launch {
             | Launch::Gemv { out, .. }
             | Launch::GemvSwiglu { out, .. }
             | Launch::Rmsnorm { out, .. }
+            | Launch::Layernorm { out, .. }
             | Launch::QkRmsnorm { out, .. }
             | Launch::Rope { out, .. }
             | Launch::SiluMul { out, .. }
@@ -484,6 +505,7 @@ impl Launch {
             Launch::Gemv { spec, .. } => spec.check(device),
             Launch::GemvSwiglu { spec, .. } => check_swiglu(device, spec),
             Launch::Rmsnorm { spec, .. } => spec.check(device, Kernel::Rmsnorm),
+            Launch::Layernorm { spec, .. } => spec.check(device, Kernel::Layernorm),
             Launch::QkRmsnorm { spec, .. } => spec.check(device, Kernel::QkRmsnorm),
             Launch::Rope { spec, .. } => spec.check(device),
             Launch::SiluMul { spec, .. } => spec.check(device, Kernel::SiluMul),
@@ -504,6 +526,7 @@ impl Launch {
             Launch::Gemv { spec, .. } => super::kernels::gemv_q4::label(spec),
             Launch::GemvSwiglu { spec, .. } => format!("{}x{}", spec.m, spec.k),
             Launch::Rmsnorm { spec, .. }
+            | Launch::Layernorm { spec, .. }
             | Launch::QkRmsnorm { spec, .. }
             | Launch::Softmax { spec, .. } => {
                 format!("{}x{}", spec.rows, spec.cols)
