@@ -47,6 +47,25 @@ fn whole_bundle(rendered: &Rendered, diagnostics: &str) -> String {
     out
 }
 
+/// The fused-decode trajectory builds clean beside llama1b (the bundle a 4-bit
+/// deploy is run with): no diagnostic, its two skills written, and phase 5 lists
+/// the single-dispatch fused decode as a step guarded by the spatial-split lesson.
+#[test]
+fn fused_decode_builds_clean_with_llama1b() {
+    let dirs = [
+        repo("trajectories/llama1b"),
+        repo("trajectories/fused-decode"),
+    ];
+    let (built, diagnostics) = build(&dirs, None);
+    assert_eq!(diagnostics, "");
+    let files = &built.rendered.files;
+    assert!(files.contains_key("opt-fused-decode/SKILL.md"));
+    assert!(files.contains_key("debug-fused-decode-hang/SKILL.md"));
+    let phase5 = &files["phase-5-decode-optimization/SKILL.md"];
+    assert!(phase5.contains("`fused-decode`: one NPU dispatch per token"));
+    assert!(phase5.contains("guarded by `fd.lesson.spatial`"));
+}
+
 #[test]
 fn two_builds_are_byte_identical() {
     let dirs = [repo("trajectories/example")];

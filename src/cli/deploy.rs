@@ -93,6 +93,11 @@ pub struct Args {
     /// otherwise.
     #[arg(long, value_name = "PATH", default_value = "auto", value_parser = ["auto", "bf16", "packed"])]
     pub weights: String,
+    /// A config-only model's decoder projections drawn as usual, then
+    /// quantized in memory to llama.cpp's 4-bit blocks (`q4_1` or `q4_0`), so
+    /// it deploys on the 4-bit weight path; refused on a model with weights.
+    #[arg(long, value_name = "FORMAT", value_parser = ["q4_1", "q4_0"])]
+    pub seeded_weights: Option<String>,
     /// Stop after this phase (0-7); the verdict is FAIL at gate `stop-after`.
     #[arg(long, value_name = "PHASE", value_parser = stop_after_parser())]
     pub stop_after: Option<DeployPhase>,
@@ -115,6 +120,8 @@ enum CommandError {
     Fault(#[from] UnknownFault),
     #[error(transparent)]
     WeightPath(#[from] UnknownWeightPath),
+    #[error(transparent)]
+    SeededFormat(#[from] skillc_runtime::ops::formats::UnknownFormat),
     #[error("--prompt-ids: `{0}` is not a token id (expected e.g. 128000,791,6864)")]
     PromptIds(String),
     #[error(transparent)]
@@ -185,6 +192,11 @@ fn execute(args: &Args, threads: Threads) -> Result<ExitCode, CommandError> {
         },
         stop_after: args.stop_after,
         weights: args.weights.parse()?,
+        seeded_quant: args
+            .seeded_weights
+            .as_deref()
+            .map(skillc_runtime::ops::formats::parse)
+            .transpose()?,
         bundle_notes,
     };
     let outcome = exec::deploy(&bundle, &options, &mut progress)?;

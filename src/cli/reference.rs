@@ -154,7 +154,7 @@ fn print_json(dir: &Path, model: &Model, greedy: &Greedy, checks: &[ReferenceChe
     let arch = &model.arch;
     let weights = match &model.origin {
         WeightOrigin::Checkpoint { files } => serde_json::json!({ "files": files }),
-        WeightOrigin::Random { seed } => serde_json::json!({ "random_seed": seed }),
+        WeightOrigin::Random { seed, .. } => serde_json::json!({ "random_seed": seed }),
         WeightOrigin::Gguf { file, formats } => {
             serde_json::json!({ "gguf": file, "formats": formats })
         }
@@ -258,7 +258,7 @@ fn print_summary(dir: &Path, model: &Model) {
     let arch = &model.arch;
     let origin = match &model.origin {
         WeightOrigin::Checkpoint { files } => files.join(", "),
-        WeightOrigin::Random { seed } => format!("random bf16 weights, seed {seed}"),
+        WeightOrigin::Random { seed, .. } => format!("random bf16 weights, seed {seed}"),
         WeightOrigin::Gguf { file, formats } => {
             let counts: Vec<String> = formats.iter().map(|(f, n)| format!("{n} {f}")).collect();
             format!(

@@ -126,6 +126,7 @@ fn deploy_with(
         fixtures: vec![repo("../shared/fixtures"), repo("tests/data/fixtures")],
         stop_after: None,
         weights,
+        seeded_quant: None,
         bundle_notes: Vec::new(),
     };
     exec::deploy(bundle, &options, &mut Silent).expect("the run gets far enough to report")

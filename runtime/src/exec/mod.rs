@@ -97,6 +97,9 @@ pub struct DeployOptions {
     /// Which weights the decode GEMVs read: the 4-bit blocks as stored where
     /// the packing decision allows it, or bf16 (`xdna2::packing`).
     pub weights: crate::xdna2::packing::WeightPath,
+    /// A config-only model's decoder projections quantized in memory to this
+    /// 4-bit format after they are drawn (`model::seeded_quant`).
+    pub seeded_quant: Option<crate::model::quant::WeightFormat>,
     /// What the caller found wrong with the bundle and ran anyway (files changed
     /// since it was built, texts shortened), for the report.
     pub bundle_notes: Vec<String>,

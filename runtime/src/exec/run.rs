@@ -376,8 +376,19 @@ impl Run<'_, Loaded> {
 
     /// The cost model's calibration note, printed beside modeled figures.
     pub fn calibration_note(&self) -> String {
-        let note = crate::xdna2::fit::FittedFile::committed().note();
-        let parts = crate::xdna2::cost::uncalibrated_parts(&self.loaded.model.arch);
+        let mut note = crate::xdna2::fit::FittedFile::committed().note();
+        let mut parts = crate::xdna2::cost::uncalibrated_parts(&self.loaded.model.arch);
+        if self.design.options.fused_decode.is_some() {
+            note.push_str(&format!(
+                "; the single-dispatch fused decode: {}",
+                crate::xdna2::calibration::FittedFourBit::committed().fused_note()
+            ));
+            if self.design.packed.is_empty() {
+                parts.push(
+                    "the fused decode on bf16 weights (its structure is calibrated on the published 4-bit deployments and its GEMV bodies on the bf16 registry; no bf16 fused decode is published to check the two together)",
+                );
+            }
+        }
         if parts.is_empty() {
             return note;
         }

@@ -28,6 +28,7 @@ pub mod prompt;
 pub mod quant;
 pub mod random;
 pub mod scope;
+pub mod seeded_quant;
 pub mod source;
 pub mod tensor;
 pub mod tokenizer;
@@ -56,6 +57,10 @@ pub enum ModelError {
     Gguf(#[from] GgufError),
     #[error("no *.safetensors weights in the model directory; give a seed to use random weights")]
     NoWeights,
+    #[error("seeded 4-bit weights replace a config-only model's random weights; this model stores its own")]
+    SeededQuantOfStored,
+    #[error("seeded 4-bit weights: {0}")]
+    SeededQuant(#[from] seeded_quant::SeededQuantError),
     #[error(
         "the model would not fit in memory: it needs about {} ({} weights + {} KV cache for \
          {} positions + {} activations) but {} is {}",
@@ -77,11 +82,12 @@ pub enum ModelError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WeightOrigin {
     /// Safetensors files, relative to the model directory.
-    Checkpoint {
-        files: Vec<String>,
-    },
+    Checkpoint { files: Vec<String> },
     Random {
         seed: u64,
+        /// The format the decoder projections were quantized to in memory
+        /// (`seeded_quant`), when they were.
+        quantized: Option<quant::WeightFormat>,
     },
     /// A GGUF file (its name), with the count of tensors per stored format.
     Gguf {
@@ -170,7 +176,28 @@ impl Model {
         Ok(Self {
             arch,
             weights,
-            origin: WeightOrigin::Random { seed },
+            origin: WeightOrigin::Random {
+                seed,
+                quantized: None,
+            },
+        })
+    }
+
+    /// This seeded random model with its decoder projections quantized to
+    /// the 4-bit `format` (see [`seeded_quant`]); a model read from a file
+    /// keeps the weights it stores and is refused.
+    pub fn with_seeded_quant(self, format: quant::WeightFormat) -> Result<Self, ModelError> {
+        let WeightOrigin::Random { seed, .. } = self.origin else {
+            return Err(ModelError::SeededQuantOfStored);
+        };
+        let weights = seeded_quant::quantize_projections(&self.weights, format)?;
+        Ok(Self {
+            weights,
+            origin: WeightOrigin::Random {
+                seed,
+                quantized: Some(format),
+            },
+            ..self
         })
     }
 }

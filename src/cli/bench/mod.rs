@@ -13,6 +13,8 @@ pub mod contention;
 pub mod deploy;
 pub mod emulator;
 pub mod faults;
+pub mod four_bit;
+pub mod four_bit_svg;
 pub mod lodo;
 pub mod oracle;
 pub mod parse;
@@ -28,7 +30,7 @@ pub enum BenchCommand {
     Oracle(oracle::Args),
     /// XDNA 2 emulator: functional decode step of a full-size model vs the CPU reference's, as a ratio.
     Emulator(emulator::Args),
-    /// Deploy the nine models from their configs; print wall time, phases and modeled figures.
+    /// Deploy the nine models from their configs; print wall time, phases and modeled figures, then the 4-bit deployments' plans against the published ones (`--four-bit`: only those, no deploy).
     Deploy(deploy::Args),
     /// The planted-fault matrix: each fault on the fixtures and the nine, caught in which phase and gate; unplanted runs with three seeds.
     Faults(faults::Args),
@@ -109,6 +111,10 @@ pub enum BenchError {
     Calibration(#[source] skillc_runtime::xdna2::calibration::CalibrationError),
     #[error(transparent)]
     Published(#[from] skillc_runtime::xdna2::published::PublishedError),
+    /// The 4-bit section of `bench deploy`: a plan that does not build, or
+    /// the plot that cannot be written.
+    #[error("4-bit deployments: {0}")]
+    Fused(String),
 }
 
 impl BenchError {

@@ -1,9 +1,9 @@
 //! The host's share of a plan that needs more than a line: Q/K/V layout
-//! transposes, the bias added after RoPE, and decode attention over the host KV
-//! cache.
+//! transposes and the bias added after RoPE. Decode attention over the host KV
+//! cache runs the decode-attention kernel's function
+//! (`kernels::decode_attention`), the one the fused decode runs on the NPU.
 
 use crate::bf16;
-use crate::model::oracle::blocks;
 use crate::xdna2::kernels::QkvLayout;
 
 /// `[rows, heads, head_dim]` ↔ `[heads, rows, head_dim]`.
@@ -53,44 +53,4 @@ pub fn add_bias(
             *v = bf16::from_f32(bf16::to_f32(*v) + add);
         }
     }
-}
-
-/// One query per head over the first `positions` cached keys and values, f32 math
-/// on bf16 values (the host's numpy-like attention). Query head `h` reads KV head
-/// `h / group` (`shift` moves it to the next group: a planted fault). Scores are
-/// scaled by `scale_dim^-1/2` (the real head_dim when the heads are zero-padded).
-pub fn decode_attention(
-    q: &[u16],
-    (keys, values): (&[u16], &[u16]),
-    positions: usize,
-    (heads, kv_heads, head_dim, scale_dim): (usize, usize, usize, usize),
-    (shift, softcap): (usize, Option<f32>),
-) -> Vec<u16> {
-    let kv_width = kv_heads * head_dim;
-    let group = heads / kv_heads.max(1);
-    let scale = 1.0 / (scale_dim as f32).sqrt();
-    let mut out = vec![0u16; heads * head_dim];
-    let mut scores = vec![0.0f32; positions];
-    for (h, o) in out.chunks_mut(head_dim).enumerate() {
-        let qh = bf16::to_f32_vec(&q[h * head_dim..(h + 1) * head_dim]);
-        let offset = ((h / group.max(1) + shift) % kv_heads.max(1)) * head_dim;
-        for (p, s) in scores.iter_mut().enumerate() {
-            *s = bf16::dot_bf16_f32(&keys[p * kv_width + offset..][..head_dim], &qh) * scale;
-            if let Some(cap) = softcap {
-                *s = blocks::softcap(*s, cap);
-            }
-        }
-        blocks::softmax_in_place(&mut scores);
-        let mut acc = vec![0.0f32; head_dim];
-        for (p, &w) in scores.iter().enumerate() {
-            let v = &values[p * kv_width + offset..][..head_dim];
-            for (a, &x) in acc.iter_mut().zip(v) {
-                *a += w * bf16::to_f32(x);
-            }
-        }
-        for (slot, a) in o.iter_mut().zip(acc) {
-            *slot = bf16::from_f32(a);
-        }
-    }
-    out
 }
