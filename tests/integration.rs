@@ -5,6 +5,7 @@
 
 mod build_support;
 mod deploy_support;
+mod hostile_support;
 
 mod architecture;
 mod bench_deploy;
@@ -29,6 +30,9 @@ mod deploy_recorded_format;
 mod deploy_scope;
 mod deploy_weights;
 mod hardening;
+mod hostile;
+mod hostile_models;
+mod hostile_outputs;
 mod llama1b;
 mod print;
 mod replay;

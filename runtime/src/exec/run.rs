@@ -571,6 +571,21 @@ pub fn deploy(
     progress: &mut dyn Progress,
 ) -> Result<DeployOutcome, DeployError> {
     bundle.check()?;
+    let memory = super::preflight::preflight(options)?;
+    match memory {
+        super::preflight::Memory::CheckedAsAWhole => {
+            crate::model::memory::checked_as_a_whole(|| run_phases(bundle, options, progress))
+        }
+        super::preflight::Memory::LeftToTheLoaders => run_phases(bundle, options, progress),
+    }
+}
+
+/// The phases of [`deploy`], once its inputs passed the preflight.
+fn run_phases(
+    bundle: &Bundle,
+    options: &DeployOptions,
+    progress: &mut dyn Progress,
+) -> Result<DeployOutcome, DeployError> {
     std::fs::create_dir_all(&options.out_dir).map_err(|e| DeployError::io(&options.out_dir, e))?;
     let started = Instant::now();
     let mut run = Run::new(bundle, options, progress);
