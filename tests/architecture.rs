@@ -139,6 +139,59 @@ fn operation_names_are_spelled_only_in_the_table() {
     );
 }
 
+/// Metric names a gate or a stop can carry that are also ordinary words of the
+/// code: `phase` is a keyword of the language and a field of several files.
+const METRIC_WORDS: &[&str] = &["phase"];
+
+/// `"name"` literals of metric names (the language's and the runtime's gates'
+/// own) in `text`, before its test module. A literal directly followed by `:` is
+/// the key of a JSON object (`json!({"cosine": …})`), a field name, not a metric.
+fn metric_literals(text: &str) -> Vec<&'static str> {
+    let code = text.split("#[cfg(test)]").next().unwrap_or(text);
+    skillc_runtime::ops::GateMetric::all()
+        .map(|m| m.name())
+        .filter(|name| !METRIC_WORDS.contains(name))
+        .filter(|name| {
+            let quoted = format!("\"{name}\"");
+            code.match_indices(&quoted)
+                .any(|(at, _)| !code[at + quoted.len()..].starts_with(':'))
+        })
+        .collect()
+}
+
+/// Metrics are named once, in their table (`runtime/src/ops/metrics.rs`);
+/// everywhere else code holds a `Metric` or a `GateMetric`, so a misspelled metric
+/// fails to compile instead of silently getting no unit.
+#[test]
+fn metric_names_are_spelled_only_in_their_table() {
+    let root = repository();
+    let table = root.join("runtime/src/ops/metrics.rs");
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    rust_files(&root.join("runtime/src"), &mut files);
+    let spelled: Vec<String> = files
+        .iter()
+        .filter(|path| **path != table)
+        .flat_map(|path| {
+            let text = std::fs::read_to_string(path).expect("a source file");
+            metric_literals(&text)
+                .into_iter()
+                .map(|name| format!("{}: \"{name}\"", path.display()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        spelled.is_empty(),
+        "metric names written as literals outside runtime/src/ops/metrics.rs: {spelled:#?}"
+    );
+}
+
+#[test]
+fn a_metric_literal_is_found_outside_test_code_and_json_keys_only() {
+    let text = "match m { \"ttft_s\" => 1, _ => 2 }\nlet g = \"logits_max_rel\";\njson!({\"cosine\": c});\n#[cfg(test)]\nmod tests { const X: &str = \"nan_count\"; }";
+    assert_eq!(metric_literals(text), ["ttft_s", "logits_max_rel"]);
+}
+
 #[test]
 fn an_operation_literal_is_found_outside_test_code_only() {
     let text =

@@ -74,7 +74,7 @@ fn a_nan_weight_fails_phase_0_on_the_weights_gate() {
     let outcome = deploy(llama1b(), &model, &out, &[]);
     let stop = outcome.report.stop.as_ref().expect("the run stopped");
     assert_eq!(
-        (stop.phase, stop.metric.as_str()),
+        (stop.phase, stop.metric.name()),
         (DeployPhase::Reference, "nan_count")
     );
 }

@@ -166,7 +166,7 @@ fn planted_decode_faults_are_caught_on_the_real_model_within_the_derived_limits(
         let r = deploy(llama1b(), &model, &out, &[fault]).report;
         let failed: Vec<(u8, String)> = r
             .gates()
-            .filter(|(_, g)| !g.passed && g.metric.ends_with("_max_rel"))
+            .filter(|(_, g)| !g.passed && g.metric.name().ends_with("_max_rel"))
             .map(|(p, g)| (p.index(), format!("{}: {}", g.name, g.summary())))
             .collect();
         println!("{fault}: {failed:?}");

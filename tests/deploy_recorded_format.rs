@@ -36,8 +36,8 @@ fn step_whys(r: &DeployReport) -> Vec<String> {
             | StepOutcome::NotApplicable { why }
             | StepOutcome::Kept { why }
             | StepOutcome::Covered { why }
-            | StepOutcome::Reverted { why }
             | StepOutcome::Failed { why } => why.clone(),
+            StepOutcome::Reverted { why } => why.to_string(),
         })
         .collect()
 }

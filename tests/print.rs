@@ -13,7 +13,7 @@ use skillc::syntax::{self, SourceFile};
 use skillc_runtime::bundle::{Bundle, Comparison, Value};
 use skillc_runtime::exec::artifacts::trajectory::{ActionLinks, TrajectoryWriter};
 use skillc_runtime::exec::checks::gate::{GateCheck, ThresholdSource};
-use skillc_runtime::ops::OpKind;
+use skillc_runtime::ops::{GateMetric, Metric, OpKind, RuntimeMetric};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -153,7 +153,7 @@ fn llama1b() -> Bundle {
     serde_json::from_str(&text).expect("bundle.json parses")
 }
 
-fn gate(metric: &str, value: f64, threshold: f64, modeled: bool) -> GateCheck {
+fn gate(metric: GateMetric, value: f64, threshold: f64, modeled: bool) -> GateCheck {
     let conditions = [
         ("kernel".to_string(), Value::Text("gemm".into())),
         ("shape".to_string(), Value::IntList(vec![2048, 896, 896])),
@@ -165,18 +165,10 @@ fn gate(metric: &str, value: f64, threshold: f64, modeled: bool) -> GateCheck {
     ]
     .into_iter()
     .collect();
-    let mut g = GateCheck::new(
-        format!("{metric} gate"),
-        OpKind::ValidateKernel,
-        metric,
-        value,
-        Comparison::Ge,
-        threshold,
-        conditions,
-        ThresholdSource::Runtime {
-            rule: "a rule".into(),
-        },
-    );
+    let mut g = GateCheck::named(format!("{metric} gate"), OpKind::ValidateKernel)
+        .measures(metric, value)
+        .when(conditions)
+        .against(Comparison::Ge, threshold, ThresholdSource::rule("a rule"));
     g.modeled = modeled;
     g
 }
@@ -206,9 +198,10 @@ fn what_the_run_trajectory_writer_writes_prints_back_to_itself() {
     .into_iter()
     .collect();
     let a = w.action(OpKind::SelectTiling, &params, &ActionLinks::default());
-    let cosine = gate("cosine", 0.999_876_543_21, 0.99, false);
-    let ms = gate("kernel_ms", 1.234_567_89e-7, 3.0e-6, true);
-    let unknown = gate("not-a-metric", 1.0, 2.0, false);
+    let cosine = gate(Metric::Cosine.into(), 0.999_876_543_21, 0.99, false);
+    let ms = gate(Metric::KernelMs.into(), 1.234_567_89e-7, 3.0e-6, true);
+    // Not a metric of the language: the writer keeps it as text.
+    let unknown = gate(RuntimeMetric::Violations.into(), 1.0, 2.0, false);
     let o = w.observe(Some("a \"label\""), &[&cosine, &ms, &unknown], Some(&a));
     let fixed = w.action(
         OpKind::SelectTiling,

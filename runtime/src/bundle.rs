@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::bundle_integrity::IntegrityProblems;
-use crate::ops::{Op, OpKind, ParamError, WeightFormat};
+use crate::ops::{Metric, Op, OpKind, ParamError, Unit, WeightFormat};
 
 /// Bumped on any incompatible change; the executor refuses other versions.
 pub const SCHEMA_VERSION: &str = "skillc.bundle/1";
@@ -212,6 +212,10 @@ pub struct Provenance {
     pub file: String,
     pub line: u32,
     pub entry: String,
+    /// The record line the entry was drafted from (its `source` clause, e.g.
+    /// `mlir-air:programming_examples/llms/qwen25_0_5b/README.md:42`), when it names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -323,12 +327,12 @@ pub enum Baseline {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Gate {
-    /// A metric of `ops::METRICS`.
-    pub metric: String,
+    pub metric: Metric,
     pub comparison: Comparison,
     pub threshold: f64,
-    /// Unit of `threshold`; empty for unitless metrics.
-    pub unit: String,
+    /// Unit of `threshold`; none (`""` in the file) for unitless metrics.
+    #[serde(with = "crate::ops::metrics::optional_unit")]
+    pub unit: Option<Unit>,
     pub baseline: Baseline,
     /// The operation whose result the gate reads, e.g. `validate-kernel`.
     pub op: Option<OpKind>,
@@ -422,9 +426,10 @@ impl fmt::Display for FigureSource {
 /// A performance figure reached in the trajectory, for comparison on new models.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Target {
-    pub metric: String,
+    pub metric: Metric,
     pub value: f64,
-    pub unit: String,
+    #[serde(with = "crate::ops::metrics::optional_unit")]
+    pub unit: Option<Unit>,
     pub conditions: BTreeMap<String, Value>,
     /// Whether the recorded figure was measured on hardware or modeled.
     pub source: FigureSource,
@@ -481,7 +486,7 @@ pub struct Symptom {
     pub op: Option<OpKind>,
     /// Parameters that must match (e.g. `kernel = gemm`).
     pub params: BTreeMap<String, Value>,
-    pub metric: Option<String>,
+    pub metric: Option<Metric>,
     pub comparison: Option<Comparison>,
     pub value: Option<f64>,
     /// The symptom as the engineer wrote it.

@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use crate::bundle::Bundle;
-use crate::ops::metrics::{convert, Metric};
+use crate::ops::metrics::{Metric, Unit};
 
 /// The member of bundle.json holding its digest.
 pub const DIGEST_KEY: &str = "digest";
@@ -238,7 +238,7 @@ pub enum IntegrityProblem {
     )]
     Threshold {
         at: String,
-        metric: String,
+        metric: Metric,
         value: f64,
         /// `-1 to 1`, `0 or more`.
         range: String,
@@ -298,55 +298,43 @@ fn lesson_references(bundle: &Bundle) -> Vec<IntegrityProblem> {
 
 fn thresholds(bundle: &Bundle) -> Vec<IntegrityProblem> {
     let mut found = Vec::new();
-    let mut check = |at: String, metric: &str, value: f64, unit: &str| {
-        let Some(metric) = Metric::named(metric) else {
-            return;
-        };
-        let canonical = metric.spec().canonical_unit;
-        let value = if unit.is_empty() || unit == canonical {
-            value
-        } else {
-            convert(value, unit, canonical).unwrap_or(value)
-        };
+    let mut check = |at: String, metric: Metric, value: f64, unit: Option<Unit>| {
+        // A unit the metric cannot take is the gate's own problem; the value
+        // is judged as written then.
+        let value = metric.to_canonical(value, unit).unwrap_or(value);
         let (min, max) = metric.range();
-        if !(value.is_finite() && min <= value && value <= max) {
-            let number = crate::notation::number;
-            let range = if max == f64::MAX {
-                format!("{} or more", number(min))
-            } else {
-                format!("{} to {}", number(min), number(max))
-            };
-            found.push(IntegrityProblem::Threshold {
-                at,
-                metric: metric.name().to_string(),
-                value,
-                range,
-            });
+        if value.is_finite() && min <= value && value <= max {
+            return;
         }
+        let number = crate::notation::number;
+        let range = if max == f64::MAX {
+            format!("{} or more", number(min))
+        } else {
+            format!("{} to {}", number(min), number(max))
+        };
+        found.push(IntegrityProblem::Threshold {
+            at,
+            metric,
+            value,
+            range,
+        });
     };
     for phase in &bundle.phases {
         for (i, gate) in phase.exit_gates.iter().enumerate() {
             let at = format!("phase {} exit gate {}", phase.index, i + 1);
-            check(at, &gate.metric, gate.threshold, &gate.unit);
+            check(at, gate.metric, gate.threshold, gate.unit);
         }
         for dead_end in &phase.dead_ends {
             let symptom = dead_end.symptom.as_ref();
-            if let Some((metric, value)) =
-                symptom.and_then(|s| Some((s.metric.as_ref()?, s.value?)))
-            {
-                check(
-                    format!("dead end {} symptom", dead_end.id),
-                    metric,
-                    value,
-                    "",
-                );
+            if let Some((metric, value)) = symptom.and_then(|s| Some((s.metric?, s.value?))) {
+                check(format!("dead end {} symptom", dead_end.id), metric, value, None);
             }
         }
     }
     for lesson in bundle.lessons.values() {
         let symptom = &lesson.symptom;
-        if let (Some(metric), Some(value)) = (&symptom.metric, symptom.value) {
-            check(format!("lesson {} symptom", lesson.id), metric, value, "");
+        if let (Some(metric), Some(value)) = (symptom.metric, symptom.value) {
+            check(format!("lesson {} symptom", lesson.id), metric, value, None);
         }
     }
     found

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use crate::bundle::{BinaryOp, Comparison, Expr, Remedy, Value};
-use crate::ops::{is_keyword, OpKind};
+use crate::ops::{is_keyword, Metric, OpKind, Unit};
 
 /// A number in the language's syntax: integers without a fraction; other values in
 /// the shortest form that reads back to the same `f64`, as a decimal between 1e-4
@@ -124,16 +124,15 @@ pub fn value(v: &Value) -> String {
 
 /// A number with its unit, spaced (`12.5 ms`), as measurements and thresholds are
 /// written; unitless numbers alone.
-pub fn quantity(f: f64, unit: &str) -> String {
-    if unit.is_empty() {
-        number(f)
-    } else {
-        format!("{} {unit}", number(f))
+pub fn quantity(f: f64, unit: Option<Unit>) -> String {
+    match unit {
+        None => number(f),
+        Some(unit) => format!("{} {unit}", number(f)),
     }
 }
 
 /// `metric cmp value unit`, as a threshold or a symptom's predicate.
-pub fn check(metric: &str, comparison: Comparison, threshold: f64, unit: &str) -> String {
+pub fn check(metric: Metric, comparison: Comparison, threshold: f64, unit: Option<Unit>) -> String {
     format!(
         "{metric} {} {}",
         comparison.symbol(),
@@ -266,6 +265,7 @@ const CLAUSE_BREAKS: &[&str] = &[
     "reverts",
     "about",
     "->",
+    "source",
 ];
 
 /// Lays out one entry written on one line: at most 100 characters stay on the

@@ -7,6 +7,7 @@
 use skillc_runtime::bf16;
 use skillc_runtime::exec::checks::decode::{forced_run, reference_run};
 use skillc_runtime::exec::checks::floor::{storage_errors, DecodeLimits};
+use skillc_runtime::exec::checks::topk::TopKGate;
 use skillc_runtime::model::oracle::storage::{Bf16Storage, StoredTensor};
 use skillc_runtime::model::oracle::{LogitRows, Reference};
 use skillc_runtime::model::Model;
@@ -22,7 +23,7 @@ fn fixture(name: &str) -> Model {
 #[test]
 fn with_nothing_stored_in_bf16_the_variant_is_the_plain_oracle_bit_for_bit() {
     let model = fixture("qwen3-tiny");
-    let run = reference_run(&model, &PROMPT).expect("reference");
+    let run = reference_run(&model, &PROMPT, TopKGate::DEFAULT).expect("reference");
     let mut variant = Reference::new(&model)
         .expect("reference")
         .with_storage(Bf16Storage::none());
@@ -67,7 +68,7 @@ fn storing_the_residual_stream_rounds_it_where_it_is_stored_and_costs_a_bf16_siz
     assert!(diff <= 4.0 * scale / 256.0, "layer 0: {diff} of {scale}");
 
     let prompts = vec![PROMPT.to_vec()];
-    let runs = vec![reference_run(&model, &PROMPT).expect("reference")];
+    let runs = vec![reference_run(&model, &PROMPT, TopKGate::DEFAULT).expect("reference")];
     let floor = |storage: &Bf16Storage| {
         storage_errors(&model, storage, &prompts, &runs).expect("variant runs")
     };
@@ -94,7 +95,7 @@ fn the_floor_keeps_the_fixed_limit_on_every_fixture() {
     for name in ["llama32-tiny", "qwen25-tiny", "qwen3-tiny", "smollm2-tiny"] {
         let model = fixture(name);
         let prompts = vec![PROMPT.to_vec()];
-        let runs = vec![reference_run(&model, &PROMPT).expect("reference")];
+        let runs = vec![reference_run(&model, &PROMPT, TopKGate::DEFAULT).expect("reference")];
         let limits = DecodeLimits::measure(&model, &prompts, &runs).expect("floor");
         println!("{name}: {}", limits.note());
         for limit in [&limits.logits, &limits.kv_prefill, &limits.kv_decode] {

@@ -10,6 +10,7 @@
 
 use skillc_runtime::exec::checks::decode::{reference_run, teacher_forced};
 use skillc_runtime::exec::checks::floor::DecodeLimits;
+use skillc_runtime::exec::checks::topk::TopKGate;
 use skillc_runtime::exec::design::Plans;
 use skillc_runtime::model::config::parse_config;
 use skillc_runtime::model::oracle::blocks::argmax;
@@ -196,7 +197,7 @@ fn each_padded_dimension_gives_bit_identical_real_outputs() {
 fn the_decode_gate_sees_a_padded_plan_as_the_unpadded_one() {
     let model = model("qwen3");
     let device = Device::npu2();
-    let reference = reference_run(&model, &PROMPT).expect("reference");
+    let reference = reference_run(&model, &PROMPT, TopKGate::DEFAULT).expect("reference");
     let limits =
         DecodeLimits::measure(&model, &[PROMPT.to_vec()], std::slice::from_ref(&reference))
             .expect("floor");
@@ -266,11 +267,11 @@ fn padded_vocabulary_rows_never_win_the_argmax() {
         vec![model.arch.vocab_size, h],
         positive,
     );
-    model.weights.final_norm = skillc_runtime::model::tensor::BfTensor::owned(
+    model.weights.final_norm.weight = Some(skillc_runtime::model::tensor::BfTensor::owned(
         "model.norm.weight",
         vec![h],
         vec![skillc_runtime::bf16::from_f32(-1.0); h],
-    );
+    ));
     let base = unpadded(&model);
     let out = run(&model, base);
     assert_eq!(out.prefill.len(), 500, "logits cut to the real vocabulary");

@@ -20,6 +20,7 @@ use skillc_runtime::model::gguf::GgufError;
 use skillc_runtime::model::prompt::{ModelText, PromptError, PromptInput};
 use skillc_runtime::model::source::ModelSource;
 use skillc_runtime::phase::DeployPhase;
+use skillc_runtime::threads::Threads;
 use skillc_runtime::xdna2::packing::UnknownWeightPath;
 
 use super::bundle_file;
@@ -58,11 +59,12 @@ pub struct Args {
     /// A kernel registry from an earlier run whose configurations are tried first.
     #[arg(long)]
     pub registry: Option<PathBuf>,
-    /// Transformers fixtures (folders with reference.safetensors) that prove, code
-    /// path by code path, a model without transformers outputs of its own
-    /// [default: ../shared/fixtures, when it exists].
+    /// A folder of transformers fixtures (folders with reference.safetensors) that
+    /// prove, code path by code path, a model without transformers outputs of its
+    /// own; repeat for several [default: ../shared/fixtures and tests/data/fixtures,
+    /// those that exist].
     #[arg(long)]
-    pub fixtures: Option<PathBuf>,
+    pub fixtures: Vec<PathBuf>,
     /// Print report.json on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -134,8 +136,8 @@ enum CommandError {
     Json(#[from] serde_json::Error),
 }
 
-pub fn run(args: Args) -> ExitCode {
-    match execute(&args) {
+pub fn run(args: Args, threads: Threads) -> ExitCode {
+    match execute(&args, threads) {
         Ok(code) => code,
         Err(message) => {
             eprintln!("error: {message}");
@@ -144,7 +146,7 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-fn execute(args: &Args) -> Result<ExitCode, CommandError> {
+fn execute(args: &Args, threads: Threads) -> Result<ExitCode, CommandError> {
     let loaded = bundle_file::load(&args.bundle)?;
     let bundle_notes = match loaded.report_notes(args.allow_modified) {
         Ok(notes) => notes,
@@ -169,13 +171,18 @@ fn execute(args: &Args) -> Result<ExitCode, CommandError> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("deploy-{model_name}")));
-    if let Some(dir) = &args.fixtures {
+    for dir in &args.fixtures {
         check_fixtures_dir(dir)?;
     }
-    let fixtures = args.fixtures.clone().or_else(default_fixtures);
-    refuse_overlap(&out, &inputs(args, &bundle_dir, fixtures.as_deref()))?;
+    let fixtures = if args.fixtures.is_empty() {
+        default_fixtures()
+    } else {
+        args.fixtures.clone()
+    };
+    refuse_overlap(&out, &inputs(args, &bundle_dir, &fixtures))?;
     let program = std::env::current_exe().map_err(CommandError::Executable)?;
     let mut progress = Display::new(args.quiet);
+    progress.line(&format!("running on {threads}"));
     let claim = Claim::new(&out, Kind::Deploy, args.force, &mut |m| progress.note(m))?;
     let options = DeployOptions {
         model_dir: args.model.clone(),
@@ -228,7 +235,7 @@ fn check_fixtures_dir(dir: &Path) -> Result<(), CommandError> {
 fn inputs<'a>(
     args: &'a Args,
     bundle_dir: &'a Path,
-    fixtures: Option<&'a Path>,
+    fixtures: &'a [PathBuf],
 ) -> Vec<(&'static str, &'a Path)> {
     let mut inputs = vec![
         ("skill bundle", bundle_dir),
@@ -240,7 +247,7 @@ fn inputs<'a>(
         }
     }
     inputs.extend(args.registry.as_deref().map(|r| ("kernel registry", r)));
-    inputs.extend(fixtures.map(|f| ("fixtures folder", f)));
+    inputs.extend(fixtures.iter().map(|f| ("fixtures folder", f.as_path())));
     inputs
 }
 
@@ -307,7 +314,7 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
             stop.gate,
             stop.metric,
             exec::checks::gate::format_value(stop.value),
-            stop.comparison,
+            stop.comparison.symbol(),
             exec::checks::gate::format_value(stop.threshold),
             stop.reason
         );
@@ -364,11 +371,14 @@ fn print_text(stdout: &mut impl Write, t: &exec::artifacts::record::PromptText) 
     }
 }
 
-/// `../shared/fixtures` from the current directory (the repository root), when
-/// it exists.
-pub fn default_fixtures() -> Option<PathBuf> {
-    let dir = PathBuf::from("../shared/fixtures");
-    dir.is_dir().then_some(dir)
+/// `../shared/fixtures` and the families' `tests/data/fixtures` from the
+/// current directory (the repository root), those that exist.
+pub fn default_fixtures() -> Vec<PathBuf> {
+    ["../shared/fixtures", "tests/data/fixtures"]
+        .into_iter()
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_dir())
+        .collect()
 }
 
 #[cfg(test)]

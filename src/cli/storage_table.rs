@@ -14,6 +14,7 @@
 use skillc_runtime::exec::checks::decode::{forced_run, reference_run, DecodeErrors, Worst};
 use skillc_runtime::exec::checks::floor::{storage_errors, FLOOR_FACTOR};
 use skillc_runtime::exec::checks::gate::format_value;
+use skillc_runtime::exec::checks::topk::TopKGate;
 use skillc_runtime::model::oracle::storage::Bf16Storage;
 use skillc_runtime::model::oracle::{LogitRows, Reference, ReferenceError};
 use skillc_runtime::model::Model;
@@ -112,7 +113,7 @@ pub fn print(
 ) -> Result<(), ReferenceError> {
     let npu_weights = model.clone().for_bf16_path();
     let hidden = model.arch.hidden_size;
-    let run = reference_run(&npu_weights, prompt)?;
+    let run = reference_run(&npu_weights, prompt, TopKGate::DEFAULT)?;
     let mut sequence = prompt.to_vec();
     sequence.extend(run.forced_tokens());
     let plain = residuals(&npu_weights, &Bf16Storage::none(), &sequence)?;

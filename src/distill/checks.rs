@@ -173,11 +173,11 @@ fn gate_from(
         Baseline::Absolute
     };
     // Gates hold canonical units, which is what the executor measures in.
-    let canonical = values::canonical(&m.metric.text, &threshold.value);
+    let canonical = values::canonical(metric, &threshold.value);
     Some((
         canonical,
         GateIr {
-            recorded: Some(values::canonical(&m.metric.text, &m.value)),
+            recorded: Some(values::canonical(metric, &m.value)),
             threshold: canonical,
             unit: metric.canonical_unit(),
             metric,
@@ -272,8 +272,9 @@ pub fn failed_checks(cx: &Cx, action: NodeIndex) -> Vec<CheckIr> {
 
 fn violated(m: &Measurement) -> Option<(CmpOp, f64, f64)> {
     let t = m.threshold.as_ref()?;
-    let value = values::canonical(&m.metric.text, &m.value);
-    let limit = values::canonical(&m.metric.text, &t.value);
+    let metric = Metric::named(&m.metric.text)?;
+    let value = values::canonical(metric, &m.value);
+    let limit = values::canonical(metric, &t.value);
     (!t.op.holds(value, limit)).then_some((t.op, limit, value))
 }
 
@@ -324,7 +325,7 @@ pub fn dead_end_symptom(cx: &Cx, index: NodeIndex, data: &ActionData) -> Option<
             Some(Symptom {
                 op: Some(data.op),
                 params: kernel_only(&values::params(&data.params)),
-                metric: Some(m.metric.text.clone()),
+                metric: Metric::named(&m.metric.text),
                 comparison: Some(comparison),
                 value: Some(limit),
                 text: String::new(),

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::graph::NodeIndex;
 use skillc_runtime::bundle::{Comparison, Expr, LessonKind, Provenance, Remedy, Symptom, Value};
-use skillc_runtime::ops::{self, Better, Metric, OpKind};
+use skillc_runtime::ops::{Better, Metric, OpKind};
 use skillc_runtime::phase::DeployPhase;
 
 use super::checks;
@@ -20,11 +20,8 @@ use crate::diag::{Code, Diagnostic};
 use crate::graph::{EdgeKind, LessonData, Node};
 use crate::syntax::{self, EntryKind};
 
-fn kind_of(metrics: impl IntoIterator<Item = impl AsRef<str>>) -> LessonKind {
-    if metrics
-        .into_iter()
-        .any(|m| Metric::named(m.as_ref()).is_some_and(skills::is_performance_metric))
-    {
+fn kind_of(metrics: impl IntoIterator<Item = Metric>) -> LessonKind {
+    if metrics.into_iter().any(skills::is_performance_metric) {
         LessonKind::Optimization
     } else {
         LessonKind::Debugging
@@ -78,11 +75,11 @@ pub fn recorded(
     let fix = remedies.next()?;
     let conditions = values::params(&data.conditions);
     let machine = machine_symptom(data.symptom.as_ref(), &conditions);
-    let kind = kind_of(
-        data.symptom
+    let kind = kind_of(data.symptom.iter().flat_map(|s| {
+        s.predicates
             .iter()
-            .flat_map(|s| s.predicates.iter().map(|p| p.metric.text.as_str())),
-    );
+            .filter_map(|p| Metric::named(&p.metric.text))
+    }));
     let appliers = appliers(cx, index);
     let guarded: BTreeSet<NodeIndex> = appliers.iter().filter_map(|a| cx.replacement(*a)).collect();
     let mut phases: BTreeSet<DeployPhase> =
@@ -142,12 +139,11 @@ fn applier_id(cx: &Cx, action: NodeIndex) -> String {
 
 /// Whether a predicate describes a metric on its bad side (`cosine < 0.99`,
 /// `mismatches > 0`) rather than a condition that still holds (`cosine >= 0.99`).
-fn describes_failure(metric: &str, comparison: Comparison) -> bool {
+fn describes_failure(metric: Metric, comparison: Comparison) -> bool {
     let lower_is_worse = matches!(comparison, Comparison::Lt | Comparison::Le);
-    match ops::metric_spec(metric).map(|m| m.better) {
-        Some(Better::Higher) => lower_is_worse,
-        Some(Better::Lower) => !lower_is_worse && comparison != Comparison::Eq,
-        None => false,
+    match metric.spec().better {
+        Better::Higher => lower_is_worse,
+        Better::Lower => !lower_is_worse && comparison != Comparison::Eq,
     }
 }
 
@@ -159,11 +155,11 @@ fn machine_symptom(s: Option<&syntax::Symptom>, conditions: &BTreeMap<String, Va
     let predicates: Vec<_> = s
         .iter()
         .flat_map(|s| s.predicates.iter())
-        .filter_map(|p| values::comparison(p.op).map(|c| (p, c)))
+        .filter_map(|p| Some((p, Metric::named(&p.metric.text)?, values::comparison(p.op)?)))
         .collect();
     let first = predicates
         .iter()
-        .find(|(p, c)| describes_failure(&p.metric.text, *c))
+        .find(|(_, metric, c)| describes_failure(*metric, *c))
         .or(predicates.first())
         .copied();
     Symptom {
@@ -171,9 +167,9 @@ fn machine_symptom(s: Option<&syntax::Symptom>, conditions: &BTreeMap<String, Va
             .and_then(|s| s.failing_op.as_ref())
             .and_then(|n| n.text.parse().ok()),
         params: conditions.clone(),
-        metric: first.map(|(p, _)| p.metric.text.clone()),
-        comparison: first.map(|(_, c)| c),
-        value: first.map(|(p, _)| values::canonical(&p.metric.text, &p.value)),
+        metric: first.map(|(_, metric, _)| metric),
+        comparison: first.map(|(_, _, c)| c),
+        value: first.map(|(p, metric, _)| values::canonical(metric, &p.value)),
         text: s
             .and_then(|s| s.text.as_ref())
             .map(|t| t.text.clone())
@@ -213,14 +209,11 @@ fn machine_only(machine: &Symptom) -> SymptomIr {
             .iter()
             .zip(machine.comparison)
             .zip(machine.value)
-            .filter_map(|((metric, cmp), value)| {
-                let metric = Metric::named(metric)?;
-                Some(PredicateIr {
-                    metric,
-                    cmp: values::cmp_op(cmp),
-                    value,
-                    unit: metric.canonical_unit(),
-                })
+            .map(|((metric, cmp), value)| PredicateIr {
+                metric: *metric,
+                cmp: values::cmp_op(cmp),
+                value,
+                unit: metric.canonical_unit(),
             })
             .collect(),
     }
@@ -259,7 +252,7 @@ pub fn from_dead_end(
         .into_iter()
         .map(|o| cx.provenance(g.node(o)))
         .collect();
-    let kind = kind_of(symptom.metric.as_deref());
+    let kind = kind_of(symptom.metric);
     Some(LessonIr {
         id: dead_end.id.clone(),
         kind,

@@ -48,7 +48,7 @@ pub fn lesson_skill(kind: LessonKind, symptom: &Symptom, fix_op: OpKind) -> Stri
         LessonKind::Debugging => {
             let topic = match (&symptom.op, &symptom.metric) {
                 (Some(op), _) => format!("{op}{}", kernel_suffix(&symptom.params)),
-                (None, Some(metric)) => metric.clone(),
+                (None, Some(metric)) => metric.to_string(),
                 (None, None) => fix_op.to_string(),
             };
             skill_name(&format!("{DEBUG_PREFIX}{topic}"))

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use skillc_runtime::bundle::{BinaryOp, Comparison, Expr, Remedy, Value};
-use skillc_runtime::ops::{self, Metric, Unit};
+use skillc_runtime::ops::{Metric, Unit};
 
 use crate::graph;
 use crate::syntax::{self, CmpOp, ExprKind, Number, Quantity, UnaryOp, ValueKind};
@@ -241,17 +241,10 @@ pub fn comparison(op: CmpOp) -> Option<Comparison> {
 }
 
 /// A quantity of `metric` in the metric's canonical unit: `12 s` of `kernel_ms` is
-/// 12000, `99.9 %` of `cosine` is 0.999. Unknown metrics and units pass the number
-/// through.
-pub fn canonical(metric: &str, q: &Quantity) -> f64 {
-    let canonical_unit = ops::metric_spec(metric).map_or("", |m| m.canonical_unit);
-    match &q.unit {
-        Some(unit) if !canonical_unit.is_empty() => {
-            ops::convert(number(q), &unit.text, canonical_unit).unwrap_or(number(q))
-        }
-        Some(unit) => ops::unit_spec(&unit.text).map_or(number(q), |u| number(q) * u.to_canonical),
-        None => number(q),
-    }
+/// 12000, `99.9 %` of `cosine` is 0.999. A unit that does not fit passes the number
+/// through (a graph without errors has none).
+pub fn canonical(metric: Metric, q: &Quantity) -> f64 {
+    metric.to_canonical(number(q), unit(q)).unwrap_or(number(q))
 }
 
 /// The unit a quantity was written with (a graph without errors knows every unit).

@@ -13,7 +13,6 @@ use skillc_runtime::bundle_integrity;
 
 use super::print;
 use crate::distill::ir::{GateIr, LessonIr, PhaseIr, SkillIr, TargetIr};
-use skillc_runtime::ops::metrics::unit_symbol;
 
 /// sha256 of every generated file (path relative to the bundle root → content).
 pub fn hashes(files: &BTreeMap<String, String>) -> BTreeMap<String, String> {
@@ -123,10 +122,10 @@ fn phase(ir: &SkillIr, p: &PhaseIr) -> Phase {
 
 fn gate(g: &GateIr) -> Gate {
     Gate {
-        metric: g.metric.name().to_string(),
+        metric: g.metric,
         comparison: g.comparison,
         threshold: g.threshold,
-        unit: unit_symbol(g.unit).to_string(),
+        unit: g.unit,
         baseline: g.baseline.clone(),
         op: g.op,
         conditions: g.conditions.clone(),
@@ -137,9 +136,9 @@ fn gate(g: &GateIr) -> Gate {
 
 fn target(t: &TargetIr) -> Target {
     Target {
-        metric: t.metric.name().to_string(),
+        metric: t.metric,
         value: t.value,
-        unit: unit_symbol(t.unit).to_string(),
+        unit: t.unit,
         conditions: t.conditions.clone(),
         source: t.source,
         provenance: t.provenance.clone(),

@@ -90,11 +90,8 @@ pub fn summary() -> String {
         out.push_str(&format!(
             "| {} | {} | {} |\n",
             code_span(m.name),
-            if m.canonical_unit.is_empty() {
-                "-".to_string()
-            } else {
-                code_span(m.canonical_unit)
-            },
+            m.canonical_unit
+                .map_or_else(|| "-".to_string(), |u| code_span(u.symbol())),
             m.doc
         ));
     }

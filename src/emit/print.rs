@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 
 use skillc_runtime::bundle::{Baseline, LessonKind, Remedy, Symptom, Value};
 use skillc_runtime::notation;
-use skillc_runtime::ops::metrics::unit_symbol;
-use skillc_runtime::ops::{self, formats, FormatDependence, OpKind, WeightFormat};
+use skillc_runtime::ops::{formats, FormatDependence, OpKind, WeightFormat};
 
 use crate::distill::ir::{
     CheckIr, DeadEndIr, DeadEndOutcome, GateIr, LessonIr, LessonOrigin, PredicateIr, SkillIr,
@@ -49,7 +48,7 @@ pub fn predicate(p: &PredicateIr) -> String {
         "{} {} {}",
         p.metric,
         p.cmp.symbol(),
-        notation::quantity(p.value, unit_symbol(p.unit))
+        notation::quantity(p.value, p.unit)
     )
 }
 
@@ -85,12 +84,11 @@ pub fn machine(s: &Symptom) -> String {
         }
         out.push_str(" fails");
     }
-    if let (Some(metric), Some(cmp), Some(v)) = (&s.metric, s.comparison, s.value) {
+    if let (Some(metric), Some(cmp), Some(v)) = (s.metric, s.comparison, s.value) {
         if !out.is_empty() {
             out.push_str(" with ");
         }
-        let unit = ops::metric_spec(metric).map_or("", |m| m.canonical_unit);
-        out.push_str(&notation::check(metric, cmp, v, unit));
+        out.push_str(&notation::check(metric, cmp, v, metric.canonical_unit()));
     }
     out
 }
@@ -104,13 +102,13 @@ pub fn check(c: &CheckIr) -> String {
             let mut text = format!(
                 "{} = {}",
                 value.metric,
-                notation::quantity(value.value, unit_symbol(value.unit))
+                notation::quantity(value.value, value.unit)
             );
             if let Some(t) = threshold {
                 text.push_str(&format!(
                     " {} {}",
                     t.cmp.symbol(),
-                    notation::quantity(t.value, unit_symbol(t.unit))
+                    notation::quantity(t.value, t.unit)
                 ));
             }
             text
@@ -243,19 +241,9 @@ pub fn gate(g: &GateIr) -> (String, String) {
     let check = match g.baseline {
         Baseline::Absolute if g.op == Some(OpKind::ValidateKernel) => format!(
             "{} at every call site",
-            notation::check(
-                g.metric.name(),
-                g.comparison,
-                g.threshold,
-                unit_symbol(g.unit)
-            )
+            notation::check(g.metric, g.comparison, g.threshold, g.unit)
         ),
-        Baseline::Absolute => notation::check(
-            g.metric.name(),
-            g.comparison,
-            g.threshold,
-            unit_symbol(g.unit),
-        ),
+        Baseline::Absolute => notation::check(g.metric, g.comparison, g.threshold, g.unit),
         Baseline::PreviousPhase => format!(
             "{} {} the previous phase's figure",
             g.metric,
@@ -276,7 +264,7 @@ pub fn recorded(g: &GateIr) -> String {
     match g.recorded {
         Some(v) => format!(
             "{} ({}){sites}",
-            notation::quantity(v, unit_symbol(g.unit)),
+            notation::quantity(v, g.unit),
             g.recorded_source.as_str()
         ),
         None => "no value recorded".to_string(),
@@ -285,11 +273,7 @@ pub fn recorded(g: &GateIr) -> String {
 
 /// `metric = value unit`.
 pub fn target(t: &TargetIr) -> String {
-    format!(
-        "{} = {}",
-        t.metric,
-        notation::quantity(t.value, unit_symbol(t.unit))
-    )
+    format!("{} = {}", t.metric, notation::quantity(t.value, t.unit))
 }
 
 /// Parameters as `key=value` in the operation's declared order.

@@ -14,6 +14,7 @@ use skillc_runtime::bundle::{
 
 use super::print;
 use skillc_runtime::notation;
+use skillc_runtime::ops::Unit;
 
 /// `+` added, `-` removed, `~` changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -308,8 +309,8 @@ fn phase_changes(o: &Phase, n: &Phase) -> Vec<Change> {
             field("check", &gate_check(o), &gate_check(n), &mut parts);
             field(
                 "recorded",
-                &recorded(o.recorded, &o.unit),
-                &recorded(n.recorded, &n.unit),
+                &recorded(o.recorded, o.unit),
+                &recorded(n.recorded, n.unit),
                 &mut parts,
             );
             changed(format!("gate {key}"), parts, &n.provenance)
@@ -322,7 +323,7 @@ fn phase_changes(o: &Phase, n: &Phase) -> Vec<Change> {
             (
                 format!(
                     "target {key} = {} ({})",
-                    notation::quantity(t.value, &t.unit),
+                    notation::quantity(t.value, t.unit),
                     t.source
                 ),
                 t.provenance.clone(),
@@ -332,8 +333,8 @@ fn phase_changes(o: &Phase, n: &Phase) -> Vec<Change> {
             let mut parts = Vec::new();
             field(
                 "value",
-                &notation::quantity(o.value, &o.unit),
-                &notation::quantity(n.value, &n.unit),
+                &notation::quantity(o.value, o.unit),
+                &notation::quantity(n.value, n.unit),
                 &mut parts,
             );
             field("source", o.source.as_str(), n.source.as_str(), &mut parts);
@@ -429,20 +430,20 @@ fn gate_key(g: &Gate) -> String {
 }
 
 fn gate_check(g: &Gate) -> String {
-    let check = notation::check(&g.metric, g.comparison, g.threshold, &g.unit);
+    let check = notation::check(g.metric, g.comparison, g.threshold, g.unit);
     match g.baseline {
         Baseline::Absolute => check,
         Baseline::PreviousPhase => format!("{check} (the previous phase's value)"),
     }
 }
 
-fn recorded(value: Option<f64>, unit: &str) -> String {
+fn recorded(value: Option<f64>, unit: Option<Unit>) -> String {
     value.map_or_else(|| "none".to_string(), |v| notation::quantity(v, unit))
 }
 
 fn target_key(t: &Target) -> String {
     if t.conditions.is_empty() {
-        t.metric.clone()
+        t.metric.to_string()
     } else {
         format!("{} ({})", t.metric, notation::params(None, &t.conditions))
     }

@@ -3,11 +3,12 @@
 //! check, a model-level numerical run), and leaves an [`ActionResult`] that the
 //! observations after it read.
 
+use skillc_runtime::exec::checks::topk::TopKGate;
 use skillc_runtime::model::oracle::compare::{
     check_reference, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
 };
 use skillc_runtime::model::{Model, ModelError};
-use skillc_runtime::ops::{self, Effect, Op, PlanChange};
+use skillc_runtime::ops::{self, Effect, Metric, Op, PlanChange};
 use skillc_runtime::phase::DeployPhase;
 use skillc_runtime::xdna2::builder::unsupported_features;
 use skillc_runtime::xdna2::kernels::Precision;
@@ -36,7 +37,7 @@ impl Walk<'_> {
             Op::CheckScope => {
                 let blockers = unsupported_features(&self.emu.arch);
                 ActionResult::Values(
-                    vec![("blockers", blockers.len() as f64)],
+                    vec![(Metric::Blockers, blockers.len() as f64)],
                     blockers.is_empty(),
                 )
             }
@@ -111,18 +112,20 @@ impl Walk<'_> {
         match *op {
             Op::LoadWeights { .. } => self.load_weights(),
             Op::CompareReference { tol, .. } => self.compare_reference(tol),
-            Op::ValidateBlock { layer, .. } => ActionResult::Model(model_run::Run::Block {
+            Op::ValidateBlock {
+                layer,
+                cosine_min,
+                position_min,
+            } => ActionResult::Model(model_run::Run::Block {
                 layer: layer.unwrap_or(0),
+                cosine_min,
+                position_min,
             }),
             Op::DiagnoseLayers => ActionResult::Model(model_run::Run::Diagnose),
-            Op::VerifyModel { tokens, top_k } => ActionResult::Model(model_run::Run::Verify {
-                tokens: tokens.unwrap_or(32),
-                top_k: top_k.unwrap_or(5),
-            }),
-            _ => ActionResult::Model(model_run::Run::Verify {
-                tokens: 32,
-                top_k: 5,
-            }),
+            Op::VerifyModel { tokens, top_k } => {
+                ActionResult::Model(model_run::Run::Verify(TopKGate::recorded(tokens, top_k)))
+            }
+            _ => ActionResult::Model(model_run::Run::Verify(TopKGate::DEFAULT)),
         }
     }
 
@@ -144,7 +147,7 @@ impl Walk<'_> {
                     .iter()
                     .map(|t| non_finite(t.bits()))
                     .sum();
-                ActionResult::Values(vec![("nan_count", bad as f64)], bad == 0)
+                ActionResult::Values(vec![(Metric::NanCount, bad as f64)], bad == 0)
             }
             Err(why) => ActionResult::Problem(why.to_string()),
         }
@@ -179,9 +182,9 @@ impl Walk<'_> {
                     .filter(|r| !r.pass && r.ratio <= tolerance)
                     .count();
                 let values = vec![
-                    ("max_abs", max_abs),
-                    ("max_rel", check.worst_ratio()),
-                    ("nan_count", nan as f64),
+                    (Metric::MaxAbs, max_abs),
+                    (Metric::MaxRel, check.worst_ratio()),
+                    (Metric::NanCount, nan as f64),
                 ];
                 ActionResult::Values(values, check.passed())
             }

@@ -14,7 +14,7 @@
 //!   something the emulator does not model), with the reason.
 
 use serde::Serialize;
-use skillc_runtime::ops::{self, Dimension, MetricSpec};
+use skillc_runtime::ops::{Dimension, Metric, Unit};
 
 use crate::syntax::CmpOp;
 
@@ -90,10 +90,10 @@ pub enum Kind {
     Unmodeled,
 }
 
-pub fn kind_of(metric: &MetricSpec) -> Kind {
-    match (metric.name, metric.dimension) {
-        ("compile_s", _) => Kind::Unmodeled,
-        ("calls_per_layer", _) => Kind::Count,
+pub fn kind_of(metric: Metric) -> Kind {
+    match (metric, metric.spec().dimension) {
+        (Metric::CompileS, _) => Kind::Unmodeled,
+        (Metric::CallsPerLayer, _) => Kind::Count,
         (_, Dimension::Time | Dimension::TokenRate | Dimension::FlopRate | Dimension::ByteRate) => {
             Kind::Timing
         }
@@ -102,7 +102,7 @@ pub fn kind_of(metric: &MetricSpec) -> Kind {
 }
 
 /// Judges one measurement; `band` is the row's relative band.
-pub fn judge(metric: &MetricSpec, recorded: Recorded, replayed: &Replayed, band: f64) -> Judgement {
+pub fn judge(metric: Metric, recorded: Recorded, replayed: &Replayed, band: f64) -> Judgement {
     let value = match replayed {
         Replayed::Value(v) => *v,
         Replayed::Refused(why) => return refused(metric, recorded, why),
@@ -111,10 +111,9 @@ pub fn judge(metric: &MetricSpec, recorded: Recorded, replayed: &Replayed, band:
         Replayed::Problem(why) => return Judgement::new(Outcome::Disagree, why.clone()),
     };
     match kind_of(metric) {
-        Kind::Unmodeled => Judgement::new(
-            Outcome::Outside,
-            format!("the cost model has no {}", metric.name),
-        ),
+        Kind::Unmodeled => {
+            Judgement::new(Outcome::Outside, format!("the cost model has no {metric}"))
+        }
         Kind::Gate => gate(recorded, value),
         Kind::Count => count(recorded, value),
         Kind::Timing => timing(recorded, value, band),
@@ -122,7 +121,7 @@ pub fn judge(metric: &MetricSpec, recorded: Recorded, replayed: &Replayed, band:
 }
 
 /// A refused configuration fails every gate; it has no value to compare.
-fn refused(metric: &MetricSpec, recorded: Recorded, why: &str) -> Judgement {
+fn refused(metric: Metric, recorded: Recorded, why: &str) -> Judgement {
     match (kind_of(metric), recorded.threshold) {
         (Kind::Gate, Some((op, limit))) if !op.holds(recorded.value, limit) => {
             Judgement::new(Outcome::Agree, format!("refused as recorded: {why}"))
@@ -262,31 +261,22 @@ pub fn number(v: f64) -> String {
 }
 
 /// A value with its metric's canonical unit.
-pub fn with_unit(metric: &MetricSpec, v: f64) -> String {
-    if metric.canonical_unit.is_empty() {
-        number(v)
-    } else {
-        format!("{} {}", number(v), metric.canonical_unit)
+pub fn with_unit(metric: Metric, v: f64) -> String {
+    match metric.canonical_unit() {
+        None => number(v),
+        Some(unit) => format!("{} {unit}", number(v)),
     }
 }
 
 /// Converts a recorded quantity to the metric's canonical unit; `None` when the
 /// unit does not fit (the checker reports that as an error first).
-pub fn canonical(metric: &MetricSpec, value: f64, unit: Option<&str>) -> Option<f64> {
-    match (unit, metric.canonical_unit) {
-        (None, _) | (_, "") => Some(value),
-        (Some(u), canonical) if u == canonical => Some(value),
-        (Some(u), canonical) => ops::convert(value, u, canonical),
-    }
+pub fn canonical(metric: Metric, value: f64, unit: Option<Unit>) -> Option<f64> {
+    metric.to_canonical(value, unit)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn metric(name: &str) -> &'static MetricSpec {
-        ops::metric_spec(name).expect("metric exists")
-    }
 
     #[test]
     fn times_agree_inside_the_band_only() {
@@ -294,7 +284,7 @@ mod tests {
             value: 100.0,
             threshold: None,
         };
-        let m = metric("kernel_ms");
+        let m = Metric::KernelMs;
         assert_eq!(
             judge(m, rec, &Replayed::Value(109.0), 0.1).outcome,
             Outcome::Agree
@@ -319,7 +309,7 @@ mod tests {
             value: 92.0,
             threshold: Some((CmpOp::Lt, 93.0)),
         };
-        let j = judge(metric("ms_per_token"), rec, &Replayed::Value(95.0), 0.1);
+        let j = judge(Metric::MsPerToken, rec, &Replayed::Value(95.0), 0.1);
         assert_eq!(j.outcome, Outcome::Disagree, "{}", j.reason);
     }
 
@@ -329,7 +319,7 @@ mod tests {
             value: 0.0,
             threshold: Some((CmpOp::Eq, 0.0)),
         };
-        let m = metric("mismatches");
+        let m = Metric::Mismatches;
         assert_eq!(
             judge(m, rec, &Replayed::Value(0.0), 0.1).outcome,
             Outcome::Agree
@@ -350,7 +340,7 @@ mod tests {
 
     #[test]
     fn a_refusal_agrees_only_with_a_recorded_failure() {
-        let m = metric("mismatches");
+        let m = Metric::Mismatches;
         let failed = Recorded {
             value: 1.0,
             threshold: Some((CmpOp::Eq, 0.0)),
@@ -372,7 +362,7 @@ mod tests {
             value: 15.0,
             threshold: None,
         };
-        let m = metric("calls_per_layer");
+        let m = Metric::CallsPerLayer;
         assert_eq!(
             judge(m, rec, &Replayed::Value(15.0), 0.5).outcome,
             Outcome::Agree

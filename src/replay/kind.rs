@@ -15,8 +15,7 @@
 //! [`STATED_BAND`].
 
 use serde::Serialize;
-use skillc_runtime::ops::metrics::unit_spec;
-use skillc_runtime::ops::{Dimension, MetricSpec};
+use skillc_runtime::ops::{Dimension, Metric, Unit};
 use skillc_runtime::xdna2::calibration::{PointSet, Prepared, Report, Subject, REFERENCE_MODEL};
 
 /// The band of a timing row that is no calibration point: the ±15 % the
@@ -115,7 +114,7 @@ impl CalibrationPoints {
             .zip(&report.results)
             .filter_map(|(p, r)| {
                 let measured = &p.point.measured;
-                let (dimension, value) = comparable(measured.value, &measured.unit)?;
+                let (dimension, value) = comparable(measured.value, Some(measured.unit))?;
                 Some(CalibrationPoint {
                     id: r.id.clone(),
                     set: r.set,
@@ -133,8 +132,8 @@ impl CalibrationPoints {
     /// The calibration point of `model` whose measurement `value` (in the
     /// metric's canonical unit) is, the nearest when several are within
     /// [`SAME_FIGURE`].
-    pub fn find(&self, metric: &MetricSpec, value: f64, model: &str) -> Option<&CalibrationPoint> {
-        let (dimension, value) = comparable(value, metric.canonical_unit)?;
+    pub fn find(&self, metric: Metric, value: f64, model: &str) -> Option<&CalibrationPoint> {
+        let (dimension, value) = comparable(value, metric.canonical_unit())?;
         self.0
             .iter()
             .filter(|p| p.dimension == dimension && p.reach == Reach::of_metric(metric))
@@ -168,9 +167,9 @@ impl Reach {
     }
 
     /// The metrics of one kernel or call; every other timing metric times a run.
-    fn of_metric(metric: &MetricSpec) -> Reach {
-        match metric.name {
-            "kernel_ms" | "gflops" | "gbps" => Reach::Part,
+    fn of_metric(metric: Metric) -> Reach {
+        match metric {
+            Metric::KernelMs | Metric::Gflops | Metric::Gbps => Reach::Part,
             _ => Reach::Whole,
         }
     }
@@ -191,9 +190,10 @@ fn subject_model(subject: &Subject) -> Option<String> {
 
 /// A figure in a form that compares across units: token rates as seconds per
 /// token (a decode figure is published as tok/s and recorded as ms/token),
-/// everything else in its dimension's base unit.
-fn comparable(value: f64, unit: &str) -> Option<(Dimension, f64)> {
-    let spec = unit_spec(unit)?;
+/// everything else in its dimension's base unit. A unitless figure has no
+/// dimension to compare in.
+fn comparable(value: f64, unit: Option<Unit>) -> Option<(Dimension, f64)> {
+    let spec = unit?.spec();
     let base = value * spec.to_canonical;
     match spec.dimension {
         Dimension::TokenRate if base > 0.0 => Some((Dimension::Time, 1.0 / base)),
@@ -208,11 +208,11 @@ mod tests {
 
     #[test]
     fn a_token_rate_is_the_time_per_token() {
-        let (d, v) = comparable(12.2, "tok/s").expect("known unit");
-        let (e, w) = comparable(82.0, "ms").expect("known unit");
+        let (d, v) = comparable(12.2, Some(Unit::TokPerS)).expect("known unit");
+        let (e, w) = comparable(82.0, Some(Unit::Ms)).expect("known unit");
         assert_eq!(d, e);
         assert!((v / w - 1.0).abs() < SAME_FIGURE, "{v} vs {w}");
-        assert_eq!(comparable(1.0, "furlongs"), None);
+        assert_eq!(comparable(1.0, None), None);
     }
 
     /// A point modeled 8 % fast is reproduced at a ratio of 0.92 and agrees;
@@ -251,15 +251,10 @@ mod tests {
             point("fa", None, Reach::Part),
             point("ttft", Some("qwen3-1.7b"), Reach::Whole),
         ]);
-        let spec = |name| skillc_runtime::ops::metrics::metric_spec(name).expect("a metric");
-        let found = |metric, value, model| {
-            points
-                .find(spec(metric), value, model)
-                .map(|p| p.id.as_str())
-        };
-        assert_eq!(found("kernel_ms", 25.9, "llama32-tiny"), Some("fa"));
-        assert_eq!(found("prefill_s", 0.0259, "llama32-tiny"), None);
-        assert_eq!(found("ttft_s", 0.0259, "qwen3-1.7b"), Some("ttft"));
-        assert_eq!(found("ttft_s", 0.0259, "llama-3.2-1b"), None);
+        let found = |metric, value, model| points.find(metric, value, model).map(|p| p.id.as_str());
+        assert_eq!(found(Metric::KernelMs, 25.9, "llama32-tiny"), Some("fa"));
+        assert_eq!(found(Metric::PrefillS, 0.0259, "llama32-tiny"), None);
+        assert_eq!(found(Metric::TtftS, 0.0259, "qwen3-1.7b"), Some("ttft"));
+        assert_eq!(found(Metric::TtftS, 0.0259, "llama-3.2-1b"), None);
     }
 }

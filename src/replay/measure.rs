@@ -8,6 +8,7 @@
 //! (anything else, e.g. `platform_profile=balanced`): such an observation is
 //! reported as outside the emulator, never compared.
 
+use skillc_runtime::ops::Metric;
 use skillc_runtime::xdna2::calibration::ablation_options;
 use skillc_runtime::xdna2::cost::{self, StepTiming};
 use skillc_runtime::xdna2::plan::{Phase, Plan, Step};
@@ -62,7 +63,7 @@ pub fn restatement_mismatch(conditions: Params<'_>, actions: &[Params<'_>]) -> O
 }
 
 /// A metric of a kernel choice or validation.
-pub fn kernel_metric(metric: &str, result: &ActionResult, emu: &Emulator) -> Replayed {
+pub fn kernel_metric(metric: Metric, result: &ActionResult, emu: &Emulator) -> Replayed {
     let ActionResult::Kernel(run) = result else {
         return Replayed::Problem(format!("{metric} needs a kernel action"));
     };
@@ -72,8 +73,8 @@ pub fn kernel_metric(metric: &str, result: &ActionResult, emu: &Emulator) -> Rep
     };
     let seconds = || cost::time_standalone(launch, &emu.device, &emu.params);
     match metric {
-        "kernel_ms" => Replayed::Value(seconds() * 1e3),
-        "gflops" => match counted_flops(launch) {
+        Metric::KernelMs => Replayed::Value(seconds() * 1e3),
+        Metric::Gflops => match counted_flops(launch) {
             Some(flops) => Replayed::Value(flops / seconds() / 1e9),
             None => {
                 Replayed::Problem("GFLOP/s is counted for GEMM, GEMV and attention only".into())
@@ -85,12 +86,12 @@ pub fn kernel_metric(metric: &str, result: &ActionResult, emu: &Emulator) -> Rep
             Some(Ok(check)) => {
                 let c = check.comparison;
                 match metric {
-                    "mismatches" => Replayed::Value(c.mismatches as f64),
-                    "max_abs" => Replayed::Value(c.max_abs),
-                    "max_rel" => Replayed::Value(c.max_rel),
-                    "mean_rel_l1" => Replayed::Value(c.mean_rel_l1),
-                    "nan_count" => Replayed::Value(c.non_finite as f64),
-                    "cosine" => Replayed::Value(check.cosine),
+                    Metric::Mismatches => Replayed::Value(c.mismatches as f64),
+                    Metric::MaxAbs => Replayed::Value(c.max_abs),
+                    Metric::MaxRel => Replayed::Value(c.max_rel),
+                    Metric::MeanRelL1 => Replayed::Value(c.mean_rel_l1),
+                    Metric::NanCount => Replayed::Value(c.non_finite as f64),
+                    Metric::Cosine => Replayed::Value(check.cosine),
                     other => Replayed::Problem(format!("a kernel run has no {other}")),
                 }
             }
@@ -100,7 +101,7 @@ pub fn kernel_metric(metric: &str, result: &ActionResult, emu: &Emulator) -> Rep
 
 /// A metric of a profiled plan (`profile-prefill`, `profile-decode`).
 pub fn profile_metric(
-    metric: &str,
+    metric: Metric,
     phase: Phase,
     action: Params<'_>,
     conditions: Params<'_>,
@@ -134,7 +135,7 @@ pub fn profile_metric(
 }
 
 fn plan_metric(
-    metric: &str,
+    metric: Metric,
     conditions: Params<'_>,
     built: &Built,
     state: Option<&State>,
@@ -143,14 +144,14 @@ fn plan_metric(
     let per_layer = conditions.word("scope") == Some("layers");
     let whole = if per_layer { t.layers_s() } else { t.total_s };
     match metric {
-        "prefill_s" | "ttft_s" => Replayed::Value(whole),
-        "ms_per_token" => Replayed::Value(whole * 1e3),
-        "tok_s" => Replayed::Value(1.0 / whole),
-        "calls_per_layer" => Replayed::Value(match state {
+        Metric::PrefillS | Metric::TtftS => Replayed::Value(whole),
+        Metric::MsPerToken => Replayed::Value(whole * 1e3),
+        Metric::TokS => Replayed::Value(1.0 / whole),
+        Metric::CallsPerLayer => Replayed::Value(match state {
             Some(state) => calls_per_layer(&built.plan, state) as f64,
             None => built.plan.calls_per_layer() as f64,
         }),
-        "kernel_ms" => match (conditions.word("call"), conditions.word("host")) {
+        Metric::KernelMs => match (conditions.word("call"), conditions.word("host")) {
             (Some(call), _) => call_seconds(t, call).map_or_else(
                 || Replayed::Problem(format!("the plan has no call or group named {call}")),
                 |s| Replayed::Value(s * 1e3),

@@ -41,6 +41,7 @@ use petgraph::graph::NodeIndex;
 use serde::Serialize;
 
 use skillc_runtime::model::Model;
+use skillc_runtime::ops::Metric;
 use skillc_runtime::xdna2::plan::Launch;
 
 use crate::graph::{Graph, Node, NodeData};
@@ -166,7 +167,7 @@ pub enum ActionResult {
     Problem(String),
     /// Metrics and whether the action passed: a model-level numerical run, or the
     /// scope check (`blockers`).
-    Values(Vec<(&'static str, f64)>, bool),
+    Values(Vec<(Metric, f64)>, bool),
     /// A model-level run on the NPU path, run when an observation reads it
     /// (its conditions say how many prompts).
     Model(model_run::Run),

@@ -1,7 +1,8 @@
 //! Model-level numerical runs for `--functional full`: the emulator executes the
 //! deployment's plans on the model's weights (`xdna2::interpreter`) and the CPU f32
 //! reference runs the same prompts; the block, diagnosis and verify gates are
-//! recomputed from the two.
+//! recomputed from the two by the executor's own definitions of them
+//! (`exec::checks::block`, `exec::checks::verify`).
 //!
 //! Prompts are seeded token ids (no tokenizer is needed). Prefill plans run at
 //! [`PROMPT_ROWS`] rows: the deployment pads prompts to its fixed row count, and
@@ -15,21 +16,30 @@
 //! keeps), and weight buffers keyed per kernel leave every layer with the
 //! weights written last, the last layer's.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
+use skillc_runtime::exec::checks::block::{BlockComparison, BlockThresholds};
+use skillc_runtime::exec::checks::decode::ReferenceRun;
+use skillc_runtime::exec::checks::floor::DecodeLimits;
+use skillc_runtime::exec::checks::gate::{min_or_nan, GateCheck, ThresholdSource};
+use skillc_runtime::exec::checks::topk::TopKGate;
+use skillc_runtime::exec::checks::verify::{
+    diagnose_layers, reference_runs, verify_gates, verify_on,
+};
+use skillc_runtime::exec::design::Plans;
 use skillc_runtime::model::arch::Architecture;
-use skillc_runtime::model::oracle::{blocks, LogitRows, Reference, ReferenceError};
+use skillc_runtime::model::oracle::{LogitRows, Reference, ReferenceError};
 use skillc_runtime::model::tensor::BfTensor;
-use skillc_runtime::model::weights::{LayerWeights, SandwichNorms, Weights};
+use skillc_runtime::model::weights::{LayerWeights, Weights};
 use skillc_runtime::model::Model;
 use skillc_runtime::rng::SplitMix64;
 use skillc_runtime::xdna2::builder::{plan_for, PlanError};
 use skillc_runtime::xdna2::device::Device;
 use skillc_runtime::xdna2::interpreter::{ExecError, Interpreter, NpuPath};
-use skillc_runtime::xdna2::numerics::cosine;
 use skillc_runtime::xdna2::plan::{Phase, Plan, PlanOptions};
 
-use skillc_runtime::ops::{BufferKey, RopeConvention};
+use skillc_runtime::ops::{BufferKey, Metric, RopeConvention};
 
 use super::state::State;
 
@@ -39,12 +49,18 @@ pub const PROMPT_ROWS: usize = 256;
 pub const PROMPT_TOKENS: usize = 16;
 
 /// What a model-level action asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Run {
-    /// Greedy decode on both sides with the top-k set check at the first divergence.
-    Verify { tokens: usize, top_k: usize },
-    /// One layer's output against the reference's.
-    Block { layer: usize },
+    /// The NPU side fed the reference's greedy tokens, judged by the verification
+    /// gates: teacher-forced logits and KV cache, top-k set check at every step.
+    Verify(TopKGate),
+    /// One layer's output against the reference's, at the action's thresholds
+    /// (the reference system's where it recorded none).
+    Block {
+        layer: usize,
+        cosine_min: Option<f64>,
+        position_min: Option<f64>,
+    },
     /// Every layer's output against the reference's.
     Diagnose,
 }
@@ -52,8 +68,22 @@ pub enum Run {
 /// The metrics of one run and whether its gate passed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
-    pub values: Vec<(&'static str, f64)>,
+    pub values: Vec<(Metric, f64)>,
     pub pass: bool,
+}
+
+impl Outcome {
+    /// The language's metrics of `gates`, in order, and whether all passed (the
+    /// runtime's own measures, such as the teacher-forced errors, only vote).
+    fn of(gates: &[GateCheck]) -> Self {
+        Outcome {
+            values: gates
+                .iter()
+                .filter_map(|g| Some((g.metric.language()?, g.value)))
+                .collect(),
+            pass: gates.iter().all(|g| g.passed),
+        }
+    }
 }
 
 /// Why a model-level run could not be made.
@@ -69,10 +99,19 @@ pub enum ModelRunError {
     NoLayer(usize),
 }
 
+/// The reference side of a verification: its greedy runs of the prompts and the
+/// decode gates' limits from the bf16-storage floor, which no deployment state
+/// changes.
+struct ReferenceSide {
+    runs: Vec<ReferenceRun>,
+    limits: DecodeLimits,
+}
+
 /// Runs model-level checks, remembering results by everything that changes them.
 pub struct Runner {
     seed: u64,
     cache: BTreeMap<String, Result<Outcome, ModelRunError>>,
+    references: BTreeMap<(usize, TopKGate), ReferenceSide>,
 }
 
 impl Runner {
@@ -80,6 +119,7 @@ impl Runner {
         Runner {
             seed,
             cache: BTreeMap::new(),
+            references: BTreeMap::new(),
         }
     }
 
@@ -108,7 +148,7 @@ impl Runner {
     }
 
     fn execute(
-        &self,
+        &mut self,
         model: &Model,
         device: &Device,
         state: &State,
@@ -129,68 +169,52 @@ impl Runner {
             &state.options(Phase::Prefill),
         )?;
         match run {
-            Run::Verify { tokens, top_k } => {
+            Run::Verify(gate) => {
                 let decode = plan(
                     model,
                     device,
                     Phase::Decode,
-                    PROMPT_TOKENS + tokens + 1,
+                    PROMPT_TOKENS + gate.tokens + 1,
                     &state.options(Phase::Decode),
                 )?;
-                let mut agree = 0;
-                let mut nan = 0;
-                for prompt in &prompts {
-                    let (ok, bad) = verify_prompt(
-                        &mut npu,
-                        &mut reference,
-                        &prefill,
-                        &decode,
-                        prompt,
-                        tokens,
-                        top_k,
-                    )?;
-                    agree += usize::from(ok);
-                    nan += bad;
-                }
-                Ok(Outcome {
-                    values: vec![("top_k_agree", agree as f64), ("nan_count", nan as f64)],
-                    pass: agree == prompts.len() && nan == 0,
-                })
+                let reference = match self.references.entry((prompts.len(), gate)) {
+                    Entry::Occupied(known) => known.into_mut(),
+                    Entry::Vacant(slot) => {
+                        let (runs, _) = reference_runs(model, &prompts, gate)?;
+                        let limits = DecodeLimits::measure(model, &prompts, &runs)?;
+                        slot.insert(ReferenceSide { runs, limits })
+                    }
+                };
+                let plans = Plans { prefill, decode };
+                let v = verify_on(&mut npu, &plans, &prompts, &reference.runs, None)?;
+                let source = ThresholdSource::rule("every prompt passes the top-k set check");
+                let gates = verify_gates(&v, &reference.limits, gate, prompts.len(), source);
+                Ok(Outcome::of(&gates))
             }
-            Run::Block { layer } => {
+            Run::Block {
+                layer,
+                cosine_min,
+                position_min,
+            } => {
                 let (npu_layers, ref_layers) =
                     layer_outputs(&mut npu, &mut reference, &prefill, &prompts[0])?;
                 let (Some(ours), Some(theirs)) = (npu_layers.get(layer), ref_layers.get(layer))
                 else {
                     return Err(ModelRunError::NoLayer(layer));
                 };
-                let hidden = model.arch.hidden_size;
-                let per_position = ours
-                    .chunks(hidden)
-                    .zip(theirs.chunks(hidden))
-                    .map(|(a, b)| cosine(a, b))
-                    .fold(f64::INFINITY, f64::min);
-                let whole = cosine(ours, theirs);
-                let nan = ours.iter().filter(|v| !v.is_finite()).count();
-                Ok(Outcome {
-                    values: vec![
-                        ("cosine", whole),
-                        ("position_cosine_min", per_position),
-                        ("nan_count", nan as f64),
-                    ],
-                    pass: nan == 0,
-                })
+                let arch = &model.arch;
+                let block = BlockComparison::of(ours, theirs, arch.hidden_size);
+                let thresholds = BlockThresholds::recorded(cosine_min, position_min, arch.head_dim);
+                Ok(Outcome::of(&block.gates(&thresholds, BTreeMap::new())))
             }
             Run::Diagnose => {
                 let (npu_layers, ref_layers) =
                     layer_outputs(&mut npu, &mut reference, &prefill, &prompts[0])?;
-                let worst = npu_layers
-                    .iter()
-                    .zip(&ref_layers)
-                    .map(|(a, b)| cosine(a, b))
-                    .fold(f64::INFINITY, f64::min);
+                let theirs: Vec<&[f32]> = ref_layers.iter().map(Vec::as_slice).collect();
+                let table = diagnose_layers(&npu_layers, &theirs, model.arch.hidden_size);
+                let cosines: Vec<f64> = table.iter().map(|d| d.cosine).collect();
                 Ok(Outcome {
-                    values: vec![("cosine", worst)],
+                    values: vec![(Metric::Cosine, min_or_nan(&cosines))],
                     pass: true,
                 })
             }
@@ -229,39 +253,6 @@ fn plan(
     options: &PlanOptions,
 ) -> Result<Plan, PlanError> {
     plan_for("replay", &model.arch, device, phase, seq_len, options)
-}
-
-/// One prompt of the verify gate: both sides greedy-decode; at the first
-/// divergence each side's token must be in the other's top k, then it stops.
-/// Returns whether it passed and how many non-finite logits the NPU side gave.
-fn verify_prompt(
-    npu: &mut Interpreter<'_>,
-    reference: &mut Reference<'_>,
-    prefill: &Plan,
-    decode: &Plan,
-    prompt: &[u32],
-    tokens: usize,
-    top_k: usize,
-) -> Result<(bool, usize), ModelRunError> {
-    let mut ours = npu.prefill(prefill, prompt)?;
-    reference.reset();
-    let mut theirs = reference.prefill(prompt, LogitRows::Last)?.logits.data;
-    let mut nan = 0;
-    for _ in 0..tokens {
-        nan += ours.iter().filter(|v| !v.is_finite()).count();
-        let (a, b) = (blocks::argmax(&ours), blocks::argmax(&theirs));
-        if a != b {
-            let in_top = |logits: &[f32], token: usize| {
-                blocks::top_k(logits, top_k)
-                    .iter()
-                    .any(|(t, _)| *t == token)
-            };
-            return Ok((in_top(&ours, b) && in_top(&theirs, a), nan));
-        }
-        ours = npu.decode(decode, a as u32)?;
-        theirs = reference.decode_step(b as u32)?;
-    }
-    Ok((nan == 0, nan))
 }
 
 /// Each layer's output residual stream, f32, real rows only.
@@ -318,27 +309,7 @@ fn layer_as(source: &LayerWeights, from: usize, to: usize) -> LayerWeights {
             t.bits().to_vec(),
         )
     };
-    let rename_opt = |t: &Option<BfTensor>| t.as_ref().map(rename);
-    LayerWeights {
-        input_norm: rename(&source.input_norm),
-        q_proj: rename(&source.q_proj),
-        k_proj: rename(&source.k_proj),
-        v_proj: rename(&source.v_proj),
-        o_proj: rename(&source.o_proj),
-        q_bias: rename_opt(&source.q_bias),
-        k_bias: rename_opt(&source.k_bias),
-        v_bias: rename_opt(&source.v_bias),
-        q_norm: rename_opt(&source.q_norm),
-        k_norm: rename_opt(&source.k_norm),
-        post_attention_norm: rename(&source.post_attention_norm),
-        sandwich: source.sandwich.as_ref().map(|s| SandwichNorms {
-            attention_out: rename(&s.attention_out),
-            mlp_out: rename(&s.mlp_out),
-        }),
-        gate_proj: rename(&source.gate_proj),
-        up_proj: rename(&source.up_proj),
-        down_proj: rename(&source.down_proj),
-    }
+    source.map(&rename)
 }
 
 /// Rows of an `[heads·hd, in]` projection reordered within each head so that

@@ -6,7 +6,7 @@
 
 use petgraph::graph::NodeIndex;
 
-use skillc_runtime::ops::{self, OpKind};
+use skillc_runtime::ops::{Metric, OpKind, Unit};
 use skillc_runtime::xdna2::calibration::PointSet;
 use skillc_runtime::xdna2::plan::Phase;
 
@@ -183,22 +183,22 @@ impl Walk<'_> {
         };
         let mut rows = Vec::new();
         for m in &obs.measurements {
-            let Some(spec) = ops::metric_spec(&m.metric.text) else {
+            let Some(metric) = Metric::named(&m.metric.text) else {
                 continue;
             };
-            let recorded = recorded_value(spec, m);
+            let recorded = recorded_value(metric, m);
             let replayed = match &skip {
                 Some(r) => r.clone(),
-                None if judge::kind_of(spec) == judge::Kind::Unmodeled => {
-                    Replayed::Outside(format!("the cost model has no {}", spec.name))
+                None if judge::kind_of(metric) == judge::Kind::Unmodeled => {
+                    Replayed::Outside(format!("the cost model has no {metric}"))
                 }
-                None => self.metric(spec.name, action, &result, conditions, &state),
+                None => self.metric(metric, action, &result, conditions, &state),
             };
-            let timing = judge::kind_of(spec) == judge::Kind::Timing;
+            let timing = judge::kind_of(metric) == judge::Kind::Timing;
             let point = self
                 .emu
                 .points
-                .find(spec, recorded.value, &self.emu.model)
+                .find(metric, recorded.value, &self.emu.model)
                 .filter(|_| timing);
             let band = point.map_or(kind::STATED_BAND, |p| p.band());
             let row_kind = match (obs.provenance, point) {
@@ -207,10 +207,10 @@ impl Walk<'_> {
                 _ => RowKind::OutOfSample,
             };
             rows.push(RowParts {
-                metric: spec.name.to_string(),
-                recorded: recorded_text(spec, recorded, provenance),
-                replayed: replayed_text(spec, &replayed, band),
-                judgement: judge::judge(spec, recorded, &replayed, band),
+                metric: metric.name().to_string(),
+                recorded: recorded_text(metric, recorded, provenance),
+                replayed: replayed_text(metric, &replayed, band),
+                judgement: judge::judge(metric, recorded, &replayed, band),
                 kind: row_kind,
                 band: timing.then_some(band),
                 point: point.map(|p| p.id.clone()),
@@ -275,7 +275,7 @@ impl Walk<'_> {
 
     fn metric(
         &mut self,
-        metric: &str,
+        metric: Metric,
         action: &ActionData,
         result: &ActionResult,
         conditions: Params<'_>,
@@ -293,7 +293,7 @@ impl Walk<'_> {
             }
             (_, ActionResult::Kernel(_)) => measure::kernel_metric(metric, result, &self.emu),
             (op, ActionResult::Values(values, _)) => {
-                values.iter().find(|(name, _)| *name == metric).map_or_else(
+                values.iter().find(|(m, _)| *m == metric).map_or_else(
                     || Replayed::Problem(format!("{op} produces no {metric}")),
                     |(_, v)| Replayed::Value(*v),
                 )
@@ -354,10 +354,10 @@ impl RowParts {
 }
 
 /// A measurement as recorded, in the metric's canonical unit.
-fn recorded_value(spec: &ops::MetricSpec, m: &crate::syntax::Measurement) -> Recorded {
+fn recorded_value(metric: Metric, m: &crate::syntax::Measurement) -> Recorded {
     let canonical = |q: &crate::syntax::Quantity| {
-        let unit = q.unit.as_ref().map(|u| u.text.as_str());
-        judge::canonical(spec, q.number.as_f64(), unit).unwrap_or(f64::NAN)
+        let unit = q.unit.as_ref().and_then(|u| Unit::named(&u.text));
+        judge::canonical(metric, q.number.as_f64(), unit).unwrap_or(f64::NAN)
     };
     Recorded {
         value: canonical(&m.value),
@@ -381,24 +381,24 @@ fn verdict_parts(
     RowParts::new("verdict".into(), format!("{rec} ({provenance})"), shown, j)
 }
 
-fn recorded_text(spec: &ops::MetricSpec, r: Recorded, provenance: &str) -> String {
-    let mut text = judge::with_unit(spec, r.value);
+fn recorded_text(metric: Metric, r: Recorded, provenance: &str) -> String {
+    let mut text = judge::with_unit(metric, r.value);
     if let Some((op, limit)) = r.threshold {
         text.push_str(&format!(" {} {}", op.symbol(), judge::number(limit)));
     }
     format!("{text} ({provenance})")
 }
 
-fn replayed_text(spec: &ops::MetricSpec, r: &Replayed, band: f64) -> String {
+fn replayed_text(metric: Metric, r: &Replayed, band: f64) -> String {
     match r {
-        Replayed::Value(v) if judge::kind_of(spec) == judge::Kind::Timing => {
+        Replayed::Value(v) if judge::kind_of(metric) == judge::Kind::Timing => {
             format!(
                 "{} (modeled ±{:.1}%)",
-                judge::with_unit(spec, *v),
+                judge::with_unit(metric, *v),
                 band * 100.0
             )
         }
-        Replayed::Value(v) => judge::with_unit(spec, *v),
+        Replayed::Value(v) => judge::with_unit(metric, *v),
         other => short(other),
     }
 }

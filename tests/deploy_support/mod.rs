@@ -123,7 +123,7 @@ fn deploy_with(
         started: "2026-11-30T00:00Z".to_string(),
         evaluator: EvaluatorLaunch::Process(PathBuf::from(env!("CARGO_BIN_EXE_skillc"))),
         registry: None,
-        fixtures: Some(repo("../shared/fixtures")),
+        fixtures: vec![repo("../shared/fixtures"), repo("tests/data/fixtures")],
         stop_after: None,
         weights,
         bundle_notes: Vec::new(),
@@ -170,7 +170,7 @@ pub fn summary(r: &DeployReport) -> String {
             stop.gate,
             stop.metric,
             stop.value,
-            stop.comparison,
+            stop.comparison.symbol(),
             stop.threshold,
             stop.tried.len()
         );
@@ -217,7 +217,7 @@ pub fn summary(r: &DeployReport) -> String {
 pub fn first_failure(r: &DeployReport) -> Option<(DeployPhase, String, String)> {
     r.gates()
         .find(|(_, g)| !g.passed && !g.modeled)
-        .map(|(p, g)| (p, g.name.clone(), g.metric.clone()))
+        .map(|(p, g)| (p, g.name.clone(), g.metric.to_string()))
 }
 
 /// Writes `value` over the first bytes of tensor `name` in a safetensors file.

@@ -20,16 +20,18 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::artifacts::production::{ProductionPlan, WeightsRef, PLAN_SCHEMA};
-use super::artifacts::record::{DeployReport, PhaseStatus, PromptVerdict, StepOutcome};
+use super::artifacts::record::{
+    DeployReport, EvaluatorVerdict, PhaseStatus, PromptVerdict, Reversion, StepOutcome,
+};
 use super::artifacts::registry::Registry;
 use super::artifacts::sha256_file;
 use super::checks::floor::DecodeLimits;
-use super::checks::topk::{GATE_K, GATE_N_TOKENS};
+use super::checks::topk::{TopKGate, GATE_K, GATE_N_TOKENS};
 use super::checks::verify::{reference_runs, verify_npu};
 use super::design::{self, fingerprint, Plans};
 use super::{files, DeployError};
 use crate::model::source::ModelSource;
-use crate::ops::OpKind;
+use crate::ops::{Metric, OpKind};
 use crate::phase::DeployPhase;
 use crate::xdna2::device::Device;
 use crate::xdna2::plan::{Plan, Step};
@@ -44,7 +46,7 @@ pub struct AuditItem {
 /// `evaluation.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Evaluation {
-    pub verdict: String,
+    pub verdict: EvaluatorVerdict,
     pub exit_code: i32,
     pub audit: Vec<AuditItem>,
     pub verification: Vec<PromptVerdict>,
@@ -53,6 +55,9 @@ pub struct Evaluation {
     pub launches_expected: u64,
     pub warnings: Vec<String>,
     pub wall_s: f64,
+    /// The threads the evaluator ran on (the deploy's, passed down).
+    #[serde(default)]
+    pub threads: usize,
 }
 
 /// Runs the evaluation and writes evaluation.json and evaluation.md into `out`.
@@ -195,7 +200,7 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
         ),
     );
 
-    let (runs, ref_nan) = reference_runs(&model, &plan.prompts)?;
+    let (runs, ref_nan) = reference_runs(&model, &plan.prompts, TopKGate::DEFAULT)?;
     let limits = DecodeLimits::measure(&model, &plan.prompts, &runs)?;
     let v = verify_npu(
         &device,
@@ -232,15 +237,10 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
         worst.summary(&limits),
     );
     let warnings = warnings(&report);
-    let ok = audit.iter().all(|a| a.ok);
-    let (verdict, exit_code) = match (ok, warnings.is_empty()) {
-        (false, _) => ("FAIL", 1),
-        (true, true) => ("PASS", 0),
-        (true, false) => ("PASS-with-warnings", 0),
-    };
+    let verdict = EvaluatorVerdict::of(audit.iter().all(|a| a.ok), !warnings.is_empty());
     let evaluation = Evaluation {
-        verdict: verdict.to_string(),
-        exit_code,
+        verdict,
+        exit_code: verdict.exit_code(),
         audit,
         verification: v.prompts,
         prompts_passed: passed,
@@ -248,6 +248,7 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
         launches_expected: expected,
         warnings,
         wall_s: started.elapsed().as_secs_f64(),
+        threads: crate::threads::current(),
     };
     let json = serde_json::to_string_pretty(&evaluation).unwrap_or_default() + "\n";
     super::run::write(&out.join(files::EVALUATION_JSON), &json)?;
@@ -310,7 +311,9 @@ fn gates_consistent(report: &DeployReport, prompts: usize) -> (bool, String) {
                 g.summary()
             ));
         }
-        if g.metric == "top_k_agree" && g.op == OpKind::VerifyModel && g.threshold < prompts as f64
+        if g.metric == Metric::TopKAgree
+            && g.op == OpKind::VerifyModel
+            && g.threshold < prompts as f64
         {
             problems.push(format!(
                 "phase {phase} `{}` accepts fewer than all {prompts} prompts",
@@ -367,7 +370,7 @@ fn warnings(report: &DeployReport) -> Vec<String> {
         .flat_map(|p| p.steps.iter().map(move |s| (p.index, s)))
     {
         if let StepOutcome::Reverted { why } = &step.outcome {
-            if why.starts_with(super::phases::optimize::NUMERICS_FAILED) {
+            if matches!(why, Reversion::NumericsFailed { .. }) {
                 w.push(format!(
                     "phase {phase}: `{}` broke the NPU numerics and was reverted ({why}); the deployment runs without it, but the kernel path it enables is wrong",
                     step.op

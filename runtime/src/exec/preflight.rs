@@ -14,6 +14,7 @@ use super::phases::prompts::default_prompts;
 use super::{DeployError, DeployOptions};
 use std::path::Path;
 
+use crate::model::arch::Architecture;
 use crate::model::consistency::{check_context, check_reference_ids, check_tokenizer};
 use crate::model::default_estimate;
 use crate::model::memory::{available_memory, DeployEstimate};
@@ -21,20 +22,22 @@ use crate::model::oracle::compare::{ReferenceTensors, REFERENCE_FILE};
 use crate::model::prompt::ModelText;
 use crate::model::source::ModelSource;
 
-/// How the run's memory was checked.
-pub(crate) enum Memory {
-    /// As a whole, here: the loaders inside the run skip their own checks.
-    CheckedAsAWhole,
-    /// Not here (the model could not be read): each loader checks its own.
-    LeftToTheLoaders,
+/// A model whose files passed the preflight, and the memory its whole run was
+/// checked for: the loaders inside the run skip their own checks, and the run
+/// states this estimate (`estimate::RunEstimate`) before it starts.
+pub(crate) struct Checked {
+    pub arch: Architecture,
+    pub memory: DeployEstimate,
 }
 
-pub(crate) fn preflight(options: &DeployOptions) -> Result<Memory, DeployError> {
+/// `None` when the model could not be read: phase 0 reports that, and each
+/// loader checks its own memory.
+pub(crate) fn preflight(options: &DeployOptions) -> Result<Option<Checked>, DeployError> {
     let Ok(source) = ModelSource::locate(&options.model_dir) else {
-        return Ok(Memory::LeftToTheLoaders);
+        return Ok(None);
     };
     let Ok(arch) = source.architecture() else {
-        return Ok(Memory::LeftToTheLoaders);
+        return Ok(None);
     };
     let dir = source.companion_dir();
     let text = ModelText::for_model(&options.model_dir, source.gguf());
@@ -62,13 +65,13 @@ pub(crate) fn preflight(options: &DeployOptions) -> Result<Memory, DeployError> 
     // The source's map is released before the headroom is read: the run maps
     // the file again, and the estimate counts it.
     drop(source);
-    let estimate = DeployEstimate::new(default_estimate(&arch), files);
+    let memory = DeployEstimate::new(default_estimate(&arch), files);
     match available_memory() {
-        Some(available) if estimate.total() > available.bytes => Err(DeployError::Memory {
-            estimate,
+        Some(available) if memory.total() > available.bytes => Err(DeployError::Memory {
+            estimate: memory,
             available,
         }),
-        _ => Ok(Memory::CheckedAsAWhole),
+        _ => Ok(Some(Checked { arch, memory })),
     }
 }
 

@@ -34,7 +34,7 @@ use crate::bundle::{Bundle, Step, Value};
 use crate::model::oracle::compare::ReferenceTensors;
 use crate::model::oracle::{LogitRows, PrefillOutput, Reference};
 use crate::model::Model;
-use crate::ops::OpKind;
+use crate::ops::{Metric, OpKind};
 use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
 use crate::xdna2::fit::committed_params;
@@ -125,6 +125,7 @@ impl<'a> Run<'a, Unloaded> {
             bundle_notes: options.bundle_notes.clone(),
             model_dir: name.clone(),
             model: None,
+            estimate: None,
             padding: None,
             seed: options.seed,
             faults: options.faults.clone(),
@@ -264,16 +265,7 @@ impl<'a, S> Run<'a, S> {
             recorded: None,
         });
         self.traj.verdict(&format!("{op}: {reason}"), false, None);
-        PhaseEnd::Failed(Stop {
-            phase,
-            gate: op.to_string(),
-            metric: "errors".into(),
-            value: 1.0,
-            comparison: "==".into(),
-            threshold: 0.0,
-            reason: reason.to_string(),
-            tried: Vec::new(),
-        })
+        PhaseEnd::Failed(Stop::failed_step(phase, op.name(), Metric::Errors, reason))
     }
 
     /// Writes the kernel registry file.
@@ -299,6 +291,23 @@ impl<'a, S> Run<'a, S> {
         passed
     }
 
+    /// Records `gates` in the phase in order, showing each: the first that
+    /// failed, which the phase goes on to fix or stops at.
+    pub fn record_gates(
+        &mut self,
+        rec: &mut PhaseRecord,
+        gates: impl IntoIterator<Item = GateCheck>,
+    ) -> Option<GateCheck> {
+        let mut failed = None;
+        for gate in gates {
+            if !gate.passed && failed.is_none() {
+                failed = Some(gate.clone());
+            }
+            self.gate(rec, gate);
+        }
+        failed
+    }
+
     /// The stop record for a failure no lesson fixed.
     pub fn stop(&self, rec: &PhaseRecord, failure: &Failure, reason: &str) -> Stop {
         let tried = rec
@@ -307,16 +316,7 @@ impl<'a, S> Run<'a, S> {
             .filter(|a| a.gate == failure.gate.name)
             .map(|a| format!("{} ({}): {}", a.lesson, a.fix, a.note))
             .collect();
-        Stop {
-            phase: failure.phase,
-            gate: failure.gate.name.clone(),
-            metric: failure.gate.metric.clone(),
-            value: failure.gate.value,
-            comparison: failure.gate.comparison.symbol().to_string(),
-            threshold: failure.gate.threshold,
-            reason: reason.to_string(),
-            tried,
-        }
+        Stop::at(failure.phase, &failure.gate, reason, tried)
     }
 }
 
@@ -571,12 +571,19 @@ pub fn deploy(
     progress: &mut dyn Progress,
 ) -> Result<DeployOutcome, DeployError> {
     bundle.check()?;
-    let memory = super::preflight::preflight(options)?;
-    match memory {
-        super::preflight::Memory::CheckedAsAWhole => {
-            crate::model::memory::checked_as_a_whole(|| run_phases(bundle, options, progress))
-        }
-        super::preflight::Memory::LeftToTheLoaders => run_phases(bundle, options, progress),
+    let checked = super::preflight::preflight(options)?;
+    // Read before anything is written: a registry that cannot be used stops
+    // the run with nothing in the output folder.
+    let registry = options
+        .registry
+        .as_deref()
+        .map(Registry::load)
+        .transpose()?;
+    match checked {
+        Some(checked) => crate::model::memory::checked_as_a_whole(|| {
+            run_phases(bundle, options, progress, Some(&checked), registry)
+        }),
+        None => run_phases(bundle, options, progress, None, registry),
     }
 }
 
@@ -585,12 +592,18 @@ fn run_phases(
     bundle: &Bundle,
     options: &DeployOptions,
     progress: &mut dyn Progress,
+    checked: Option<&super::preflight::Checked>,
+    registry: Option<Registry>,
 ) -> Result<DeployOutcome, DeployError> {
     std::fs::create_dir_all(&options.out_dir).map_err(|e| DeployError::io(&options.out_dir, e))?;
     let started = Instant::now();
     let mut run = Run::new(bundle, options, progress);
-    if let Some(path) = &options.registry {
-        let given = Registry::load(path)?;
+    if let Some(checked) = checked {
+        let estimate = super::estimate::RunEstimate::of(&checked.arch, &checked.memory);
+        run.progress.estimate(&estimate);
+        run.report.estimate = Some(estimate);
+    }
+    if let Some(given) = registry {
         for row in given.rows.iter().cloned() {
             run.registry.record(row);
         }
@@ -638,20 +651,6 @@ fn run_phases(
         report: run.report,
         exit_code,
     })
-}
-
-/// The stop record of a run asked to end after phase `last`.
-fn stopped_after(last: DeployPhase) -> Stop {
-    Stop {
-        phase: last,
-        gate: super::STOP_AFTER_GATE.into(),
-        metric: "phase".into(),
-        value: f64::from(last.index()),
-        comparison: "<=".into(),
-        threshold: f64::from(last.index()),
-        reason: format!("the run was asked to stop after phase {last} (--stop-after)"),
-        tried: Vec::new(),
-    }
 }
 
 /// Runs phase `index` with `body` unless the run has ended (a failed phase,
@@ -705,7 +704,7 @@ fn passed(end: PhaseEnd) -> Result<Result<(), PhaseEnd>, DeployError> {
 fn skip_phase<S>(run: &mut Run<'_, S>, end: &mut PhaseEnd, phase: DeployPhase) -> bool {
     if matches!(end, PhaseEnd::Passed) && run.options.stop_after.is_some_and(|last| phase > last) {
         if let Some(last) = phase.previous() {
-            *end = PhaseEnd::Failed(stopped_after(last));
+            *end = PhaseEnd::Failed(Stop::stopped_after(last, super::STOP_AFTER_GATE));
         }
     }
     if matches!(end, PhaseEnd::Passed) {

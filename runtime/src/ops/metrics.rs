@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// What a metric measures; units are checked against it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -30,8 +30,9 @@ pub struct MetricSpec {
     pub name: &'static str,
     pub dimension: Dimension,
     pub better: Better,
-    /// The unit values are normalised to.
-    pub canonical_unit: &'static str,
+    /// The unit values are normalised to; `None` for a ratio or a count.
+    #[serde(with = "optional_unit")]
+    pub canonical_unit: Option<Unit>,
     pub doc: &'static str,
 }
 
@@ -39,7 +40,7 @@ const fn metric(
     name: &'static str,
     dimension: Dimension,
     better: Better,
-    canonical_unit: &'static str,
+    canonical_unit: Option<Unit>,
     doc: &'static str,
 ) -> MetricSpec {
     MetricSpec {
@@ -59,90 +60,114 @@ pub const METRICS: &[MetricSpec] = &[
         "cosine",
         Ratio,
         Higher,
-        "",
+        None,
         "whole-tensor cosine similarity",
     ),
     metric(
         "position_cosine_min",
         Ratio,
         Higher,
-        "",
+        None,
         "minimum per-position cosine",
     ),
-    metric("max_abs", Ratio, Lower, "", "maximum absolute error"),
-    metric("max_rel", Ratio, Lower, "", "maximum relative error"),
-    metric("mean_rel_l1", Ratio, Lower, "", "mean|out-ref| / mean|ref|"),
+    metric("max_abs", Ratio, Lower, None, "maximum absolute error"),
+    metric("max_rel", Ratio, Lower, None, "maximum relative error"),
+    metric(
+        "mean_rel_l1",
+        Ratio,
+        Lower,
+        None,
+        "mean|out-ref| / mean|ref|",
+    ),
     metric(
         "mismatches",
         Count,
         Lower,
-        "",
+        None,
         "elements outside atol + rtol*|ref|",
     ),
     metric(
         "top_k_agree",
         Count,
         Higher,
-        "",
+        None,
         "prompts whose top-k set check passed",
     ),
-    metric("nan_count", Count, Lower, "", "NaN or infinite values"),
-    metric("ttft_s", Time, Lower, "s", "time to first token"),
-    metric("prefill_s", Time, Lower, "s", "prefill time"),
-    metric("ms_per_token", Time, Lower, "ms", "decode time per token"),
+    metric("nan_count", Count, Lower, None, "NaN or infinite values"),
+    metric("ttft_s", Time, Lower, Some(Unit::S), "time to first token"),
+    metric("prefill_s", Time, Lower, Some(Unit::S), "prefill time"),
+    metric(
+        "ms_per_token",
+        Time,
+        Lower,
+        Some(Unit::Ms),
+        "decode time per token",
+    ),
     metric(
         "tok_s",
         TokenRate,
         Higher,
-        "tok/s",
+        Some(Unit::TokPerS),
         "decode tokens per second",
     ),
-    metric("kernel_ms", Time, Lower, "ms", "kernel or call time"),
+    metric(
+        "kernel_ms",
+        Time,
+        Lower,
+        Some(Unit::Ms),
+        "kernel or call time",
+    ),
     metric(
         "gflops",
         FlopRate,
         Higher,
-        "GFLOP/s",
+        Some(Unit::GflopPerS),
         "achieved compute rate",
     ),
-    metric("gbps", ByteRate, Higher, "GB/s", "achieved bandwidth"),
+    metric(
+        "gbps",
+        ByteRate,
+        Higher,
+        Some(Unit::GbPerS),
+        "achieved bandwidth",
+    ),
     metric(
         "calls_per_layer",
         Count,
         Lower,
-        "",
+        None,
         "NPU calls per decoder layer",
     ),
-    metric("compile_s", Time, Lower, "s", "compile time"),
+    metric("compile_s", Time, Lower, Some(Unit::S), "compile time"),
     metric(
         "blockers",
         Count,
         Lower,
-        "",
+        None,
         "model features outside the kernels' scope",
     ),
     metric(
         "errors",
         Count,
         Lower,
-        "",
+        None,
         "artifacts missing, or not reloading as written",
     ),
     metric(
         "unvalidated_kernels",
         Count,
         Lower,
-        "",
+        None,
         "kernel configurations without a passing validation",
     ),
     metric(
         "unverified",
         Count,
         Lower,
-        "",
+        None,
         "production plans whose numerics were never verified",
     ),
-    metric("exit_code", Count, Lower, "", "a process's exit status"),
+    metric("exit_code", Count, Lower, None, "a process's exit status"),
 ];
 
 pub fn metric_spec(name: &str) -> Option<&'static MetricSpec> {
@@ -187,10 +212,10 @@ pub fn unit_spec(symbol: &str) -> Option<&'static UnitSpec> {
     UNITS.iter().find(|u| u.symbol == symbol)
 }
 
-/// Converts `value` from unit `from` to unit `to`; `None` when the dimensions differ.
+/// Converts `value` from the unit written `from` to the one written `to`; `None`
+/// when either is no unit or the dimensions differ.
 pub fn convert(value: f64, from: &str, to: &str) -> Option<f64> {
-    let (f, t) = (unit_spec(from)?, unit_spec(to)?);
-    (f.dimension == t.dimension).then(|| value * f.to_canonical / t.to_canonical)
+    Unit::named(from)?.convert(value, Unit::named(to)?)
 }
 
 /// A metric of the language, named by its row of [`METRICS`]: what the skill IR
@@ -267,7 +292,18 @@ impl Metric {
 
     /// The unit its values are normalised to; `None` for a ratio or a count.
     pub fn canonical_unit(self) -> Option<Unit> {
-        Unit::named(self.spec().canonical_unit)
+        self.spec().canonical_unit
+    }
+
+    /// `value`, written in `unit` (none: already canonical), in the metric's
+    /// canonical unit; `None` when the unit does not fit the metric. A unit on a
+    /// unitless metric (`%`, `x`) scales to its plain number.
+    pub fn to_canonical(self, value: f64, unit: Option<Unit>) -> Option<f64> {
+        match (unit, self.canonical_unit()) {
+            (None, _) => Some(value),
+            (Some(unit), None) => Some(value * unit.spec().to_canonical),
+            (Some(unit), Some(canonical)) => unit.convert(value, canonical),
+        }
     }
 }
 
@@ -286,6 +322,33 @@ impl Ord for Metric {
 impl fmt::Display for Metric {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// A name that is no metric of the language (or of the runtime's gates).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a metric of the runtime")]
+pub struct UnknownMetric(pub String);
+
+impl std::str::FromStr for Metric {
+    type Err = UnknownMetric;
+
+    fn from_str(name: &str) -> Result<Metric, UnknownMetric> {
+        Metric::named(name).ok_or_else(|| UnknownMetric(name.to_string()))
+    }
+}
+
+/// Written as its name in every file (`bundle.json`, `report.json`).
+impl Serialize for Metric {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Metric {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Metric, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        name.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -338,11 +401,183 @@ impl Unit {
     pub fn named(symbol: &str) -> Option<Unit> {
         Unit::ALL.into_iter().find(|u| u.symbol() == symbol)
     }
+
+    /// `value` in this unit, in unit `to`; `None` when the dimensions differ.
+    pub fn convert(self, value: f64, to: Unit) -> Option<f64> {
+        let (f, t) = (self.spec(), to.spec());
+        (f.dimension == t.dimension).then(|| value * f.to_canonical / t.to_canonical)
+    }
 }
 
 /// How the language writes a unit that may be absent: nothing for none.
 pub fn unit_symbol(unit: Option<Unit>) -> &'static str {
     unit.map_or("", Unit::symbol)
+}
+
+impl fmt::Display for Unit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.symbol())
+    }
+}
+
+/// Written as its symbol in every file.
+impl Serialize for Unit {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.symbol())
+    }
+}
+
+impl<'de> Deserialize<'de> for Unit {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Unit, D::Error> {
+        let symbol = String::deserialize(deserializer)?;
+        Unit::named(&symbol).ok_or_else(|| {
+            serde::de::Error::custom(format!("`{symbol}` is not a unit of the runtime"))
+        })
+    }
+}
+
+/// A unit that may be absent, as the files write it: its symbol, or `""` for
+/// none (`#[serde(with = "crate::ops::metrics::optional_unit")]`).
+pub mod optional_unit {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::Unit;
+
+    pub fn serialize<S: Serializer>(unit: &Option<Unit>, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(super::unit_symbol(*unit))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Unit>, D::Error> {
+        let symbol = String::deserialize(deserializer)?;
+        if symbol.is_empty() {
+            return Ok(None);
+        }
+        Unit::named(&symbol).map(Some).ok_or_else(|| {
+            serde::de::Error::custom(format!("`{symbol}` is not a unit of the runtime"))
+        })
+    }
+}
+
+/// What a gate of a run (or the stop record of a run) measures: a metric of the
+/// language, or one the runtime measures that no trajectory records (a run's
+/// trajectory keeps those as text). Written as its name in `report.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GateMetric {
+    Language(Metric),
+    Runtime(RuntimeMetric),
+}
+
+/// The runtime's own measures, outside the language's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RuntimeMetric {
+    /// Constraints a kernel configuration breaks.
+    Violations,
+    /// Teacher-forced logits error, `max|npu - ref| / max|ref|`, worst step.
+    LogitsMaxRel,
+    /// The same of the KV cache after prefill, worst layer.
+    KvPrefillMaxRel,
+    /// The same of the KV cache after the last decode step, worst layer.
+    KvDecodeMaxRel,
+    /// The last phase a run was asked to reach (`--stop-after`).
+    Phase,
+    /// Fix rounds a phase used up.
+    Rounds,
+}
+
+impl RuntimeMetric {
+    pub const ALL: [RuntimeMetric; 6] = [
+        RuntimeMetric::Violations,
+        RuntimeMetric::LogitsMaxRel,
+        RuntimeMetric::KvPrefillMaxRel,
+        RuntimeMetric::KvDecodeMaxRel,
+        RuntimeMetric::Phase,
+        RuntimeMetric::Rounds,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RuntimeMetric::Violations => "violations",
+            RuntimeMetric::LogitsMaxRel => "logits_max_rel",
+            RuntimeMetric::KvPrefillMaxRel => "kv_prefill_max_rel",
+            RuntimeMetric::KvDecodeMaxRel => "kv_decode_max_rel",
+            RuntimeMetric::Phase => "phase",
+            RuntimeMetric::Rounds => "rounds",
+        }
+    }
+}
+
+impl GateMetric {
+    /// Every gate metric: the language's, then the runtime's own.
+    pub fn all() -> impl Iterator<Item = GateMetric> {
+        Metric::ALL
+            .into_iter()
+            .map(GateMetric::Language)
+            .chain(RuntimeMetric::ALL.into_iter().map(GateMetric::Runtime))
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GateMetric::Language(m) => m.name(),
+            GateMetric::Runtime(m) => m.name(),
+        }
+    }
+
+    /// The gate metric called `name`.
+    pub fn named(name: &str) -> Option<GateMetric> {
+        GateMetric::all().find(|m| m.name() == name)
+    }
+
+    /// The language's metric, when it is one (what a trajectory can record).
+    pub fn language(self) -> Option<Metric> {
+        match self {
+            GateMetric::Language(m) => Some(m),
+            GateMetric::Runtime(_) => None,
+        }
+    }
+
+    /// The unit of its values; `None` for ratios, counts and the runtime's own.
+    pub fn canonical_unit(self) -> Option<Unit> {
+        self.language().and_then(Metric::canonical_unit)
+    }
+}
+
+impl From<Metric> for GateMetric {
+    fn from(metric: Metric) -> GateMetric {
+        GateMetric::Language(metric)
+    }
+}
+
+impl From<RuntimeMetric> for GateMetric {
+    fn from(metric: RuntimeMetric) -> GateMetric {
+        GateMetric::Runtime(metric)
+    }
+}
+
+impl PartialEq<Metric> for GateMetric {
+    fn eq(&self, other: &Metric) -> bool {
+        *self == GateMetric::Language(*other)
+    }
+}
+
+impl fmt::Display for GateMetric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for GateMetric {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for GateMetric {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<GateMetric, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        GateMetric::named(&name).ok_or_else(|| serde::de::Error::custom(UnknownMetric(name)))
+    }
 }
 
 impl Metric {
@@ -389,13 +624,39 @@ mod tests {
     }
 
     #[test]
-    fn metric_canonical_units_exist() {
+    fn metric_canonical_units_fit_their_dimension() {
         for m in METRICS {
-            if !m.canonical_unit.is_empty() {
-                let u = unit_spec(m.canonical_unit).expect("canonical unit is known");
-                assert_eq!(u.dimension, m.dimension, "{}", m.name);
+            if let Some(u) = m.canonical_unit {
+                assert_eq!(u.spec().dimension, m.dimension, "{}", m.name);
             }
         }
+    }
+
+    #[test]
+    fn metrics_and_units_are_their_names_in_json_and_nothing_else_reads() {
+        for m in Metric::ALL {
+            let json = format!("\"{}\"", m.name());
+            assert_eq!(serde_json::to_string(&m).unwrap(), json);
+            assert_eq!(serde_json::from_str::<Metric>(&json).unwrap(), m);
+        }
+        for m in GateMetric::all() {
+            let json = format!("\"{}\"", m.name());
+            assert_eq!(serde_json::to_string(&m).unwrap(), json);
+            assert_eq!(serde_json::from_str::<GateMetric>(&json).unwrap(), m);
+        }
+        for u in Unit::ALL {
+            let json = format!("\"{}\"", u.symbol());
+            assert_eq!(serde_json::to_string(&u).unwrap(), json);
+            assert_eq!(serde_json::from_str::<Unit>(&json).unwrap(), u);
+        }
+        let err = serde_json::from_str::<Metric>("\"tok_per_s\"").unwrap_err();
+        assert!(
+            err.to_string().contains("`tok_per_s` is not a metric"),
+            "{err}"
+        );
+        assert!(serde_json::from_str::<Unit>("\"furlong\"").is_err());
+        let names: BTreeSet<&str> = GateMetric::all().map(GateMetric::name).collect();
+        assert_eq!(names.len(), Metric::ALL.len() + RuntimeMetric::ALL.len());
     }
 
     #[test]

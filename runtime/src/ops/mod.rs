@@ -35,8 +35,8 @@ pub use expressions::{
 pub use formats::{FormatDependence, WeightFormat};
 pub use keywords::{is_keyword, KEYWORDS};
 pub use metrics::{
-    convert, metric_spec, unit_spec, Better, Dimension, Metric, MetricSpec, Unit, UnitSpec,
-    METRICS, UNITS,
+    convert, metric_spec, unit_spec, Better, Dimension, GateMetric, Metric, MetricSpec,
+    RuntimeMetric, Unit, UnitSpec, UnknownMetric, METRICS, UNITS,
 };
 pub use operations::{
     operation, Bound, OpKind, OpSpec, ParamKind, ParamSpec, UnknownOperation, KERNELS, OPERATIONS,

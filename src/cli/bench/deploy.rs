@@ -20,6 +20,7 @@ use std::time::Instant;
 use skillc_runtime::exec::artifacts::record::{DeployReport, PhaseStatus};
 use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch};
 use skillc_runtime::model::config::load_config;
+use skillc_runtime::ops::Unit;
 use skillc_runtime::xdna2::anchor::{self, Figure, Versus};
 use skillc_runtime::xdna2::calibration::{self, DataSet, Prepared, Report, Subject};
 use skillc_runtime::xdna2::device::Device;
@@ -224,7 +225,7 @@ fn published_figures() -> Published {
     let data = DataSet::committed();
     let mut out = Published::new();
     for point in &data.points {
-        let tok_s = |v: f64, unit: &str| if unit == "ms" { 1e3 / v } else { v };
+        let tok_s = |v: f64, unit: Unit| if unit == Unit::Ms { 1e3 / v } else { v };
         match &point.subject {
             Subject::Ttft { model } => {
                 let e = out.entry(model.clone()).or_default();
@@ -233,7 +234,7 @@ fn published_figures() -> Published {
             }
             Subject::Decode { model } => {
                 out.entry(model.clone()).or_default().1 =
-                    Some(tok_s(point.measured.value, &point.measured.unit));
+                    Some(tok_s(point.measured.value, point.measured.unit));
             }
             _ => {}
         }
@@ -381,7 +382,7 @@ pub(super) fn load_average() -> String {
 
 /// User + system seconds of this process and its waited-for children, from
 /// /proc/self/stat (clock ticks at the usual 100 Hz).
-fn cpu_seconds() -> Option<f64> {
+pub(super) fn cpu_seconds() -> Option<f64> {
     let text = std::fs::read_to_string("/proc/self/stat").ok()?;
     let after = text.rsplit_once(')')?.1;
     let fields: Vec<&str> = after.split_whitespace().collect();

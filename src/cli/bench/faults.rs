@@ -146,6 +146,16 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
             let tag = fault.map_or(format!("unplanted-{seed}"), |f| f.to_string());
             progress.line(&format!("{}: {tag}", subject.name));
             let out = args.out.join(&subject.name).join(&tag);
+            // The bench's own folders, replaced whatever is in them, unless
+            // they hold what the bench reads.
+            crate::outdir::overlap::refuse_overlap(
+                &out,
+                &[
+                    ("skill bundle", args.bundle.as_path()),
+                    ("fixtures folder", args.fixtures.as_path()),
+                    ("models folder", args.models.as_path()),
+                ],
+            )?;
             let claim = Claim::new(&out, Kind::Deploy, true, &mut |m| progress.note(m))?;
             let options = DeployOptions {
                 model_dir: subject.dir.clone(),
@@ -156,7 +166,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
                 started: exec::artifacts::clock::now(),
                 evaluator: EvaluatorLaunch::Process(program.clone()),
                 registry: None,
-                fixtures: Some(args.fixtures.clone()),
+                fixtures: vec![args.fixtures.clone()],
                 stop_after: stop,
                 weights: Default::default(),
                 bundle_notes: notes.clone(),
@@ -274,7 +284,7 @@ fn judge(fault: Fault, report: &DeployReport) -> Cell {
     match caught {
         Some((p, g)) => Cell::Caught {
             phase: p,
-            gate: g.metric.clone(),
+            gate: g.metric.to_string(),
             value: g.value,
         },
         None => Cell::Missed {

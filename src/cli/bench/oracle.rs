@@ -21,6 +21,7 @@ use skillc_runtime::model::memory::human_bytes;
 use skillc_runtime::model::oracle::{linear, LogitRows, Reference};
 use skillc_runtime::model::tensor::BfTensor;
 use skillc_runtime::model::{Model, WeightOrigin};
+use skillc_runtime::ops::Metric;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -377,7 +378,7 @@ fn print_table(out: &mut super::Output, args: &Args, model: &Model, timings: &Ti
         );
     }
     out.set("prefill_tokens", args.prefill_tokens);
-    out.set("prefill_s", prefill);
+    out.set(Metric::PrefillS.name(), prefill);
     out.set("prefill_gflops", flops / prefill / 1e9);
     out.line(&format!(
         "oracle benchmark: {} ({source}, {} params), {} threads, cpu: {}",

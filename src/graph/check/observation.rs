@@ -2,7 +2,7 @@
 //! dimension, its threshold comparable, and the recorded verdict consistent with
 //! the thresholds.
 
-use skillc_runtime::ops::{self, Dimension};
+use skillc_runtime::ops::{self, Dimension, Metric, Unit};
 
 use super::{number_text, Checker};
 use crate::diag::{Code, Diagnostic};
@@ -101,9 +101,9 @@ impl Checker {
         Some(all_met)
     }
 
-    pub(super) fn metric(&mut self, name: &Name) -> Option<&'static ops::MetricSpec> {
-        let spec = ops::metric_spec(&name.text);
-        if spec.is_none() {
+    pub(super) fn metric(&mut self, name: &Name) -> Option<Metric> {
+        let metric = Metric::named(&name.text);
+        if metric.is_none() {
             let names: Vec<&str> = ops::METRICS.iter().map(|m| m.name).collect();
             let is_condition = ops::OPERATIONS
                 .iter()
@@ -130,21 +130,22 @@ impl Checker {
                 .with_hint(hint),
             );
         }
-        spec
+        metric
     }
 
-    /// Checks a quantity's unit against a metric and returns the unit symbol it is in
-    /// (the written one, or the canonical one when none was written). `warn_missing`
+    /// Checks a quantity's unit against a metric and returns the unit it is in (the
+    /// written one, or the canonical one when none was written). `warn_missing`
     /// reports a missing unit on a dimensioned metric.
     pub(super) fn unit_fits(
         &mut self,
-        metric: &ops::MetricSpec,
+        metric: Metric,
         quantity: &Quantity,
         warn_missing: bool,
-    ) -> Option<&'static str> {
+    ) -> Option<Unit> {
+        let spec = metric.spec();
         match &quantity.unit {
             Some(unit) => {
-                let Some(spec) = ops::unit_spec(&unit.text) else {
+                let Some(written) = Unit::named(&unit.text) else {
                     let symbols: Vec<&str> = ops::UNITS.iter().map(|u| u.symbol).collect();
                     self.push(
                         Diagnostic::new(
@@ -156,16 +157,16 @@ impl Checker {
                     );
                     return None;
                 };
-                if spec.dimension != metric.dimension {
+                if written.spec().dimension != spec.dimension {
                     let fitting: Vec<&str> = ops::UNITS
                         .iter()
-                        .filter(|u| u.dimension == metric.dimension)
+                        .filter(|u| u.dimension == spec.dimension)
                         .map(|u| u.symbol)
                         .collect();
                     let hint = if fitting.is_empty() {
-                        format!("`{}` is a plain number; drop the unit", metric.name)
+                        format!("`{metric}` is a plain number; drop the unit")
                     } else {
-                        format!("`{}` takes {}", metric.name, fitting.join(", "))
+                        format!("`{metric}` takes {}", fitting.join(", "))
                     };
                     self.push(
                         Diagnostic::new(
@@ -174,19 +175,19 @@ impl Checker {
                             format!(
                                 "`{}` is a {} unit but `{}` is a {}",
                                 unit.text,
-                                dimension_word(spec.dimension),
-                                metric.name,
-                                dimension_word(metric.dimension)
+                                dimension_word(written.spec().dimension),
+                                metric,
+                                dimension_word(spec.dimension)
                             ),
                         )
                         .with_hint(hint),
                     );
                     return None;
                 }
-                Some(spec.symbol)
+                Some(written)
             }
-            None if metric.canonical_unit.is_empty() => None,
             None => {
+                let canonical = metric.canonical_unit()?;
                 if warn_missing {
                     self.push(
                         Diagnostic::new(
@@ -194,33 +195,28 @@ impl Checker {
                             quantity.span,
                             format!(
                                 "`{}` written without a unit; reading it in {}",
-                                metric.name, metric.canonical_unit
+                                metric, canonical
                             ),
                         )
                         .with_hint(format!(
                             "write the unit: `{} = {} {}`",
-                            metric.name,
+                            metric,
                             number_text(quantity.number),
-                            metric.canonical_unit
+                            canonical
                         )),
                     );
                 }
-                ops::unit_spec(metric.canonical_unit).map(|u| u.symbol)
+                Some(canonical)
             }
         }
     }
 }
 
 /// The value in the metric's canonical unit (units already checked).
-fn canonical(quantity: &Quantity, unit: Option<&str>, metric: &ops::MetricSpec) -> Option<f64> {
-    let value = quantity.number.as_f64();
+fn canonical(quantity: &Quantity, unit: Option<Unit>, metric: Metric) -> Option<f64> {
     match unit {
         None if quantity.unit.is_some() => None,
-        None => Some(value),
-        Some(unit) if metric.canonical_unit.is_empty() => {
-            ops::unit_spec(unit).map(|u| value * u.to_canonical)
-        }
-        Some(unit) => ops::convert(value, unit, metric.canonical_unit),
+        unit => metric.to_canonical(quantity.number.as_f64(), unit),
     }
 }
 

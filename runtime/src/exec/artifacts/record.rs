@@ -4,16 +4,19 @@
 //! this record serialized; `report.md` and the run's trajectory are rendered from it.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bundle::{Provenance, Value};
+use crate::bundle::{Comparison, Provenance, Value};
 use crate::exec::checks::decode::DecodeErrors;
 use crate::exec::checks::floor::DecodeLimits;
-use crate::exec::checks::gate::GateCheck;
+use crate::exec::checks::gate::{format_value, GateCheck};
 use crate::exec::checks::topk::TopKCheck;
 use crate::exec::fault::Fault;
+use crate::ops::{GateMetric, Metric, RuntimeMetric};
 use crate::phase::DeployPhase;
+use crate::xdna2::plan::Phase;
 
 pub const REPORT_SCHEMA: &str = "skillc.deploy-report/1";
 
@@ -39,6 +42,51 @@ impl Verdict {
             Verdict::Fail => "FAIL",
             Verdict::Refused => "REFUSED",
         }
+    }
+}
+
+/// The independent evaluator's verdict (`evaluation.json`, phase 7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EvaluatorVerdict {
+    #[serde(rename = "PASS")]
+    Pass,
+    #[serde(rename = "PASS-with-warnings")]
+    PassWithWarnings,
+    #[serde(rename = "FAIL")]
+    Fail,
+}
+
+impl EvaluatorVerdict {
+    /// What an audit with or without failures and warnings comes to.
+    pub fn of(audit_ok: bool, warned: bool) -> EvaluatorVerdict {
+        match (audit_ok, warned) {
+            (false, _) => EvaluatorVerdict::Fail,
+            (true, false) => EvaluatorVerdict::Pass,
+            (true, true) => EvaluatorVerdict::PassWithWarnings,
+        }
+    }
+
+    /// The run's verdict when this one is the last word.
+    pub fn run_verdict(self) -> Verdict {
+        match self {
+            EvaluatorVerdict::Pass => Verdict::Pass,
+            EvaluatorVerdict::PassWithWarnings => Verdict::PassWithWarnings,
+            EvaluatorVerdict::Fail => Verdict::Fail,
+        }
+    }
+
+    /// The process's exit code: 0 unless it failed.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            EvaluatorVerdict::Fail => 1,
+            EvaluatorVerdict::Pass | EvaluatorVerdict::PassWithWarnings => 0,
+        }
+    }
+}
+
+impl fmt::Display for EvaluatorVerdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.run_verdict().label())
     }
 }
 
@@ -80,9 +128,122 @@ pub enum StepOutcome {
     /// Already in effect (an earlier step or the runtime's baseline did it).
     Covered { why: String },
     /// An optimization tried and reverted.
-    Reverted { why: String },
+    Reverted { why: Reversion },
     /// Executed and failed its gate.
     Failed { why: String },
+}
+
+/// Why an optimization was reverted. `report.json` writes the sentence
+/// ([`fmt::Display`]); reading it back recognises each variant by its words
+/// ([`Reversion::read`]), the one place the text is read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "String", from = "String")]
+pub enum Reversion {
+    /// The plan builder refused the changed design.
+    Unbuildable { why: String },
+    /// A plan of the changed design does not place on the device.
+    Unplaced { plan: Phase, violations: String },
+    /// The changed plans compute other numbers: the checks that failed.
+    NumericsFailed { failed: String },
+    /// A prefill change re-tried after phase 5 would slow decode down.
+    DecodeSlower { change: String },
+    /// The modeled figure did not drop: `before -> after unit`.
+    NoSpeedup { metric: Metric, change: String },
+    /// A new kernel configuration of the change fails validation.
+    SiteFails { site: String },
+    /// A sentence none of the above writes (a report of another version).
+    Other(String),
+}
+
+impl Reversion {
+    /// The numbers of a modeled change, `before -> after unit`.
+    pub fn change(before: f64, after: f64, unit: &str) -> String {
+        format!("{} -> {} {unit}", format_value(before), format_value(after))
+    }
+
+    /// The reversion a sentence of `report.json` says.
+    pub fn read(text: &str) -> Reversion {
+        let between = |prefix: &str, suffix: &str| {
+            text.strip_prefix(prefix)
+                .and_then(|t| t.strip_suffix(suffix))
+                .map(str::to_string)
+        };
+        if let Some(why) = between("the plan builder refuses it: ", "") {
+            return Reversion::Unbuildable { why };
+        }
+        if let Some(failed) =
+            between(NUMERICS_FAILED, "").and_then(|t| t.strip_prefix(": ").map(str::to_string))
+        {
+            return Reversion::NumericsFailed { failed };
+        }
+        if let Some(change) = between("modeled decode would slow down (", ")") {
+            return Reversion::DecodeSlower { change };
+        }
+        if let Some(site) = between("its new configuration ", " fails validation") {
+            return Reversion::SiteFails { site };
+        }
+        let unplaced = text
+            .strip_prefix("the ")
+            .and_then(|t| t.split_once(" plan does not place: "));
+        if let Some((plan, violations)) = unplaced {
+            let plan = match plan {
+                "Prefill" => Some(Phase::Prefill),
+                "Decode" => Some(Phase::Decode),
+                _ => None,
+            };
+            if let Some(plan) = plan {
+                return Reversion::Unplaced {
+                    plan,
+                    violations: violations.to_string(),
+                };
+            }
+        }
+        let no_speedup = between("modeled ", ")").and_then(|t| {
+            let (metric, change) = t.split_once(" did not drop (")?;
+            Some(Reversion::NoSpeedup {
+                metric: Metric::named(metric)?,
+                change: change.to_string(),
+            })
+        });
+        no_speedup.unwrap_or_else(|| Reversion::Other(text.to_string()))
+    }
+}
+
+/// How a reversion for broken numerics begins (`report.json` and the trajectory).
+pub const NUMERICS_FAILED: &str = "verification fails after it";
+
+impl fmt::Display for Reversion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reversion::Unbuildable { why } => write!(f, "the plan builder refuses it: {why}"),
+            Reversion::Unplaced { plan, violations } => {
+                write!(f, "the {plan:?} plan does not place: {violations}")
+            }
+            Reversion::NumericsFailed { failed } => write!(f, "{NUMERICS_FAILED}: {failed}"),
+            Reversion::DecodeSlower { change } => {
+                write!(f, "modeled decode would slow down ({change})")
+            }
+            Reversion::NoSpeedup { metric, change } => {
+                write!(f, "modeled {metric} did not drop ({change})")
+            }
+            Reversion::SiteFails { site } => {
+                write!(f, "its new configuration {site} fails validation")
+            }
+            Reversion::Other(text) => f.write_str(text),
+        }
+    }
+}
+
+impl From<Reversion> for String {
+    fn from(reversion: Reversion) -> String {
+        reversion.to_string()
+    }
+}
+
+impl From<String> for Reversion {
+    fn from(text: String) -> Reversion {
+        Reversion::read(&text)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -168,13 +329,85 @@ pub struct Stop {
     /// Serialized as its number.
     pub phase: DeployPhase,
     pub gate: String,
-    pub metric: String,
+    pub metric: GateMetric,
     pub value: f64,
-    pub comparison: String,
+    pub comparison: Comparison,
     pub threshold: f64,
     pub reason: String,
     /// Lessons tried, in order.
     pub tried: Vec<String>,
+}
+
+impl Stop {
+    /// The run stopped in `phase` at `gate`, which failed, after the lessons `tried`.
+    pub fn at(phase: DeployPhase, gate: &GateCheck, reason: &str, tried: Vec<String>) -> Stop {
+        Stop {
+            phase,
+            gate: gate.name.clone(),
+            metric: gate.metric,
+            value: gate.value,
+            comparison: gate.comparison,
+            threshold: gate.threshold,
+            reason: reason.to_string(),
+            tried,
+        }
+    }
+
+    /// The run stopped in `phase` at a step that failed without a gate of its own
+    /// (`gate` names it): one of `metric`, where none may be.
+    pub fn failed_step(
+        phase: DeployPhase,
+        gate: &str,
+        metric: impl Into<GateMetric>,
+        reason: &str,
+    ) -> Stop {
+        Stop {
+            phase,
+            gate: gate.to_string(),
+            metric: metric.into(),
+            value: 1.0,
+            comparison: Comparison::Eq,
+            threshold: 0.0,
+            reason: reason.to_string(),
+            tried: Vec::new(),
+        }
+    }
+
+    /// The run stopped in `phase` at `gate` after `rounds` rounds of fixes, the
+    /// most it may take, the lessons `tried` in order.
+    pub fn out_of_rounds(
+        phase: DeployPhase,
+        gate: &str,
+        rounds: usize,
+        reason: &str,
+        tried: Vec<String>,
+    ) -> Stop {
+        Stop {
+            phase,
+            gate: gate.to_string(),
+            metric: RuntimeMetric::Rounds.into(),
+            value: rounds as f64,
+            comparison: Comparison::Lt,
+            threshold: rounds as f64,
+            reason: reason.to_string(),
+            tried,
+        }
+    }
+
+    /// A run asked to stop after phase `last` (`--stop-after`), at gate `gate`.
+    pub fn stopped_after(last: DeployPhase, gate: &str) -> Stop {
+        let index = f64::from(last.index());
+        Stop {
+            phase: last,
+            gate: gate.to_string(),
+            metric: RuntimeMetric::Phase.into(),
+            value: index,
+            comparison: Comparison::Le,
+            threshold: index,
+            reason: format!("the run was asked to stop after phase {last} (--stop-after)"),
+            tried: Vec::new(),
+        }
+    }
 }
 
 /// The model as deployed.
@@ -297,6 +530,10 @@ pub struct DeployReport {
     #[serde(default)]
     pub model_dir: String,
     pub model: Option<ModelInfo>,
+    /// The model's size, the memory the run needs and its estimated time,
+    /// stated before the run started (absent when the config cannot be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<crate::exec::estimate::RunEstimate>,
     /// The zero padding phase 1 gave the model's dimensions, with why each
     /// padded one needed it (`xdna2::padding`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -336,7 +573,7 @@ pub struct DeployReport {
 /// What the independent evaluator reported.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvaluationSummary {
-    pub verdict: String,
+    pub verdict: EvaluatorVerdict,
     pub exit_code: i32,
     pub findings: Vec<String>,
     pub warnings: Vec<String>,
@@ -365,5 +602,71 @@ impl DeployReport {
                     )
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every reversion reads back from the sentence `report.json` holds as the
+    /// same variant, so the evaluator and phase 5 act on the kind, never the words.
+    #[test]
+    fn reversions_read_back_as_what_they_are() {
+        let reversions = [
+            Reversion::Unbuildable {
+                why: "the model has no layer 3".into(),
+            },
+            Reversion::Unplaced {
+                plan: Phase::Decode,
+                violations: "L1 capacity: 70 KiB > 64 KiB".into(),
+            },
+            Reversion::NumericsFailed {
+                failed: "logits_max_rel = 1.57 <= 0.05".into(),
+            },
+            Reversion::DecodeSlower {
+                change: Reversion::change(2.9, 3.125, "ms"),
+            },
+            Reversion::NoSpeedup {
+                metric: Metric::TtftS,
+                change: Reversion::change(0.0312, 0.0312, "s"),
+            },
+            Reversion::SiteFails {
+                site: "gemm 16x128x384".into(),
+            },
+            Reversion::Other("reverted by hand".into()),
+        ];
+        for reversion in reversions {
+            let json = serde_json::to_string(&StepOutcome::Reverted {
+                why: reversion.clone(),
+            })
+            .unwrap();
+            let back: StepOutcome = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, StepOutcome::Reverted { why: reversion }, "{json}");
+        }
+        assert_eq!(
+            Reversion::NoSpeedup {
+                metric: Metric::MsPerToken,
+                change: Reversion::change(2.9, 3.0, "ms"),
+            }
+            .to_string(),
+            "modeled ms_per_token did not drop (2.9 -> 3 ms)"
+        );
+    }
+
+    #[test]
+    fn evaluator_verdicts_are_their_labels_in_json() {
+        for (verdict, json) in [
+            (EvaluatorVerdict::Pass, "\"PASS\""),
+            (EvaluatorVerdict::PassWithWarnings, "\"PASS-with-warnings\""),
+            (EvaluatorVerdict::Fail, "\"FAIL\""),
+        ] {
+            assert_eq!(serde_json::to_string(&verdict).unwrap(), json);
+            assert_eq!(
+                serde_json::from_str::<EvaluatorVerdict>(json).unwrap(),
+                verdict
+            );
+            assert_eq!(format!("\"{verdict}\""), json);
+        }
     }
 }

@@ -43,7 +43,7 @@ pub fn render(r: &DeployReport) -> String {
             stop.gate,
             stop.metric,
             format_value(stop.value),
-            stop.comparison,
+            stop.comparison.symbol(),
             format_value(stop.threshold),
             stop.reason
         );
@@ -210,15 +210,15 @@ fn render_texts(out: &mut String, r: &DeployReport) {
     out.push('\n');
 }
 
-fn outcome_words(outcome: &StepOutcome) -> (&'static str, &str) {
+fn outcome_words(outcome: &StepOutcome) -> (&'static str, String) {
     match outcome {
-        StepOutcome::AsRecorded => ("as recorded", ""),
-        StepOutcome::Rederived { why } => ("re-derived", why),
-        StepOutcome::NotApplicable { why } => ("not applicable", why),
-        StepOutcome::Kept { why } => ("kept", why),
-        StepOutcome::Covered { why } => ("already in effect", why),
-        StepOutcome::Reverted { why } => ("reverted", why),
-        StepOutcome::Failed { why } => ("failed", why),
+        StepOutcome::AsRecorded => ("as recorded", String::new()),
+        StepOutcome::Rederived { why } => ("re-derived", why.clone()),
+        StepOutcome::NotApplicable { why } => ("not applicable", why.clone()),
+        StepOutcome::Kept { why } => ("kept", why.clone()),
+        StepOutcome::Covered { why } => ("already in effect", why.clone()),
+        StepOutcome::Reverted { why } => ("reverted", why.to_string()),
+        StepOutcome::Failed { why } => ("failed", why.clone()),
     }
 }
 

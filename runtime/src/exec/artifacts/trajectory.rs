@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use crate::bundle::{Lesson, LessonKind, Remedy, SkillSet, Symptom, Value};
 use crate::exec::checks::gate::GateCheck;
 use crate::notation;
-use crate::ops::{is_keyword, OpKind};
+use crate::ops::{is_keyword, OpKind, Unit};
 use crate::phase::DeployPhase;
 
 /// Builds the text of one `.traj` file.
@@ -112,8 +112,7 @@ impl TrajectoryWriter {
         let mut labels: Vec<String> = label.map(str::to_string).into_iter().collect();
         let mut measurements = String::new();
         for g in gates {
-            let known = crate::ops::metric_spec(&g.metric).is_some();
-            if !known {
+            if g.metric.language().is_none() {
                 // Not a metric of the vocabulary: kept as text, never lost.
                 labels.push(g.summary());
             } else if g.value.is_finite() && g.threshold.is_finite() {
@@ -121,9 +120,9 @@ impl TrajectoryWriter {
                     measurements,
                     " {} = {} {} {}",
                     g.metric,
-                    figure(g.value, &g.unit),
+                    figure(g.value, g.unit),
                     g.comparison.symbol(),
-                    figure(g.threshold, &g.unit)
+                    figure(g.threshold, g.unit)
                 );
             } else {
                 labels.push(format!("{} is not finite", g.metric));
@@ -298,7 +297,7 @@ fn recorded(v: f64) -> f64 {
 }
 
 /// A measured or modeled figure with its unit, as an observation writes it.
-fn figure(v: f64, unit: &str) -> String {
+fn figure(v: f64, unit: Option<Unit>) -> String {
     notation::quantity(recorded(v), unit)
 }
 
@@ -310,9 +309,9 @@ fn symptom(s: &Symptom) -> String {
     if let Some(op) = &s.op {
         let _ = write!(out, " {op} fails");
     }
-    if let (Some(metric), Some(cmp), Some(v)) = (&s.metric, s.comparison, s.value) {
-        let unit = crate::ops::metric_spec(metric).map_or("", |m| m.canonical_unit);
-        let _ = write!(out, " with {}", notation::check(metric, cmp, v, unit));
+    if let (Some(metric), Some(cmp), Some(v)) = (s.metric, s.comparison, s.value) {
+        let check = notation::check(metric, cmp, v, metric.canonical_unit());
+        let _ = write!(out, " with {check}");
     }
     out
 }
@@ -335,7 +334,7 @@ mod tests {
 
     #[test]
     fn figures_are_recorded_at_six_digits() {
-        let shown = |v: f64| figure(v, "");
+        let shown = |v: f64| figure(v, None);
         assert_eq!(shown(0.99), "0.99");
         assert_eq!(shown(0.999_876_543_21), "0.999877");
         assert_eq!(shown(3.0e-6), "3e-6");
@@ -343,6 +342,6 @@ mod tests {
         assert_eq!(shown(2048.0), "2048");
         assert_eq!(shown(-0.5), "-0.5");
         assert_eq!(shown(1.25e20), "1.25e20");
-        assert_eq!(figure(12.345_678_9, "ms"), "12.345679 ms");
+        assert_eq!(figure(12.345_678_9, Some(Unit::Ms)), "12.345679 ms");
     }
 }

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::floor::DecodeLimits;
 use super::gate::format_value;
-use super::topk::{GreedyStep, GATE_K, GATE_N_TOKENS};
+use super::topk::{GreedyStep, TopKGate};
 use crate::exec::design::Plans;
 use crate::model::oracle::{LogitRows, Reference, ReferenceError};
 use crate::model::Model;
@@ -50,6 +50,8 @@ pub const KV_RULE: &str = "2x the worst bf16 KV-cache error measured on the four
 #[derive(Debug, Clone)]
 pub struct ReferenceRun {
     pub prompt_len: usize,
+    /// The size of the top-k sets each step keeps (the gate's `k`).
+    pub top_k: usize,
     /// Elements of one KV-cache slot (`kv_heads · head_dim`).
     pub kv_width: usize,
     /// The greedy choice and top-k ids of every step.
@@ -74,26 +76,32 @@ impl ReferenceRun {
     }
 }
 
-/// `GATE_N_TOKENS` greedy steps of the reference from `prompt` on a fresh cache.
-pub fn reference_run(model: &Model, prompt: &[u32]) -> Result<ReferenceRun, ReferenceError> {
+/// `gate.tokens` greedy steps of the reference from `prompt` on a fresh cache,
+/// each with its top-`gate.k` ids.
+pub fn reference_run(
+    model: &Model,
+    prompt: &[u32],
+    gate: TopKGate,
+) -> Result<ReferenceRun, ReferenceError> {
     let mut reference = Reference::new(model)?;
     let mut logits = reference.prefill(prompt, LogitRows::Last)?.logits.data;
     let mut run = ReferenceRun {
         prompt_len: prompt.len(),
+        top_k: gate.k,
         kv_width: model.arch.kv_dim(),
-        steps: Vec::with_capacity(GATE_N_TOKENS),
-        logits: Vec::with_capacity(GATE_N_TOKENS),
+        steps: Vec::with_capacity(gate.tokens),
+        logits: Vec::with_capacity(gate.tokens),
         kv_prefill: cache_of(&reference, model.arch.num_layers),
         kv: Vec::new(),
         non_finite: 0,
     };
     loop {
         run.non_finite += super::gate::non_finite(&logits);
-        let step = GreedyStep::from_logits(&logits, GATE_K);
+        let step = GreedyStep::from_logits(&logits, gate.k);
         let token = step.token;
         run.steps.push(step);
         run.logits.push(logits);
-        if run.steps.len() == GATE_N_TOKENS {
+        if run.steps.len() >= gate.tokens {
             break;
         }
         logits = reference.decode_step(token)?;
@@ -341,7 +349,8 @@ pub fn forced_run<D: ForcedDecoder>(
         run.errors
             .logits
             .keep(logits_error(&logits, expected), || format!("step {step}"));
-        run.steps.push(GreedyStep::from_logits(&logits, GATE_K));
+        run.steps
+            .push(GreedyStep::from_logits(&logits, reference.top_k));
         let Some(token) = forced.next() else {
             break;
         };

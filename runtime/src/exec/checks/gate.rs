@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::bundle::{Comparison, Provenance, Value};
-use crate::ops::OpKind;
+use crate::ops::{GateMetric, OpKind, Unit};
 use crate::xdna2::numerics::cosine;
 
 /// Where a gate's threshold comes from.
@@ -35,13 +35,14 @@ pub struct GateCheck {
     pub name: String,
     /// The operation whose result the gate reads (`validate-kernel`, …).
     pub op: OpKind,
-    /// A metric of `ops::METRICS`.
-    pub metric: String,
+    pub metric: GateMetric,
     pub value: f64,
     pub comparison: Comparison,
     pub threshold: f64,
-    /// Unit of value and threshold; empty for unitless metrics.
-    pub unit: String,
+    /// Unit of value and threshold (the metric's canonical one); none (`""` in
+    /// the file) for unitless metrics.
+    #[serde(with = "crate::ops::metrics::optional_unit")]
+    pub unit: Option<Unit>,
     pub passed: bool,
     /// Figures from the cost model rather than from emulated numerics.
     pub modeled: bool,
@@ -51,33 +52,13 @@ pub struct GateCheck {
 }
 
 impl GateCheck {
-    /// A gate whose verdict is `value comparison threshold`; NaN never passes.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        name: impl Into<String>,
-        op: OpKind,
-        metric: &str,
-        value: f64,
-        comparison: Comparison,
-        threshold: f64,
-        conditions: BTreeMap<String, Value>,
-        source: ThresholdSource,
-    ) -> Self {
-        let unit = crate::ops::metric_spec(metric)
-            .map(|m| m.canonical_unit)
-            .unwrap_or("");
-        Self {
+    /// Starts a gate: its name (unique within its phase) and the operation whose
+    /// result it reads. `.measures(metric, value)`, then optionally
+    /// `.when(conditions)`, then `.against(comparison, threshold, source)` make it.
+    pub fn named(name: impl Into<String>, op: OpKind) -> Named {
+        Named {
             name: name.into(),
             op,
-            metric: metric.to_string(),
-            value,
-            comparison,
-            threshold,
-            unit: unit.to_string(),
-            passed: !value.is_nan() && comparison.holds(value, threshold),
-            modeled: false,
-            conditions,
-            source,
         }
     }
 
@@ -88,11 +69,7 @@ impl GateCheck {
 
     /// `cosine = 0.9987 >= 0.99`.
     pub fn summary(&self) -> String {
-        let unit = if self.unit.is_empty() {
-            String::new()
-        } else {
-            format!(" {}", self.unit)
-        };
+        let unit = self.unit.map_or(String::new(), |u| format!(" {u}"));
         format!(
             "{} = {}{unit} {} {}{unit}",
             self.metric,
@@ -100,6 +77,74 @@ impl GateCheck {
             self.comparison.symbol(),
             format_value(self.threshold)
         )
+    }
+}
+
+/// A gate with its name and operation, before its measurement.
+#[must_use = "a gate is made by .measures(..).against(..)"]
+pub struct Named {
+    name: String,
+    op: OpKind,
+}
+
+impl Named {
+    /// What the gate measures and the value measured.
+    pub fn measures(self, metric: impl Into<GateMetric>, value: f64) -> Measured {
+        Measured {
+            name: self.name,
+            op: self.op,
+            metric: metric.into(),
+            value,
+            conditions: BTreeMap::new(),
+        }
+    }
+}
+
+/// A measured value, before the threshold that judges it.
+#[must_use = "a gate is made by .against(..)"]
+pub struct Measured {
+    name: String,
+    op: OpKind,
+    metric: GateMetric,
+    value: f64,
+    conditions: BTreeMap<String, Value>,
+}
+
+impl Measured {
+    /// The conditions the value was measured under (kernel, shape, layer, …).
+    pub fn when(mut self, conditions: BTreeMap<String, Value>) -> Self {
+        self.conditions = conditions;
+        self
+    }
+
+    /// The gate: passed when `value comparison threshold` holds (NaN never does),
+    /// in the metric's canonical unit, with where the threshold comes from.
+    pub fn against(
+        self,
+        comparison: Comparison,
+        threshold: f64,
+        source: ThresholdSource,
+    ) -> GateCheck {
+        GateCheck {
+            name: self.name,
+            op: self.op,
+            metric: self.metric,
+            value: self.value,
+            comparison,
+            threshold,
+            unit: self.metric.canonical_unit(),
+            passed: !self.value.is_nan() && comparison.holds(self.value, threshold),
+            modeled: false,
+            conditions: self.conditions,
+            source,
+        }
+    }
+}
+
+impl ThresholdSource {
+    /// A rule of the runtime, in words.
+    pub fn rule(rule: impl Into<String>) -> Self {
+        ThresholdSource::Runtime { rule: rule.into() }
     }
 }
 
@@ -124,20 +169,6 @@ pub fn format_value(v: f64) -> String {
         s
     }
 }
-
-/// Phase 2's per-position cosine floor, scaled by head_dim because bf16 noise grows
-/// with sqrt(head_dim·K) (reference system: 0.99 up to 64, 0.98 at 128, 0.97 from
-/// 256; `mlir-air:.claude/skills/phase-2-single-block-validation/SKILL.md`).
-pub fn position_cosine_floor(head_dim: usize) -> f64 {
-    match head_dim {
-        0..=64 => 0.99,
-        65..=128 => 0.98,
-        _ => 0.97,
-    }
-}
-
-/// Whole-tensor cosine floor of phase 2 (same source).
-pub const BLOCK_COSINE_MIN: f64 = 0.99;
 
 /// Cosine of each `width`-wide row.
 pub fn row_cosines(a: &[f32], b: &[f32], width: usize) -> Vec<f64> {
@@ -176,25 +207,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn floors_follow_head_dim() {
-        assert_eq!(position_cosine_floor(32), 0.99);
-        assert_eq!(position_cosine_floor(64), 0.99);
-        assert_eq!(position_cosine_floor(128), 0.98);
-        assert_eq!(position_cosine_floor(256), 0.97);
-    }
-
-    #[test]
     fn nan_fails_every_gate() {
-        let g = GateCheck::new(
-            "x",
-            OpKind::ValidateBlock,
-            "cosine",
-            f64::NAN,
-            Comparison::Ge,
-            0.99,
-            BTreeMap::new(),
-            ThresholdSource::Runtime { rule: "r".into() },
-        );
+        let g = GateCheck::named("x", OpKind::ValidateBlock)
+            .measures(crate::ops::Metric::Cosine, f64::NAN)
+            .against(Comparison::Ge, 0.99, ThresholdSource::rule("r"));
         assert!(!g.passed);
         assert!(min_or_nan(&[1.0, f64::NAN, 0.5]).is_nan());
         assert!(cosine(&[f32::NAN, 1.0], &[1.0, 1.0]).is_nan());

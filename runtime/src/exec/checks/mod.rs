@@ -1,9 +1,11 @@
 //! The checking machinery the phases share: a gate (one value against one threshold
-//! with where it came from), the teacher-forced decode comparison, its limits derived from
+//! with where it came from), one block against the reference's (`block`), the
+//! teacher-forced decode comparison, its limits derived from
 //! the bf16-storage floor (`floor`), the greedy
 //! top-k gate that verification runs, phase 1's kernel harness, and the debugging
 //! lessons a failed gate matches.
 
+pub mod block;
 pub mod decode;
 pub mod features;
 pub mod floor;

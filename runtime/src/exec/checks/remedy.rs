@@ -54,7 +54,7 @@ pub fn symptom_matches(lesson: &Lesson, failure: &Failure) -> bool {
         }
     }
     if let Some(metric) = &symptom.metric {
-        if metric != &failure.gate.metric {
+        if failure.gate.metric != *metric {
             return false;
         }
         if let (Some(cmp), Some(limit)) = (symptom.comparison, symptom.value) {
@@ -255,6 +255,7 @@ mod tests {
     use super::*;
     use crate::bundle::{BinaryOp, Comparison, Symptom};
     use crate::exec::checks::gate::ThresholdSource;
+    use crate::ops::Metric;
 
     fn gemm_action(tile_n: i64) -> BTreeMap<String, Value> {
         BTreeMap::from([
@@ -298,19 +299,16 @@ mod tests {
         ));
     }
 
-    fn failure(metric: &str, value: f64, kernel: &str) -> Failure {
+    fn failure(metric: Metric, value: f64, kernel: &str) -> Failure {
         Failure {
             phase: DeployPhase::Kernels,
-            gate: GateCheck::new(
-                "k",
-                OpKind::ValidateKernel,
-                metric,
-                value,
-                Comparison::Eq,
-                0.0,
-                BTreeMap::from([("kernel".into(), Value::Text(kernel.into()))]),
-                ThresholdSource::Runtime { rule: "r".into() },
-            ),
+            gate: GateCheck::named("k", OpKind::ValidateKernel)
+                .measures(metric, value)
+                .when(BTreeMap::from([(
+                    "kernel".into(),
+                    Value::Text(kernel.into()),
+                )]))
+                .against(Comparison::Eq, 0.0, ThresholdSource::rule("r")),
             op: OpKind::ValidateKernel,
             params: gemm_action(128),
         }
@@ -324,7 +322,7 @@ mod tests {
             symptom: Symptom {
                 op: Some(OpKind::ValidateKernel),
                 params,
-                metric: Some("mismatches".into()),
+                metric: Some(Metric::Mismatches),
                 comparison: Some(Comparison::Gt),
                 value: Some(0.0),
                 text: String::new(),
@@ -351,25 +349,25 @@ mod tests {
         ]);
         assert!(symptom_matches(
             &lesson(gemm.clone()),
-            &failure("mismatches", 12.0, "gemm")
+            &failure(Metric::Mismatches, 12.0, "gemm")
         ));
         assert!(symptom_matches(
             &lesson(recorded_shape),
-            &failure("mismatches", 12.0, "gemm")
+            &failure(Metric::Mismatches, 12.0, "gemm")
         ));
         // Predicate does not hold, other metric, other kernel.
         assert!(!symptom_matches(
             &lesson(gemm.clone()),
-            &failure("mismatches", 0.0, "gemm")
+            &failure(Metric::Mismatches, 0.0, "gemm")
         ));
         assert!(!symptom_matches(
             &lesson(gemm.clone()),
-            &failure("cosine", 12.0, "gemm")
+            &failure(Metric::Cosine, 12.0, "gemm")
         ));
         let rope = BTreeMap::from([("kernel".into(), Value::Text("rope".into()))]);
         assert!(!symptom_matches(
             &lesson(rope),
-            &failure("mismatches", 12.0, "gemm")
+            &failure(Metric::Mismatches, 12.0, "gemm")
         ));
     }
 }

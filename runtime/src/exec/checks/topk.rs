@@ -13,10 +13,35 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::oracle::blocks;
 
-/// Greedy tokens generated per prompt.
+/// Greedy tokens generated per prompt (the reference system's `make verify`).
 pub const GATE_N_TOKENS: usize = 32;
 /// Size of the top-k sets checked where the greedy choices differ.
 pub const GATE_K: usize = 5;
+
+/// The size of one greedy gate: tokens decoded per prompt and the top-k sets
+/// compared. A deployment verifies at [`TopKGate::DEFAULT`]; replay at what
+/// each `verify-model` action recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TopKGate {
+    pub tokens: usize,
+    pub k: usize,
+}
+
+impl TopKGate {
+    pub const DEFAULT: TopKGate = TopKGate {
+        tokens: GATE_N_TOKENS,
+        k: GATE_K,
+    };
+
+    /// A `verify-model` action's gate: what it records, the defaults for what
+    /// it leaves out.
+    pub fn recorded(tokens: Option<usize>, top_k: Option<usize>) -> TopKGate {
+        TopKGate {
+            tokens: tokens.unwrap_or(GATE_N_TOKENS),
+            k: top_k.unwrap_or(GATE_K),
+        }
+    }
+}
 
 /// One greedy step: the chosen token and the `k` best ids, best first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

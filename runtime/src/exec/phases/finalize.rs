@@ -18,7 +18,7 @@ use crate::exec::design::{fingerprint, modeled};
 use crate::exec::run::{write, write_report, PhaseEnd, Run};
 use crate::exec::{files, DeployError};
 use crate::model::WeightOrigin;
-use crate::ops::OpKind;
+use crate::ops::{Metric, OpKind};
 
 /// Bytes of the GGUF file `name`: the model path itself, or inside it.
 fn gguf_size(model: &std::path::Path, name: &str) -> u64 {
@@ -122,50 +122,34 @@ pub(crate) fn run(
         .filter(|(key, (_, launch))| !run.registry.validated(key, launch))
         .count();
     let verified = run.verified.contains_key(&fp);
-    let rule = |r: &str| ThresholdSource::Runtime {
-        rule: r.to_string(),
-    };
     let gates = vec![
-        GateCheck::new(
-            "plan.json reloads to the verified fingerprint",
-            OpKind::WriteArtifacts,
-            "errors",
-            f64::from(u8::from(!round_trip)),
-            Comparison::Eq,
-            0.0,
-            BTreeMap::from([("fingerprint".to_string(), Value::Text(fp[..16].to_string()))]),
-            rule("the written plan parses back equal and hashes to the fingerprint the run verified"),
-        ),
-        GateCheck::new(
-            "production numerics verified",
-            OpKind::WriteArtifacts,
-            "unverified",
-            f64::from(u8::from(!verified)),
-            Comparison::Eq,
-            0.0,
-            BTreeMap::new(),
-            rule("the production fingerprint passed the greedy verification or is bit-identical to one that did"),
-        ),
-        GateCheck::new(
-            "production kernels in the registry",
-            OpKind::WriteArtifacts,
-            "unvalidated_kernels",
-            unvalidated as f64,
-            Comparison::Eq,
-            0.0,
-            BTreeMap::new(),
-            rule("every kernel configuration of the production plans has a passing registry row"),
-        ),
+        GateCheck::named("plan.json reloads to the verified fingerprint", OpKind::WriteArtifacts)
+            .measures(Metric::Errors, f64::from(u8::from(!round_trip)))
+            .when(BTreeMap::from([("fingerprint".to_string(), Value::Text(fp[..16].to_string()))]))
+            .against(
+                Comparison::Eq,
+                0.0,
+                ThresholdSource::rule("the written plan parses back equal and hashes to the fingerprint the run verified"),
+            ),
+        GateCheck::named("production numerics verified", OpKind::WriteArtifacts)
+            .measures(Metric::Unverified, f64::from(u8::from(!verified)))
+            .against(
+                Comparison::Eq,
+                0.0,
+                ThresholdSource::rule("the production fingerprint passed the greedy verification or is bit-identical to one that did"),
+            ),
+        GateCheck::named("production kernels in the registry", OpKind::WriteArtifacts)
+            .measures(Metric::UnvalidatedKernels, unvalidated as f64)
+            .against(
+                Comparison::Eq,
+                0.0,
+                ThresholdSource::rule("every kernel configuration of the production plans has a passing registry row"),
+            ),
     ];
     let refs: Vec<&GateCheck> = gates.iter().collect();
     run.traj
         .observe(Some("artifacts written and reloaded"), &refs, Some(&action));
-    let mut failed = None;
-    for g in gates {
-        if !run.gate(rec, g.clone()) && failed.is_none() {
-            failed = Some(g);
-        }
-    }
+    let failed = run.record_gates(rec, gates);
     let lessons: Vec<String> = run
         .report
         .phases

@@ -13,11 +13,12 @@ use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::DecodeLimitsRecord;
 use crate::exec::artifacts::record::{ModelInfo, PhaseRecord, StepOrigin, StepOutcome, Stop};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::decode::{reference_run, ReferenceRun};
+use crate::exec::checks::decode::ReferenceRun;
 use crate::exec::checks::features::{fixture_matches, proofs, FixtureMatch};
 use crate::exec::checks::floor::DecodeLimits;
 use crate::exec::checks::gate::{non_finite, GateCheck, ThresholdSource};
-use crate::exec::checks::topk::GATE_N_TOKENS;
+use crate::exec::checks::topk::{TopKGate, GATE_N_TOKENS};
+use crate::exec::checks::verify::reference_runs;
 use crate::exec::run::{Loaded, PhaseEnd, Run, Unloaded};
 use crate::exec::DeployError;
 use crate::model::arch::Architecture;
@@ -32,7 +33,7 @@ use crate::model::oracle::{LogitRows, Reference, ReferenceError};
 use crate::model::scope::check_scope;
 use crate::model::source::ModelSource;
 use crate::model::{Model, ModelError, WeightOrigin};
-use crate::ops::OpKind;
+use crate::ops::{Metric, OpKind};
 use crate::xdna2::builder::unsupported_features;
 
 /// Phase 0 on a run without a model: the model it loaded and checked, which
@@ -97,31 +98,18 @@ fn refuse(
     reason: String,
     action: &str,
 ) -> PhaseEnd {
-    let gate = GateCheck::new(
-        "scope check",
-        OpKind::CheckScope,
-        "blockers",
-        blockers as f64,
-        Comparison::Eq,
-        0.0,
-        BTreeMap::new(),
-        ThresholdSource::Runtime {
-            rule: "MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused".into(),
-        },
-    );
+    let gate = GateCheck::named("scope check", OpKind::CheckScope)
+        .measures(Metric::Blockers, blockers as f64)
+        .against(
+            Comparison::Eq,
+            0.0,
+            ThresholdSource::rule("MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused"),
+        );
     run.traj
         .verdict(&format!("scope check: {reason}"), false, Some(action));
+    let stop = Stop::at(DeployPhase::Reference, &gate, &reason, Vec::new());
     run.gate(rec, gate);
-    PhaseEnd::Refused(Stop {
-        phase: DeployPhase::Reference,
-        gate: "scope check".into(),
-        metric: "blockers".into(),
-        value: blockers as f64,
-        comparison: "==".into(),
-        threshold: 0.0,
-        reason,
-        tried: Vec::new(),
-    })
+    PhaseEnd::Refused(stop)
 }
 
 /// The architecture, if the runtime can run it, with the config's SHA-256.
@@ -159,17 +147,23 @@ fn scope(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord) -> Part<(Architectu
             return Err(DeployError::Input { path, source })
         }
         Err(e) => {
-            let reason = match &e {
-                ModelError::Config(e @ ConfigError::OutOfScope { .. }) => e.to_string(),
-                ModelError::Config(other) => {
-                    format!("config.json cannot be read as a decoder-only model: {other}")
+            let (blockers, reason) = match &e {
+                ModelError::Config(e @ ConfigError::Blocked { blockers }) => {
+                    (blockers.len(), e.to_string())
                 }
-                other => format!("the model cannot be read as a decoder-only model: {other}"),
+                ModelError::Config(other) => (
+                    1,
+                    format!("config.json cannot be read as a decoder-only model: {other}"),
+                ),
+                other => (
+                    1,
+                    format!("the model cannot be read as a decoder-only model: {other}"),
+                ),
             };
             rec.steps.push(step(StepOutcome::Failed {
                 why: reason.clone(),
             }));
-            return Ok(Err(refuse(run, rec, 1, reason, &action)));
+            return Ok(Err(refuse(run, rec, blockers, reason, &action)));
         }
     };
     let scope = check_scope(&arch);
@@ -177,7 +171,7 @@ fn scope(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord) -> Part<(Architectu
     if !npu.is_empty() {
         let reasons: Vec<String> = npu
             .iter()
-            .map(|f| format!("{} on the NPU ({})", f.name, f.reason))
+            .map(|f| format!("{} on the NPU ({}); lifted by {}", f.name, f.reason, f.lift))
             .collect();
         let reason = format!(
             "{} is outside the runtime's scope: {}",
@@ -190,18 +184,13 @@ fn scope(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord) -> Part<(Architectu
         return Ok(Err(refuse(run, rec, reasons.len(), reason, &action)));
     }
     rec.steps.push(step(StepOutcome::AsRecorded));
-    let gate = GateCheck::new(
-        "scope check",
-        OpKind::CheckScope,
-        "blockers",
-        0.0,
-        Comparison::Eq,
-        0.0,
-        BTreeMap::new(),
-        ThresholdSource::Runtime {
-            rule: "MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused".into(),
-        },
-    );
+    let gate = GateCheck::named("scope check", OpKind::CheckScope)
+        .measures(Metric::Blockers, 0.0)
+        .against(
+            Comparison::Eq,
+            0.0,
+            ThresholdSource::rule("MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused"),
+        );
     run.traj.verdict(
         &format!("scope check: {}", scope.notes.join("; ")),
         true,
@@ -281,17 +270,15 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
                 recorded,
             });
             run.traj.verdict(&reason, false, Some(&action));
-            return Ok(Err(PhaseEnd::Failed(Stop {
-                phase: DeployPhase::Reference,
-                gate: OpKind::LoadWeights.to_string(),
-                // A non-finite value fails the weights' nan_count gate (at least one).
-                metric: if non_finite { "nan_count" } else { "errors" }.into(),
-                value: 1.0,
-                comparison: "==".into(),
-                threshold: 0.0,
-                reason,
-                tried: Vec::new(),
-            })));
+            // A non-finite value fails the weights' nan_count gate (at least one).
+            let metric = if non_finite {
+                Metric::NanCount
+            } else {
+                Metric::Errors
+            };
+            let gate = OpKind::LoadWeights.name();
+            let stop = Stop::failed_step(DeployPhase::Reference, gate, metric, &reason);
+            return Ok(Err(PhaseEnd::Failed(stop)));
         }
     };
     let recorded_source = recorded
@@ -321,18 +308,17 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
     });
     // The loader scans every value and refuses a non-finite one, so a loaded
     // model has none; a refused one stopped above.
-    let finite = GateCheck::new(
-        "weights: non-finite values",
-        OpKind::LoadWeights,
-        "nan_count",
-        0.0,
-        Comparison::Eq,
-        0.0,
-        BTreeMap::from([("source".to_string(), Value::Text(source.into()))]),
-        ThresholdSource::Runtime {
-            rule: "every weight value finite (the loader scans them all)".into(),
-        },
-    );
+    let finite = GateCheck::named("weights: non-finite values", OpKind::LoadWeights)
+        .measures(Metric::NanCount, 0.0)
+        .when(BTreeMap::from([(
+            "source".to_string(),
+            Value::Text(source.into()),
+        )]))
+        .against(
+            Comparison::Eq,
+            0.0,
+            ThresholdSource::rule("every weight value finite (the loader scans them all)"),
+        );
     let label = format!(
         "{} weight tensors loaded, {} bf16 bytes",
         model.weights.tensors().len(),
@@ -415,63 +401,47 @@ fn reference(
         recorded: recorded.filter(|r| !r.is_empty()),
     });
     let stable = stable_top1(model, &prompts[0])?;
-    let mut generations = Vec::with_capacity(prompts.len());
-    let mut non_finite = stable.non_finite;
-    for (i, prompt) in prompts.iter().enumerate() {
-        run.progress.step(&format!(
-            "reference: greedy {GATE_N_TOKENS} tokens, prompt {}/{}",
-            i + 1,
-            prompts.len()
-        ));
-        let reference_run = reference_run(model, prompt)?;
-        non_finite += reference_run.non_finite;
-        generations.push(reference_run);
-    }
-    let rule = |r: &str| ThresholdSource::Runtime {
-        rule: r.to_string(),
-    };
-    let nan = GateCheck::new(
-        "reference sanity: no NaN",
-        OpKind::BuildReference,
-        "nan_count",
-        non_finite as f64,
-        Comparison::Eq,
-        0.0,
-        BTreeMap::from([("tokens".into(), Value::Int(GATE_N_TOKENS as i64))]),
-        rule("no NaN or infinite logit in the reference's greedy runs"),
-    );
-    let top1 = GateCheck::new(
-        "reference sanity: stable top-1",
-        OpKind::BuildReference,
-        "top_k_agree",
-        f64::from(u8::from(stable.agree)),
-        Comparison::Ge,
-        1.0,
-        BTreeMap::from([
-            ("top_k".into(), Value::Int(1)),
-            ("prompt".into(), Value::Int(1)),
-        ]),
-        rule("the last position's top-1 is the same after one prefill and after a prefill ending in a cached decode step"),
-    );
-    let obs = run
-        .traj
+    run.progress.step(&format!(
+        "reference: greedy {GATE_N_TOKENS} tokens, {} prompt(s)",
+        prompts.len()
+    ));
+    let (generations, greedy_non_finite) = reference_runs(model, &prompts, TopKGate::DEFAULT)?;
+    let non_finite = stable.non_finite + greedy_non_finite;
+    let nan = GateCheck::named("reference sanity: no NaN", OpKind::BuildReference)
+        .measures(Metric::NanCount, non_finite as f64)
+        .when(BTreeMap::from([(
+            "tokens".into(),
+            Value::Int(GATE_N_TOKENS as i64),
+        )]))
+        .against(
+            Comparison::Eq,
+            0.0,
+            ThresholdSource::rule("no NaN or infinite logit in the reference's greedy runs"),
+        );
+    let top1 = GateCheck::named("reference sanity: stable top-1", OpKind::BuildReference)
+        .measures(Metric::TopKAgree, f64::from(u8::from(stable.agree)))
+        .when(
+            BTreeMap::from([
+                ("top_k".into(), Value::Int(1)),
+                ("prompt".into(), Value::Int(1)),
+            ]),
+        )
+        .against(
+            Comparison::Ge,
+            1.0,
+            ThresholdSource::rule("the last position's top-1 is the same after one prefill and after a prefill ending in a cached decode step"),
+        );
+    run.traj
         .observe(Some("reference sanity"), &[&nan, &top1], Some(&action));
-    let passed = run.gate(rec, nan.clone()) & run.gate(rec, top1.clone());
-    if passed {
+    let Some(failed) = run.record_gates(rec, [nan, top1]) else {
         return Ok(Ok((fixture, generations)));
-    }
-    let failed = if nan.passed { top1 } else { nan };
-    let _ = obs;
-    Ok(Err(PhaseEnd::Failed(Stop {
-        phase: DeployPhase::Reference,
-        gate: failed.name.clone(),
-        metric: failed.metric.clone(),
-        value: failed.value,
-        comparison: failed.comparison.symbol().into(),
-        threshold: failed.threshold,
-        reason: "the CPU reference itself is not sane; no later gate could be trusted".into(),
-        tried: Vec::new(),
-    })))
+    };
+    Ok(Err(PhaseEnd::Failed(Stop::at(
+        DeployPhase::Reference,
+        &failed,
+        "the CPU reference itself is not sane; no later gate could be trusted",
+        Vec::new(),
+    ))))
 }
 
 /// The decode gates' limits, from the bf16-storage floor of the model on the
@@ -603,66 +573,57 @@ fn compare(
         ("tensors".to_string(), Value::Int(agreement.tensors as i64)),
         ("prompts".to_string(), Value::Int(agreement.prompts as i64)),
     ]);
-    let rule = |r: &str| ThresholdSource::Runtime {
-        rule: r.to_string(),
-    };
-    let error = GateCheck::new(
+    let error = GateCheck::named(
         "transformers match: worst tensor error",
         OpKind::CompareReference,
-        "max_rel",
-        worst,
+    )
+    .measures(Metric::MaxRel, worst)
+    .when(conditions.clone())
+    .against(
         Comparison::Le,
         tol,
-        conditions.clone(),
-        rule("max |ours - transformers| / max |transformers| over every reference tensor"),
+        ThresholdSource::rule(
+            "max |ours - transformers| / max |transformers| over every reference tensor",
+        ),
     );
-    let tokens = GateCheck::new(
+    let tokens = GateCheck::named(
         "transformers match: greedy tokens",
         OpKind::CompareReference,
-        "mismatches",
-        mismatched as f64,
+    )
+    .measures(Metric::Mismatches, mismatched as f64)
+    .when(conditions.clone())
+    .against(
         Comparison::Eq,
         0.0,
-        conditions.clone(),
-        rule("the reference's greedy tokens equal transformers' exactly"),
+        ThresholdSource::rule("the reference's greedy tokens equal transformers' exactly"),
     );
-    let nan = GateCheck::new(
+    let nan = GateCheck::named(
         "transformers match: non-finite values",
         OpKind::CompareReference,
-        "nan_count",
-        agreement.non_finite as f64,
+    )
+    .measures(Metric::NanCount, agreement.non_finite as f64)
+    .when(conditions)
+    .against(
         Comparison::Eq,
         0.0,
-        conditions,
-        rule("no NaN or infinite value in any tensor the reference computed"),
+        ThresholdSource::rule("no NaN or infinite value in any tensor the reference computed"),
     );
     run.traj.observe(
         Some("CPU reference vs transformers"),
         &[&error, &tokens, &nan],
         Some(&action),
     );
-    let passed =
-        run.gate(rec, error.clone()) & run.gate(rec, tokens.clone()) & run.gate(rec, nan.clone());
-    if passed {
+    // Non-finite values explain any other failure, so the stop names them first.
+    let non_finite = (!nan.passed).then(|| nan.clone());
+    let Some(first) = run.record_gates(rec, [error, tokens, nan]) else {
         return Ok(PhaseEnd::Passed);
-    }
-    let failed = if !nan.passed {
-        nan
-    } else if !error.passed {
-        error
-    } else {
-        tokens
     };
-    Ok(PhaseEnd::Failed(Stop {
-        phase: DeployPhase::Reference,
-        gate: failed.name.clone(),
-        metric: failed.metric.clone(),
-        value: failed.value,
-        comparison: failed.comparison.symbol().into(),
-        threshold: failed.threshold,
-        reason: "the CPU reference disagrees with transformers".into(),
-        tried: Vec::new(),
-    }))
+    Ok(PhaseEnd::Failed(Stop::at(
+        DeployPhase::Reference,
+        &non_finite.unwrap_or(first),
+        "the CPU reference disagrees with transformers",
+        Vec::new(),
+    )))
 }
 
 /// A model without transformers outputs of its own: every code path it takes
@@ -679,12 +640,12 @@ fn prove_features(
     let used = features(arch);
     run.progress
         .step("compare-reference against the transformers fixtures");
-    let matches = run
+    let matches: Vec<FixtureMatch> = run
         .options
         .fixtures
-        .as_deref()
-        .map(|dir| fixture_matches(dir, tol))
-        .unwrap_or_default();
+        .iter()
+        .flat_map(|dir| fixture_matches(dir, tol).as_ref().clone())
+        .collect();
     let params = BTreeMap::from([
         ("against".to_string(), Value::Text("fixtures".into())),
         ("tol".to_string(), Value::Float(tol)),
@@ -706,12 +667,7 @@ fn prove_features(
         );
         gates.extend(pair);
     }
-    let mut failed = None;
-    for g in gates {
-        if !run.gate(rec, g.clone()) && failed.is_none() {
-            failed = Some(g);
-        }
-    }
+    let failed = run.record_gates(rec, gates);
     let proofs = proofs(&used, &matches, tol);
     for p in &proofs {
         rec.notes.push(match p.fixtures.as_slice() {
@@ -723,16 +679,12 @@ fn prove_features(
     let Some(gate) = failed else {
         return Ok(PhaseEnd::Passed);
     };
-    Ok(PhaseEnd::Failed(Stop {
-        phase: DeployPhase::Reference,
-        gate: gate.name.clone(),
-        metric: gate.metric.clone(),
-        value: gate.value,
-        comparison: gate.comparison.symbol().into(),
-        threshold: gate.threshold,
-        reason: "the CPU reference disagrees with transformers on a fixture that takes code paths this model uses".into(),
-        tried: Vec::new(),
-    }))
+    Ok(PhaseEnd::Failed(Stop::at(
+        DeployPhase::Reference,
+        &gate,
+        "the CPU reference disagrees with transformers on a fixture that takes code paths this model uses",
+        Vec::new(),
+    )))
 }
 
 /// The error and token gates of one fixture, naming the paths it proves here.
@@ -750,29 +702,28 @@ fn fixture_gates(m: &FixtureMatch, used: &BTreeSet<Feature>, tol: f64) -> [GateC
         Ok(a) => (a.worst, (a.mismatched_tokens + a.non_finite) as f64),
         Err(_) => (f64::NAN, f64::NAN),
     };
-    let rule = |r: &str| ThresholdSource::Runtime {
-        rule: r.to_string(),
-    };
     [
-        GateCheck::new(
+        GateCheck::named(
             format!("feature proof: {} worst tensor error", m.fixture),
             OpKind::CompareReference,
-            "max_rel",
-            worst,
-            Comparison::Le,
-            tol,
-            conditions.clone(),
-            rule("max |ours - transformers| / max |transformers| over every reference tensor of the fixture"),
-        ),
-        GateCheck::new(
+        )
+            .measures(Metric::MaxRel, worst)
+            .when(conditions.clone())
+            .against(
+                Comparison::Le,
+                tol,
+                ThresholdSource::rule("max |ours - transformers| / max |transformers| over every reference tensor of the fixture"),
+            ),
+        GateCheck::named(
             format!("feature proof: {} greedy tokens", m.fixture),
             OpKind::CompareReference,
-            "mismatches",
-            wrong,
-            Comparison::Eq,
-            0.0,
-            conditions,
-            rule("the fixture's greedy tokens equal transformers' and nothing is non-finite"),
-        ),
+        )
+            .measures(Metric::Mismatches, wrong)
+            .when(conditions)
+            .against(
+                Comparison::Eq,
+                0.0,
+                ThresholdSource::rule("the fixture's greedy tokens equal transformers' and nothing is non-finite"),
+            ),
     ]
 }

@@ -7,21 +7,20 @@
 use std::collections::BTreeMap;
 
 use super::DeployPhase;
-use crate::bundle::{Comparison, Value};
-use crate::exec::artifacts::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
+use crate::bundle::Value;
+use crate::exec::artifacts::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord, Stop};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::gate::{
-    min_or_nan, non_finite, position_cosine_floor, row_cosines, GateCheck, ThresholdSource,
-    BLOCK_COSINE_MIN,
+use crate::exec::checks::block::{
+    position_cosine_floor, BlockComparison, BlockThresholds, BLOCK_COSINE_MIN, BLOCK_RULE,
 };
+use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::checks::remedy::Failure;
 use crate::exec::design::Design;
 use crate::exec::fault::Fault;
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::{DeployError, Internal};
-use crate::ops::OpKind;
+use crate::ops::{Metric, OpKind};
 use crate::xdna2::interpreter::Interpreter;
-use crate::xdna2::numerics::cosine;
 use crate::xdna2::plan::{Transform, WeightSource};
 
 /// Gate rounds: a fix may expose the next failing gate.
@@ -38,11 +37,14 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         &ActionLinks::default(),
     );
     for round in 0..MAX_ROUNDS {
-        let (cos_min, pos_min) = thresholds(run, rec, round == 0);
+        let thresholds = thresholds(run, rec, round == 0);
         let vparams = BTreeMap::from([
             ("layer".to_string(), Value::Int(0)),
-            ("cosine_min".to_string(), Value::Float(cos_min.0)),
-            ("position_min".to_string(), Value::Float(pos_min.0)),
+            ("cosine_min".to_string(), Value::Float(thresholds.cosine.0)),
+            (
+                "position_min".to_string(),
+                Value::Float(thresholds.position.0),
+            ),
         ]);
         let action = run.traj.action(
             OpKind::ValidateBlock,
@@ -54,19 +56,14 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
         );
         run.progress.step("validate-block layer 0");
         let design = run.design.clone();
-        let gates = block_gates(run, &design, &cos_min, &pos_min)?;
+        let gates = block_gates(run, &design, &thresholds)?;
         let refs: Vec<&GateCheck> = gates.iter().collect();
         let obs = run.traj.observe(
             Some("layer 0 on the NPU vs the reference"),
             &refs,
             Some(&action),
         );
-        let mut failed = None;
-        for g in gates {
-            if !run.gate(rec, g.clone()) && failed.is_none() {
-                failed = Some(g);
-            }
-        }
+        let failed = run.record_gates(rec, gates);
         let Some(gate) = failed else {
             return Ok(PhaseEnd::Passed);
         };
@@ -76,8 +73,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             params: BTreeMap::from([("layer".to_string(), Value::Int(0))]),
             gate: gate.clone(),
         };
-        let metric = gate.metric.clone();
-        let (c, p) = (cos_min.clone(), pos_min.clone());
+        let metric = gate.metric;
         let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
             let d = match run.with_changes(changes, None) {
                 Ok(d) => d,
@@ -86,7 +82,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             if d == run.design {
                 return Attempt::Inapplicable("the fix changes nothing in this deployment".into());
             }
-            match block_gates(run, &d, &c, &p) {
+            match block_gates(run, &d, &thresholds) {
                 Ok(gates) => match gates.into_iter().find(|g| g.metric == metric) {
                     Some(g) => Attempt::Checked(g),
                     None => Attempt::Inapplicable("the gate disappeared".into()),
@@ -109,17 +105,14 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             }
         }
     }
-    let stop = crate::exec::artifacts::record::Stop {
-        phase: DeployPhase::Block,
-        gate: "block".into(),
-        metric: "rounds".into(),
-        value: MAX_ROUNDS as f64,
-        comparison: "<".into(),
-        threshold: MAX_ROUNDS as f64,
-        reason: "fixes kept exposing new failures".into(),
-        tried: rec.attempts.iter().map(|a| a.lesson.clone()).collect(),
-    };
-    Ok(PhaseEnd::Failed(stop))
+    let tried = rec.attempts.iter().map(|a| a.lesson.clone()).collect();
+    Ok(PhaseEnd::Failed(Stop::out_of_rounds(
+        DeployPhase::Block,
+        "block",
+        MAX_ROUNDS,
+        "fixes kept exposing new failures",
+        tried,
+    )))
 }
 
 fn plant_block_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
@@ -232,12 +225,9 @@ pub(crate) fn first_prompt<'r>(run: &'r Run<'_>) -> &'r [u32] {
     run.report.prompts.first().map_or(&[], Vec::as_slice)
 }
 
-/// A threshold and where it comes from.
-type Threshold = (f64, ThresholdSource);
-
 /// Whole-tensor and per-position thresholds: the bundle's exit gates, with the
 /// per-position floor re-derived when the bundle recorded it at another head_dim.
-fn thresholds(run: &mut Run<'_>, rec: &mut PhaseRecord, note: bool) -> (Threshold, Threshold) {
+fn thresholds(run: &mut Run<'_>, rec: &mut PhaseRecord, note: bool) -> BlockThresholds {
     let head_dim = run.loaded.model.arch.head_dim;
     let gates = run
         .bundle
@@ -245,21 +235,18 @@ fn thresholds(run: &mut Run<'_>, rec: &mut PhaseRecord, note: bool) -> (Threshol
         .get(2)
         .map(|p| p.exit_gates.clone())
         .unwrap_or_default();
-    let rule = "reference system phase 2: whole-tensor cosine >= 0.99; per-position minimum >= 0.99 (head_dim <= 64), 0.98 (128), 0.97 (>= 256)";
-    let cos = match gates.iter().find(|g| g.metric == "cosine") {
+    let rule = BLOCK_RULE;
+    let cos = match gates.iter().find(|g| g.metric == Metric::Cosine) {
         Some(g) => (
             g.threshold,
             ThresholdSource::Bundle {
                 provenance: g.provenance.clone(),
             },
         ),
-        None => (
-            BLOCK_COSINE_MIN,
-            ThresholdSource::Runtime { rule: rule.into() },
-        ),
+        None => (BLOCK_COSINE_MIN, ThresholdSource::rule(rule)),
     };
     let floor = position_cosine_floor(head_dim);
-    let pos = match gates.iter().find(|g| g.metric == "position_cosine_min") {
+    let pos = match gates.iter().find(|g| g.metric == Metric::PositionCosineMin) {
         Some(g) => {
             let recorded_hd = match g.conditions.get("head_dim") {
                 Some(Value::Int(h)) => Some(*h as usize),
@@ -291,17 +278,19 @@ fn thresholds(run: &mut Run<'_>, rec: &mut PhaseRecord, note: bool) -> (Threshol
                 ),
             }
         }
-        None => (floor, ThresholdSource::Runtime { rule: rule.into() }),
+        None => (floor, ThresholdSource::rule(rule)),
     };
-    (cos, pos)
+    BlockThresholds {
+        cosine: cos,
+        position: pos,
+    }
 }
 
 /// Runs layer 0 of `design` on the NPU and compares it with the reference.
 fn block_gates(
     run: &Run<'_>,
     design: &Design,
-    cos_min: &Threshold,
-    pos_min: &Threshold,
+    thresholds: &BlockThresholds,
 ) -> Result<Vec<GateCheck>, DeployError> {
     let (model, arch) = (&run.loaded.model, &run.loaded.model.arch);
     let prompt = first_prompt(run);
@@ -316,40 +305,5 @@ fn block_gates(
         ("head_dim".to_string(), Value::Int(arch.head_dim as i64)),
         ("prompt".to_string(), Value::Int(1)),
     ]);
-    let whole = cosine(ours, theirs);
-    let per_position = min_or_nan(&row_cosines(ours, theirs, arch.hidden_size));
-    Ok(vec![
-        GateCheck::new(
-            "block cosine",
-            OpKind::ValidateBlock,
-            "cosine",
-            whole,
-            Comparison::Ge,
-            cos_min.0,
-            conditions.clone(),
-            cos_min.1.clone(),
-        ),
-        GateCheck::new(
-            "block per-position cosine",
-            OpKind::ValidateBlock,
-            "position_cosine_min",
-            per_position,
-            Comparison::Ge,
-            pos_min.0,
-            conditions.clone(),
-            pos_min.1.clone(),
-        ),
-        GateCheck::new(
-            "block NaN",
-            OpKind::ValidateBlock,
-            "nan_count",
-            non_finite(ours) as f64,
-            Comparison::Eq,
-            0.0,
-            conditions,
-            ThresholdSource::Runtime {
-                rule: "no NaN or infinite value in the block's output".into(),
-            },
-        ),
-    ])
+    Ok(BlockComparison::of(ours, theirs, arch.hidden_size).gates(thresholds, conditions))
 }

@@ -14,17 +14,15 @@ use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::PromptVerdict;
 use crate::exec::artifacts::record::{ModeledTimes, PhaseRecord, StepOutcome};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::decode::Worst;
-use crate::exec::checks::floor::DerivedLimit;
 use crate::exec::checks::gate::{format_value, GateCheck, ThresholdSource};
 use crate::exec::checks::remedy::Failure;
-use crate::exec::checks::topk::{rank_words, GATE_K, GATE_N_TOKENS};
-use crate::exec::checks::verify::{verify_npu, NpuVerification};
+use crate::exec::checks::topk::{rank_words, TopKGate, GATE_K, GATE_N_TOKENS};
+use crate::exec::checks::verify::{verify_gates, verify_npu, NpuVerification};
 use crate::exec::design::{self, fingerprint, modeled};
 use crate::exec::fault::Fault;
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::DeployError;
-use crate::ops::OpKind;
+use crate::ops::{Metric, OpKind};
 
 /// Phase 3; when it passes, the modeled figures of the plan it verified: the
 /// baseline phases 4 to 6 compare with.
@@ -63,7 +61,7 @@ pub(crate) fn run(
     ));
     let plans = run.plans()?;
     let verification = run_verification(run, &plans, run.design.path, true)?;
-    let gates = verify_gates(run, &verification);
+    let gates = run_gates(run, &verification);
     let refs: Vec<&GateCheck> = gates.iter().collect();
     let obs = run
         .traj
@@ -72,12 +70,7 @@ pub(crate) fn run(
     run.report.texts = prompt_texts(run);
     run.report.diagnosis = verification.diagnosis.clone();
     diagnosis_notes(run, rec);
-    let mut failed = None;
-    for g in gates {
-        if !run.gate(rec, g.clone()) && failed.is_none() {
-            failed = Some(g);
-        }
-    }
+    let failed = run.record_gates(rec, gates);
     if let Some(gate) = failed {
         let failure = Failure {
             phase: DeployPhase::Model,
@@ -85,7 +78,7 @@ pub(crate) fn run(
             params: params.clone(),
             gate: gate.clone(),
         };
-        let metric = gate.metric.clone();
+        let metric = gate.metric;
         let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
             let trial = run
                 .with_changes(changes, None)
@@ -95,10 +88,7 @@ pub(crate) fn run(
                 Err(e) => return Attempt::Inapplicable(e.to_string()),
             };
             match run_verification(run, &plans, d.path, false) {
-                Ok(v) => match verify_gates(run, &v)
-                    .into_iter()
-                    .find(|g| g.metric == metric)
-                {
+                Ok(v) => match run_gates(run, &v).into_iter().find(|g| g.metric == metric) {
                     Some(g) => Attempt::Checked(g),
                     None => Attempt::Inapplicable("the gate disappeared".into()),
                 },
@@ -139,32 +129,30 @@ pub(crate) fn run(
     let a = run
         .traj
         .action(OpKind::ProfilePrefill, &profile, &ActionLinks::default());
-    let ttft = GateCheck::new(
-        "baseline TTFT",
-        OpKind::ProfilePrefill,
-        "ttft_s",
-        times.ttft_s,
-        Comparison::Gt,
-        0.0,
-        BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
-        ThresholdSource::Runtime {
-            rule: "recorded as the baseline phase 4 must beat".into(),
-        },
-    )
-    .modeled();
-    let mpt = GateCheck::new(
-        "baseline decode",
-        OpKind::ProfileDecode,
-        "ms_per_token",
-        times.ms_per_token,
-        Comparison::Gt,
-        0.0,
-        BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
-        ThresholdSource::Runtime {
-            rule: "recorded as the baseline phase 5 must beat".into(),
-        },
-    )
-    .modeled();
+    let ttft = GateCheck::named("baseline TTFT", OpKind::ProfilePrefill)
+        .measures(Metric::TtftS, times.ttft_s)
+        .when(BTreeMap::from([(
+            "seq_len".to_string(),
+            Value::Int(design::SEQ_LEN as i64),
+        )]))
+        .against(
+            Comparison::Gt,
+            0.0,
+            ThresholdSource::rule("recorded as the baseline phase 4 must beat"),
+        )
+        .modeled();
+    let mpt = GateCheck::named("baseline decode", OpKind::ProfileDecode)
+        .measures(Metric::MsPerToken, times.ms_per_token)
+        .when(BTreeMap::from([(
+            "seq_len".to_string(),
+            Value::Int(design::SEQ_LEN as i64),
+        )]))
+        .against(
+            Comparison::Gt,
+            0.0,
+            ThresholdSource::rule("recorded as the baseline phase 5 must beat"),
+        )
+        .modeled();
     run.traj.observe(None, &[&ttft, &mpt], Some(&a));
     rec.notes.push(format!(
         "baseline plan, modeled at seq {}: TTFT {:.3} s, {:.1} ms/token ({:.2} tok/s), {} / {} NPU calls per layer",
@@ -240,20 +228,15 @@ fn plant_decode_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
 pub(crate) const VERIFY_OBSERVATION: &str =
     "decode fed the reference's tokens: logits and KV cache against the reference, top-k set check at every step";
 
-/// The teacher-forced errors, the greedy top-k set check over every prompt and
-/// NaN in the NPU logits.
-pub(crate) fn verify_gates(run: &Run<'_>, v: &NpuVerification) -> Vec<GateCheck> {
+/// The verification gates of `v` (`checks::verify`), the top-k threshold's
+/// source read from the bundle.
+pub(crate) fn run_gates(run: &Run<'_>, v: &NpuVerification) -> Vec<GateCheck> {
     let prompts = run.report.prompts.len();
-    let conditions = BTreeMap::from([
-        ("tokens".to_string(), Value::Int(GATE_N_TOKENS as i64)),
-        ("top_k".to_string(), Value::Int(GATE_K as i64)),
-        ("prompts".to_string(), Value::Int(prompts as i64)),
-    ]);
     let recorded = run
         .bundle
         .phases
         .get(3)
-        .and_then(|p| p.exit_gates.iter().find(|g| g.metric == "top_k_agree"));
+        .and_then(|p| p.exit_gates.iter().find(|g| g.metric == Metric::TopKAgree));
     let source = match recorded {
         Some(g) if g.threshold as usize == prompts => ThresholdSource::Bundle {
             provenance: g.provenance.clone(),
@@ -265,68 +248,17 @@ pub(crate) fn verify_gates(run: &Run<'_>, v: &NpuVerification) -> Vec<GateCheck>
             ),
             provenance: g.provenance.clone(),
         },
-        None => ThresholdSource::Runtime {
-            rule: "reference system make verify: every prompt passes the top-5 set check".into(),
-        },
+        None => ThresholdSource::rule(
+            "reference system make verify: every prompt passes the top-5 set check",
+        ),
     };
-    let worst = v.worst();
-    let limits = &run.loaded.decode_limits;
-    let error_gate = |name: &str, metric: &str, worst: &Worst, limit: &DerivedLimit| {
-        let mut at = conditions.clone();
-        at.insert("worst".into(), Value::Text(worst.at.clone()));
-        GateCheck::new(
-            name,
-            OpKind::VerifyModel,
-            metric,
-            worst.value,
-            Comparison::Le,
-            limit.limit,
-            at,
-            ThresholdSource::Measured(limit.clone()),
-        )
-    };
-    vec![
-        error_gate(
-            "verify: teacher-forced logits",
-            "logits_max_rel",
-            &worst.logits,
-            &limits.logits,
-        ),
-        error_gate(
-            "verify: KV cache after prefill",
-            "kv_prefill_max_rel",
-            &worst.kv_prefill,
-            &limits.kv_prefill,
-        ),
-        error_gate(
-            "verify: KV cache after decode",
-            "kv_decode_max_rel",
-            &worst.kv_decode,
-            &limits.kv_decode,
-        ),
-        GateCheck::new(
-            "verify: top-k set check",
-            OpKind::VerifyModel,
-            "top_k_agree",
-            v.passed_prompts() as f64,
-            Comparison::Ge,
-            prompts as f64,
-            conditions.clone(),
-            source,
-        ),
-        GateCheck::new(
-            "verify: NaN in NPU logits",
-            OpKind::VerifyModel,
-            "nan_count",
-            v.non_finite as f64,
-            Comparison::Eq,
-            0.0,
-            conditions,
-            ThresholdSource::Runtime {
-                rule: "no NaN or infinite logit".into(),
-            },
-        ),
-    ]
+    verify_gates(
+        v,
+        &run.loaded.decode_limits,
+        TopKGate::DEFAULT,
+        prompts,
+        source,
+    )
 }
 
 fn diagnosis_notes(run: &mut Run<'_>, rec: &mut PhaseRecord) {

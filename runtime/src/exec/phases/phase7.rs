@@ -1,18 +1,21 @@
 //! Phase 7: starts the independent evaluator as a fresh process on the written
-//! artifacts and takes its exit code and report as the verdict.
+//! artifacts and takes its exit code and report as the verdict. The evaluator
+//! runs on as many threads as the deploy (`threads::ENV_VAR`), so `--threads`
+//! holds for the whole run.
 
 use std::collections::BTreeMap;
 use std::process::Command;
 
 use super::DeployPhase;
 use crate::bundle::{Comparison, Value};
-use crate::exec::artifacts::record::{EvaluationSummary, PhaseRecord, Verdict};
+use crate::exec::artifacts::record::{EvaluationSummary, EvaluatorVerdict, PhaseRecord};
 use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::evaluate::Evaluation;
 use crate::exec::run::{PhaseEnd, Run, Unloaded};
 use crate::exec::{files, DeployError, EvaluatorLaunch, EVALUATOR_COMMAND};
-use crate::ops::OpKind;
+use crate::ops::{Metric, OpKind};
+use crate::threads;
 
 /// Runs on a run whose model is already released (`Unloaded`): the evaluator
 /// loads its own copy.
@@ -31,6 +34,7 @@ pub(crate) fn run(
         .arg(&run.options.out_dir)
         .arg("--model")
         .arg(&run.options.model_dir)
+        .env(threads::ENV_VAR, threads::current().to_string())
         .output()
         .map_err(|source| DeployError::Evaluator {
             program: program.to_path_buf(),
@@ -44,7 +48,7 @@ pub(crate) fn run(
     let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
     let (verdict, findings, warnings, wall, passed_prompts) = match &evaluation {
         Some(e) => (
-            e.verdict.clone(),
+            e.verdict,
             e.audit
                 .iter()
                 .map(|a| {
@@ -61,7 +65,7 @@ pub(crate) fn run(
             e.prompts_passed,
         ),
         None => (
-            "FAIL".to_string(),
+            EvaluatorVerdict::Fail,
             vec![format!("no evaluation.json; evaluator stderr: {stderr}")],
             Vec::new(),
             0.0,
@@ -69,7 +73,7 @@ pub(crate) fn run(
         ),
     };
     run.report.evaluation = Some(EvaluationSummary {
-        verdict: verdict.clone(),
+        verdict,
         exit_code: code,
         findings,
         warnings,
@@ -77,26 +81,22 @@ pub(crate) fn run(
     });
     let prompts = run.report.prompts.len();
     let gates = vec![
-        GateCheck::new(
-            "evaluator exit code",
-            OpKind::Evaluate,
-            "exit_code",
-            f64::from(code),
-            Comparison::Eq,
-            0.0,
-            BTreeMap::from([("verdict".to_string(), Value::Text(verdict.clone()))]),
-            ThresholdSource::Runtime { rule: "a fresh process re-verifies the written artifacts; its exit code drives the verdict".into() },
-        ),
-        GateCheck::new(
-            "evaluator: fresh top-k set check",
-            OpKind::Evaluate,
-            "top_k_agree",
-            passed_prompts as f64,
-            Comparison::Ge,
-            prompts as f64,
-            BTreeMap::from([("fresh_process".to_string(), Value::Bool(true))]),
-            ThresholdSource::Runtime { rule: "every prompt passes the fresh verification".into() },
-        ),
+        GateCheck::named("evaluator exit code", OpKind::Evaluate)
+            .measures(Metric::ExitCode, f64::from(code))
+            .when(BTreeMap::from([("verdict".to_string(), Value::Text(verdict.to_string()))]))
+            .against(
+                Comparison::Eq,
+                0.0,
+                ThresholdSource::rule("a fresh process re-verifies the written artifacts; its exit code drives the verdict"),
+            ),
+        GateCheck::named("evaluator: fresh top-k set check", OpKind::Evaluate)
+            .measures(Metric::TopKAgree, passed_prompts as f64)
+            .when(BTreeMap::from([("fresh_process".to_string(), Value::Bool(true))]))
+            .against(
+                Comparison::Ge,
+                prompts as f64,
+                ThresholdSource::rule("every prompt passes the fresh verification"),
+            ),
     ];
     let refs: Vec<&GateCheck> = gates.iter().collect();
     run.traj.observe(
@@ -104,19 +104,11 @@ pub(crate) fn run(
         &refs,
         Some(&action),
     );
-    let mut failed = None;
-    for g in gates {
-        if !run.gate(rec, g.clone()) && failed.is_none() {
-            failed = Some(g);
-        }
-    }
+    let failed = run.record_gates(rec, gates);
     match failed {
         None => {
-            run.report.verdict = if verdict == "PASS" {
-                Verdict::Pass
-            } else {
-                Verdict::PassWithWarnings
-            };
+            // The gates passed, so the evaluator said PASS or PASS-with-warnings.
+            run.report.verdict = verdict.run_verdict();
             Ok(PhaseEnd::Passed)
         }
         Some(gate) => {

@@ -152,14 +152,6 @@ impl Reader<'_> {
         let at = self.at as u64;
         let code = self.u32(&|| format!("the element type of metadata `{key}`"))?;
         let count = self.u64(&|| format!("the length of metadata `{key}`"))?;
-        if count > MAX_ARRAY_LEN {
-            return Err(GgufError::ArrayTooLong {
-                file: self.file.into(),
-                key: key.into(),
-                count,
-                at,
-            });
-        }
         let min_each = match code {
             0 | 1 | 7 => 1,
             2 | 3 => 2,
@@ -169,6 +161,14 @@ impl Reader<'_> {
             _ => 1,
         };
         self.check_count("array element", count, min_each)?;
+        if count > MAX_ARRAY_LEN {
+            return Err(GgufError::ArrayTooLong {
+                file: self.file.into(),
+                key: key.into(),
+                count,
+                at,
+            });
+        }
         self.elements(key, code, count as usize, at, depth)
     }
 

@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 
 use super::summary::Summary;
 use super::{load_model, read, CalibrationError, DataSet, Measured};
+use crate::ops::Unit;
 use crate::xdna2::cost::Params;
 use crate::xdna2::device::Device;
 use crate::xdna2::fit::{hooke_jeeves, Side};
@@ -237,14 +238,14 @@ fn fused_plan(
 
 fn measured_seconds(point: &FourBitPoint) -> Result<f64, CalibrationError> {
     let v = point.measured.value;
-    Ok(match point.measured.unit.as_str() {
-        "ms" => v * 1e-3,
-        "s" => v,
-        "tok/s" => 1.0 / v,
+    Ok(match point.measured.unit {
+        Unit::Ms => v * 1e-3,
+        Unit::S => v,
+        Unit::TokPerS => 1.0 / v,
         other => {
             return Err(CalibrationError::Point {
                 id: point.id.clone(),
-                message: format!("unknown unit {other}"),
+                message: format!("unit {other} is no decode time or rate"),
             })
         }
     })

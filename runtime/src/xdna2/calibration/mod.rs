@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::arch::Architecture;
 use crate::model::config::{load_config, ConfigError};
+use crate::ops::Unit;
 use crate::xdna2::builder::PlanError;
 use crate::xdna2::constraints::ConstraintViolation;
 use crate::xdna2::kernels::{Epilogue, Herd, Kernel};
@@ -86,7 +87,7 @@ pub struct Point {
 pub struct Measured {
     pub value: f64,
     /// `us`, `ms`, `s`, `tok/s` or `GFLOP/s`.
-    pub unit: String,
+    pub unit: Unit,
 }
 
 /// What was measured.

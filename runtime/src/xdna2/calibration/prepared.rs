@@ -7,6 +7,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
+use crate::ops::Unit;
 use crate::xdna2::cost::{host_attention_time, time_plan, time_standalone, Params, Timing};
 use crate::xdna2::device::Device;
 use crate::xdna2::plan::{Launch, Phase, Plan};
@@ -294,18 +295,22 @@ fn measured_seconds(point: &Point, probe: &Probe) -> Result<f64, CalibrationErro
         id: point.id.clone(),
         message,
     };
-    Ok(match point.measured.unit.as_str() {
-        "us" => v * 1e-6,
-        "ms" => v * 1e-3,
-        "s" => v,
-        "tok/s" => 1.0 / v,
-        "GFLOP/s" => match probe {
+    Ok(match point.measured.unit {
+        Unit::Us => v * 1e-6,
+        Unit::Ms => v * 1e-3,
+        Unit::S => v,
+        Unit::TokPerS => 1.0 / v,
+        Unit::GflopPerS => match probe {
             Probe::Launch(launch) => match launch.as_ref() {
                 Launch::Gemm { spec, .. } => spec.flops() / (v * 1e9),
                 _ => return Err(bad("GFLOP/s is converted only for GEMM (2·M·K·N)".into())),
             },
             _ => return Err(bad("GFLOP/s needs a kernel subject".into())),
         },
-        other => return Err(bad(format!("unknown unit {other}"))),
+        other => {
+            return Err(bad(format!(
+                "unit {other} is no time, rate or GEMM throughput"
+            )))
+        }
     })
 }

@@ -12,7 +12,7 @@ use crate::exec::design::{self, modeled, Design, Plans};
 use crate::exec::run::Run;
 use crate::exec::{DeployError, Internal};
 use crate::model::Model;
-use crate::ops::OpKind;
+use crate::ops::{OpKind, RuntimeMetric};
 use crate::xdna2::cost::Params;
 use crate::xdna2::device::Device;
 
@@ -64,28 +64,25 @@ pub(super) fn kept_plan_gates(
 ) -> Result<[GateCheck; 2], DeployError> {
     let numerics = teacher_forced_gate(inputs, plans, design, "kept plan: teacher-forced logits")?;
     let times = modeled(plans, inputs.device, inputs.params);
-    let time = GateCheck::new(
+    let time = GateCheck::named(
         format!(
             "kept plan: modeled {} not above the phase-3 plan's",
             t.metric
         ),
         t.profile_op,
-        t.metric,
-        value_of(t, &times),
-        Comparison::Le,
-        baseline,
-        BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
-        threshold,
     )
+    .measures(t.metric, value_of(t, &times))
+    .when(BTreeMap::from([(
+        "seq_len".to_string(),
+        Value::Int(design::SEQ_LEN as i64),
+    )]))
+    .against(Comparison::Le, baseline, threshold)
     .modeled();
     Ok([numerics, time])
 }
 
 /// Decode steps of the short check and of the numerics probe.
 pub(super) const SHORT_STEPS: usize = 4;
-
-/// How a step reverted for its numerics begins (the evaluator warns on it).
-pub const NUMERICS_FAILED: &str = "verification fails after it";
 
 /// The numerics probe of a change, run before it is timed (cheap: one prompt,
 /// five logits), so a change whose arithmetic is wrong fails in the phase that
@@ -124,20 +121,18 @@ pub(super) fn teacher_forced_gate(
         inputs.reference,
         SHORT_STEPS,
     )?;
-    Ok(GateCheck::new(
-        name.to_string(),
-        OpKind::VerifyModel,
-        "logits_max_rel",
-        worst.value,
-        Comparison::Le,
-        inputs.limit.limit,
-        BTreeMap::from([
+    Ok(GateCheck::named(name.to_string(), OpKind::VerifyModel)
+        .measures(RuntimeMetric::LogitsMaxRel, worst.value)
+        .when(BTreeMap::from([
             ("prompts".to_string(), Value::Int(1)),
             ("tokens".to_string(), Value::Int(SHORT_STEPS as i64 + 1)),
             ("worst".to_string(), Value::Text(worst.at)),
-        ]),
-        ThresholdSource::Measured(inputs.limit.clone()),
-    ))
+        ]))
+        .against(
+            Comparison::Le,
+            inputs.limit.limit,
+            ThresholdSource::Measured(inputs.limit.clone()),
+        ))
 }
 
 /// The short check: both plans' NPU paths run the first prompt's prefill and
@@ -202,7 +197,12 @@ mod tests {
         let params = committed_params();
         let prompt: Vec<u32> = vec![3, 17, 29, 41, 5, 11, 7, 23];
         let prompts = std::slice::from_ref(&prompt);
-        let (runs, _) = reference_runs(&model, prompts).expect("reference");
+        let (runs, _) = reference_runs(
+            &model,
+            prompts,
+            crate::exec::checks::topk::TopKGate::DEFAULT,
+        )
+        .expect("reference");
         let limits = crate::exec::checks::floor::DecodeLimits::measure(&model, prompts, &runs)
             .expect("floor");
         let inputs = KeptPlanInputs {
@@ -215,9 +215,7 @@ mod tests {
         };
         let t = target(DeployPhase::Decode);
         let plans_of = |d: &Design| d.plans("qwen25-tiny", &model.arch, &device).expect("plans");
-        let rule = || ThresholdSource::Runtime {
-            rule: "test".into(),
-        };
+        let rule = || ThresholdSource::rule("test");
         let gates = |baseline: f64, d: &Design| {
             kept_plan_gates(&inputs, &t, baseline, (&plans_of(d), d), rule()).expect("gates")
         };

@@ -17,7 +17,6 @@ mod gates;
 mod revisit;
 mod technique;
 
-pub use gates::NUMERICS_FAILED;
 use gates::{kept_plan_gates, KeptPlanInputs};
 use revisit::revisit_prefill;
 use technique::try_technique;
@@ -32,31 +31,35 @@ use crate::exec::design::{self, fingerprint, modeled, Design, Plans};
 use crate::exec::phases::DeployPhase;
 use crate::exec::run::{PhaseEnd, Run};
 use crate::exec::DeployError;
-use crate::ops::OpKind;
+use crate::ops::{Metric, OpKind};
 
 struct Target {
     phase: DeployPhase,
-    metric: &'static str,
-    unit: &'static str,
+    metric: Metric,
     profile_op: OpKind,
     /// A prefill technique re-tried after phase 5: decode must not slow down either.
     revisit: bool,
+}
+
+impl Target {
+    /// The unit its figures are in, as the notes write it.
+    fn unit(&self) -> &'static str {
+        crate::ops::metrics::unit_symbol(self.metric.canonical_unit())
+    }
 }
 
 fn target(phase: DeployPhase) -> Target {
     if phase == DeployPhase::Prefill {
         Target {
             phase,
-            metric: "ttft_s",
-            unit: "s",
+            metric: Metric::TtftS,
             profile_op: OpKind::ProfilePrefill,
             revisit: false,
         }
     } else {
         Target {
             phase,
-            metric: "ms_per_token",
-            unit: "ms",
+            metric: Metric::MsPerToken,
             profile_op: OpKind::ProfileDecode,
             revisit: false,
         }
@@ -133,7 +136,7 @@ fn optimize(
             "no technique lowered the modeled {} below the phase-3 plan's {} {}: the phase keeps that plan (each technique tried is listed with its modeled figure and why it was reverted)",
             t.metric,
             crate::exec::checks::gate::format_value(baseline),
-            t.unit
+            t.unit()
         ));
     }
     let gates = {
@@ -158,16 +161,13 @@ fn optimize(
         &refs,
         None,
     );
-    let failed = gates.iter().find(|g| !g.passed).cloned();
-    for g in gates {
-        run.gate(rec, g);
-    }
+    let failed = run.record_gates(rec, gates);
     rec.notes.push(format!(
         "{}: {} -> {} {} (modeled at seq {}; {})",
         t.metric,
         crate::exec::checks::gate::format_value(baseline),
         crate::exec::checks::gate::format_value(final_value),
-        t.unit,
+        t.unit(),
         design::SEQ_LEN,
         run.calibration_note()
     ));
@@ -207,9 +207,7 @@ fn exit_threshold(run: &Run<'_>, t: &Target) -> ThresholdSource {
             ),
             provenance: g.provenance.clone(),
         },
-        None => ThresholdSource::Runtime {
-            rule: format!("reference system phase {}: {rule}", t.phase),
-        },
+        None => ThresholdSource::rule(format!("reference system phase {}: {rule}", t.phase)),
     }
 }
 
@@ -218,17 +216,19 @@ fn profile(run: &mut Run<'_>, t: &Target, times: &ModeledTimes, when: &str) {
     let a = run
         .traj
         .action(t.profile_op, &params, &ActionLinks::default());
-    let g = GateCheck::new(
+    let g = GateCheck::named(
         format!("{} {when} the phase's techniques", t.metric),
         t.profile_op,
-        t.metric,
-        value_of(t, times),
+    )
+    .measures(t.metric, value_of(t, times))
+    .when(BTreeMap::from([(
+        "seq_len".to_string(),
+        Value::Int(design::SEQ_LEN as i64),
+    )]))
+    .against(
         Comparison::Gt,
         0.0,
-        BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
-        ThresholdSource::Runtime {
-            rule: "a modeled figure, recorded".into(),
-        },
+        ThresholdSource::rule("a modeled figure, recorded"),
     )
     .modeled();
     run.traj.observe(

@@ -3,7 +3,7 @@
 //! record.
 
 use crate::bundle::Step;
-use crate::exec::artifacts::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
+use crate::exec::artifacts::record::{PhaseRecord, Reversion, StepOrigin, StepOutcome, StepRecord};
 use crate::exec::phases::DeployPhase;
 use crate::exec::run::Run;
 use crate::exec::DeployError;
@@ -27,11 +27,12 @@ pub(super) fn revisit_prefill(
         .filter(|p| p.index == DeployPhase::Prefill)
         .flat_map(|p| &p.steps)
         .filter_map(|s| match (&s.origin, &s.outcome) {
-            (StepOrigin::Bundle { step, .. }, StepOutcome::Reverted { why })
-                if why.contains("did not drop") =>
-            {
-                Some(step.clone())
-            }
+            (
+                StepOrigin::Bundle { step, .. },
+                StepOutcome::Reverted {
+                    why: Reversion::NoSpeedup { .. },
+                },
+            ) => Some(step.clone()),
             _ => None,
         })
         .collect();

@@ -6,13 +6,13 @@
 use std::collections::BTreeMap;
 
 use crate::bundle::{Comparison, Step, Value};
-use crate::exec::artifacts::record::{PhaseRecord, StepOutcome};
+use crate::exec::artifacts::record::{PhaseRecord, Reversion, StepOutcome};
 use crate::exec::artifacts::registry::RegistryRow;
 use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::design::{self, fingerprint, modeled, DesignError, Plans};
 use crate::exec::phases::phase1::{check_site, kernel_gate};
-use crate::exec::phases::phase3::{run_verification, verify_gates};
+use crate::exec::phases::phase3::{run_gates, run_verification};
 use crate::exec::phases::recorded_format;
 use crate::exec::run::Run;
 use crate::exec::DeployError;
@@ -21,7 +21,7 @@ use crate::ops::{Op, OpKind};
 use crate::xdna2::device::Device;
 use crate::xdna2::kernels::LmHeadSpec;
 
-use super::gates::{probe_gate, short_check, NUMERICS_FAILED, SHORT_STEPS};
+use super::gates::{probe_gate, short_check, SHORT_STEPS};
 use super::{value_of, State, Target};
 
 /// Applies one technique; returns the step's outcome and the new state when kept.
@@ -73,13 +73,16 @@ fn attempt(
     let action = run
         .traj
         .action(step.op, &step.params, &ActionLinks::default());
-    let revert = |run: &mut Run<'_>, why: String| {
+    let revert = |run: &mut Run<'_>, why: Reversion| {
         run.traj.decision(&format!("reverted: {why}"), &[&action]);
         Ok((StepOutcome::Reverted { why }, None))
     };
     let plans = match d.plans(&name, &arch, &run.device) {
         Ok(p) => p,
-        Err(e) => return revert(run, format!("the plan builder refuses it: {e}")),
+        Err(e) => {
+            let why = e.to_string();
+            return revert(run, Reversion::Unbuildable { why });
+        }
     };
     // Recorded on other weights and changing packed GEMVs: their kernels are
     // checked again before the change is kept.
@@ -89,13 +92,13 @@ fn attempt(
     for plan in [&plans.prefill, &plans.decode] {
         if let Err(v) = plan.check(&run.device) {
             let why: Vec<String> = v.iter().take(3).map(|v| v.to_string()).collect();
+            let violations = why.join("; ");
             return revert(
                 run,
-                format!(
-                    "the {:?} plan does not place: {}",
-                    plan.phase,
-                    why.join("; ")
-                ),
+                Reversion::Unplaced {
+                    plan: plan.phase,
+                    violations,
+                },
             );
         }
     }
@@ -114,46 +117,37 @@ fn attempt(
         );
         run.gate(rec, probe);
         if !passed {
-            return revert(run, format!("{NUMERICS_FAILED}: {summary}"));
+            return revert(run, Reversion::NumericsFailed { failed: summary });
         }
     }
     let times = modeled(&plans, &run.device, &run.params);
     let (before, after) = (value_of(t, &current.2), value_of(t, &times));
-    let gate = GateCheck::new(
-        format!("{} {}", step.op, step.id),
-        t.profile_op,
-        t.metric,
-        after,
-        Comparison::Lt,
-        before,
-        BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]),
-        ThresholdSource::Runtime {
-            rule: "keep a change only when the modeled time strictly drops".into(),
-        },
-    )
-    .modeled();
+    let gate = GateCheck::named(format!("{} {}", step.op, step.id), t.profile_op)
+        .measures(t.metric, after)
+        .when(BTreeMap::from([(
+            "seq_len".to_string(),
+            Value::Int(design::SEQ_LEN as i64),
+        )]))
+        .against(
+            Comparison::Lt,
+            before,
+            ThresholdSource::rule("keep a change only when the modeled time strictly drops"),
+        )
+        .modeled();
     run.traj.observe(None, &[&gate], Some(&action));
     run.gate(rec, gate);
     if t.revisit && times.ms_per_token > current.2.ms_per_token {
-        return revert(
-            run,
-            format!(
-                "modeled decode would slow down ({} -> {} ms)",
-                crate::exec::checks::gate::format_value(current.2.ms_per_token),
-                crate::exec::checks::gate::format_value(times.ms_per_token)
-            ),
-        );
+        let change = Reversion::change(current.2.ms_per_token, times.ms_per_token, "ms");
+        return revert(run, Reversion::DecodeSlower { change });
     }
     if after >= before {
+        let change = Reversion::change(before, after, t.unit());
         return revert(
             run,
-            format!(
-                "modeled {} did not drop ({} -> {} {})",
-                t.metric,
-                crate::exec::checks::gate::format_value(before),
-                crate::exec::checks::gate::format_value(after),
-                t.unit
-            ),
+            Reversion::NoSpeedup {
+                metric: t.metric,
+                change,
+            },
         );
     }
     if old_fp != new_fp || other.is_some() {
@@ -182,7 +176,7 @@ fn attempt(
         run.progress
             .step(&format!("{}: re-verifying (numerics changed)", step.op));
         let v = run_verification(run, &plans, d.path, false)?;
-        let gates = verify_gates(run, &v);
+        let gates = run_gates(run, &v);
         let refs: Vec<&GateCheck> = gates.iter().collect();
         run.traj.observe(
             Some("re-verification after a numerics change"),
@@ -194,11 +188,10 @@ fn attempt(
             .filter(|g| !g.passed)
             .map(|g| g.summary())
             .collect();
-        for g in gates {
-            run.gate(rec, g);
-        }
+        run.record_gates(rec, gates);
         if !failed.is_empty() {
-            return revert(run, format!("{NUMERICS_FAILED}: {}", failed.join("; ")));
+            let failed = failed.join("; ");
+            return revert(run, Reversion::NumericsFailed { failed });
         }
         format!(
             "numerics changed: new kernel configurations validated, greedy {} tokens re-verified on {} prompts",
@@ -221,7 +214,7 @@ fn attempt(
         t.metric,
         crate::exec::checks::gate::format_value(before),
         crate::exec::checks::gate::format_value(after),
-        t.unit
+        t.unit()
     );
     Ok((StepOutcome::Kept { why }, Some((d, plans, times))))
 }
@@ -271,7 +264,7 @@ fn validate_new_sites(
     rec: &mut PhaseRecord,
     plans: &Plans,
     packed_again: bool,
-) -> Result<Option<String>, DeployError> {
+) -> Result<Option<Reversion>, DeployError> {
     for (key, (_, launch)) in design::sites(plans) {
         let seen = run.registry.validated(&key, &launch);
         let packed = recorded_format::launch_format(&launch) != crate::ops::WeightFormat::Bf16;
@@ -284,9 +277,7 @@ fn validate_new_sites(
         let gate = kernel_gate(&key, &launch, &check);
         let passed = run.gate(rec, gate);
         if !passed {
-            return Ok(Some(format!(
-                "its new configuration {key} fails validation"
-            )));
+            return Ok(Some(Reversion::SiteFails { site: key }));
         }
         if seen {
             continue;

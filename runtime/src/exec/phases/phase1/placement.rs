@@ -14,7 +14,7 @@ use crate::exec::design::{self, site_key, tiling_params, Plans};
 use crate::exec::phases::DeployPhase;
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::DeployError;
-use crate::ops::OpKind;
+use crate::ops::{OpKind, RuntimeMetric};
 use crate::xdna2::builder::unpadded_shape;
 use crate::xdna2::device::Device;
 use crate::xdna2::kernels::{self, GemmSpec, GemvSpec, Herd};
@@ -66,22 +66,20 @@ fn placement_gate(run: &Run<'_>, plans: &Plans) -> (GateCheck, Option<Launch>) {
         );
     }
     let names: Vec<&str> = refused.iter().map(|(k, _, _)| k.as_str()).collect();
-    let gate = GateCheck::new(
-        "placement of the model's dimensions",
-        OpKind::SelectTiling,
-        "violations",
-        refused.len() as f64,
-        Comparison::Eq,
-        0.0,
-        conditions,
-        ThresholdSource::Runtime {
-            rule: if names.is_empty() {
-                "every kernel site has a legal tiling".to_string()
-            } else {
-                format!("no legal tiling divides: {}", names.join(", "))
+    let gate = GateCheck::named("placement of the model's dimensions", OpKind::SelectTiling)
+        .measures(RuntimeMetric::Violations, refused.len() as f64)
+        .when(conditions)
+        .against(
+            Comparison::Eq,
+            0.0,
+            ThresholdSource::Runtime {
+                rule: if names.is_empty() {
+                    "every kernel site has a legal tiling".to_string()
+                } else {
+                    format!("no legal tiling divides: {}", names.join(", "))
+                },
             },
-        },
-    );
+        );
     (gate, first)
 }
 

@@ -43,13 +43,45 @@ fn recorded_gemm_tilings<'b>(run: &Run<'b>) -> Vec<Recorded<'b>> {
     out
 }
 
+/// What became of a recorded tiling at one GEMM site of this model.
+enum SiteUse {
+    AsRecorded {
+        site: String,
+    },
+    Transferred {
+        site: String,
+        from: [usize; 3],
+    },
+    /// It does not place at the site (the first constraint it breaks); a
+    /// search chose the site's tiling.
+    Searched {
+        site: String,
+        refused: &'static str,
+    },
+}
+
+impl std::fmt::Display for SiteUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SiteUse::AsRecorded { site } => write!(f, "{site} (as recorded)"),
+            SiteUse::Transferred { site, from } => write!(f, "{site} (transferred from {from:?})"),
+            SiteUse::Searched { site, refused } => {
+                write!(
+                    f,
+                    "{site} (does not place there: {refused}; searched instead)"
+                )
+            }
+        }
+    }
+}
+
 pub(super) fn choose_gemm_tilings(
     run: &mut Run<'_>,
     rec: &mut PhaseRecord,
     sites: &BTreeMap<String, (crate::xdna2::plan::Phase, Launch)>,
 ) {
     let recorded = recorded_gemm_tilings(run);
-    let mut used: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut used: BTreeMap<String, Vec<SiteUse>> = BTreeMap::new();
     for (key, (_, launch)) in sites {
         let Launch::Gemm { spec, .. } = launch else {
             continue;
@@ -73,7 +105,7 @@ pub(super) fn choose_gemm_tilings(
                 );
                 used.entry(exact.step.id.clone())
                     .or_default()
-                    .push(format!("{key} (as recorded)"));
+                    .push(SiteUse::AsRecorded { site: key.clone() });
                 continue;
             }
         }
@@ -93,16 +125,19 @@ pub(super) fn choose_gemm_tilings(
                     );
                     used.entry(r.step.id.clone())
                         .or_default()
-                        .push(format!("{key} (transferred from {:?})", r.shape));
+                        .push(SiteUse::Transferred {
+                            site: key.clone(),
+                            from: r.shape,
+                        });
                     continue;
                 }
                 let why: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
-                used.entry(r.step.id.clone()).or_default().push(format!(
-                    "{key} (does not place there: {}; searched instead)",
-                    violations
-                        .first()
-                        .map_or(String::new(), |v| v.constraint.label().to_string())
-                ));
+                used.entry(r.step.id.clone())
+                    .or_default()
+                    .push(SiteUse::Searched {
+                        site: key.clone(),
+                        refused: violations.first().map_or("", |v| v.constraint.label()),
+                    });
                 rec.notes.push(format!(
                     "{key}: the tiling of bundle step {} (recorded at {:?}) does not place here ({}); searched instead",
                     r.step.id,
@@ -136,14 +171,19 @@ pub(super) fn choose_gemm_tilings(
     }
     for r in &recorded {
         let outcome = match used.get(&r.step.id) {
-            Some(sites) if sites.iter().all(|s| s.ends_with("(as recorded)")) => StepOutcome::AsRecorded,
-            Some(sites) => StepOutcome::Rederived {
-                why: format!(
-                    "recorded on {:?}; this model's shapes differ: {}",
-                    r.shape,
-                    sites.join(", ")
-                ),
-            },
+            Some(sites) if sites.iter().all(|s| matches!(s, SiteUse::AsRecorded { .. })) => {
+                StepOutcome::AsRecorded
+            }
+            Some(sites) => {
+                let sites: Vec<String> = sites.iter().map(ToString::to_string).collect();
+                StepOutcome::Rederived {
+                    why: format!(
+                        "recorded on {:?}; this model's shapes differ: {}",
+                        r.shape,
+                        sites.join(", ")
+                    ),
+                }
+            }
             None => StepOutcome::NotApplicable {
                 why: format!(
                     "recorded on {:?}; no GEMM of this model has that shape and another recorded tiling was nearer for every shape",

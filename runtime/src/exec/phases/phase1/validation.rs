@@ -16,7 +16,7 @@ use crate::exec::design::{self, site_key, tiling_params, Plans};
 use crate::exec::phases::DeployPhase;
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::{DeployError, Internal};
-use crate::ops::OpKind;
+use crate::ops::{Metric, OpKind, RuntimeMetric};
 use crate::xdna2::interpreter::weights::TensorIndex;
 use crate::xdna2::interpreter::{has_scaling, table_frequencies, RopeTable};
 use crate::xdna2::kernels;
@@ -84,21 +84,17 @@ pub(crate) fn kernel_gate(key: &str, launch: &Launch, check: &KernelCheck) -> Ga
         CheckOutcome::Compared { mismatches, .. } => {
             conditions.insert("rtol".into(), Value::Float(check.rtol));
             conditions.insert("atol".into(), Value::Float(check.atol));
-            GateCheck::new(
-                format!("kernel {key}"),
-                OpKind::ValidateKernel,
-                "mismatches",
-                *mismatches as f64,
-                Comparison::Eq,
-                0.0,
-                conditions,
-                ThresholdSource::Runtime {
-                    rule: format!(
+            GateCheck::named(format!("kernel {key}"), OpKind::ValidateKernel)
+                .measures(Metric::Mismatches, *mismatches as f64)
+                .when(conditions)
+                .against(
+                    Comparison::Eq,
+                    0.0,
+                    ThresholdSource::rule(format!(
                         "element-wise |out - ref| <= atol + rtol*|ref| against the f32 reference on {} (registry tolerance)",
                         check.validated_shape
-                    ),
-                },
-            )
+                    )),
+                )
         }
         CheckOutcome::Refused {
             violations,
@@ -107,18 +103,14 @@ pub(crate) fn kernel_gate(key: &str, launch: &Launch, check: &KernelCheck) -> Ga
             if let Some(c) = constraints.first() {
                 conditions.insert("constraint".into(), Value::Text(c.clone()));
             }
-            GateCheck::new(
-                format!("placement {key}"),
-                OpKind::SelectTiling,
-                "violations",
-                violations.len() as f64,
-                Comparison::Eq,
-                0.0,
-                conditions,
-                ThresholdSource::Runtime {
-                    rule: format!("the device refuses: {}", violations.join("; ")),
-                },
-            )
+            GateCheck::named(format!("placement {key}"), OpKind::SelectTiling)
+                .measures(RuntimeMetric::Violations, violations.len() as f64)
+                .when(conditions)
+                .against(
+                    Comparison::Eq,
+                    0.0,
+                    ThresholdSource::rule(format!("the device refuses: {}", violations.join("; "))),
+                )
         }
     }
 }
