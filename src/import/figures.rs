@@ -291,9 +291,9 @@ pub fn metric_for(unit: Option<Unit>, words: &[String], per_token: bool) -> Mapp
             }
         }
         None => {
-            return if has("cosine") {
+            return if has(Metric::Cosine.name()) {
                 Mapping::Metric(Metric::Cosine)
-            } else if has("mismatches") {
+            } else if has(Metric::Mismatches.name()) {
                 Mapping::Metric(Metric::Mismatches)
             } else if any(&["calls per layer", "elfs per layer"]) {
                 Mapping::Metric(Metric::CallsPerLayer)
