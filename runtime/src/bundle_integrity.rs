@@ -327,7 +327,12 @@ fn thresholds(bundle: &Bundle) -> Vec<IntegrityProblem> {
         for dead_end in &phase.dead_ends {
             let symptom = dead_end.symptom.as_ref();
             if let Some((metric, value)) = symptom.and_then(|s| Some((s.metric?, s.value?))) {
-                check(format!("dead end {} symptom", dead_end.id), metric, value, None);
+                check(
+                    format!("dead end {} symptom", dead_end.id),
+                    metric,
+                    value,
+                    None,
+                );
             }
         }
     }
