@@ -526,7 +526,7 @@ fn row15_bundle_text_in_reports_is_capped() {
         &bundle.to_string_lossy(),
         &failing_model(&root),
         &out,
-        &[],
+        &["--allow-modified"],
     );
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     for file in ["report.md", "report.json", "trajectory/00-deploy.traj"] {
