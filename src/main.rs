@@ -6,6 +6,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     end_quietly_on_broken_pipe();
+    skillc_runtime::model::memory::one_arena_under_address_limit();
     skillc::cli::run(skillc::cli::Cli::parse())
 }
 

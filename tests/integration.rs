@@ -5,6 +5,7 @@
 
 mod build_support;
 mod deploy_support;
+mod hostile_support;
 
 mod architecture;
 mod bench_deploy;
@@ -32,6 +33,9 @@ mod deploy_scope;
 mod deploy_threads;
 mod deploy_weights;
 mod hardening;
+mod hostile;
+mod hostile_models;
+mod hostile_outputs;
 mod import;
 mod llama1b;
 mod print;

@@ -13,6 +13,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::bundle_integrity::IntegrityProblems;
 use crate::ops::{Metric, Op, OpKind, ParamError, Unit, WeightFormat};
 
 /// Bumped on any incompatible change; the executor refuses other versions.
@@ -101,6 +102,10 @@ impl Bundle {
         if !problems.is_empty() {
             return Err(BundleError::Parameters(ParameterProblems(problems)));
         }
+        let problems = crate::bundle_integrity::problems(self);
+        if !problems.is_empty() {
+            return Err(BundleError::Integrity(IntegrityProblems(problems)));
+        }
         Ok(())
     }
 }
@@ -114,6 +119,8 @@ pub enum BundleError {
     PhaseOrder { found: Vec<u8> },
     #[error(transparent)]
     Parameters(ParameterProblems),
+    #[error(transparent)]
+    Integrity(IntegrityProblems),
 }
 
 /// Every parameter problem of a bundle, shown as one line joined by `; `.

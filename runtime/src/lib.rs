@@ -8,6 +8,7 @@
 
 pub mod bf16;
 pub mod bundle;
+pub mod bundle_integrity;
 pub mod exec;
 pub mod input;
 pub mod model;

@@ -183,6 +183,15 @@ pub fn run(args: Args) -> ExitCode {
     if args.check {
         return check_only(&out, &built.rendered, report);
     }
+    let inputs: Vec<(&'static str, &Path)> = args
+        .dirs
+        .iter()
+        .map(|d| ("trajectory directory", d.as_path()))
+        .collect();
+    if let Err(error) = crate::outdir::overlap::refuse_overlap(&out, &inputs) {
+        eprintln!("error: {error}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     let mut waiting = |message: &str| eprintln!("{message}…");
     if let Err(error) = write::write_bundle(&out, &built.rendered, args.force, &mut waiting) {
         eprintln!("error: {error}");

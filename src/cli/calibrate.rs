@@ -66,6 +66,16 @@ pub fn run(args: Args) -> ExitCode {
         roofline: args.roofline,
         json: args.json,
     };
+    if let Some(trace) = &show.trace {
+        let inputs = [
+            ("calibration data folder", data.as_path()),
+            ("models folder", models.as_path()),
+        ];
+        if let Err(error) = crate::outdir::overlap::refuse_overlap(trace, &inputs) {
+            eprintln!("error: {error}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    }
     match calibrate(&data, &models, args.fit, &show) {
         Ok(code) => code,
         Err(message) => {

@@ -26,6 +26,7 @@ use skillc_runtime::xdna2::packing::UnknownWeightPath;
 use super::bundle_file;
 use super::progress::Display;
 use super::{EXIT_FAILED, EXIT_USAGE};
+use crate::outdir::overlap::{refuse_overlap, Overlap};
 use crate::outdir::{Claim, Kind, OutError};
 
 #[derive(Debug, clap::Args)]
@@ -133,6 +134,10 @@ enum CommandError {
     #[error(transparent)]
     Out(#[from] OutError),
     #[error(transparent)]
+    Overlap(#[from] Overlap),
+    #[error("{0}")]
+    Fixtures(String),
+    #[error(transparent)]
     Deploy(#[from] exec::DeployError),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
@@ -157,6 +162,7 @@ fn execute(args: &Args, threads: Threads) -> Result<ExitCode, CommandError> {
             return Ok(ExitCode::from(EXIT_FAILED));
         }
     };
+    let bundle_dir = loaded.dir.clone();
     let bundle = loaded.bundle;
     let faults = args
         .plant
@@ -172,6 +178,15 @@ fn execute(args: &Args, threads: Threads) -> Result<ExitCode, CommandError> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("deploy-{model_name}")));
+    for dir in &args.fixtures {
+        check_fixtures_dir(dir)?;
+    }
+    let fixtures = if args.fixtures.is_empty() {
+        default_fixtures()
+    } else {
+        args.fixtures.clone()
+    };
+    refuse_overlap(&out, &inputs(args, &bundle_dir, &fixtures))?;
     let program = std::env::current_exe().map_err(CommandError::Executable)?;
     let mut progress = Display::new(args.quiet);
     progress.line(&format!("running on {threads}"));
@@ -185,11 +200,7 @@ fn execute(args: &Args, threads: Threads) -> Result<ExitCode, CommandError> {
         started: clock::now(),
         evaluator: EvaluatorLaunch::Process(program),
         registry: args.registry.clone(),
-        fixtures: if args.fixtures.is_empty() {
-            default_fixtures()
-        } else {
-            args.fixtures.clone()
-        },
+        fixtures,
         stop_after: args.stop_after,
         weights: args.weights.parse()?,
         seeded_quant: args
@@ -214,6 +225,44 @@ fn execute(args: &Args, threads: Threads) -> Result<ExitCode, CommandError> {
     })
 }
 
+/// `--fixtures` names a folder that holds at least one fixture: a wrong path
+/// would otherwise leave config-only models unproven without a word.
+fn check_fixtures_dir(dir: &Path) -> Result<(), CommandError> {
+    let why = if !dir.exists() {
+        "no such file or directory"
+    } else if !dir.is_dir() {
+        "not a directory"
+    } else if skillc_runtime::exec::checks::features::fixture_dirs(dir).is_empty() {
+        "holds no transformers fixture (a folder with config.json and reference.safetensors)"
+    } else {
+        return Ok(());
+    };
+    Err(CommandError::Fixtures(format!(
+        "--fixtures {}: {why}",
+        dir.display()
+    )))
+}
+
+/// Everything a deploy reads, by role: its output may be none of them.
+fn inputs<'a>(
+    args: &'a Args,
+    bundle_dir: &'a Path,
+    fixtures: &'a [PathBuf],
+) -> Vec<(&'static str, &'a Path)> {
+    let mut inputs = vec![
+        ("skill bundle", bundle_dir),
+        ("model", args.model.as_path()),
+    ];
+    if args.model.is_file() {
+        if let Some(dir) = args.model.parent().filter(|d| !d.as_os_str().is_empty()) {
+            inputs.push(("model's folder", dir));
+        }
+    }
+    inputs.extend(args.registry.as_deref().map(|r| ("kernel registry", r)));
+    inputs.extend(fixtures.iter().map(|f| ("fixtures folder", f.as_path())));
+    inputs
+}
+
 /// The verification prompts given (ids, text, chat messages, in that order),
 /// or `None` for the default ones.
 fn prompts(args: &Args) -> Result<Option<Vec<Vec<u32>>>, CommandError> {
@@ -229,10 +278,14 @@ fn prompts(args: &Args) -> Result<Option<Vec<Vec<u32>>>, CommandError> {
     }
     let source = ModelSource::locate(&args.model)?;
     let text = ModelText::for_model(&args.model, source.gguf());
-    let prompts = inputs
-        .iter()
-        .map(|input| text.encode(input).map(|p| p.ids))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut prompts = Vec::new();
+    for (i, input) in inputs.iter().enumerate() {
+        let encoded = text.encode(input)?;
+        for warning in &encoded.warnings {
+            eprintln!("warning: prompt {}: {warning}", i + 1);
+        }
+        prompts.push(encoded.ids);
+    }
     Ok(Some(prompts))
 }
 

@@ -56,7 +56,8 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let diff = semantic_diff::diff(&old, &new);
+    let mut diff = semantic_diff::diff(&old, &new);
+    cap_texts(&mut diff);
     if args.json {
         println!(
             "{}",
@@ -69,5 +70,24 @@ pub fn run(args: Args) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_FAILED)
+    }
+}
+
+/// Longest change text printed: a hand-made bundle may hold a 100 MB name, and
+/// a review needs its first words, not all of it.
+const CHANGE_MAX_CHARS: usize = 1000;
+
+fn cap_texts(diff: &mut semantic_diff::SemanticDiff) {
+    for section in &mut diff.sections {
+        cap(&mut section.title);
+        for change in &mut section.changes {
+            cap(&mut change.text);
+        }
+    }
+}
+
+fn cap(text: &mut String) {
+    if let std::borrow::Cow::Owned(cut) = skillc_runtime::input::capped(text, CHANGE_MAX_CHARS) {
+        *text = cut;
     }
 }

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use super::render::{self, Sources};
 use super::{EXIT_FAILED, EXIT_USAGE};
 use crate::graph::export;
+use crate::outdir::overlap::refuse_overlap;
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Format {
@@ -55,13 +56,9 @@ pub fn run(args: Args) -> ExitCode {
         Format::Json => export::to_json(graph),
     };
     let written = match &args.output {
-        Some(path) => std::fs::write(path, &text).map_err(|e| {
-            format!(
-                "{}: {}",
-                path.display(),
-                skillc_runtime::input::describe(&e)
-            )
-        }),
+        Some(path) => refuse_overlap(path, &[("trajectory directory", &args.dir)])
+            .map_err(|e| e.to_string())
+            .and_then(|()| write_file(path, &text)),
         None => match std::io::stdout().write_all(text.as_bytes()) {
             // `| head` stopped reading: not a failure.
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
@@ -75,4 +72,14 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::from(EXIT_USAGE)
         }
     }
+}
+
+fn write_file(path: &std::path::Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| {
+        format!(
+            "{}: {}",
+            path.display(),
+            skillc_runtime::input::describe(&e)
+        )
+    })
 }

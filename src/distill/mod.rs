@@ -300,11 +300,10 @@ fn merge_lesson(existing: &mut LessonIr, other: LessonIr) {
     existing.diagnosis.extend(other.diagnosis);
     existing.notes.extend(other.notes);
     existing.applied_by.extend(other.applied_by);
-    for text in other.fix_text {
-        if !existing.fix_text.contains(&text) {
-            existing.fix_text.push(text);
-        }
-    }
+    // Texts and guards are deduplicated once, in `finalize`: doing it at every
+    // merge made a lesson recorded k times cost k² (issue 27, item 11).
+    existing.fix_text.extend(other.fix_text);
+    existing.guards.extend(other.guards);
     let phases: BTreeSet<DeployPhase> = existing
         .phases
         .iter()
@@ -312,8 +311,15 @@ fn merge_lesson(existing: &mut LessonIr, other: LessonIr) {
         .copied()
         .collect();
     existing.phases = phases.into_iter().collect();
-    let guards: BTreeSet<String> = existing.guards.drain(..).chain(other.guards).collect();
-    existing.guards = guards.into_iter().collect();
+}
+
+/// A merged lesson's fix texts once each, in the order first recorded, and its
+/// guards sorted once each.
+fn dedup_merged(lesson: &mut LessonIr) {
+    let mut seen = HashSet::new();
+    lesson.fix_text.retain(|text| seen.insert(text.clone()));
+    lesson.guards.sort();
+    lesson.guards.dedup();
 }
 
 struct MergeInto<'m, 'a> {
@@ -503,6 +509,7 @@ fn finalize(ir: &mut SkillIr) {
         }
     }
     for lesson in ir.lessons.values_mut() {
+        dedup_merged(lesson);
         lesson.guards.retain(|id| positions.contains_key(id));
         for id in &lesson.guards {
             if let Some(&(p, s)) = positions.get(id) {

@@ -84,10 +84,11 @@ fn render_pages(ir: &SkillIr) -> Result<BTreeMap<String, String>, EmitError> {
         .par_iter()
         .map(|phase| phase_page::page(&templates, ir, phase, &entries))
         .collect::<Result<_, _>>()?;
+    let steps = skill_page::Steps::new(ir);
     let skills: Vec<_> = ir
         .skills
         .par_iter()
-        .map(|skill| skill_page::page(&templates, ir, skill, &entries))
+        .map(|skill| skill_page::page(&templates, ir, skill, &entries, &steps))
         .collect::<Result<_, _>>()?;
     dirs.extend(phases);
     dirs.extend(skills);

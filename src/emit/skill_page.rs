@@ -8,7 +8,7 @@
 //! written here once; phase pages link to it. The failing checks and remedies in
 //! trajectory notation, as `bundle.json` holds them, go to `references/remedies.md`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use skillc_runtime::bundle::{LessonKind, Remedy};
 
@@ -22,13 +22,41 @@ use super::phase_page;
 use super::print;
 use super::EmitError;
 use crate::distill::catalog;
-use crate::distill::ir::{EntryIr, LessonIr, SkillIr, SkillSetIr};
+use crate::distill::ir::{EntryIr, LessonIr, PhaseIr, SkillIr, SkillSetIr, StepIr};
+
+/// Every step of the bundle by id, built once for all skill pages: a page
+/// looks up the steps its lessons were applied by, and scanning every phase
+/// for each would make the build quadratic in lessons.
+pub struct Steps<'a> {
+    by_id: HashMap<&'a str, Vec<(&'a PhaseIr, &'a StepIr)>>,
+}
+
+impl<'a> Steps<'a> {
+    pub fn new(ir: &'a SkillIr) -> Self {
+        let mut by_id: HashMap<&str, Vec<_>> = HashMap::new();
+        for phase in &ir.phases {
+            for step in &phase.steps {
+                by_id
+                    .entry(step.id.as_str())
+                    .or_default()
+                    .push((phase, step));
+            }
+        }
+        Steps { by_id }
+    }
+
+    /// The steps called `id`, in bundle order.
+    fn get(&self, id: &str) -> &[(&'a PhaseIr, &'a StepIr)] {
+        self.by_id.get(id).map_or(&[], Vec::as_slice)
+    }
+}
 
 pub fn page(
     t: &Templates,
     ir: &SkillIr,
     skill: &SkillSetIr,
     entries: &BTreeMap<String, &EntryIr>,
+    steps: &Steps<'_>,
 ) -> Result<SkillDir, EmitError> {
     let kind = match skill.kind {
         LessonKind::Debugging => "debugging",
@@ -70,7 +98,7 @@ pub fn page(
             drafts.push(Draft::new(
                 "Fixes",
                 "fixes",
-                fixes(ir, &lessons, &mut cites),
+                fixes(ir, &lessons, steps, &mut cites),
             ));
         }
         LessonKind::Optimization => {
@@ -78,14 +106,14 @@ pub fn page(
                 drafts.push(Draft::new(
                     "Technique",
                     "technique",
-                    fixes(ir, &lessons, &mut cites),
+                    fixes(ir, &lessons, steps, &mut cites),
                 ));
             }
             if !skill.applied_steps.is_empty() {
                 drafts.push(Draft::new(
                     "Applied in the trajectory",
                     "applied",
-                    applied(ir, skill),
+                    applied(ir, skill, steps),
                 ));
             }
         }
@@ -189,7 +217,7 @@ fn diagnosis(ir: &SkillIr, lessons: &[&LessonIr]) -> String {
 /// Each lesson in full: what shows, why, the fix in words and where it is made, the
 /// models it is for, where it was learnt, how the trajectory diagnosed it, and the
 /// fixes other deployments gave for the same symptom.
-fn fixes(ir: &SkillIr, lessons: &[&LessonIr], cites: &mut Cites) -> String {
+fn fixes(ir: &SkillIr, lessons: &[&LessonIr], steps: &Steps<'_>, cites: &mut Cites) -> String {
     if lessons.is_empty() {
         return "No lesson was recorded for this skill; what the trajectory tried is below."
             .to_string();
@@ -258,10 +286,10 @@ fn fixes(ir: &SkillIr, lessons: &[&LessonIr], cites: &mut Cites) -> String {
             ));
         }
         for id in &l.applied_by {
-            let notes = applier_notes(ir, id);
+            let notes = applier_notes(ir, steps, id);
             out.push(format!(
                 "- applied by {}{}",
-                cites.entry(ir, &entry_of(ir, id)),
+                cites.entry(ir, &entry_of(steps, id)),
                 notes
             ));
         }
@@ -341,22 +369,19 @@ fn fix_lines(l: &LessonIr) -> Vec<String> {
 }
 
 /// The entry id behind a step id.
-fn entry_of(ir: &SkillIr, id: &str) -> String {
-    ir.phases
-        .iter()
-        .flat_map(|p| &p.steps)
-        .find(|s| s.id == id)
-        .map_or_else(|| id.to_string(), |s| s.entry.clone())
+fn entry_of(steps: &Steps<'_>, id: &str) -> String {
+    steps
+        .get(id)
+        .first()
+        .map_or_else(|| id.to_string(), |(_, s)| s.entry.clone())
 }
 
 /// How the step that applied a lesson did it, from the notes about it.
-fn applier_notes(ir: &SkillIr, id: &str) -> String {
-    let notes: Vec<String> = ir
-        .phases
+fn applier_notes(ir: &SkillIr, steps: &Steps<'_>, id: &str) -> String {
+    let notes: Vec<String> = steps
+        .get(id)
         .iter()
-        .flat_map(|p| &p.steps)
-        .filter(|s| s.id == id)
-        .flat_map(|s| &s.notes)
+        .flat_map(|(_, s)| &s.notes)
         .filter_map(|n| ir.notes.get(n))
         .map(|n| literal(&n.text, 2))
         .collect();
@@ -367,14 +392,10 @@ fn applier_notes(ir: &SkillIr, id: &str) -> String {
     }
 }
 
-fn applied(ir: &SkillIr, skill: &SkillSetIr) -> String {
+fn applied(ir: &SkillIr, skill: &SkillSetIr, steps: &Steps<'_>) -> String {
     let mut out = Vec::new();
     for id in &skill.applied_steps {
-        let Some((phase, step)) = ir
-            .phases
-            .iter()
-            .find_map(|p| p.steps.iter().find(|s| &s.id == id).map(|s| (p, s)))
-        else {
+        let Some(&(phase, step)) = steps.get(id).first() else {
             continue;
         };
         out.push(format!(

@@ -621,19 +621,39 @@ pub fn deploy(
     progress: &mut dyn Progress,
 ) -> Result<DeployOutcome, DeployError> {
     bundle.check()?;
+    let checked = super::preflight::preflight(options)?;
+    // Read before anything is written: a registry that cannot be used stops
+    // the run with nothing in the output folder.
+    let registry = options
+        .registry
+        .as_deref()
+        .map(Registry::load)
+        .transpose()?;
+    match checked {
+        Some(checked) => crate::model::memory::checked_as_a_whole(|| {
+            run_phases(bundle, options, progress, Some(&checked), registry)
+        }),
+        None => run_phases(bundle, options, progress, None, registry),
+    }
+}
+
+/// The phases of [`deploy`], once its inputs passed the preflight.
+fn run_phases(
+    bundle: &Bundle,
+    options: &DeployOptions,
+    progress: &mut dyn Progress,
+    checked: Option<&super::preflight::Checked>,
+    registry: Option<Registry>,
+) -> Result<DeployOutcome, DeployError> {
     std::fs::create_dir_all(&options.out_dir).map_err(|e| DeployError::io(&options.out_dir, e))?;
     let started = Instant::now();
     let mut run = Run::new(bundle, options, progress);
-    let arch = crate::model::source::ModelSource::locate(&options.model_dir)
-        .map_err(crate::model::ModelError::from)
-        .and_then(|s| s.architecture());
-    if let Ok(arch) = arch {
-        let estimate = super::estimate::RunEstimate::of(&arch);
+    if let Some(checked) = checked {
+        let estimate = super::estimate::RunEstimate::of(&checked.arch, &checked.memory);
         run.progress.estimate(&estimate);
         run.report.estimate = Some(estimate);
     }
-    if let Some(path) = &options.registry {
-        let given = Registry::load(path)?;
+    if let Some(given) = registry {
         for row in given.rows.iter().cloned() {
             run.registry.record(row);
         }

@@ -20,6 +20,7 @@ pub mod arch;
 pub mod chat;
 pub mod checkpoint;
 pub mod config;
+pub mod consistency;
 pub mod features;
 pub mod gguf;
 pub mod memory;
@@ -206,10 +207,30 @@ impl Model {
 /// or the one `*.gguf` of a directory without a config.json. `Ok(None)` for
 /// a Hugging Face directory.
 pub fn gguf_source(path: &Path) -> Result<Option<GgufFile>, GgufError> {
-    if path.is_dir() && path.join("config.json").is_file() {
+    if path.is_dir() && path.join("config.json").exists() {
+        refuse_two_sources(path)?;
         return Ok(None);
     }
     gguf::weights::open(path)
+}
+
+/// A directory with a config.json and a GGUF file describes two models; which
+/// one runs must not depend on a rule the user cannot see.
+fn refuse_two_sources(dir: &Path) -> Result<(), GgufError> {
+    let Some(gguf) = gguf::in_dir(dir).into_iter().next() else {
+        return Ok(());
+    };
+    let name = gguf
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    Err(GgufError::Unsupported {
+        file: dir.display().to_string(),
+        message: format!(
+            "holds both a Hugging Face model (config.json) and a GGUF file ({name}); name the \
+             one to run (--model {}) or move the other out",
+            dir.join(&name).display()
+        ),
+    })
 }
 
 /// The directory a model's companion files (tokenizer, chat template,
@@ -223,7 +244,7 @@ pub fn companion_dir(path: &Path) -> std::path::PathBuf {
 }
 
 /// What running the reference on `arch` takes at the default context.
-fn default_estimate(arch: &Architecture) -> MemoryEstimate {
+pub fn default_estimate(arch: &Architecture) -> MemoryEstimate {
     MemoryEstimate::for_reference(arch, memory::DEFAULT_CONTEXT, memory::DEFAULT_PREFILL_ROWS)
 }
 
@@ -232,6 +253,9 @@ pub fn check_fits(
     estimate: MemoryEstimate,
     available: Option<Available>,
 ) -> Result<(), ModelError> {
+    if memory::is_checked_as_a_whole() {
+        return Ok(());
+    }
     match available {
         Some(available) if estimate.total() > available.bytes => Err(ModelError::TooLarge {
             estimate,

@@ -580,6 +580,37 @@ impl<'de> Deserialize<'de> for GateMetric {
     }
 }
 
+impl Metric {
+    /// The values a measurement of the metric can take, in its canonical unit:
+    /// a threshold outside them (a cosine of −1e308) makes a gate that cannot
+    /// fail, or cannot pass.
+    pub fn range(self) -> (f64, f64) {
+        match self {
+            Metric::Cosine | Metric::PositionCosineMin => (-1.0, 1.0),
+            Metric::ExitCode => (0.0, 255.0),
+            Metric::MaxAbs
+            | Metric::MaxRel
+            | Metric::MeanRelL1
+            | Metric::Mismatches
+            | Metric::TopKAgree
+            | Metric::NanCount
+            | Metric::TtftS
+            | Metric::PrefillS
+            | Metric::MsPerToken
+            | Metric::TokS
+            | Metric::KernelMs
+            | Metric::Gflops
+            | Metric::Gbps
+            | Metric::CallsPerLayer
+            | Metric::CompileS
+            | Metric::Blockers
+            | Metric::Errors
+            | Metric::UnvalidatedKernels
+            | Metric::Unverified => (0.0, f64::MAX),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -181,7 +181,15 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
     let mut rows = Vec::new();
     for model in models {
         progress.line(&format!("deploying {model}"));
-        // The bench's own folders under target/: replaced whatever is in them.
+        // The bench's own folders under target/: replaced whatever is in them,
+        // unless they hold what the bench reads.
+        crate::outdir::overlap::refuse_overlap(
+            &args.out.join(model),
+            &[
+                ("skill bundle", args.inputs.bundle.as_path()),
+                ("models folder", args.inputs.models.as_path()),
+            ],
+        )?;
         let claim = Claim::new(&args.out.join(model), Kind::Deploy, true, &mut |m| {
             progress.note(m)
         })?;

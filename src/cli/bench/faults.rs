@@ -146,6 +146,16 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
             let tag = fault.map_or(format!("unplanted-{seed}"), |f| f.to_string());
             progress.line(&format!("{}: {tag}", subject.name));
             let out = args.out.join(&subject.name).join(&tag);
+            // The bench's own folders, replaced whatever is in them, unless
+            // they hold what the bench reads.
+            crate::outdir::overlap::refuse_overlap(
+                &out,
+                &[
+                    ("skill bundle", args.bundle.as_path()),
+                    ("fixtures folder", args.fixtures.as_path()),
+                    ("models folder", args.models.as_path()),
+                ],
+            )?;
             let claim = Claim::new(&out, Kind::Deploy, true, &mut |m| progress.note(m))?;
             let options = DeployOptions {
                 model_dir: subject.dir.clone(),

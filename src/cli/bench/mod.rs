@@ -70,6 +70,8 @@ pub enum BenchError {
     Executable(#[source] std::io::Error),
     #[error(transparent)]
     Out(#[from] crate::outdir::OutError),
+    #[error(transparent)]
+    Overlap(#[from] crate::outdir::overlap::Overlap),
     /// One deploy of the bench (`subject` names the model, and the fault).
     #[error("{subject}: {source}")]
     Deploy {

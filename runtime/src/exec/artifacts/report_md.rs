@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use super::markdown;
 use super::record::{
     DeployReport, ModeledTimes, Performance, PhaseStatus, StepOrigin, StepOutcome,
 };
@@ -13,7 +14,7 @@ pub fn render(r: &DeployReport) -> String {
         .model
         .as_ref()
         .map_or(r.model_dir.as_str(), |m| m.name.as_str());
-    let _ = writeln!(out, "# Deployment report: {name}\n");
+    let _ = writeln!(out, "# Deployment report: {}\n", markdown::name(name));
     let _ = writeln!(out, "Verdict: **{}**\n", r.verdict.label());
     if let Some(seed) = r
         .model
@@ -25,7 +26,12 @@ pub fn render(r: &DeployReport) -> String {
             "**Random weights**{seed}: the model directory holds a config and no checkpoint, so the weights are drawn under the seed. The gates show that the NPU path computes what this architecture computes on those weights; the generated text and the logits say nothing about a trained model.\n"
         );
     }
-    let _ = writeln!(out, "Bundle `{}`, {}.\n", r.bundle, sources(r));
+    let _ = writeln!(
+        out,
+        "Bundle {}, {}.\n",
+        markdown::code_span(&r.bundle),
+        sources(r)
+    );
     for note in &r.bundle_notes {
         let _ = writeln!(out, "**Bundle warning:** {note}\n");
     }
@@ -104,17 +110,20 @@ pub fn render(r: &DeployReport) -> String {
             };
             let _ = writeln!(
                 out,
-                "- lesson `{}`{from} on `{}`: {} → {}",
-                a.lesson, a.gate, a.fix, a.note
+                "- lesson {}{from} on {}: {} → {}",
+                markdown::code_span(&a.lesson),
+                markdown::code_span(&a.gate),
+                a.fix,
+                a.note
             );
         }
         for s in &p.skipped {
             let _ = writeln!(
                 out,
-                "- lesson `{}` skipped on `{}`: its condition `if {}` is false on this model ({})",
-                s.lesson,
-                s.gate,
-                s.condition,
+                "- lesson {} skipped on {}: its condition {} is false on this model ({})",
+                markdown::code_span(&s.lesson),
+                markdown::code_span(&s.gate),
+                markdown::code_span(&format!("if {}", s.condition)),
                 s.values.join(", ")
             );
         }
@@ -136,6 +145,10 @@ pub fn render(r: &DeployReport) -> String {
             };
             let (kind, why) = outcome_words(&s.outcome);
             let why = why.replace('|', "\\|");
+            let id = match id {
+                "" => String::new(),
+                id => markdown::name(id).replace('|', "\\|"),
+            };
             let _ = writeln!(out, "| {phase} | `{}` {id} | {kind} | {why} |", s.op);
         }
         out.push('\n');
@@ -152,8 +165,8 @@ fn sources(r: &DeployReport) -> String {
         .iter()
         .map(
             |s| match s.strip_prefix(&named).and_then(|m| m.strip_suffix(')')) {
-                Some(model) => format!("recorded on {model}"),
-                None => format!("from trajectory {s}"),
+                Some(model) => format!("recorded on {}", markdown::name(model)),
+                None => format!("from trajectory {}", markdown::name(s)),
             },
         )
         .collect();
