@@ -1,6 +1,8 @@
 //! Command-line surface: one module per subcommand. Exit codes follow one rule
-//! everywhere: 0 success, 1 the input was checked and found wanting (errors,
-//! failed gates, stale output), 2 usage or I/O problems.
+//! everywhere: 0 success, 1 failed (the input was checked and found wanting:
+//! errors, failed gates, stale output), 2 refused (usage, I/O, an input not
+//! accepted: a modified bundle, a model out of scope), 3 stopped by request
+//! (`deploy --stop-after`).
 
 use std::process::ExitCode;
 
@@ -24,8 +26,8 @@ pub mod render;
 pub mod replay;
 pub mod storage_table;
 
-/// `--format` of the commands that print for a reader (`human`) or for a program
-/// (`json`): `check` and `replay`.
+/// The hidden `--format` of `check` and `replay` (kept as an alias of `--json`,
+/// the spelling every command takes).
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Format {
     Human,
@@ -38,6 +40,7 @@ pub enum Format {
     version,
     about = "Compile NPU deployment trajectories into agent skill bundles and run them on the XDNA 2 emulator"
 )]
+#[command(after_help = EXIT_CODES)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -52,28 +55,37 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Parse, resolve and validate trajectory directories; print every diagnostic.
+    #[command(after_help = EXIT_CODES)]
     Check(check::Args),
     /// Print the action/lesson graph of a trajectory as Graphviz DOT or JSON.
+    #[command(after_help = EXIT_CODES)]
     Graph(graph::Args),
     /// Draft a trajectory from a deployment's records (Markdown, code comments, commit messages).
+    #[command(after_help = EXIT_CODES)]
     Import(import::Args),
     /// Distill trajectories into an eight-phase skill bundle (SKILL.md files and bundle.json).
+    #[command(after_help = EXIT_CODES)]
     Build(build::Args),
     /// Semantic diff of two skill bundles: phases, steps, gates, lessons, skills.
+    #[command(after_help = EXIT_CODES)]
     Diff(diff::Args),
     /// Re-execute a trajectory on the XDNA 2 emulator and check every recorded observation.
+    #[command(after_help = EXIT_CODES)]
     Replay(replay::Args),
     /// Run a skill bundle on a model, phase by phase on the emulated XDNA 2 backend.
+    #[command(after_help = EXIT_CODES)]
     Deploy(deploy::Args),
     /// Phase 7's independent evaluator (started by `deploy` as a fresh process).
     #[command(name = skillc_runtime::exec::EVALUATOR_COMMAND, hide = true)]
     Evaluate(evaluate::Args),
     /// Run the CPU f32 reference on a model directory; check it against reference.safetensors when present.
+    #[command(after_help = EXIT_CODES)]
     Reference(reference::Args),
     /// Compare the XDNA 2 cost model with the reference system's measurements (--fit refits it).
+    #[command(after_help = EXIT_CODES)]
     Calibrate(calibrate::Args),
-    /// Benchmarks that print a table (parse, build, oracle, emulator, deploy, contention).
-    #[command(subcommand)]
+    /// Benchmarks that print a table: one subcommand each, listed below (`--json` for the figures as data).
+    #[command(subcommand, after_help = EXIT_CODES)]
     Bench(bench::BenchCommand),
 }
 
@@ -102,7 +114,27 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
-/// Exit code for "checked and found wanting".
+impl Format {
+    /// The format asked for: `--json`, else the hidden `--format`.
+    pub fn chosen(json: bool, format: Format) -> Format {
+        if json {
+            Format::Json
+        } else {
+            format
+        }
+    }
+}
+
+/// Exit code for "checked and found wanting" (a gate failed, errors, stale output).
 pub const EXIT_FAILED: u8 = 1;
-/// Exit code for usage or I/O problems.
+/// Exit code for a refused input: usage or I/O problems, a modified bundle, a
+/// model out of scope.
 pub const EXIT_USAGE: u8 = 2;
+/// Exit code for a run stopped by request (`deploy --stop-after`).
+pub const EXIT_STOPPED: u8 = 3;
+
+/// The exit codes, as every command's `--help` ends.
+pub const EXIT_CODES: &str =
+    "Exit codes: 0 success; 1 failed (a gate failed, errors, stale output); \
+2 refused (usage, unreadable input, a modified bundle, a model out of scope); \
+3 stopped by request (deploy --stop-after).";
