@@ -34,12 +34,18 @@ fn edited_prose_shows_as_a_word_diff_of_the_changed_sentences() {
     let kernels = new_dir.join("01-kernels.traj");
     let before = fs::read_to_string(&kernels).expect("read");
     let edits = [
-        ("the last column tile runs past N", "the last column tile writes past N"),
+        (
+            "the last column tile runs past N",
+            "the last column tile writes past N",
+        ),
         (
             "choose tile_n so that tile_n x herd_n divides N",
             "pick tile_n so that tile_n x herd_n divides N evenly",
         ),
-        ("the last block is never written.", "the last block is never stored."),
+        (
+            "the last block is never written.",
+            "the last block is never stored.",
+        ),
     ];
     let mut after = before.clone();
     for (from, to) in edits {
@@ -50,7 +56,11 @@ fn edited_prose_shows_as_a_word_diff_of_the_changed_sentences() {
     let (old_out, new_out) = (root.join("bundles/old"), root.join("bundles/new"));
     for (dir, out) in [(&old_dir, &old_out), (&new_dir, &new_out)] {
         let run = skillc(&["build", path(dir), "--out", path(out)]);
-        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
     }
 
     let words = skillc(&["diff", path(&old_out), path(&new_out)]);
@@ -70,7 +80,10 @@ fn edited_prose_shows_as_a_word_diff_of_the_changed_sentences() {
     assert_eq!(full.status.code(), Some(1));
     let whole = text(&full);
     assert!(whole.lines().count() > shown.lines().count(), "{whole}");
-    assert!(whole.contains("cause: - the last column tile runs past N"), "{whole}");
+    assert!(
+        whole.contains("cause: - the last column tile runs past N"),
+        "{whole}"
+    );
     insta::assert_snapshot!("diff_prose_full", whole);
     fs::remove_dir_all(&root).ok();
 }

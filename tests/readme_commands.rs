@@ -14,8 +14,10 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn scratch() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("readme-commands");
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("readme-commands")
+        .join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch folder");
     dir
@@ -84,7 +86,7 @@ fn readme_commands() -> Vec<Vec<String>> {
 
 #[test]
 fn the_readme_commands_run() {
-    let scratch = scratch();
+    let scratch = scratch("readme");
     let commands = readme_commands();
     assert!(commands.len() >= 5, "{commands:?}");
     let mut ran = 0;
@@ -95,7 +97,10 @@ fn the_readme_commands_run() {
             eprintln!("skipped `{line}`: the test command itself");
             continue;
         }
-        let at = command.iter().position(|w| w == "--").expect("cargo run -- …");
+        let at = command
+            .iter()
+            .position(|w| w == "--")
+            .expect("cargo run -- …");
         let mut args: Vec<String> = command[at + 1..].to_vec();
         if args.iter().any(|a| a.starts_with("../shared/models/")) {
             eprintln!(
@@ -119,78 +124,240 @@ fn the_readme_commands_run() {
 
 /// One cheap invocation per command, each with the exit code it must end with.
 const INVOCATIONS: &[(&[&str], i32)] = &[
-    (&["check", "trajectories/example", "--json", "--threads", "1"], 0),
-    (&["graph", "trajectories/example", "--json", "-o", "{S}/graph.json"], 0),
+    (
+        &["check", "trajectories/example", "--json", "--threads", "1"],
+        0,
+    ),
     (
         &[
-            "import", "tests/data/import/records", "--out", "{S}/imported/demo", "--cite-as",
-            "demo=tests/data/import/records", "--model", "demo", "--baseline", "bf16",
-            "--date", "2026-01-01", "--force", "--json",
+            "graph",
+            "trajectories/example",
+            "--json",
+            "-o",
+            "{S}/graph.json",
         ],
         0,
     ),
     (
-        &["build", "trajectories/example", "--out", "{S}/bundle", "--name", "ex", "--force", "--json"],
+        &[
+            "import",
+            "tests/data/import/records",
+            "--out",
+            "{S}/imported/demo",
+            "--cite-as",
+            "demo=tests/data/import/records",
+            "--model",
+            "demo",
+            "--baseline",
+            "bf16",
+            "--date",
+            "2026-01-01",
+            "--force",
+            "--json",
+        ],
         0,
     ),
-    (&["build", "trajectories/example", "--out", "{S}/bundle", "--name", "ex", "--check"], 0),
+    (
+        &[
+            "build",
+            "trajectories/example",
+            "--out",
+            "{S}/bundle",
+            "--name",
+            "ex",
+            "--force",
+            "--json",
+        ],
+        0,
+    ),
+    (
+        &[
+            "build",
+            "trajectories/example",
+            "--out",
+            "{S}/bundle",
+            "--name",
+            "ex",
+            "--check",
+        ],
+        0,
+    ),
     (&["diff", "{S}/bundle", "{S}/bundle", "--full", "--json"], 0),
     (
         &[
-            "replay", "tests/replay/agree", "--model", "../shared/fixtures/llama32-tiny",
-            "--functional", "none", "--seed", "1", "--problems-only", "--quiet", "--json",
+            "replay",
+            "tests/replay/agree",
+            "--model",
+            "../shared/fixtures/llama32-tiny",
+            "--functional",
+            "none",
+            "--seed",
+            "1",
+            "--problems-only",
+            "--quiet",
+            "--json",
         ],
         0,
     ),
     (
         &[
-            "deploy", "generated-skills/llama1b", "--model", "../shared/fixtures/llama32-tiny",
-            "--out", "{S}/deploy", "--seed", "0", "--prompt-ids", "1,2,3", "--weights", "bf16",
-            "--stop-after", "1", "--fixtures", "../shared/fixtures", "--force", "--quiet", "--json",
+            "deploy",
+            "generated-skills/llama1b",
+            "--model",
+            "../shared/fixtures/llama32-tiny",
+            "--out",
+            "{S}/deploy",
+            "--seed",
+            "0",
+            "--prompt-ids",
+            "1,2,3",
+            "--weights",
+            "bf16",
+            "--stop-after",
+            "1",
+            "--fixtures",
+            "../shared/fixtures",
+            "--force",
+            "--quiet",
+            "--json",
         ],
         3,
     ),
     (
         &[
-            "deploy", "generated-skills/llama1b", "--model", "../shared/fixtures/llama32-tiny",
-            "--out", "{S}/planted", "--registry", "{S}/deploy/kernel-registry.json", "--plant",
-            "l1-overflow", "--stop-after", "1", "--allow-modified", "--quiet",
+            "deploy",
+            "generated-skills/llama1b",
+            "--model",
+            "../shared/fixtures/llama32-tiny",
+            "--out",
+            "{S}/planted",
+            "--registry",
+            "{S}/deploy/kernel-registry.json",
+            "--plant",
+            "l1-overflow",
+            "--stop-after",
+            "1",
+            "--allow-modified",
+            "--quiet",
         ],
         1,
     ),
     (
         &[
-            "reference", "--model", "../shared/fixtures/llama32-tiny", "--config",
-            "../shared/fixtures/llama32-tiny/config.transformers5.json", "--prompt-ids", "1,2,3",
-            "--max-new-tokens", "2", "--ignore-eos", "--tolerance", "1e-4", "--top-k", "3",
-            "--bf16-storage-table", "--residual-at", "0,0,0", "--json",
+            "reference",
+            "--model",
+            "../shared/fixtures/llama32-tiny",
+            "--config",
+            "../shared/fixtures/llama32-tiny/config.transformers5.json",
+            "--prompt-ids",
+            "1,2,3",
+            "--max-new-tokens",
+            "2",
+            "--ignore-eos",
+            "--tolerance",
+            "1e-4",
+            "--top-k",
+            "3",
+            "--json",
         ],
         0,
     ),
     (
-        &["reference", "--model", "tests/data/deploy/padded-heads", "--seed", "0", "--max-new-tokens", "2"],
+        &[
+            "reference",
+            "--model",
+            "../shared/fixtures/llama32-tiny",
+            "--prompt-ids",
+            "1,2,3",
+            "--bf16-storage-table",
+            "--residual-at",
+            "0,0,0",
+        ],
+        0,
+    ),
+    (
+        &[
+            "reference",
+            "--model",
+            "tests/data/deploy/padded-heads",
+            "--prompt-ids",
+            "1,2",
+            "--seed",
+            "0",
+            "--max-new-tokens",
+            "2",
+        ],
         0,
     ),
     (&["calibrate", "--json"], 0),
-    (&["bench", "parse", "--sizes", "200", "--files", "2", "--runs", "1", "--seed", "1", "--json"], 0),
     (
         &[
-            "bench", "build", "trajectories/example", "--sizes", "200", "--files", "2", "--seed",
-            "1", "--runs", "1", "--json",
+            "bench", "parse", "--sizes", "200", "--files", "2", "--runs", "1", "--seed", "1",
+            "--json",
         ],
         0,
     ),
     (
         &[
-            "bench", "oracle", "--config", "../shared/fixtures/llama32-tiny", "--seed", "0",
-            "--decode-tokens", "2", "--prefill-tokens", "4", "--stream-mib", "1", "--json",
+            "bench",
+            "build",
+            "trajectories/example",
+            "--sizes",
+            "200",
+            "--files",
+            "2",
+            "--seed",
+            "1",
+            "--runs",
+            "1",
+            "--json",
         ],
         0,
     ),
     (
         &[
-            "bench", "emulator", "--config", "../shared/fixtures/llama32-tiny", "--seed", "0",
-            "--steps", "1", "--json",
+            "bench",
+            "oracle",
+            "--config",
+            "../shared/fixtures/llama32-tiny",
+            "--seed",
+            "0",
+            "--decode-tokens",
+            "2",
+            "--prefill-tokens",
+            "4",
+            "--stream-mib",
+            "1",
+            "--json",
+        ],
+        0,
+    ),
+    (
+        &[
+            "bench",
+            "oracle",
+            "--model",
+            "../shared/fixtures/llama32-tiny",
+            "--decode-tokens",
+            "2",
+            "--prefill-tokens",
+            "4",
+            "--stream-mib",
+            "1",
+        ],
+        0,
+    ),
+    (
+        &[
+            "bench",
+            "emulator",
+            "--config",
+            "../shared/fixtures/llama32-tiny",
+            "--seed",
+            "0",
+            "--steps",
+            "1",
+            "--json",
         ],
         0,
     ),
@@ -198,25 +365,61 @@ const INVOCATIONS: &[(&[&str], i32)] = &[
 
 /// Flags no cheap invocation runs, and why; each is run elsewhere or costs minutes.
 const NOT_RUN: &[(&str, &str)] = &[
-    ("deploy --prompt", "needs a tokenizer; no tiny fixture ships one (tests/deploy_real_model.rs, ignored)"),
-    ("deploy --chat", "needs a chat template; the main job (tests/deploy_real_model.rs, ignored)"),
-    ("reference --prompt", "needs a tokenizer (cli_reference::chat_with_the_real_gguf_model)"),
-    ("reference --chat", "needs a chat template (cli_reference::chat_with_the_real_gguf_model)"),
-    ("calibrate --fit", "rewrites the committed fit (tests/cli_calibrate.rs)"),
-    ("calibrate --data", "the committed calibration is the default (tests/cli_calibrate.rs)"),
-    ("calibrate --models", "reads the nine configs, the default (tests/cli_calibrate.rs)"),
-    ("calibrate --model", "the default model's plans (tests/cli_calibrate.rs)"),
-    ("calibrate --trace", "a full-size model's modeled timeline (tests/cli_calibrate.rs)"),
-    ("calibrate --roofline", "a full-size model's roofline (tests/cli_calibrate.rs)"),
-    ("bench deploy", "the nine full-size models: about an hour (tests/bench_deploy.rs on fixtures)"),
-    ("bench faults", "the fault matrix: hours on the nine (tests/bench_deploy.rs on fixtures)"),
+    (
+        "deploy --prompt",
+        "needs a tokenizer; no tiny fixture ships one (tests/deploy_real_model.rs, ignored)",
+    ),
+    (
+        "deploy --chat",
+        "needs a chat template; the main job (tests/deploy_real_model.rs, ignored)",
+    ),
+    (
+        "reference --prompt",
+        "needs a tokenizer (cli_reference::chat_with_the_real_gguf_model)",
+    ),
+    (
+        "reference --chat",
+        "needs a chat template (cli_reference::chat_with_the_real_gguf_model)",
+    ),
+    (
+        "calibrate --fit",
+        "rewrites the committed fit (tests/cli_calibrate.rs)",
+    ),
+    (
+        "calibrate --data",
+        "the committed calibration is the default (tests/cli_calibrate.rs)",
+    ),
+    (
+        "calibrate --models",
+        "reads the nine configs, the default (tests/cli_calibrate.rs)",
+    ),
+    (
+        "calibrate --model",
+        "the default model's plans (tests/cli_calibrate.rs)",
+    ),
+    (
+        "calibrate --trace",
+        "a full-size model's modeled timeline (tests/cli_calibrate.rs)",
+    ),
+    (
+        "calibrate --roofline",
+        "a full-size model's roofline (tests/cli_calibrate.rs)",
+    ),
+    (
+        "bench deploy",
+        "the nine full-size models: about an hour (tests/bench_deploy.rs on fixtures)",
+    ),
+    (
+        "bench faults",
+        "the fault matrix: hours on the nine (tests/bench_deploy.rs on fixtures)",
+    ),
     ("bench plans", "every plan of the nine configs: minutes"),
     ("bench contention", "the main job four times: minutes"),
 ];
 
 #[test]
 fn every_flag_runs_or_says_why_not() {
-    let scratch = scratch();
+    let scratch = scratch("flags");
     let mut ran: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (args, expected) in INVOCATIONS {
         assert_eq!(run(args, &scratch), *expected, "skillc {}", args.join(" "));
@@ -226,7 +429,11 @@ fn every_flag_runs_or_says_why_not() {
             args[0].to_string()
         };
         let flags = ran.entry(name).or_default();
-        flags.extend(args.iter().filter(|a| a.starts_with('-')).map(|a| a.to_string()));
+        flags.extend(
+            args.iter()
+                .filter(|a| a.starts_with('-'))
+                .map(|a| a.to_string()),
+        );
     }
     let not_run: BTreeMap<&str, &str> = NOT_RUN.iter().copied().collect();
     let mut missing = Vec::new();
@@ -260,11 +467,15 @@ fn every_flag_runs_or_says_why_not() {
             let spelled = |f: &String| {
                 *f == format!("--{long}") || short.is_some_and(|s| *f == format!("-{s}"))
             };
-            if !flags.iter().any(spelled) && !not_run.contains_key(format!("{name} --{long}").as_str())
+            if !flags.iter().any(spelled)
+                && !not_run.contains_key(format!("{name} --{long}").as_str())
             {
                 missing.push(format!("{name} --{long}"));
             }
         }
     }
-    assert!(missing.is_empty(), "flags neither run nor listed with a reason: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "flags neither run nor listed with a reason: {missing:?}"
+    );
 }

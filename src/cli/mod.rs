@@ -40,7 +40,6 @@ pub enum Format {
     version,
     about = "Compile NPU deployment trajectories into agent skill bundles and run them on the XDNA 2 emulator"
 )]
-#[command(after_help = EXIT_CODES)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -55,38 +54,45 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Parse, resolve and validate trajectory directories; print every diagnostic.
-    #[command(after_help = EXIT_CODES)]
     Check(check::Args),
     /// Print the action/lesson graph of a trajectory as Graphviz DOT or JSON.
-    #[command(after_help = EXIT_CODES)]
     Graph(graph::Args),
     /// Draft a trajectory from a deployment's records (Markdown, code comments, commit messages).
-    #[command(after_help = EXIT_CODES)]
     Import(import::Args),
     /// Distill trajectories into an eight-phase skill bundle (SKILL.md files and bundle.json).
-    #[command(after_help = EXIT_CODES)]
     Build(build::Args),
     /// Semantic diff of two skill bundles: phases, steps, gates, lessons, skills.
-    #[command(after_help = EXIT_CODES)]
     Diff(diff::Args),
     /// Re-execute a trajectory on the XDNA 2 emulator and check every recorded observation.
-    #[command(after_help = EXIT_CODES)]
     Replay(replay::Args),
     /// Run a skill bundle on a model, phase by phase on the emulated XDNA 2 backend.
-    #[command(after_help = EXIT_CODES)]
     Deploy(deploy::Args),
     /// Phase 7's independent evaluator (started by `deploy` as a fresh process).
     #[command(name = skillc_runtime::exec::EVALUATOR_COMMAND, hide = true)]
     Evaluate(evaluate::Args),
     /// Run the CPU f32 reference on a model directory; check it against reference.safetensors when present.
-    #[command(after_help = EXIT_CODES)]
     Reference(reference::Args),
     /// Compare the XDNA 2 cost model with the reference system's measurements (--fit refits it).
-    #[command(after_help = EXIT_CODES)]
     Calibrate(calibrate::Args),
     /// Benchmarks that print a table: one subcommand each, listed below (`--json` for the figures as data).
-    #[command(subcommand, after_help = EXIT_CODES)]
+    #[command(subcommand)]
     Bench(bench::BenchCommand),
+}
+
+impl Cli {
+    /// Parses the command line, with the exit codes at the end of every
+    /// command's `--help` (nested ones included: `bench faults --help`).
+    pub fn parse_with_exit_codes() -> Cli {
+        use clap::{CommandFactory, FromArgMatches};
+        let matches = with_exit_codes(Cli::command()).get_matches();
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+}
+
+fn with_exit_codes(command: clap::Command) -> clap::Command {
+    command
+        .after_help(EXIT_CODES)
+        .mut_subcommands(with_exit_codes)
 }
 
 pub fn run(cli: Cli) -> ExitCode {
