@@ -484,7 +484,7 @@ fn row07_deploy_verifies_the_bundle_hashes() {
     std::fs::write(&skill, bytes).expect("write");
     std::fs::remove_dir_all(bundle.join("phase-5-decode-optimization")).expect("rm");
     let refused = deploy_into(&root, &shown, &model, &root.join("out"), &[]);
-    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     let message = stderr(&refused);
     assert!(
         message.contains("changed: phase-1-kernel-validation/SKILL.md")

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use skillc_runtime::exec::artifacts::clock;
 use skillc_runtime::exec::artifacts::record::PhaseStatus;
 use skillc_runtime::exec::fault::UnknownFault;
-use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Fault};
+use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Fault, Verdict};
 
 use skillc_runtime::model::gguf::GgufError;
 use skillc_runtime::model::prompt::{ModelText, PromptError, PromptInput};
@@ -25,7 +25,7 @@ use skillc_runtime::xdna2::packing::UnknownWeightPath;
 
 use super::bundle_file;
 use super::progress::Display;
-use super::{EXIT_FAILED, EXIT_USAGE};
+use super::{EXIT_FAILED, EXIT_STOPPED, EXIT_USAGE};
 use crate::outdir::overlap::{refuse_overlap, Overlap};
 use crate::outdir::{Claim, Kind, OutError};
 
@@ -80,12 +80,13 @@ pub struct Args {
     /// incomplete); the report lists the differences.
     #[arg(long)]
     pub allow_modified: bool,
-    /// Plant a fault in the NPU path (tests of the gates): gemm-n-not-multiple,
+    /// Plant a fault in the NPU path, never in the CPU reference, to see a gate
+    /// catch it (repeatable): gemm-n-not-multiple,
     /// drop-qkv-bias, no-llama3-rope, skip-qk-norm, l1-overflow,
     /// decode-rope-off-by-one, kv-wrong-slot, stale-kv, gqa-mapping,
     /// drop-lm-head-partition, silu-for-gelu, window-off-by-one, and on the
     /// 4-bit weight path packed-nibble-order.
-    #[arg(long = "plant", value_name = "FAULT", hide = true)]
+    #[arg(long = "plant", value_name = "FAULT")]
     pub plant: Vec<String>,
     /// Which weights the decode GEMVs read: `packed` keeps a GGUF's Q4_0/Q4_1
     /// blocks as stored (unpacked inside the GEMV) wherever the plan allows it
@@ -99,7 +100,8 @@ pub struct Args {
     /// it deploys on the 4-bit weight path; refused on a model with weights.
     #[arg(long, value_name = "FORMAT", value_parser = ["q4_1", "q4_0"])]
     pub seeded_weights: Option<String>,
-    /// Stop after this phase (0-7); the verdict is FAIL at gate `stop-after`.
+    /// Stop after this phase (0-7); the verdict is FAIL at gate `stop-after` and
+    /// the exit code 3 when every phase up to it passed.
     #[arg(long, value_name = "PHASE", value_parser = stop_after_parser())]
     pub stop_after: Option<DeployPhase>,
 }
@@ -159,7 +161,7 @@ fn execute(args: &Args, threads: Threads) -> Result<ExitCode, CommandError> {
         Ok(notes) => notes,
         Err(refusal) => {
             eprintln!("error: {refusal}");
-            return Ok(ExitCode::from(EXIT_FAILED));
+            return Ok(ExitCode::from(EXIT_USAGE));
         }
     };
     let bundle_dir = loaded.dir.clone();
@@ -218,11 +220,25 @@ fn execute(args: &Args, threads: Threads) -> Result<ExitCode, CommandError> {
     } else {
         print_summary(&outcome.report, &out);
     }
-    Ok(if outcome.exit_code == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_FAILED)
-    })
+    Ok(ExitCode::from(exit_code(&outcome.report)))
+}
+
+/// A run's exit code: 0 passed, 1 a gate failed, 2 the model was refused (out
+/// of scope), 3 stopped where `--stop-after` asked.
+fn exit_code(report: &exec::DeployReport) -> u8 {
+    match report.verdict {
+        Verdict::Pass | Verdict::PassWithWarnings => 0,
+        Verdict::Refused => EXIT_USAGE,
+        Verdict::Fail
+            if report
+                .stop
+                .as_ref()
+                .is_some_and(|s| s.gate == exec::STOP_AFTER_GATE) =>
+        {
+            EXIT_STOPPED
+        }
+        Verdict::Fail => EXIT_FAILED,
+    }
 }
 
 /// `--fixtures` names a folder that holds at least one fixture: a wrong path

@@ -3,7 +3,8 @@
 //! skills added, removed or changed, each with its trajectory provenance.
 //!
 //! Exit codes: 0 no semantic difference, 1 differences, 2 unreadable input.
-//! `--json` prints the same changes as one JSON document.
+//! `--json` prints the same changes as one JSON document. Edited prose shows as
+//! the word diff of its changed sentences, `--full` as the whole texts.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -23,6 +24,10 @@ pub struct Args {
     /// `sign`, `text`, `provenance`) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Show edited prose (a lesson's cause or fix in words, a SKILL.md page)
+    /// whole, line by line, instead of its changed sentences as word diffs.
+    #[arg(long)]
+    pub full: bool,
 }
 
 /// Why one side of the diff cannot be read.
@@ -56,8 +61,11 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let mut diff = semantic_diff::diff(&old, &new);
-    cap_texts(&mut diff);
+    let mut diff =
+        semantic_diff::diff(&old, &new, args.full).with_texts(&args.old, &args.new, args.full);
+    if !args.full {
+        cap_texts(&mut diff);
+    }
     if args.json {
         println!(
             "{}",

@@ -1,4 +1,4 @@
-//! `skillc graph DIR --format dot|json`: the resolved action/lesson graph of one
+//! `skillc graph DIR [--json]`: the resolved action/lesson graph of one
 //! trajectory, for Graphviz or for tools. Diagnostics go to stderr; with errors no
 //! graph is written and the exit code is 1.
 
@@ -21,8 +21,11 @@ pub enum Format {
 pub struct Args {
     /// The trajectory directory.
     pub dir: PathBuf,
-    /// Output format: Graphviz DOT, or JSON with every node and edge and its position.
-    #[arg(long, value_enum, default_value = "dot")]
+    /// Print JSON (every node and edge and its position) instead of Graphviz DOT.
+    #[arg(long)]
+    pub json: bool,
+    /// The older spelling: `--format dot|json`.
+    #[arg(long, value_enum, default_value = "dot", hide = true)]
     pub format: Format,
     /// Write to this file instead of stdout.
     #[arg(long, short)]
@@ -51,7 +54,8 @@ pub fn run(args: Args) -> ExitCode {
     let Some((_, graph)) = loaded.trajectories.first() else {
         return ExitCode::from(EXIT_USAGE);
     };
-    let text = match args.format {
+    let format = if args.json { Format::Json } else { args.format };
+    let text = match format {
         Format::Dot => export::to_dot(graph),
         Format::Json => export::to_json(graph),
     };

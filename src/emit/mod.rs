@@ -26,6 +26,7 @@ pub mod markdown;
 mod page;
 mod phase_page;
 pub mod print;
+pub mod prose_diff;
 pub mod semantic_diff;
 mod skill_page;
 pub mod write;

@@ -6,7 +6,7 @@ use super::markdown;
 use super::record::{
     DeployReport, ModeledTimes, Performance, PhaseStatus, StepOrigin, StepOutcome,
 };
-use crate::exec::checks::gate::{format_value, ThresholdSource};
+use crate::exec::checks::gate::{format_value, GateCheck, ThresholdSource};
 
 pub fn render(r: &DeployReport) -> String {
     let mut out = String::new();
@@ -59,21 +59,26 @@ pub fn render(r: &DeployReport) -> String {
     }
     render_warnings(&mut out, r);
     let _ = writeln!(out, "## Phases\n");
-    let _ = writeln!(out, "| phase | status | gates passed | wall s |");
-    let _ = writeln!(out, "|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "| phase | status | gates passed | optimizations tried | wall s |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|");
     for p in &r.phases {
         let status = match p.status {
             PhaseStatus::Passed => "passed",
             PhaseStatus::Failed => "FAILED",
             PhaseStatus::NotRun => "not run",
         };
-        let passed = p.gates.iter().filter(|g| g.passed).count();
+        let checks: Vec<&GateCheck> = p.gates.iter().filter(|g| !g.attempt).collect();
+        let passed = checks.iter().filter(|g| g.passed).count();
+        let tried = p.gates.len() - checks.len();
         let _ = writeln!(
             out,
-            "| {} {} | {status} | {passed}/{} | {:.1} |",
+            "| {} {} | {status} | {passed}/{} | {tried} | {:.1} |",
             p.index,
             p.title,
-            p.gates.len(),
+            checks.len(),
             p.wall_s
         );
     }
@@ -92,6 +97,10 @@ pub fn render(r: &DeployReport) -> String {
     for p in r.phases.iter().filter(|p| p.status != PhaseStatus::NotRun) {
         let _ = writeln!(out, "### Phase {}: {}\n", p.index, p.title);
         for g in &p.gates {
+            if let Some(tried) = g.attempt_summary() {
+                let _ = writeln!(out, "- {tried} (modeled)");
+                continue;
+            }
             let _ = writeln!(
                 out,
                 "- {} `{}`: {}{}{}",
