@@ -12,7 +12,7 @@ use skillc::emit::Rendered;
 /// One snapshot per generated file, so a change shows up as a diff of that file.
 #[test]
 fn example_bundle_matches_its_snapshots() {
-    let (built, diagnostics) = build(&[repo("trajectories/example")], None);
+    let (built, diagnostics) = build(&[repo("grammar/example")], None);
     assert_eq!(diagnostics, "");
     for (path, content) in &built.rendered.files {
         insta::assert_snapshot!(format!("example__{}", path.replace('/', "__")), content);
@@ -68,7 +68,7 @@ fn fused_decode_builds_clean_with_llama1b() {
 
 #[test]
 fn two_builds_are_byte_identical() {
-    let dirs = [repo("trajectories/example")];
+    let dirs = [repo("grammar/example")];
     assert_eq!(build(&dirs, None).0.rendered, build(&dirs, None).0.rendered);
 }
 
@@ -92,8 +92,8 @@ fn adding_a_lesson_changes_only_the_files_it_belongs_to() {
     let root = scratch("one-lesson");
     let before_dir = root.join("before/example");
     let after_dir = root.join("after/example");
-    copy_dir(&repo("trajectories/example"), &before_dir);
-    copy_dir(&repo("trajectories/example"), &after_dir);
+    copy_dir(&repo("grammar/example"), &before_dir);
+    copy_dir(&repo("grammar/example"), &after_dir);
     let kernels = after_dir.join("01-kernels.traj");
     let mut text = fs::read_to_string(&kernels).expect("read");
     text.push_str(

@@ -56,7 +56,7 @@ fn llama1b_places_everything_it_records() {
 fn a_dropped_lesson_is_counted_and_reported() {
     let root = build_support::scratch("dropped");
     let dir = root.join("t");
-    build_support::copy_dir(&repo("trajectories/example"), &dir);
+    build_support::copy_dir(&repo("grammar/example"), &dir);
     let path = dir.join("01-kernels.traj");
     let text = std::fs::read_to_string(&path).expect("read");
     let text = text.replace(

@@ -133,12 +133,12 @@ fn the_readme_names_every_command_and_flag() {
 fn json_and_the_older_format_json_print_the_same() {
     for (new, old) in [
         (
-            vec!["check", "--json", "trajectories/example"],
-            vec!["check", "--format", "json", "trajectories/example"],
+            vec!["check", "--json", "grammar/example"],
+            vec!["check", "--format", "json", "grammar/example"],
         ),
         (
-            vec!["graph", "--json", "trajectories/example"],
-            vec!["graph", "--format", "json", "trajectories/example"],
+            vec!["graph", "--json", "grammar/example"],
+            vec!["graph", "--format", "json", "grammar/example"],
         ),
     ] {
         let (a, b) = (skillc(&new), skillc(&old));

@@ -29,8 +29,8 @@ fn text(output: &Output) -> String {
 fn edited_prose_shows_as_a_word_diff_of_the_changed_sentences() {
     let root = scratch("diff-prose");
     let (old_dir, new_dir) = (root.join("old/example"), root.join("new/example"));
-    copy_dir(&repo("trajectories/example"), &old_dir);
-    copy_dir(&repo("trajectories/example"), &new_dir);
+    copy_dir(&repo("grammar/example"), &old_dir);
+    copy_dir(&repo("grammar/example"), &new_dir);
     let kernels = new_dir.join("01-kernels.traj");
     let before = fs::read_to_string(&kernels).expect("read");
     let edits = [

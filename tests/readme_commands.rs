@@ -125,13 +125,13 @@ fn the_readme_commands_run() {
 /// One cheap invocation per command, each with the exit code it must end with.
 const INVOCATIONS: &[(&[&str], i32)] = &[
     (
-        &["check", "trajectories/example", "--json", "--threads", "1"],
+        &["check", "grammar/example", "--json", "--threads", "1"],
         0,
     ),
     (
         &[
             "graph",
-            "trajectories/example",
+            "grammar/example",
             "--json",
             "-o",
             "{S}/graph.json",
@@ -160,7 +160,7 @@ const INVOCATIONS: &[(&[&str], i32)] = &[
     (
         &[
             "build",
-            "trajectories/example",
+            "grammar/example",
             "--out",
             "{S}/bundle",
             "--name",
@@ -173,7 +173,7 @@ const INVOCATIONS: &[(&[&str], i32)] = &[
     (
         &[
             "build",
-            "trajectories/example",
+            "grammar/example",
             "--out",
             "{S}/bundle",
             "--name",
@@ -301,7 +301,7 @@ const INVOCATIONS: &[(&[&str], i32)] = &[
         &[
             "bench",
             "build",
-            "trajectories/example",
+            "grammar/example",
             "--sizes",
             "200",
             "--files",

@@ -1,6 +1,6 @@
 //! Data-driven tests of the front end: every file in tests/data/invalid is a
 //! trajectory on its own whose full rendered diagnostics are snapshotted; every
-//! directory in tests/data/valid (and trajectories/example) must check without errors
+//! directory in tests/data/valid (and grammar/example) must check without errors
 //! and has its graph JSON snapshotted.
 
 use std::collections::BTreeSet;
@@ -109,7 +109,7 @@ fn valid_dirs() -> Vec<PathBuf> {
         .filter(|p| p.is_dir())
         .collect();
     dirs.sort();
-    dirs.push(Path::new(ROOT).join("trajectories/example"));
+    dirs.push(Path::new(ROOT).join("grammar/example"));
     dirs
 }
 
@@ -138,7 +138,7 @@ fn valid_inputs_check_clean_and_snapshot_their_graph() {
 
 #[test]
 fn example_graph_dot() {
-    let loaded = load_relative(&Path::new(ROOT).join("trajectories/example"));
+    let loaded = load_relative(&Path::new(ROOT).join("grammar/example"));
     insta::assert_snapshot!(export::to_dot(&loaded.trajectories[0].1));
 }
 

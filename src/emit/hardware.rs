@@ -44,6 +44,7 @@ pub fn where_done(op: OpKind) -> &'static str {
         OpKind::PretransposeWeights => "`<model>_weights.py`: the decode GEMV weights stored transposed once, at load",
         OpKind::PartitionLmHead => "the LM-head GEMV builder of `<model>_decode.py`",
         OpKind::CascadeFfn => "the O and FFN GEMV builders of `<model>_decode.py`",
+        OpKind::FusedDecode => "one design that runs every layer's decode and the LM head in a single NPU call per token (the fused decode's builder), with the KV cache appended on the device or uploaded per call",
         OpKind::OmitPingpong => "the decode builder's `omit_pingpong` option (single-buffered GEMV weights)",
         OpKind::ProfileDecode => "`make profile N_TOKENS=…`",
         OpKind::WriteArtifacts => "the model folder's README and ARCHITECTURE.md, the registry rows and the profile",
