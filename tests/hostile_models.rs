@@ -41,7 +41,7 @@ fn item01_non_finite_rope_base_and_epsilon_are_refused() {
             &root.join(file),
             &["--json"],
         );
-        assert_eq!(deployed.status.code(), Some(1), "{}", stderr(&deployed));
+        assert_eq!(deployed.status.code(), Some(2), "{}", stderr(&deployed));
         let report: serde_json::Value =
             serde_json::from_slice(&deployed.stdout).expect("report.json on stdout");
         assert_eq!(report["verdict"], "refused");
@@ -109,7 +109,12 @@ fn item07_model_files_that_disagree_are_refused() {
         4,
     );
     let deployed = deploy_in(&root, &bundle, &unused, &root.join("a"), &["--json"]);
-    assert_eq!(deployed.status.code(), Some(1));
+    assert_eq!(
+        deployed.status.code(),
+        Some(2),
+        "refused: {}",
+        stderr(&deployed)
+    );
     let report: serde_json::Value = serde_json::from_slice(&deployed.stdout).expect("report");
     let reason = report["stop"]["reason"].as_str().expect("reason");
     assert!(

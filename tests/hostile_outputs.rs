@@ -156,7 +156,7 @@ fn item06_an_edited_bundle_json_is_caught() {
     edit_bundle(&retitled, |json| json["phases"][3]["title"] = "mine".into());
     assert_refused(
         &run(&retitled, &[]),
-        1,
+        2,
         &[
             "bundle.json changed since skillc built it",
             "--allow-modified",

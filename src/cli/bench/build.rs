@@ -175,8 +175,8 @@ fn ms(d: Duration) -> String {
 
 pub fn run(args: Args) -> ExitCode {
     let mut cases = Vec::new();
-    for dir in std::iter::once(Path::new("grammar/example"))
-        .chain(args.dirs.iter().map(PathBuf::as_path))
+    for dir in
+        std::iter::once(Path::new("grammar/example")).chain(args.dirs.iter().map(PathBuf::as_path))
     {
         match directory_case(dir) {
             Ok(case) => cases.push(case),

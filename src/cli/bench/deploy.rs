@@ -161,7 +161,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
             "skillc bench deploy --four-bit: bundle {}",
             args.inputs.bundle.display()
         ));
-        let comparisons = super::four_bit::compare(&bundle, &args.inputs.models)?;
+        let comparisons = super::four_bit::compare(&bundle, &args.inputs.models, |_| true)?;
         super::four_bit::print(&mut out, &comparisons, &args.plot)?;
         out.finish();
         return Ok(());
@@ -238,7 +238,10 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
     }
     let mut out = super::Output::new("deploy", args.json);
     print_table(&mut out, &rows, &published, &args.inputs.bundle);
-    let comparisons = super::four_bit::compare(&bundle, &args.inputs.models)?;
+    // Only the models this run deployed: `--model` narrows the 4-bit table too.
+    let comparisons = super::four_bit::compare(&bundle, &args.inputs.models, |model| {
+        rows.iter().any(|row| row.model == model)
+    })?;
     super::four_bit::print(&mut out, &comparisons, &args.plot)?;
     out.finish();
     Ok(())

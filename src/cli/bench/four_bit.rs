@@ -148,12 +148,17 @@ fn skillc_design(
 }
 
 /// skillc's plan against the published one for every published 4-bit model.
-pub fn compare(bundle: &Bundle, models: &Path) -> Result<Vec<Comparison>, BenchError> {
+/// The 4-bit deployments whose model `wanted` accepts, compared.
+pub fn compare(
+    bundle: &Bundle,
+    models: &Path,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<Vec<Comparison>, BenchError> {
     let device = Device::npu2();
     let params = committed_params();
     let fitted = FittedFourBit::committed();
     let mut out = Vec::new();
-    for d in deployments() {
+    for d in deployments().into_iter().filter(|d| wanted(&d.model)) {
         let config = models.join(&d.model).join("config.json");
         let arch = load_config(&config).map_err(|e| BenchError::config(&config, e))?;
         let (design, kept) = skillc_design(bundle, (&d.model, &arch), &device, &params, d.format);
