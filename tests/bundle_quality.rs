@@ -88,6 +88,33 @@ fn every_skill_teaches_something_and_no_page_links_to_itself() {
     }
 }
 
+/// Every fence in every Markdown file of both bundles opens and closes on a line of
+/// its own (a closing fence followed by text on the same line does not close the
+/// block, and everything after it renders as code).
+#[test]
+fn fenced_blocks_open_and_close_on_lines_of_their_own() {
+    for built in [llama1b(), merged()] {
+        for (path, text) in built
+            .rendered
+            .files
+            .iter()
+            .filter(|(p, _)| p.ends_with(".md"))
+        {
+            let mut open = false;
+            for (i, line) in text.lines().enumerate() {
+                let trimmed = line.trim_start();
+                if !trimmed.starts_with("```") {
+                    continue;
+                }
+                let fence_only = trimmed == "```" || (!open && trimmed == "```text");
+                assert!(fence_only, "{path}:{}: {line:?}", i + 1);
+                open = !open;
+            }
+            assert!(!open, "{path}: a fenced block is never closed");
+        }
+    }
+}
+
 #[test]
 fn skill_md_files_stay_under_200_lines() {
     for built in [llama1b(), merged()] {

@@ -353,10 +353,12 @@ fn fix_lines(l: &LessonIr) -> Vec<String> {
             .iter()
             .map(|r| format!("- fix: {}", print::fix_formula(r)))
             .collect()
+    } else if let [one] = l.fix_text.as_slice() {
+        vec![format!("- fix: {}", literal(one, 2))]
     } else {
-        l.fix_text
-            .iter()
-            .map(|t| format!("- fix: {}", literal(t, 2)))
+        // One fix that several deployments recorded, each in its own words.
+        std::iter::once("- fix, as each deployment that met it wrote it:".to_string())
+            .chain(l.fix_text.iter().map(|t| format!("  - {}", literal(t, 4))))
             .collect()
     };
     let mut places: Vec<&str> = remedies
@@ -376,19 +378,23 @@ fn entry_of(steps: &Steps<'_>, id: &str) -> String {
         .map_or_else(|| id.to_string(), |(_, s)| s.entry.clone())
 }
 
-/// How the step that applied a lesson did it, from the notes about it.
+/// How the step that applied a lesson did it, from the notes about it: one note
+/// after a colon, several as a nested list (a fenced block must end its own line).
 fn applier_notes(ir: &SkillIr, steps: &Steps<'_>, id: &str) -> String {
-    let notes: Vec<String> = steps
+    let notes: Vec<&str> = steps
         .get(id)
         .iter()
         .flat_map(|(_, s)| &s.notes)
         .filter_map(|n| ir.notes.get(n))
-        .map(|n| literal(&n.text, 2))
+        .map(|n| n.text.as_str())
         .collect();
-    if notes.is_empty() {
-        String::new()
-    } else {
-        format!(": {}", notes.join(" "))
+    match notes.as_slice() {
+        [] => String::new(),
+        [one] => format!(": {}", literal(one, 2)),
+        several => several
+            .iter()
+            .map(|text| format!("\n  - {}", literal(text, 4)))
+            .collect(),
     }
 }
 
