@@ -3,7 +3,7 @@
 //! `skillc build` prints it (`placed 50/50 notes, 20/20 lessons, 14/14 dead ends`)
 //! and reports every drop as a warning; nothing is lost silently.
 
-use std::collections::BTreeSet;
+use std::collections::HashSet;
 
 use super::ir::{DroppedIr, NotePlace, SkillIr};
 
@@ -43,13 +43,14 @@ impl Placement {
 
 /// Where every recorded item of `ir` went.
 pub fn account(ir: &SkillIr) -> Placement {
-    let skills: BTreeSet<&str> = ir.skills.iter().map(|s| s.name.as_str()).collect();
-    let steps: BTreeSet<&str> = ir
+    // Sets only asked whether they hold an id: hashed, not sorted.
+    let skills: HashSet<&str> = ir.skills.iter().map(|s| s.name.as_str()).collect();
+    let steps: HashSet<&str> = ir
         .phases
         .iter()
         .flat_map(|p| p.steps.iter().map(|s| s.id.as_str()))
         .collect();
-    let dead_ends: BTreeSet<&str> = ir
+    let dead_ends: HashSet<&str> = ir
         .phases
         .iter()
         .flat_map(|p| p.dead_ends.iter().map(|d| d.id.as_str()))

@@ -151,17 +151,18 @@ fn skill_set(ir: &SkillIr, name: String, m: Members) -> SkillSetIr {
             evidence_count: l.evidence_count,
         })
         .collect();
-    // Most evidence first; then in the order they were recorded.
-    let recorded = |id: &str| {
-        ir.lessons
-            .get(id)
-            .and_then(|l| l.provenance.first().cloned())
-    };
-    hypotheses.sort_by(|a, b| {
-        b.evidence_count
-            .cmp(&a.evidence_count)
-            .then_with(|| recorded(&a.lesson).cmp(&recorded(&b.lesson)))
-            .then_with(|| a.lesson.cmp(&b.lesson))
+    // Most evidence first; then in the order they were recorded. The key is
+    // computed once per hypothesis, not looked up again in every comparison.
+    hypotheses.sort_by_cached_key(|h| {
+        let recorded = ir
+            .lessons
+            .get(&h.lesson)
+            .and_then(|l| l.provenance.first().cloned());
+        (
+            std::cmp::Reverse(h.evidence_count),
+            recorded,
+            h.lesson.clone(),
+        )
     });
     let evidence_count = hypotheses.iter().map(|h| h.evidence_count).sum();
     SkillSetIr {

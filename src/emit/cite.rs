@@ -9,7 +9,7 @@
 //! markers that [`resolve`] turns into the right relative path for the file they end
 //! up in.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap};
 
 use skillc_runtime::bundle::Provenance;
 
@@ -51,13 +51,13 @@ pub fn reference(file: &str, text: &str) -> String {
 
 /// The provenance records a page cites, and what lets it link them.
 pub struct Cites<'a> {
-    /// Entry text by `file:line`.
-    entries: &'a BTreeMap<String, &'a EntryIr>,
+    /// Entry text by `file:line` (only looked up: the order pages cite in is `cited`'s).
+    entries: &'a HashMap<String, &'a EntryIr>,
     cited: BTreeSet<String>,
 }
 
 /// The entries of a bundle by `file:line`, for [`Cites`].
-pub fn by_location(ir: &SkillIr) -> BTreeMap<String, &EntryIr> {
+pub fn by_location(ir: &SkillIr) -> HashMap<String, &EntryIr> {
     ir.entries
         .values()
         .map(|e| (location(&e.provenance), e))
@@ -86,7 +86,7 @@ pub fn anchor(heading: &str) -> String {
 const CITED_MAX: usize = 3;
 
 impl<'a> Cites<'a> {
-    pub fn new(entries: &'a BTreeMap<String, &'a EntryIr>) -> Self {
+    pub fn new(entries: &'a HashMap<String, &'a EntryIr>) -> Self {
         Cites {
             entries,
             cited: BTreeSet::new(),

@@ -4,7 +4,7 @@
 //! features they need), the sources and what became of everything they recorded, and
 //! the shipped summary of the trajectory language.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::json;
 use skillc_runtime::bundle::{LessonKind, SCHEMA_VERSION};
@@ -45,7 +45,7 @@ pub fn part_of() -> String {
 pub fn page(
     t: &Templates,
     ir: &SkillIr,
-    entries: &BTreeMap<String, &EntryIr>,
+    entries: &HashMap<String, &EntryIr>,
 ) -> Result<SkillDir, EmitError> {
     let sources = print::sources(ir);
     let front_matter = FrontMatter {

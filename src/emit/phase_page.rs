@@ -6,7 +6,7 @@
 //! context notes and its dead ends. The concrete steps of the recorded model, with
 //! their notes and figures, go to `references/worked-example.md`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use skillc_runtime::bundle::Value;
 use skillc_runtime::ops::OpKind;
@@ -31,7 +31,7 @@ pub fn page(
     t: &Templates,
     ir: &SkillIr,
     phase: &PhaseIr,
-    entries: &BTreeMap<String, &EntryIr>,
+    entries: &HashMap<String, &EntryIr>,
 ) -> Result<SkillDir, EmitError> {
     let spec = catalog::phase(phase.index);
     let mut meta = metadata(ir, "phase");

@@ -8,7 +8,7 @@
 //! written here once; phase pages link to it. The failing checks and remedies in
 //! trajectory notation, as `bundle.json` holds them, go to `references/remedies.md`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, HashSet};
 
 use skillc_runtime::bundle::{LessonKind, Remedy};
 
@@ -55,7 +55,7 @@ pub fn page(
     t: &Templates,
     ir: &SkillIr,
     skill: &SkillSetIr,
-    entries: &BTreeMap<String, &EntryIr>,
+    entries: &HashMap<String, &EntryIr>,
     steps: &Steps<'_>,
 ) -> Result<SkillDir, EmitError> {
     let kind = match skill.kind {
@@ -423,11 +423,14 @@ fn abandoned(ir: &SkillIr, skill: &SkillSetIr) -> String {
         skill.name
     )];
     out.push(String::new());
+    // A set: scanning the skill's list for every dead end of the bundle would make
+    // the build quadratic in dead ends.
+    let mine: HashSet<&str> = skill.dead_ends.iter().map(String::as_str).collect();
     for d in ir
         .phases
         .iter()
         .flat_map(|p| &p.dead_ends)
-        .filter(|d| skill.dead_ends.contains(&d.id))
+        .filter(|d| mine.contains(d.id.as_str()))
     {
         out.push(phase_page::dead_end(ir, d, &skill.name));
     }
