@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::ops::{Metric, Op, OpKind, ParamError, Unit, WeightFormat};
+use crate::phase::DeployPhase;
 
 /// Bumped on any incompatible change; the executor refuses other versions.
 pub const SCHEMA_VERSION: &str = "skillc.bundle/1";
@@ -41,16 +42,26 @@ impl Bundle {
     /// hand-edited `parts=0`, `rtol=-1` or `tile=[0,0,0,0]` is refused before
     /// anything runs. A bundle the compiler wrote has none.
     pub fn parameter_problems(&self) -> Vec<ParameterProblem> {
+        self.read_steps().1
+    }
+
+    /// Every step read as its typed operation, by phase in bundle order, and
+    /// every parameter problem of the bundle.
+    fn read_steps(&self) -> (Vec<Vec<ReadStep<'_>>>, Vec<ParameterProblem>) {
         let mut problems = Vec::new();
+        let mut phases = Vec::with_capacity(self.phases.len());
         for phase in &self.phases {
+            let mut steps = Vec::with_capacity(phase.steps.len());
             for step in &phase.steps {
-                if let Err(source) = Op::read(step.op, &step.params) {
-                    problems.push(ParameterProblem::Step {
+                match Op::read(step.op, &step.params) {
+                    Ok(op) => steps.push(ReadStep { step, op }),
+                    Err(source) => problems.push(ParameterProblem::Step {
                         id: step.id.clone(),
                         source,
-                    });
+                    }),
                 }
             }
+            phases.push(steps);
             for dead_end in &phase.dead_ends {
                 if let Err(source) = Op::read(dead_end.op, &dead_end.params) {
                     problems.push(ParameterProblem::DeadEnd {
@@ -72,12 +83,18 @@ impl Bundle {
                 }
             }
         }
-        problems
+        (phases, problems)
     }
 
     /// Whether the executor can run this bundle: its schema version, its eight
     /// phases in order, and every parameter it holds ([`Bundle::parameter_problems`]).
     pub fn check(&self) -> Result<(), BundleError> {
+        self.read().map(|_| ())
+    }
+
+    /// The bundle [`Bundle::check`] accepts, with every step read as its typed
+    /// operation: the one reading of the steps the executor runs from.
+    pub fn read(&self) -> Result<BundleSteps<'_>, BundleError> {
         if self.schema_version != SCHEMA_VERSION {
             return Err(BundleError::SchemaVersion {
                 found: self.schema_version.clone(),
@@ -87,11 +104,45 @@ impl Bundle {
         if found != (0..=7).collect::<Vec<u8>>() {
             return Err(BundleError::PhaseOrder { found });
         }
-        let problems = self.parameter_problems();
+        let (phases, problems) = self.read_steps();
         if !problems.is_empty() {
             return Err(BundleError::Parameters(ParameterProblems(problems)));
         }
-        Ok(())
+        Ok(BundleSteps(phases))
+    }
+}
+
+/// A bundle step with its operation read once, typed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadStep<'b> {
+    pub step: &'b Step,
+    pub op: Op,
+}
+
+/// The steps of a checked bundle ([`Bundle::read`]), typed, by phase.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BundleSteps<'b>(Vec<Vec<ReadStep<'b>>>);
+
+impl<'b> BundleSteps<'b> {
+    /// Every step of `phase`, in order.
+    pub fn of(&self, phase: DeployPhase) -> &[ReadStep<'b>] {
+        self.0
+            .get(usize::from(phase.index()))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// The steps of `phase` running `op`, in order.
+    pub fn running(
+        &self,
+        phase: DeployPhase,
+        op: OpKind,
+    ) -> impl Iterator<Item = &ReadStep<'b>> + '_ {
+        self.of(phase).iter().filter(move |s| s.op.kind() == op)
+    }
+
+    /// Every step of every phase, in order.
+    pub fn all(&self) -> impl Iterator<Item = &ReadStep<'b>> + '_ {
+        self.0.iter().flatten()
     }
 }
 
@@ -752,6 +803,25 @@ mod tests {
         );
         let text = std::fs::read_to_string(path).expect("the committed bundle");
         serde_json::from_str(&text).expect("it parses")
+    }
+
+    #[test]
+    fn a_read_bundle_holds_every_step_once_as_its_typed_operation() {
+        let bundle = committed();
+        let steps = bundle.read().expect("the committed bundle runs");
+        for phase in DeployPhase::ALL {
+            let recorded = &bundle.phases[usize::from(phase.index())].steps;
+            let read = steps.of(phase);
+            assert_eq!(read.len(), recorded.len(), "phase {phase}");
+            for (r, s) in read.iter().zip(recorded) {
+                assert!(std::ptr::eq(r.step, s));
+                assert_eq!(r.op.kind(), s.op);
+            }
+        }
+        assert_eq!(
+            steps.all().count(),
+            bundle.phases.iter().map(|p| p.steps.len()).sum::<usize>()
+        );
     }
 
     #[test]

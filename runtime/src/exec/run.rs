@@ -30,7 +30,7 @@ use super::phases::{
 };
 use super::progress::Progress;
 use super::{files, DeployError, DeployOptions, DeployOutcome};
-use crate::bundle::{Bundle, Step, Value};
+use crate::bundle::{Bundle, BundleSteps, ReadStep, Value};
 use crate::model::oracle::compare::ReferenceTensors;
 use crate::model::oracle::{LogitRows, PrefillOutput, Reference};
 use crate::model::Model;
@@ -53,6 +53,8 @@ pub(crate) enum PhaseEnd {
 /// Everything the phases share, with what phase 0 loaded (`S`).
 pub(crate) struct Run<'a, S = Loaded> {
     pub bundle: &'a Bundle,
+    /// The bundle's steps, each read as its typed operation once ([`Bundle::read`]).
+    pub steps: &'a BundleSteps<'a>,
     pub options: &'a DeployOptions,
     pub progress: &'a mut dyn Progress,
     pub report: DeployReport,
@@ -112,7 +114,12 @@ impl Loaded {
 }
 
 impl<'a> Run<'a, Unloaded> {
-    fn new(bundle: &'a Bundle, options: &'a DeployOptions, progress: &'a mut dyn Progress) -> Self {
+    fn new(
+        bundle: &'a Bundle,
+        steps: &'a BundleSteps<'a>,
+        options: &'a DeployOptions,
+        progress: &'a mut dyn Progress,
+    ) -> Self {
         let name = model_name(&options.model_dir);
         let report = DeployReport {
             schema_version: REPORT_SCHEMA.to_string(),
@@ -151,6 +158,7 @@ impl<'a> Run<'a, Unloaded> {
         );
         Self {
             bundle,
+            steps,
             options,
             progress,
             report,
@@ -174,6 +182,7 @@ impl<'a, S> Run<'a, S> {
     fn replace<T>(self, loaded: T) -> (Run<'a, T>, S) {
         let Run {
             bundle,
+            steps,
             options,
             progress,
             report,
@@ -191,6 +200,7 @@ impl<'a, S> Run<'a, S> {
         } = self;
         let run = Run {
             bundle,
+            steps,
             options,
             progress,
             report,
@@ -210,13 +220,9 @@ impl<'a, S> Run<'a, S> {
     }
 
     /// Every bundle step of `phase` running `op`, in order.
-    pub fn bundle_steps(&self, phase: DeployPhase, op: OpKind) -> Vec<&'a Step> {
-        let bundle: &'a Bundle = self.bundle;
-        bundle
-            .phases
-            .get(usize::from(phase.index()))
-            .map(|p| p.steps.iter().filter(|s| s.op == op).collect())
-            .unwrap_or_default()
+    pub fn bundle_steps(&self, phase: DeployPhase, op: OpKind) -> Vec<&'a ReadStep<'a>> {
+        let steps: &'a BundleSteps<'a> = self.steps;
+        steps.running(phase, op).collect()
     }
 
     /// Records every bundle step of `op` in `phase` with `outcome`.
@@ -227,20 +233,18 @@ impl<'a, S> Run<'a, S> {
         op: OpKind,
         outcome: StepOutcome,
     ) {
-        for step in self.bundle_steps(phase, op) {
+        for read in self.bundle_steps(phase, op) {
             rec.steps
-                .push(StepRecord::from_bundle(step, outcome.clone()));
+                .push(StepRecord::from_bundle(read.step, outcome.clone()));
         }
     }
 
     /// The parameters the bundle recorded for `op` in any phase (a fix's base).
     pub fn any_bundle_params(&self, op: OpKind) -> BTreeMap<String, Value> {
-        self.bundle
-            .phases
-            .iter()
-            .flat_map(|p| &p.steps)
-            .find(|s| s.op == op)
-            .map(|s| s.params.clone())
+        self.steps
+            .all()
+            .find(|s| s.op.kind() == op)
+            .map(|s| s.step.params.clone())
             .unwrap_or_default()
     }
 
@@ -274,12 +278,9 @@ impl<'a, S> Run<'a, S> {
     }
 
     /// The first bundle step of `phase` running `op`.
-    pub fn bundle_step(&self, phase: DeployPhase, op: OpKind) -> Option<&'a Step> {
-        let bundle: &'a Bundle = self.bundle;
-        bundle
-            .phases
-            .get(usize::from(phase.index()))
-            .and_then(|p| p.steps.iter().find(|s| s.op == op))
+    pub fn bundle_step(&self, phase: DeployPhase, op: OpKind) -> Option<&'a ReadStep<'a>> {
+        let steps: &'a BundleSteps<'a> = self.steps;
+        steps.running(phase, op).next()
     }
 
     /// Records a gate in the phase and shows it.
@@ -569,10 +570,10 @@ pub fn deploy(
     options: &DeployOptions,
     progress: &mut dyn Progress,
 ) -> Result<DeployOutcome, DeployError> {
-    bundle.check()?;
+    let steps = bundle.read()?;
     std::fs::create_dir_all(&options.out_dir).map_err(|e| DeployError::io(&options.out_dir, e))?;
     let started = Instant::now();
-    let mut run = Run::new(bundle, options, progress);
+    let mut run = Run::new(bundle, &steps, options, progress);
     if let Some(path) = &options.registry {
         let given = Registry::load(path)?;
         for row in given.rows.iter().cloned() {
@@ -650,7 +651,7 @@ fn run_phase<S, T>(
     };
     *end = phase_end;
     if matches!(end, PhaseEnd::Passed) {
-        steps::account(recorded, &mut rec, &run.model_shapes);
+        steps::account(phase, run.steps.of(phase), &mut rec, &run.model_shapes);
     }
     rec.wall_s = t.elapsed().as_secs_f64();
     rec.status = match end {

@@ -32,7 +32,7 @@ use crate::model::oracle::{LogitRows, Reference, ReferenceError};
 use crate::model::scope::check_scope;
 use crate::model::source::ModelSource;
 use crate::model::{Model, ModelError, WeightOrigin};
-use crate::ops::{Metric, OpKind};
+use crate::ops::{self, Metric, Op, OpKind};
 use crate::xdna2::builder::unsupported_features;
 
 /// Phase 0 on a run without a model: the model it loaded and checked, which
@@ -72,19 +72,26 @@ pub(crate) fn run(
 /// What a part of phase 0 gives the next one, or how the phase ended.
 type Part<T> = Result<Result<T, PhaseEnd>, DeployError>;
 
-fn origin(run: &Run<'_, Unloaded>, op: OpKind) -> (StepOrigin, Option<BTreeMap<String, Value>>) {
+/// Where phase 0's `op` step comes from, with the parameters the bundle
+/// recorded for it, and its operation as the bundle recorded it.
+fn origin<'a>(
+    run: &Run<'a, Unloaded>,
+    op: OpKind,
+) -> (StepOrigin, Option<BTreeMap<String, Value>>, Option<&'a Op>) {
     match run.bundle_step(DeployPhase::Reference, op) {
-        Some(step) => (
+        Some(read) => (
             StepOrigin::Bundle {
-                step: step.id.clone(),
-                provenance: step.provenance.clone(),
+                step: read.step.id.clone(),
+                provenance: read.step.provenance.clone(),
             },
-            Some(step.params.clone()),
+            Some(read.step.params.clone()),
+            Some(&read.op),
         ),
         None => (
             StepOrigin::Derived {
                 why: format!("the bundle has no `{op}` step; phase 0 always runs it"),
             },
+            None,
             None,
         ),
     }
@@ -124,7 +131,7 @@ fn scope(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord) -> Part<(Architectu
             dir: run.options.model_dir.clone(),
         });
     }
-    let (origin, recorded) = origin(run, OpKind::CheckScope);
+    let (origin, recorded, _) = origin(run, OpKind::CheckScope);
     let action = run.traj.action(
         OpKind::CheckScope,
         &BTreeMap::new(),
@@ -211,7 +218,7 @@ fn scope(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord) -> Part<(Architectu
 
 fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architecture) -> Part<Model> {
     run.progress.step(OpKind::LoadWeights.name());
-    let (origin, recorded) = origin(run, OpKind::LoadWeights);
+    let (origin, recorded, recorded_op) = origin(run, OpKind::LoadWeights);
     let seed = run.options.seed;
     // Packed (GGUF) weights run on the bf16 path as their bf16 rounding, and so
     // does the oracle of every later gate (the same weights on both sides); on
@@ -225,20 +232,20 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
         Err(e) => Err(e),
     };
     let (source, params) = match &result {
-        Ok(m) => match &m.origin {
-            WeightOrigin::Checkpoint { .. } | WeightOrigin::Gguf { .. } => (
-                "checkpoint",
-                BTreeMap::from([("source".to_string(), Value::Text("checkpoint".into()))]),
-            ),
-            WeightOrigin::Random { seed } => (
-                "random",
-                BTreeMap::from([
-                    ("source".to_string(), Value::Text("random".into())),
-                    ("seed".to_string(), Value::Int(*seed as i64)),
-                ]),
-            ),
-        },
-        Err(_) => ("", BTreeMap::new()),
+        Ok(m) => {
+            let (source, seed) = match m.origin {
+                WeightOrigin::Checkpoint { .. } | WeightOrigin::Gguf { .. } => {
+                    (ops::WeightOrigin::Checkpoint, None)
+                }
+                WeightOrigin::Random { seed } => (ops::WeightOrigin::Random, Some(seed)),
+            };
+            let op = Op::LoadWeights {
+                source: Some(source),
+                seed,
+            };
+            (Some(source), op.params())
+        }
+        Err(_) => (None, BTreeMap::new()),
     };
     let action = run
         .traj
@@ -274,17 +281,14 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
             return Ok(Err(PhaseEnd::Failed(stop)));
         }
     };
-    let recorded_source = recorded
-        .as_ref()
-        .and_then(|r| r.get("source"))
-        .and_then(|v| match v {
-            Value::Text(t) => Some(t.as_str()),
-            _ => None,
-        });
+    let recorded_source = match recorded_op {
+        Some(Op::LoadWeights { source, .. }) => *source,
+        _ => None,
+    };
     let outcome = match recorded_source {
-        Some(r) if r != source => StepOutcome::Rederived {
+        Some(r) if Some(r) != source => StepOutcome::Rederived {
             why: match source {
-                "random" => format!(
+                Some(ops::WeightOrigin::Random) => format!(
                     "the bundle loaded a {r} but this directory has no *.safetensors: seeded random weights (seed {seed})"
                 ),
                 _ => format!("the bundle used {r} weights; this directory has a checkpoint"),
@@ -305,7 +309,7 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
         .measures(Metric::NanCount, 0.0)
         .when(BTreeMap::from([(
             "source".to_string(),
-            Value::Text(source.into()),
+            Value::Text(source.map_or("", ops::WeightOrigin::word).into()),
         )]))
         .against(
             Comparison::Eq,
@@ -380,7 +384,7 @@ fn reference(
     };
     check_prompts(&prompts, arch.vocab_size)?;
     run.report.prompts = prompts.clone();
-    let (origin, recorded) = origin(run, OpKind::BuildReference);
+    let (origin, recorded, _) = origin(run, OpKind::BuildReference);
     let action = run.traj.action(
         OpKind::BuildReference,
         &BTreeMap::new(),
@@ -497,15 +501,11 @@ fn compare(
     loaded: &Loaded,
 ) -> Result<PhaseEnd, DeployError> {
     let model = &loaded.model;
-    let (origin, recorded) = origin(run, OpKind::CompareReference);
-    let bundle_tol = recorded
-        .as_ref()
-        .and_then(|r| r.get("tol"))
-        .and_then(|v| match v {
-            Value::Float(f) => Some(*f),
-            Value::Int(i) => Some(*i as f64),
-            _ => None,
-        });
+    let (origin, recorded, recorded_op) = origin(run, OpKind::CompareReference);
+    let bundle_tol = match recorded_op {
+        Some(Op::CompareReference { tol, .. }) => *tol,
+        _ => None,
+    };
     let Some(fixture) = loaded.fixture.as_ref() else {
         if recorded.is_some() {
             rec.steps.push(crate::exec::artifacts::record::StepRecord {

@@ -214,7 +214,7 @@ fn prerequisites(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<(), DeployE
                     why: format!("this model does not need `{op}`"),
                 }
             };
-            rec.steps.push(StepRecord::from_bundle(step, outcome));
+            rec.steps.push(StepRecord::from_bundle(step.step, outcome));
         }
     }
     Ok(())

@@ -23,7 +23,7 @@ use technique::try_technique;
 
 use std::collections::BTreeMap;
 
-use crate::bundle::{Comparison, Step, Value};
+use crate::bundle::{BundleSteps, Comparison, Value};
 use crate::exec::artifacts::record::{ModeledTimes, PhaseRecord, StepRecord};
 use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::checks::gate::{GateCheck, ThresholdSource};
@@ -106,23 +106,19 @@ fn optimize(
     let baseline = value_of(&t, baseline);
     profile(run, &t, &start, "before");
     let mut current = (run.design.clone(), plans, start.clone());
-    let steps: Vec<&Step> = run
-        .bundle
-        .phases
-        .get(usize::from(phase.index()))
-        .map(|p| p.steps.iter().filter(|s| s.op.is_technique()).collect())
-        .unwrap_or_default();
-    for step in steps {
+    let all: &BundleSteps<'_> = run.steps;
+    let techniques = all.of(phase).iter().filter(|s| s.op.kind().is_technique());
+    for read in techniques {
         run.progress.step(&format!(
             "{} {}",
-            step.op,
-            crate::notation::text_value(&step.id)
+            read.step.op,
+            crate::notation::text_value(&read.step.id)
         ));
-        let (outcome, next) = try_technique(run, rec, &t, step, &current)?;
+        let (outcome, next) = try_technique(run, rec, &t, read, &current)?;
         if let Some(next) = next {
             current = next;
         }
-        rec.steps.push(StepRecord::from_bundle(step, outcome));
+        rec.steps.push(StepRecord::from_bundle(read.step, outcome));
     }
     if phase == DeployPhase::Decode {
         current = revisit_prefill(run, rec, current)?;

@@ -5,12 +5,12 @@
 
 use std::collections::BTreeMap;
 
-use crate::bundle::{Comparison, Step, Value};
+use crate::bundle::{Comparison, ReadStep, Step, Value};
 use crate::exec::artifacts::record::{PhaseRecord, Reversion, StepOutcome};
 use crate::exec::artifacts::registry::RegistryRow;
 use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::checks::gate::{GateCheck, ThresholdSource};
-use crate::exec::design::{self, fingerprint, modeled, DesignError, Plans};
+use crate::exec::design::{self, fingerprint, modeled, Plans};
 use crate::exec::phases::phase1::{check_site, kernel_gate};
 use crate::exec::phases::phase3::{run_gates, run_verification};
 use crate::exec::phases::recorded_format;
@@ -31,13 +31,13 @@ pub(super) fn try_technique(
     run: &mut Run<'_>,
     rec: &mut PhaseRecord,
     t: &Target,
-    step: &Step,
+    read: &ReadStep<'_>,
     current: &State,
 ) -> Result<(StepOutcome, Option<State>), DeployError> {
     let mut met = None;
-    let result = attempt(run, rec, t, step, current, &mut met)?;
+    let result = attempt(run, rec, t, read, current, &mut met)?;
     if let Some(formats) = met {
-        recorded_format::record_technique(run, step, &result.0, formats);
+        recorded_format::record_technique(run, read.step, &result.0, formats);
     }
     Ok(result)
 }
@@ -46,18 +46,17 @@ fn attempt(
     run: &mut Run<'_>,
     rec: &mut PhaseRecord,
     t: &Target,
-    step: &Step,
+    read: &ReadStep<'_>,
     current: &State,
     met: &mut Option<(crate::ops::WeightFormat, crate::ops::WeightFormat)>,
 ) -> Result<(StepOutcome, Option<State>), DeployError> {
+    let step = read.step;
     let (arch, name) = (run.loaded.model.arch.clone(), run.loaded.name.clone());
     let mut d = current.0.clone();
     let site = tune_site(&current.1, step);
     let mut rederived = None;
-    let applied = Op::read(step.op, &step.params)
-        .map_err(DesignError::from)
-        .map(|op| fit_to_model(op, &arch, &run.device, &mut rederived))
-        .and_then(|op| design::apply_change(&mut d, &arch, &run.device, &op, site.as_ref()));
+    let op = fit_to_model(read.op.clone(), &arch, &run.device, &mut rederived);
+    let applied = design::apply_change(&mut d, &arch, &run.device, &op, site.as_ref());
     if let Err(why) = applied {
         let why = why.to_string();
         return Ok((StepOutcome::NotApplicable { why }, None));
