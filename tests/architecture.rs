@@ -159,13 +159,13 @@ fn metric_literals(text: &str) -> Vec<&'static str> {
         .collect()
 }
 
-/// Metrics are named once, in their table (`runtime/src/ops/metrics.rs`);
+/// Metrics are named once, in their table (`runtime/src/metrics.rs`);
 /// everywhere else code holds a `Metric` or a `GateMetric`, so a misspelled metric
 /// fails to compile instead of silently getting no unit.
 #[test]
 fn metric_names_are_spelled_only_in_their_table() {
     let root = repository();
-    let table = root.join("runtime/src/ops/metrics.rs");
+    let table = root.join("runtime/src/metrics.rs");
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
     rust_files(&root.join("runtime/src"), &mut files);
@@ -182,7 +182,7 @@ fn metric_names_are_spelled_only_in_their_table() {
         .collect();
     assert!(
         spelled.is_empty(),
-        "metric names written as literals outside runtime/src/ops/metrics.rs: {spelled:#?}"
+        "metric names written as literals outside runtime/src/metrics.rs: {spelled:#?}"
     );
 }
 

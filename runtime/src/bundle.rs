@@ -371,7 +371,7 @@ pub struct Gate {
     pub comparison: Comparison,
     pub threshold: f64,
     /// Unit of `threshold`; none (`""` in the file) for unitless metrics.
-    #[serde(with = "crate::ops::metrics::optional_unit")]
+    #[serde(with = "crate::metrics::optional_unit")]
     pub unit: Option<Unit>,
     pub baseline: Baseline,
     /// The operation whose result the gate reads, e.g. `validate-kernel`.
@@ -468,7 +468,7 @@ impl fmt::Display for FigureSource {
 pub struct Target {
     pub metric: Metric,
     pub value: f64,
-    #[serde(with = "crate::ops::metrics::optional_unit")]
+    #[serde(with = "crate::metrics::optional_unit")]
     pub unit: Option<Unit>,
     pub conditions: BTreeMap<String, Value>,
     /// Whether the recorded figure was measured on hardware or modeled.

@@ -9,6 +9,7 @@ pub mod bf16;
 pub mod bundle;
 pub mod exec;
 pub mod input;
+pub mod metrics;
 pub mod model;
 pub mod notation;
 pub mod ops;

@@ -23,21 +23,22 @@ pub mod effect;
 pub mod expressions;
 pub mod formats;
 pub mod keywords;
-pub mod metrics;
 pub mod operations;
 pub mod typed;
 pub mod words;
 
+/// The metrics and units, a module of their own below everything (`crate::metrics`).
+pub use crate::metrics;
+pub use crate::metrics::{
+    convert, metric_spec, unit_spec, Better, Dimension, GateMetric, Metric, MetricSpec,
+    RuntimeMetric, Unit, UnitSpec, UnknownMetric, METRICS, UNITS,
+};
 pub use effect::{effect, ApplyError, Effect, KernelSettings, PathChange, PlanChange, PlanScope};
 pub use expressions::{
     eval_function, function_spec, variable_spec, FunctionSpec, VariableSpec, FUNCTIONS, VARIABLES,
 };
 pub use formats::{FormatDependence, WeightFormat};
 pub use keywords::{is_keyword, KEYWORDS};
-pub use metrics::{
-    convert, metric_spec, unit_spec, Better, Dimension, GateMetric, Metric, MetricSpec,
-    RuntimeMetric, Unit, UnitSpec, UnknownMetric, METRICS, UNITS,
-};
 pub use operations::{
     operation, Bound, OpKind, OpSpec, ParamKind, ParamSpec, UnknownOperation, KERNELS, OPERATIONS,
 };

@@ -41,7 +41,7 @@ pub struct GateCheck {
     pub threshold: f64,
     /// Unit of value and threshold (the metric's canonical one); none (`""` in
     /// the file) for unitless metrics.
-    #[serde(with = "crate::ops::metrics::optional_unit")]
+    #[serde(with = "crate::metrics::optional_unit")]
     pub unit: Option<Unit>,
     pub passed: bool,
     /// Figures from the cost model rather than from emulated numerics.

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use super::summary::Summary;
 use super::{load_model, read, CalibrationError, DataSet, Measured};
-use crate::ops::Unit;
+use crate::metrics::Unit;
 use crate::xdna2::cost::Params;
 use crate::xdna2::device::Device;
 use crate::xdna2::fit::{hooke_jeeves, Side};

@@ -27,9 +27,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::Unit;
 use crate::model::arch::Architecture;
 use crate::model::config::{load_config, ConfigError};
-use crate::ops::Unit;
 use crate::xdna2::builder::PlanError;
 use crate::xdna2::constraints::ConstraintViolation;
 use crate::xdna2::kernels::{Epilogue, Herd, Kernel};

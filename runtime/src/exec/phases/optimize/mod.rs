@@ -44,7 +44,7 @@ struct Target {
 impl Target {
     /// The unit its figures are in, as the notes write it.
     fn unit(&self) -> &'static str {
-        crate::ops::metrics::unit_symbol(self.metric.canonical_unit())
+        crate::metrics::unit_symbol(self.metric.canonical_unit())
     }
 }
 
