@@ -13,6 +13,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+pub use crate::ops::Value;
 use crate::ops::{Metric, Op, OpKind, ParamError, Unit, WeightFormat};
 use crate::phase::DeployPhase;
 
@@ -566,22 +567,6 @@ pub struct Hypothesis {
     pub lesson: String,
     pub check: String,
     pub evidence_count: u32,
-}
-
-/// A parameter value.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Value {
-    Bool(bool),
-    Int(i64),
-    Float(f64),
-    IntList(Vec<i64>),
-    /// Identifiers and free text alike; the operation's spec says which.
-    Text(String),
-    Quantity {
-        value: f64,
-        unit: String,
-    },
 }
 
 /// A remedy value: a closed expression language with no side effects.

@@ -12,6 +12,7 @@
 //!   `key=value` parameters and written back;
 //! - [`effect`]: what each operation does to a deployment's design, the one
 //!   definition the executor and replay apply;
+//! - [`value`]: a parameter value, as the files write it;
 //! - [`words`]: the closed sets parameters take (`layout=seq-first`, …) as enums;
 //! - [`metrics`]: observation metrics and units;
 //! - [`expressions`]: the functions and variables of remedy expressions;
@@ -25,6 +26,7 @@ pub mod formats;
 pub mod keywords;
 pub mod operations;
 pub mod typed;
+pub mod value;
 pub mod words;
 
 /// The metrics and units, a module of their own below everything (`crate::metrics`).
@@ -43,4 +45,5 @@ pub use operations::{
     operation, Bound, OpKind, OpSpec, ParamKind, ParamSpec, UnknownOperation, KERNELS, OPERATIONS,
 };
 pub use typed::{KernelCheck, KernelChoice, Op, ParamError};
+pub use value::Value;
 pub use words::{BufferKey, RopeConvention, RopeScaling, UnknownWord, WeightOrigin};
