@@ -34,6 +34,27 @@ fn expected_padding(name: &str) -> Vec<(&'static str, usize, usize)> {
 #[test]
 fn every_fixture_deploys_with_phase_0_gated_against_transformers() {
     for name in crate::test_support::FIXTURES {
+        deploys_through_all_eight_phases(name);
+    }
+}
+
+/// The model families' fixtures (`tests/data/fixtures`, made by
+/// `scripts/fixtures/make_fixture.py`): Mistral, Phi-3, StableLM-2, OLMo and
+/// Gemma-2 deploy through all eight phases with phase 0 gated against their
+/// transformers outputs, and the run states the model's size, memory and
+/// estimated time before it starts.
+#[test]
+fn every_model_family_fixture_deploys() {
+    for name in crate::test_support::FAMILY_FIXTURES {
+        let r = deploys_through_all_eight_phases(name);
+        let estimate = r.estimate.as_ref().expect("the run states its estimate");
+        assert!(estimate.parameters > 0 && estimate.memory_bytes > estimate.weight_bytes);
+        assert!(estimate.basis.contains("estimate"), "{name}");
+    }
+}
+
+fn deploys_through_all_eight_phases(name: &str) -> skillc_runtime::exec::DeployReport {
+    {
         let out = scratch(&format!("fixture-{name}"));
         let outcome = deploy(llama1b(), &fixture(name), &out, &[]);
         let r = &outcome.report;
@@ -99,6 +120,7 @@ fn every_fixture_deploys_with_phase_0_gated_against_transformers() {
             );
         }
         insta::assert_snapshot!(format!("fixture_{name}"), summary(r));
+        outcome.report
     }
 }
 

@@ -1,5 +1,8 @@
 //! Phase 0's scope check through `skillc deploy`: mixture-of-experts, MLA,
-//! encoder-decoder and partial-rotary configs are refused with the reason, a
+//! encoder-decoder configs, a Llama config with a partial rotary factor, a
+//! Mistral config relabelled `llama` (its `sliding_window` would be dropped)
+//! and an unknown family are refused naming every blocking feature and what
+//! would lift it, a
 //! Gemma-3 attention scale the kernels cannot express is refused by name, and
 //! usage problems exit 2 before any phase runs.
 
@@ -18,6 +21,8 @@ fn architectures_outside_the_families_are_refused_at_phase_0_with_the_reason() {
         ("mla", "multi-head latent attention"),
         ("encoder-decoder", "encoder-decoder"),
         ("partial-rotary", "partial rotary embeddings"),
+        ("mistral-as-llama", "sliding-window attention"),
+        ("unknown-family", "unknown family"),
     ];
     let mut reasons = String::new();
     for (case, feature) in cases {
@@ -36,6 +41,7 @@ fn architectures_outside_the_families_are_refused_at_phase_0_with_the_reason() {
         );
         let stop = r.stop.as_ref().expect("stop");
         assert!(stop.reason.contains(feature), "{case}: {}", stop.reason);
+        assert!(stop.reason.contains("lifted by"), "{case}: {}", stop.reason);
         assert!(
             out.join("report.md").is_file() && out.join("trajectory/00-deploy.traj").is_file(),
             "{case}"
@@ -114,4 +120,57 @@ fn the_command_line_exits_1_on_refusal_and_2_on_usage_problems() {
         .unwrap();
     assert_eq!(bad_fault.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad_fault.stderr).contains("unknown fault `drop-everything`"));
+}
+
+/// A refusal names every blocking feature, not the first: the relabelled
+/// Llama config with a partial rotary factor and a q/k/v bias key is refused
+/// for both (two blockers), the unknown family for its name and what its
+/// config shows (LayerNorm), and the Mistral config relabelled `llama` for
+/// its `sliding_window`, with the family that would honour it.
+#[test]
+fn a_refusal_names_every_blocking_feature() {
+    let cases = [
+        (
+            "partial-rotary",
+            2.0,
+            vec!["partial_rotary_factor", "use_qkv_bias"],
+        ),
+        ("unknown-family", 2.0, vec!["model_type", "layer_norm_eps"]),
+        ("mistral-as-llama", 1.0, vec!["sliding_window", "mistral"]),
+    ];
+    for (case, blockers, fields) in cases {
+        let out = scratch(&format!("every-{case}"));
+        let model = repo(&format!("tests/data/deploy/out-of-scope/{case}"));
+        let stop = deploy(llama1b(), &model, &out, &[])
+            .report
+            .stop
+            .expect("refused");
+        assert_eq!(stop.value, blockers, "{case}: {}", stop.reason);
+        for field in fields {
+            assert!(stop.reason.contains(field), "{case}: {}", stop.reason);
+        }
+    }
+}
+
+/// The five families' public configs resolve (no blocker), and the same
+/// Mistral config relabelled `llama` does not: the key that changes the
+/// computation is never dropped silently.
+#[test]
+fn the_family_configs_resolve_and_a_relabelled_one_is_refused() {
+    use skillc_runtime::model::config::{load_config, ConfigError};
+    for name in [
+        "gemma-2-2b",
+        "mistral-7b-v0.1",
+        "olmo-1b-hf",
+        "phi-3-mini-4k-instruct",
+        "stablelm-2-1.6b",
+    ] {
+        let arch = load_config(&repo(&format!("tests/data/models/{name}")));
+        assert!(arch.is_ok(), "{name}: {arch:?}");
+    }
+    let relabelled = load_config(&repo("tests/data/deploy/out-of-scope/mistral-as-llama"));
+    assert!(
+        matches!(&relabelled, Err(ConfigError::Blocked { blockers }) if blockers[0].field == "sliding_window"),
+        "{relabelled:?}"
+    );
 }

@@ -27,6 +27,7 @@ mod deploy_padding_property;
 mod deploy_real_model;
 mod deploy_recorded_format;
 mod deploy_scope;
+mod deploy_threads;
 mod deploy_weights;
 mod hardening;
 mod llama1b;

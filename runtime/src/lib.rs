@@ -3,7 +3,8 @@
 //!
 //! Data flow: `model` (config → architecture, safetensors → weights, oracle) feeds
 //! `xdna2` (kernels, plans, cost model, traces); `exec` drives both from a bundle.
-//! `input` is how every user-supplied file is opened.
+//! `input` is how every user-supplied file is opened; `threads` how many
+//! threads the parallel work runs on.
 
 pub mod bf16;
 pub mod bundle;
@@ -15,4 +16,5 @@ pub mod notation;
 pub mod ops;
 pub mod phase;
 pub mod rng;
+pub mod threads;
 pub mod xdna2;

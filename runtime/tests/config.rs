@@ -1,6 +1,7 @@
-//! Config parsing over every real config in `shared/models` and both layouts of
-//! every fixture: the resolved architectures are snapshotted, and the two layouts
-//! of one fixture must resolve to the same architecture.
+//! Config parsing over every real config in `shared/models` and
+//! `tests/data/models` (the model families' public configs) and both layouts of
+//! every fixture: the resolved architectures are snapshotted, and the two
+//! layouts of one fixture must resolve to the same architecture.
 
 use std::path::{Path, PathBuf};
 
@@ -42,10 +43,32 @@ fn real_configs_resolve() {
     }
 }
 
+/// The model families' public configs (`tests/data/models`, sources in its
+/// SOURCES.md).
+fn family_models() -> Vec<PathBuf> {
+    subdirs(&crate::test_support::workspace_root().join("tests/data/models"))
+}
+
+#[test]
+fn family_configs_resolve() {
+    let models = family_models();
+    assert_eq!(models.len(), 5, "Mistral, Phi-3, StableLM-2, OLMo, Gemma-2");
+    for dir in models {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let arch = load_config(&dir.join("config.json")).unwrap_or_else(|e| panic!("{name}: {e}"));
+        insta::assert_json_snapshot!(format!("model_{name}"), arch);
+    }
+}
+
 #[test]
 fn fixture_layouts_agree() {
-    let fixtures = subdirs(&shared("fixtures"));
+    let mut fixtures = subdirs(&shared("fixtures"));
     assert_eq!(fixtures.len(), 7, "the seven transformers-checked fixtures");
+    fixtures.extend(
+        crate::test_support::FAMILY_FIXTURES
+            .iter()
+            .map(|name| crate::test_support::fixture_dir(name)),
+    );
     for dir in fixtures {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
         let classic = load_config(&dir.join("config.json")).unwrap();
@@ -58,7 +81,7 @@ fn fixture_layouts_agree() {
 #[test]
 fn scope_of_real_configs() {
     let mut report = std::collections::BTreeMap::new();
-    for dir in config_models() {
+    for dir in config_models().into_iter().chain(family_models()) {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
         let arch = load_config(&dir).unwrap();
         report.insert(name, skillc_runtime::model::scope::check_scope(&arch));

@@ -1,5 +1,7 @@
 //! The reference against Hugging Face transformers, on every fixture in
-//! `shared/fixtures` and through both config layouts: prefill logits, every
+//! `shared/fixtures` and every model family's fixture in `tests/data/fixtures`
+//! (made by `scripts/fixtures/make_fixture.py`), through both config layouts:
+//! prefill logits, every
 //! layer's output, the final norm and the 16 decode-step logits within
 //! `max |Δ| ≤ 1e-4 · max |ref|`, and the 16 greedy tokens identical. The
 //! achieved ratios are printed (`--nocapture`); they depend on the machine's
@@ -8,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use skillc_runtime::model::arch::{Architecture, NormWeight, RopeScaling};
+use skillc_runtime::model::arch::{Architecture, NormKind, NormWeight, RopeScaling};
 use skillc_runtime::model::config::load_config;
 use skillc_runtime::model::oracle::compare::{
     check_reference, ReferenceCheck, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
@@ -16,11 +18,15 @@ use skillc_runtime::model::oracle::compare::{
 use skillc_runtime::model::oracle::Reference;
 use skillc_runtime::model::Model;
 
-use crate::test_support::{fixture_dir, FIXTURES};
+use crate::test_support::{fixture_dir, FAMILY_FIXTURES, FIXTURES};
 
-/// Every transformers-checked fixture of `shared/fixtures`.
+/// Every transformers-checked fixture: `shared/fixtures` and the families'.
 fn fixtures() -> Vec<PathBuf> {
-    let dirs: Vec<PathBuf> = FIXTURES.iter().map(|name| fixture_dir(name)).collect();
+    let dirs: Vec<PathBuf> = FIXTURES
+        .iter()
+        .chain(&FAMILY_FIXTURES)
+        .map(|name| fixture_dir(name))
+        .collect();
     for dir in &dirs {
         assert!(dir.join(REFERENCE_FILE).is_file(), "{}", dir.display());
     }
@@ -166,4 +172,71 @@ fn reading_gemma3_as_a_plain_pre_norm_model_fails_the_check() {
     let check = check_without("gemma3-tiny", |a| a.sandwich_norms = false);
     assert!(!check.passed());
     assert!(check.worst_ratio() > 1e-2, "{:.3e}", check.worst_ratio());
+}
+
+/// The worst prefill-logit error of `fixture` with one feature dropped.
+fn prefill_error_without(fixture: &str, change: impl Fn(&mut Architecture)) -> f32 {
+    let check = check_without(fixture, change);
+    let logits = check
+        .rows
+        .iter()
+        .find(|r| r.name == "prefill_logits")
+        .expect("a prefill row");
+    assert!(
+        !check.passed(),
+        "{fixture}: the check passed without the feature"
+    );
+    logits.max_abs_error
+}
+
+/// Each model family's features, dropped one at a time from its fixture's
+/// architecture, fail the transformers check by far more than its tolerance
+/// (`reference.json` → `sensitivity_max_abs_prefill_logit_delta` has the
+/// transformers side of several of them).
+#[test]
+fn dropping_any_family_feature_fails_the_check() {
+    type Drop = fn(&mut Architecture);
+    let drops: [(&str, &str, Drop); 7] = [
+        ("mistral-tiny", "sliding window", |a| {
+            a.sliding_window = None
+        }),
+        ("phi3-tiny", "sliding window", |a| a.sliding_window = None),
+        ("stablelm-tiny", "LayerNorm", |a| {
+            a.norm_kind = NormKind::Rms
+        }),
+        ("stablelm-tiny", "norm bias", |a| a.norm_bias = false),
+        ("stablelm-tiny", "partial rotary", |a| {
+            a.partial_rotary_dim = None
+        }),
+        ("stablelm-tiny", "q/k/v bias", |a| a.qkv_bias = false),
+        ("olmo-tiny", "LayerNorm", |a| a.norm_kind = NormKind::Rms),
+    ];
+    for (fixture, feature, drop) in drops {
+        let error = prefill_error_without(fixture, drop);
+        eprintln!("{fixture} without the {feature}: max |Δ prefill logit| {error:.3e}");
+        assert!(error > 1e-2, "{fixture} without the {feature}: {error:.3e}");
+    }
+}
+
+/// Phi-3's fused projections split in the wrong order (k rows read as q, up
+/// rows as gate) fail the check: the split itself is proven by the match.
+#[test]
+fn splitting_phi3_fused_projections_in_the_wrong_order_fails_the_check() {
+    let dir = fixture_dir("phi3-tiny");
+    let reference = ReferenceTensors::read(&dir.join(REFERENCE_FILE)).unwrap();
+    for swap in ["q/k", "gate/up"] {
+        let mut model = Model::load(&dir, None).unwrap();
+        for layer in &mut model.weights.layers {
+            match swap {
+                "q/k" => std::mem::swap(&mut layer.q_proj, &mut layer.k_proj),
+                _ => std::mem::swap(&mut layer.gate_proj, &mut layer.up_proj),
+            }
+        }
+        let check = check_reference(&model, &reference, DEFAULT_TOLERANCE).unwrap();
+        assert!(!check.passed(), "phi3-tiny with {swap} swapped");
+        eprintln!(
+            "phi3-tiny with {swap} swapped: worst {:.3e}",
+            check.worst_ratio()
+        );
+    }
 }

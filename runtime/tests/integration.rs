@@ -11,6 +11,7 @@ mod oracle_storage;
 mod padding;
 mod smollm2;
 mod test_support;
+mod threads;
 mod xdna2_calibration;
 mod xdna2_calibration_q4;
 mod xdna2_constraints;

@@ -267,11 +267,11 @@ fn padded_vocabulary_rows_never_win_the_argmax() {
         vec![model.arch.vocab_size, h],
         positive,
     );
-    model.weights.final_norm = skillc_runtime::model::tensor::BfTensor::owned(
+    model.weights.final_norm.weight = Some(skillc_runtime::model::tensor::BfTensor::owned(
         "model.norm.weight",
         vec![h],
         vec![skillc_runtime::bf16::from_f32(-1.0); h],
-    );
+    ));
     let base = unpadded(&model);
     let out = run(&model, base);
     assert_eq!(out.prefill.len(), 500, "logits cut to the real vocabulary");

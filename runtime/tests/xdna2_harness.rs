@@ -50,6 +50,7 @@ fn work(launch: &Launch) -> usize {
         Launch::LmHeadGemv { spec, .. } => spec.vocab * spec.part.k,
         Launch::FlashAttention { spec, .. } => spec.heads * spec.lq * spec.lk * spec.head_dim,
         Launch::Rmsnorm { spec, .. }
+        | Launch::Layernorm { spec, .. }
         | Launch::QkRmsnorm { spec, .. }
         | Launch::Softmax { spec, .. } => spec.rows * spec.cols,
         Launch::Rope { spec, .. } => spec.rows * spec.heads * spec.head_dim,

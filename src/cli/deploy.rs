@@ -20,6 +20,7 @@ use skillc_runtime::model::gguf::GgufError;
 use skillc_runtime::model::prompt::{ModelText, PromptError, PromptInput};
 use skillc_runtime::model::source::ModelSource;
 use skillc_runtime::phase::DeployPhase;
+use skillc_runtime::threads::Threads;
 use skillc_runtime::xdna2::packing::UnknownWeightPath;
 
 use super::bundle_file;
@@ -57,11 +58,12 @@ pub struct Args {
     /// A kernel registry from an earlier run whose configurations are tried first.
     #[arg(long)]
     pub registry: Option<PathBuf>,
-    /// Transformers fixtures (folders with reference.safetensors) that prove, code
-    /// path by code path, a model without transformers outputs of its own
-    /// [default: ../shared/fixtures, when it exists].
+    /// A folder of transformers fixtures (folders with reference.safetensors) that
+    /// prove, code path by code path, a model without transformers outputs of its
+    /// own; repeat for several [default: ../shared/fixtures and tests/data/fixtures,
+    /// those that exist].
     #[arg(long)]
-    pub fixtures: Option<PathBuf>,
+    pub fixtures: Vec<PathBuf>,
     /// Print report.json on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -129,8 +131,8 @@ enum CommandError {
     Json(#[from] serde_json::Error),
 }
 
-pub fn run(args: Args) -> ExitCode {
-    match execute(&args) {
+pub fn run(args: Args, threads: Threads) -> ExitCode {
+    match execute(&args, threads) {
         Ok(code) => code,
         Err(message) => {
             eprintln!("error: {message}");
@@ -139,7 +141,7 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-fn execute(args: &Args) -> Result<ExitCode, CommandError> {
+fn execute(args: &Args, threads: Threads) -> Result<ExitCode, CommandError> {
     let loaded = bundle_file::load(&args.bundle)?;
     let bundle_notes = match loaded.report_notes(args.allow_modified) {
         Ok(notes) => notes,
@@ -165,6 +167,7 @@ fn execute(args: &Args) -> Result<ExitCode, CommandError> {
         .unwrap_or_else(|| PathBuf::from(format!("deploy-{model_name}")));
     let program = std::env::current_exe().map_err(CommandError::Executable)?;
     let mut progress = Display::new(args.quiet);
+    progress.line(&format!("running on {threads}"));
     let claim = Claim::new(&out, Kind::Deploy, args.force, &mut |m| progress.note(m))?;
     let options = DeployOptions {
         model_dir: args.model.clone(),
@@ -175,7 +178,11 @@ fn execute(args: &Args) -> Result<ExitCode, CommandError> {
         started: clock::now(),
         evaluator: EvaluatorLaunch::Process(program),
         registry: args.registry.clone(),
-        fixtures: args.fixtures.clone().or_else(default_fixtures),
+        fixtures: if args.fixtures.is_empty() {
+            default_fixtures()
+        } else {
+            args.fixtures.clone()
+        },
         stop_after: args.stop_after,
         weights: args.weights.parse()?,
         bundle_notes,
@@ -311,11 +318,14 @@ fn print_text(stdout: &mut impl Write, t: &exec::artifacts::record::PromptText) 
     }
 }
 
-/// `../shared/fixtures` from the current directory (the repository root), when
-/// it exists.
-pub fn default_fixtures() -> Option<PathBuf> {
-    let dir = PathBuf::from("../shared/fixtures");
-    dir.is_dir().then_some(dir)
+/// `../shared/fixtures` and the families' `tests/data/fixtures` from the
+/// current directory (the repository root), those that exist.
+pub fn default_fixtures() -> Vec<PathBuf> {
+    ["../shared/fixtures", "tests/data/fixtures"]
+        .into_iter()
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_dir())
+        .collect()
 }
 
 #[cfg(test)]

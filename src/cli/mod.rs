@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use skillc_runtime::threads;
 
 pub mod bench;
 pub mod build;
@@ -39,6 +40,12 @@ pub enum Format {
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Threads for the parallel work (the oracle, the emulator's kernels, the
+    /// compiler's passes); phase 7's evaluator runs with as many [default:
+    /// RAYON_NUM_THREADS, else one per core this process may use: its CPU
+    /// affinity and cgroup quota].
+    #[arg(long, global = true, value_name = "N")]
+    pub threads: Option<usize>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -62,19 +69,28 @@ pub enum Command {
     Reference(reference::Args),
     /// Compare the XDNA 2 cost model with the reference system's measurements (--fit refits it).
     Calibrate(calibrate::Args),
-    /// Benchmarks that print a table (parse, build, oracle, emulator, deploy).
+    /// Benchmarks that print a table (parse, build, oracle, emulator, deploy, contention).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
 }
 
 pub fn run(cli: Cli) -> ExitCode {
+    // Before anything runs in parallel: the one pool, with the calling thread
+    // as one of its workers (see `skillc_runtime::threads`).
+    let threads = match threads::choose(cli.threads).and_then(|t| threads::start(t).map(|()| t)) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     match cli.command {
         Command::Check(args) => check::run(args),
         Command::Graph(args) => graph::run(args),
         Command::Build(args) => build::run(args),
         Command::Diff(args) => diff::run(args),
         Command::Replay(args) => replay::run(args),
-        Command::Deploy(args) => deploy::run(args),
+        Command::Deploy(args) => deploy::run(args, threads),
         Command::Evaluate(args) => evaluate::run(args),
         Command::Reference(args) => reference::run(args),
         Command::Calibrate(args) => calibrate::run(args),

@@ -96,6 +96,10 @@ impl Drop for Display {
 }
 
 impl Progress for Display {
+    fn estimate(&mut self, estimate: &skillc_runtime::exec::estimate::RunEstimate) {
+        self.line(&format!("model: {}", estimate.summary()));
+    }
+
     fn phase(&mut self, phase: DeployPhase, title: &str) {
         self.line(&format!("phase {phase}: {title}"));
     }

@@ -31,7 +31,7 @@ use skillc_runtime::exec::design::Plans;
 use skillc_runtime::model::arch::Architecture;
 use skillc_runtime::model::oracle::{LogitRows, Reference, ReferenceError};
 use skillc_runtime::model::tensor::BfTensor;
-use skillc_runtime::model::weights::{LayerWeights, SandwichNorms, Weights};
+use skillc_runtime::model::weights::{LayerWeights, Weights};
 use skillc_runtime::model::Model;
 use skillc_runtime::rng::SplitMix64;
 use skillc_runtime::xdna2::builder::{plan_for, PlanError};
@@ -309,27 +309,7 @@ fn layer_as(source: &LayerWeights, from: usize, to: usize) -> LayerWeights {
             t.bits().to_vec(),
         )
     };
-    let rename_opt = |t: &Option<BfTensor>| t.as_ref().map(rename);
-    LayerWeights {
-        input_norm: rename(&source.input_norm),
-        q_proj: rename(&source.q_proj),
-        k_proj: rename(&source.k_proj),
-        v_proj: rename(&source.v_proj),
-        o_proj: rename(&source.o_proj),
-        q_bias: rename_opt(&source.q_bias),
-        k_bias: rename_opt(&source.k_bias),
-        v_bias: rename_opt(&source.v_bias),
-        q_norm: rename_opt(&source.q_norm),
-        k_norm: rename_opt(&source.k_norm),
-        post_attention_norm: rename(&source.post_attention_norm),
-        sandwich: source.sandwich.as_ref().map(|s| SandwichNorms {
-            attention_out: rename(&s.attention_out),
-            mlp_out: rename(&s.mlp_out),
-        }),
-        gate_proj: rename(&source.gate_proj),
-        up_proj: rename(&source.up_proj),
-        down_proj: rename(&source.down_proj),
-    }
+    source.map(&rename)
 }
 
 /// Rows of an `[heads·hd, in]` projection reordered within each head so that

@@ -123,7 +123,7 @@ fn deploy_with(
         started: "2026-11-30T00:00Z".to_string(),
         evaluator: EvaluatorLaunch::Process(PathBuf::from(env!("CARGO_BIN_EXE_skillc"))),
         registry: None,
-        fixtures: Some(repo("../shared/fixtures")),
+        fixtures: vec![repo("../shared/fixtures"), repo("tests/data/fixtures")],
         stop_after: None,
         weights,
         bundle_notes: Vec::new(),

@@ -293,6 +293,7 @@ pub fn shape_of(launch: &Launch) -> Vec<usize> {
         Launch::Gemm { spec, .. } => vec![spec.m, spec.k, spec.n],
         Launch::Gemv { spec, .. } | Launch::GemvSwiglu { spec, .. } => vec![spec.m, spec.k],
         Launch::Rmsnorm { spec, .. }
+        | Launch::Layernorm { spec, .. }
         | Launch::QkRmsnorm { spec, .. }
         | Launch::Softmax { spec, .. } => {
             vec![spec.rows, spec.cols]

@@ -55,6 +55,9 @@ pub struct Evaluation {
     pub launches_expected: u64,
     pub warnings: Vec<String>,
     pub wall_s: f64,
+    /// The threads the evaluator ran on (the deploy's, passed down).
+    #[serde(default)]
+    pub threads: usize,
 }
 
 /// Runs the evaluation and writes evaluation.json and evaluation.md into `out`.
@@ -245,6 +248,7 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
         launches_expected: expected,
         warnings,
         wall_s: started.elapsed().as_secs_f64(),
+        threads: crate::threads::current(),
     };
     let json = serde_json::to_string_pretty(&evaluation).unwrap_or_default() + "\n";
     super::run::write(&out.join(files::EVALUATION_JSON), &json)?;

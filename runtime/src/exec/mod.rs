@@ -23,6 +23,7 @@
 pub mod artifacts;
 pub mod checks;
 pub mod design;
+pub mod estimate;
 pub mod evaluate;
 pub mod fault;
 mod phases;
@@ -89,9 +90,10 @@ pub struct DeployOptions {
     /// Stop after this phase (the planted-fault bench stops after the phase that
     /// must catch its fault); the report then ends at gate [`STOP_AFTER_GATE`].
     pub stop_after: Option<DeployPhase>,
-    /// The transformers fixtures (`shared/fixtures`) that prove, path by path, a
-    /// model without transformers outputs of its own; none: every path unproven.
-    pub fixtures: Option<PathBuf>,
+    /// Folders of transformers fixtures (`shared/fixtures`, the families'
+    /// `tests/data/fixtures`) that prove, path by path, a model without
+    /// transformers outputs of its own; none: every path unproven.
+    pub fixtures: Vec<PathBuf>,
     /// Which weights the decode GEMVs read: the 4-bit blocks as stored where
     /// the packing decision allows it, or bf16 (`xdna2::packing`).
     pub weights: crate::xdna2::packing::WeightPath,

@@ -6,6 +6,8 @@ use super::checks::gate::GateCheck;
 use crate::phase::DeployPhase;
 
 pub trait Progress {
+    /// The run's size, memory and time, stated before phase 0 starts.
+    fn estimate(&mut self, _estimate: &super::estimate::RunEstimate) {}
     fn phase(&mut self, _phase: DeployPhase, _title: &str) {}
     fn step(&mut self, _text: &str) {}
     fn gate(&mut self, _gate: &GateCheck) {}

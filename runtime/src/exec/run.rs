@@ -132,6 +132,7 @@ impl<'a> Run<'a, Unloaded> {
             bundle_notes: options.bundle_notes.clone(),
             model_dir: name.clone(),
             model: None,
+            estimate: None,
             padding: None,
             seed: options.seed,
             faults: options.faults.clone(),
@@ -574,6 +575,14 @@ pub fn deploy(
     std::fs::create_dir_all(&options.out_dir).map_err(|e| DeployError::io(&options.out_dir, e))?;
     let started = Instant::now();
     let mut run = Run::new(bundle, &steps, options, progress);
+    let arch = crate::model::source::ModelSource::locate(&options.model_dir)
+        .map_err(crate::model::ModelError::from)
+        .and_then(|s| s.architecture());
+    if let Ok(arch) = arch {
+        let estimate = super::estimate::RunEstimate::of(&arch);
+        run.progress.estimate(&estimate);
+        run.report.estimate = Some(estimate);
+    }
     if let Some(path) = &options.registry {
         let given = Registry::load(path)?;
         for row in given.rows.iter().cloned() {

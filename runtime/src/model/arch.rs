@@ -11,8 +11,42 @@ pub enum Family {
     Llama,
     Qwen2,
     Qwen3,
-    /// Parsed and classified; executing it needs features listed by `unsupported`.
     Gemma3Text,
+    /// Llama with sliding-window attention on every layer.
+    Mistral,
+    /// Llama-like with q/k/v and gate/up fused in the checkpoint (split on
+    /// load), sliding-window attention and optionally partial rotary.
+    Phi3,
+    /// LayerNorm with bias, partial rotary, q/k/v bias.
+    StableLm,
+    /// Non-parametric LayerNorm.
+    Olmo,
+    /// Gemma-2: attention and final logit soft-capping, alternating
+    /// sliding-window and global layers, Gemma's norms.
+    Gemma2,
+}
+
+impl Family {
+    /// The `model_type` that names it.
+    pub fn model_type(self) -> &'static str {
+        match self {
+            Family::Llama => "llama",
+            Family::Qwen2 => "qwen2",
+            Family::Qwen3 => "qwen3",
+            Family::Gemma3Text => "gemma3_text",
+            Family::Mistral => "mistral",
+            Family::Phi3 => "phi3",
+            Family::StableLm => "stablelm",
+            Family::Olmo => "olmo",
+            Family::Gemma2 => "gemma2",
+        }
+    }
+
+    /// Gemma's conventions: `(1 + w)` norms, sandwich norms, scaled
+    /// embeddings, `query_pre_attn_scalar`, GELU-tanh.
+    pub fn is_gemma(self) -> bool {
+        matches!(self, Family::Gemma3Text | Family::Gemma2)
+    }
 }
 
 /// RoPE frequency scaling.
@@ -74,7 +108,7 @@ impl SlidingWindow {
     }
 }
 
-/// How an RMSNorm applies its weight to the normalised row x̂.
+/// How a norm applies its weight to the normalised row x̂.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NormWeight {
@@ -84,6 +118,26 @@ pub enum NormWeight {
     /// `(1 + w) · x̂`, with `1 + w` formed in f32 (Gemma: checkpoints store the
     /// offset from one, so a zero weight is the identity).
     OffsetOne,
+    /// No weight at all (OLMo's non-parametric LayerNorm): x̂ as it is; the
+    /// checkpoint holds no norm tensors.
+    Absent,
+}
+
+/// What a norm normalises by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NormKind {
+    /// `x / sqrt(mean(x²) + eps)` (Llama, Qwen, Gemma, Mistral, Phi-3).
+    #[default]
+    Rms,
+    /// `(x − mean) / sqrt(var + eps)`, the biased variance (StableLM, OLMo).
+    Layer,
+}
+
+impl NormKind {
+    pub fn is_rms(&self) -> bool {
+        *self == NormKind::Rms
+    }
 }
 
 impl NormWeight {
@@ -91,12 +145,18 @@ impl NormWeight {
         *self == NormWeight::Direct
     }
 
-    /// The factor the normalised value is multiplied by.
+    /// The factor the normalised value is multiplied by (1 without a weight).
     pub fn factor(self, w: f32) -> f32 {
         match self {
             NormWeight::Direct => w,
             NormWeight::OffsetOne => 1.0 + w,
+            NormWeight::Absent => 1.0,
         }
+    }
+
+    /// Whether the checkpoint holds a weight tensor for each norm.
+    pub fn has_tensor(self) -> bool {
+        self != NormWeight::Absent
     }
 }
 
@@ -153,6 +213,29 @@ pub struct Architecture {
     /// `head_dim^-1/2` (Gemma).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query_pre_attn_scalar: Option<f64>,
+    /// RMSNorm or LayerNorm, in every norm of the model.
+    #[serde(default, skip_serializing_if = "NormKind::is_rms")]
+    pub norm_kind: NormKind,
+    /// A bias added after every norm's weight (StableLM's LayerNorm).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub norm_bias: bool,
+    /// Dimensions of each head RoPE rotates when it is a part only
+    /// (`partial_rotary_factor`: StableLM, some Phi-3): the first
+    /// `rotary_dim`, pairing i with i + rotary_dim/2; the rest pass through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial_rotary_dim: Option<usize>,
+    /// `tanh(s / cap) · cap` on every attention score before the mask
+    /// (Gemma-2's `attn_logit_softcapping`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attn_logit_softcap: Option<f64>,
+    /// `tanh(z / cap) · cap` on every logit (Gemma-2's `final_logit_softcapping`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_logit_softcap: Option<f64>,
+    /// The checkpoint stores q/k/v as one `qkv_proj` and gate/up as one
+    /// `gate_up_proj` (Phi-3); they are split on load into the separate
+    /// tensors every other part reads.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub fused_projections: bool,
     pub bos_token_id: Option<u64>,
     pub eos_token_ids: Vec<u64>,
 }
@@ -192,6 +275,11 @@ impl Architecture {
         }
     }
 
+    /// Dimensions of each head RoPE rotates.
+    pub fn rotary_dim(&self) -> usize {
+        self.partial_rotary_dim.unwrap_or(self.head_dim)
+    }
+
     /// The sliding window of `layer`, if it has one.
     pub fn window_of(&self, layer: usize) -> Option<&SlidingWindow> {
         self.sliding_window
@@ -219,7 +307,8 @@ impl Architecture {
             self.vocab_size as u64,
         );
         let (q, kv) = (self.q_dim() as u64, self.kv_dim() as u64);
-        let mut per_layer = h * q + 2 * h * kv + q * h + 3 * h * f + 2 * h;
+        let norm_vectors = u64::from(self.norm_weight.has_tensor()) + u64::from(self.norm_bias);
+        let mut per_layer = h * q + 2 * h * kv + q * h + 3 * h * f + 2 * h * norm_vectors;
         if self.qkv_bias {
             per_layer += q + 2 * kv;
         }
@@ -227,10 +316,10 @@ impl Architecture {
             per_layer += 2 * self.head_dim as u64;
         }
         if self.sandwich_norms {
-            per_layer += 2 * h;
+            per_layer += 2 * h * norm_vectors;
         }
         let head = if self.tie_word_embeddings { 0 } else { v * h };
-        v * h + self.num_layers as u64 * per_layer + h + head
+        v * h + self.num_layers as u64 * per_layer + h * norm_vectors + head
     }
 }
 

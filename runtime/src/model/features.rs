@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::arch::{Activation, Architecture, NormWeight, RopeScaling};
+use super::arch::{Activation, Architecture, NormKind, NormWeight, RopeScaling};
 
 /// One code path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -39,6 +39,13 @@ pub enum Feature {
     SlidingWindow,
     LocalRope,
     QueryPreAttnScalar,
+    LayerNorm,
+    NormBias,
+    NonParametricNorm,
+    PartialRotary,
+    AttentionSoftcap,
+    FinalLogitSoftcap,
+    FusedProjections,
 }
 
 impl Feature {
@@ -63,6 +70,13 @@ impl Feature {
             Feature::SlidingWindow => "sliding-window attention",
             Feature::LocalRope => "a local RoPE base on sliding-window layers",
             Feature::QueryPreAttnScalar => "query_pre_attn_scalar attention scale",
+            Feature::LayerNorm => "LayerNorm (mean-subtracted) norms",
+            Feature::NormBias => "a bias on every norm",
+            Feature::NonParametricNorm => "norms without a weight",
+            Feature::PartialRotary => "RoPE on part of each head",
+            Feature::AttentionSoftcap => "attention score soft-capping",
+            Feature::FinalLogitSoftcap => "final logit soft-capping",
+            Feature::FusedProjections => "fused qkv and gate_up projections split on load",
         }
     }
 }
@@ -115,6 +129,19 @@ pub fn features(arch: &Architecture) -> BTreeSet<Feature> {
             arch.query_pre_attn_scalar.is_some(),
             Feature::QueryPreAttnScalar,
         ),
+        (arch.norm_kind == NormKind::Layer, Feature::LayerNorm),
+        (arch.norm_bias, Feature::NormBias),
+        (
+            arch.norm_weight == NormWeight::Absent,
+            Feature::NonParametricNorm,
+        ),
+        (arch.partial_rotary_dim.is_some(), Feature::PartialRotary),
+        (arch.attn_logit_softcap.is_some(), Feature::AttentionSoftcap),
+        (
+            arch.final_logit_softcap.is_some(),
+            Feature::FinalLogitSoftcap,
+        ),
+        (arch.fused_projections, Feature::FusedProjections),
     ];
     out.extend(switches.into_iter().filter(|(on, _)| *on).map(|(_, f)| f));
     out

@@ -6,7 +6,8 @@
 //!
 //! Scales keep activations O(1) through the layers, as the shared fixtures do:
 //! embeddings and projections N(0, 1/fan_in), norm weights exp(N(0, 0.25²)),
-//! biases N(0, 0.5²), and a final norm scaled so logits have a std near 3.5.
+//! biases N(0, 0.5²) (a LayerNorm's N(0, 0.2²)), and a final norm scaled so
+//! logits have a std near 3.5.
 //! Where norms apply `(1 + w)` (Gemma) the stored w is that draw minus one, so
 //! the factor a row is multiplied by has the same law in every family.
 
@@ -64,7 +65,7 @@ enum Law {
 impl Law {
     fn of(arch: &Architecture, role: TensorRole) -> Self {
         let offset = match arch.norm_weight {
-            NormWeight::Direct => 0.0,
+            NormWeight::Direct | NormWeight::Absent => 0.0,
             NormWeight::OffsetOne => -1.0,
         };
         match role {
@@ -85,6 +86,7 @@ impl Law {
                 offset,
             },
             TensorRole::Bias => Law::Normal { scale: 0.5 },
+            TensorRole::NormBias => Law::Normal { scale: 0.2 },
         }
     }
 

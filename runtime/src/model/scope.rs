@@ -2,15 +2,15 @@
 //! worth telling a deployment engineer about.
 //!
 //! What the runtime refuses is refused before an architecture exists: config
-//! parsing (`config.rs`) names mixture-of-experts, multi-head latent attention,
-//! encoder–decoder stacks, multimodal wrappers, partial rotary embeddings and
-//! quantized checkpoints with the field that gave each away and why it is out
-//! of scope. Every architecture that parses, the CPU reference executes; what
+//! parsing (`config/`) lists every blocking feature (mixture-of-experts,
+//! multi-head latent attention, encoder–decoder stacks, multimodal wrappers,
+//! quantized checkpoints, unknown families, keys a family would not honour)
+//! with the field that gave each away, why, and what would lift it. Every architecture that parses, the CPU reference executes; what
 //! the NPU plans cannot place yet is listed by `xdna2::builder::unsupported_features`.
 
 use serde::Serialize;
 
-use super::arch::{Architecture, NormWeight, RopeScaling};
+use super::arch::{Architecture, NormKind, NormWeight, RopeScaling};
 
 /// The verdict of the scope check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -54,6 +54,34 @@ fn notes(arch: &Architecture) -> Vec<String> {
     }
     if arch.norm_weight == NormWeight::OffsetOne {
         notes.push("RMSNorm weights applied as (1 + w)".into());
+    }
+    if arch.norm_kind == NormKind::Layer {
+        notes.push(format!(
+            "LayerNorm (mean-subtracted){}{}",
+            if arch.norm_weight == NormWeight::Absent {
+                ", non-parametric: no weight"
+            } else {
+                ""
+            },
+            if arch.norm_bias { ", with bias" } else { "" }
+        ));
+    }
+    if let Some(rot) = arch.partial_rotary_dim {
+        notes.push(format!(
+            "partial rotary: RoPE on the first {rot} of {} dimensions of each head",
+            arch.head_dim
+        ));
+    }
+    if let Some(cap) = arch.attn_logit_softcap {
+        notes.push(format!(
+            "attention scores soft-capped at {cap} (tanh(s / cap) · cap)"
+        ));
+    }
+    if let Some(cap) = arch.final_logit_softcap {
+        notes.push(format!("final logits soft-capped at {cap}"));
+    }
+    if arch.fused_projections {
+        notes.push("fused qkv_proj and gate_up_proj, split on load".into());
     }
     if arch.sandwich_norms {
         notes.push(

@@ -181,6 +181,7 @@ impl BfTensor {
                 // (a valid u16 pattern) and exclusively borrowed here.
                 let bits = unsafe { std::slice::from_raw_parts_mut(ptr.cast::<u16>(), len) };
                 bits.par_chunks_mut(chunk)
+                    .with_min_len(crate::threads::min_len(chunk))
                     .enumerate()
                     .for_each(|(i, c)| fill(i, c));
                 if let Ok(map) = map.make_read_only() {
@@ -190,6 +191,7 @@ impl BfTensor {
         }
         let mut bits = vec![0u16; len];
         bits.par_chunks_mut(chunk)
+            .with_min_len(crate::threads::min_len(chunk))
             .enumerate()
             .for_each(|(i, c)| fill(i, c));
         Self::owned(name, shape, bits)
@@ -362,16 +364,21 @@ impl BfTensor {
         use rayon::prelude::*;
         const CHUNK: usize = 1 << 16;
         if let Some(rows) = self.packed_rows() {
-            return (0..rows.rows).into_par_iter().find_map_first(|i| {
-                let mut row = vec![0.0f32; rows.cols];
-                rows.row_values(i, &mut row);
-                row.iter()
-                    .position(|v| !v.is_finite())
-                    .map(|j| (i * rows.cols + j, row[j]))
-            });
+            let rows_per_task = crate::threads::min_len(rows.cols);
+            return (0..rows.rows)
+                .into_par_iter()
+                .with_min_len(rows_per_task)
+                .find_map_first(|i| {
+                    let mut row = vec![0.0f32; rows.cols];
+                    rows.row_values(i, &mut row);
+                    row.iter()
+                        .position(|v| !v.is_finite())
+                        .map(|j| (i * rows.cols + j, row[j]))
+                });
         }
         self.bits()
             .par_chunks(CHUNK)
+            .with_min_len(crate::threads::min_len(CHUNK))
             .enumerate()
             .find_map_first(|(c, chunk)| {
                 chunk
@@ -387,6 +394,7 @@ fn packed_to_bf16(rows: &PackedRows) -> Vec<u16> {
     use rayon::prelude::*;
     let mut bits = vec![0u16; rows.rows * rows.cols];
     bits.par_chunks_mut(rows.cols.max(1))
+        .with_min_len(crate::threads::min_len(rows.cols))
         .enumerate()
         .for_each(|(i, out)| {
             let mut row = vec![0.0f32; rows.cols];

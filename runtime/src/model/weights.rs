@@ -2,15 +2,52 @@
 //! checkpoint names and shapes every family uses. Fields are public so the
 //! emulator and the executor read `weights.layers[i].q_proj.bits()` directly:
 //! no copy, whether the bits are mapped from a file or generated.
+//!
+//! Phi-3 stores q/k/v as one `qkv_proj` and gate/up as one `gate_up_proj`;
+//! they are split on load (rows copied) into tensors named as the unfused
+//! layout names them (`self_attn.q_proj.weight`, `mlp.gate_proj.weight`, …),
+//! so the oracle and the NPU plans read one layout whatever the family. A
+//! norm may have no weight (OLMo) and a bias (StableLM): [`NormTensors`].
 
 use super::arch::Architecture;
 use super::checkpoint::{Checkpoint, WeightsError};
 use super::tensor::BfTensor;
 
+/// The tensors of one norm: its weight (none in OLMo's non-parametric
+/// LayerNorm) and its bias (StableLM's LayerNorm).
+#[derive(Debug, Clone)]
+pub struct NormTensors {
+    pub weight: Option<BfTensor>,
+    pub bias: Option<BfTensor>,
+}
+
+impl NormTensors {
+    pub fn map(&self, f: &dyn Fn(&BfTensor) -> BfTensor) -> NormTensors {
+        NormTensors {
+            weight: self.weight.as_ref().map(f),
+            bias: self.bias.as_ref().map(f),
+        }
+    }
+
+    pub fn tensors(&self) -> impl Iterator<Item = &BfTensor> {
+        self.weight.iter().chain(&self.bias)
+    }
+
+    /// The weight's exact values, `None` without a weight.
+    pub fn weight_values(&self) -> Option<Vec<f32>> {
+        self.weight.as_ref().map(BfTensor::values)
+    }
+
+    /// The bias's exact values, `None` without a bias.
+    pub fn bias_values(&self) -> Option<Vec<f32>> {
+        self.bias.as_ref().map(BfTensor::values)
+    }
+}
+
 /// One decoder layer. Projections are `[out, in]` as in the checkpoints.
 #[derive(Debug, Clone)]
 pub struct LayerWeights {
-    pub input_norm: BfTensor,
+    pub input_norm: NormTensors,
     pub q_proj: BfTensor,
     pub k_proj: BfTensor,
     pub v_proj: BfTensor,
@@ -25,7 +62,7 @@ pub struct LayerWeights {
     /// The norm in front of the MLP: `post_attention_layernorm` (Llama, Qwen)
     /// or `pre_feedforward_layernorm` (Gemma 3, whose `post_attention_layernorm`
     /// is the sandwich norm on the attention output).
-    pub post_attention_norm: BfTensor,
+    pub post_attention_norm: NormTensors,
     /// Gemma's sandwich norms on the attention and MLP outputs, present with
     /// `sandwich_norms`.
     pub sandwich: Option<SandwichNorms>,
@@ -38,9 +75,9 @@ pub struct LayerWeights {
 #[derive(Debug, Clone)]
 pub struct SandwichNorms {
     /// `post_attention_layernorm`: on o_proj's output.
-    pub attention_out: BfTensor,
+    pub attention_out: NormTensors,
     /// `post_feedforward_layernorm`: on down_proj's output.
-    pub mlp_out: BfTensor,
+    pub mlp_out: NormTensors,
 }
 
 /// All weights of a model.
@@ -48,7 +85,7 @@ pub struct SandwichNorms {
 pub struct Weights {
     pub embed_tokens: BfTensor,
     pub layers: Vec<LayerWeights>,
-    pub final_norm: BfTensor,
+    pub final_norm: NormTensors,
     /// `None` when the LM head is tied to the embeddings.
     pub lm_head: Option<BfTensor>,
 }
@@ -66,7 +103,7 @@ impl Weights {
         for layer in &self.layers {
             all.extend(layer.tensors());
         }
-        all.push(&self.final_norm);
+        all.extend(self.final_norm.tensors());
         all.extend(self.lm_head.as_ref());
         all
     }
@@ -88,7 +125,7 @@ impl Weights {
         Weights {
             embed_tokens: f(&self.embed_tokens),
             layers: self.layers.iter().map(|l| l.map(f)).collect(),
-            final_norm: f(&self.final_norm),
+            final_norm: self.final_norm.map(f),
             lm_head: self.lm_head.as_ref().map(f),
         }
     }
@@ -130,7 +167,7 @@ impl LayerWeights {
     /// Applies `f` to every tensor.
     pub fn map(&self, f: &dyn Fn(&BfTensor) -> BfTensor) -> LayerWeights {
         LayerWeights {
-            input_norm: f(&self.input_norm),
+            input_norm: self.input_norm.map(f),
             q_proj: f(&self.q_proj),
             k_proj: f(&self.k_proj),
             v_proj: f(&self.v_proj),
@@ -140,10 +177,10 @@ impl LayerWeights {
             v_bias: self.v_bias.as_ref().map(f),
             q_norm: self.q_norm.as_ref().map(f),
             k_norm: self.k_norm.as_ref().map(f),
-            post_attention_norm: f(&self.post_attention_norm),
+            post_attention_norm: self.post_attention_norm.map(f),
             sandwich: self.sandwich.as_ref().map(|s| SandwichNorms {
-                attention_out: f(&s.attention_out),
-                mlp_out: f(&s.mlp_out),
+                attention_out: s.attention_out.map(f),
+                mlp_out: s.mlp_out.map(f),
             }),
             gate_proj: f(&self.gate_proj),
             up_proj: f(&self.up_proj),
@@ -152,18 +189,18 @@ impl LayerWeights {
     }
 
     pub fn tensors(&self) -> Vec<&BfTensor> {
-        let mut all = vec![&self.input_norm];
+        let mut all: Vec<&BfTensor> = self.input_norm.tensors().collect();
         all.extend(self.q_norm.iter().chain(&self.k_norm));
         all.extend([&self.q_proj, &self.k_proj, &self.v_proj]);
         all.extend(self.q_bias.iter().chain(&self.k_bias).chain(&self.v_bias));
         all.push(&self.o_proj);
         if let Some(sandwich) = &self.sandwich {
-            all.push(&sandwich.attention_out);
+            all.extend(sandwich.attention_out.tensors());
         }
-        all.push(&self.post_attention_norm);
+        all.extend(self.post_attention_norm.tensors());
         all.extend([&self.gate_proj, &self.up_proj, &self.down_proj]);
         if let Some(sandwich) = &self.sandwich {
-            all.push(&sandwich.mlp_out);
+            all.extend(sandwich.mlp_out.tensors());
         }
         all
     }
@@ -179,6 +216,8 @@ pub enum TensorRole {
     /// The final norm, which sets the logit scale.
     FinalNorm,
     Bias,
+    /// A LayerNorm's bias.
+    NormBias,
 }
 
 /// A tensor the architecture needs: checkpoint name, shape, role.
@@ -217,7 +256,7 @@ pub(crate) fn build<E>(
     let layers = (0..arch.num_layers)
         .map(|i| layer(arch, i, &mut get))
         .collect::<Result<Vec<_>, _>>()?;
-    let final_norm = get("model.norm.weight".into(), vec![h], TensorRole::FinalNorm)?;
+    let final_norm = norm(arch, "model.norm", TensorRole::FinalNorm, &mut get)?;
     let lm_head = if arch.tie_word_embeddings {
         None
     } else {
@@ -237,15 +276,93 @@ pub(crate) fn build<E>(
 
 type Getter<'a, E> = dyn FnMut(String, Vec<usize>, TensorRole) -> Result<BfTensor, E> + 'a;
 
+/// The norm named `prefix` (`model.norm`, `model.layers.3.input_layernorm`):
+/// its weight unless the family's norms have none, its bias if they have one.
+fn norm<E>(
+    arch: &Architecture,
+    prefix: &str,
+    role: TensorRole,
+    get: &mut Getter<'_, E>,
+) -> Result<NormTensors, E> {
+    let h = arch.hidden_size;
+    let weight = if arch.norm_weight.has_tensor() {
+        Some(get(format!("{prefix}.weight"), vec![h], role)?)
+    } else {
+        None
+    };
+    let bias = if arch.norm_bias {
+        Some(get(
+            format!("{prefix}.bias"),
+            vec![h],
+            TensorRole::NormBias,
+        )?)
+    } else {
+        None
+    };
+    Ok(NormTensors { weight, bias })
+}
+
+/// Splits a fused `[Σ rows, in]` tensor into parts of the given rows, each an
+/// owned tensor under its own (unfused) name.
+fn split_rows(fused: &BfTensor, parts: &[(String, usize)]) -> Vec<BfTensor> {
+    let cols = fused.cols();
+    let bits = fused.bits();
+    let mut start = 0;
+    parts
+        .iter()
+        .map(|(name, rows)| {
+            let part = bits[start * cols..(start + rows) * cols].to_vec();
+            start += rows;
+            BfTensor::owned(name.clone(), vec![*rows, cols], part)
+        })
+        .collect()
+}
+
+/// q, k and v: three tensors, or Phi-3's `qkv_proj` split on load.
+fn qkv<E>(arch: &Architecture, p: &str, get: &mut Getter<'_, E>) -> Result<[BfTensor; 3], E> {
+    let (h, q, kv) = (arch.hidden_size, arch.q_dim(), arch.kv_dim());
+    let proj = TensorRole::Projection(h);
+    let names = ["q_proj", "k_proj", "v_proj"].map(|m| format!("{p}.self_attn.{m}.weight"));
+    if !arch.fused_projections {
+        let [qn, kn, vn] = names;
+        return Ok([
+            get(qn, vec![q, h], proj)?,
+            get(kn, vec![kv, h], proj)?,
+            get(vn, vec![kv, h], proj)?,
+        ]);
+    }
+    let fused = get(
+        format!("{p}.self_attn.qkv_proj.weight"),
+        vec![q + 2 * kv, h],
+        proj,
+    )?;
+    let [qn, kn, vn] = names;
+    let parts = split_rows(&fused, &[(qn, q), (kn, kv), (vn, kv)]);
+    let [a, b, c]: [BfTensor; 3] = parts.try_into().unwrap_or_else(|_| unreachable!());
+    Ok([a, b, c])
+}
+
+/// gate and up: two tensors, or Phi-3's `gate_up_proj` (gate first) split on load.
+fn gate_up<E>(arch: &Architecture, p: &str, get: &mut Getter<'_, E>) -> Result<[BfTensor; 2], E> {
+    let (h, f) = (arch.hidden_size, arch.intermediate_size);
+    let proj = TensorRole::Projection(h);
+    let names = ["gate_proj", "up_proj"].map(|m| format!("{p}.mlp.{m}.weight"));
+    if !arch.fused_projections {
+        let [gn, un] = names;
+        return Ok([get(gn, vec![f, h], proj)?, get(un, vec![f, h], proj)?]);
+    }
+    let fused = get(format!("{p}.mlp.gate_up_proj.weight"), vec![2 * f, h], proj)?;
+    let [gn, un] = names;
+    let parts = split_rows(&fused, &[(gn, f), (un, f)]);
+    let [a, b]: [BfTensor; 2] = parts.try_into().unwrap_or_else(|_| unreachable!());
+    Ok([a, b])
+}
+
 fn layer<E>(arch: &Architecture, i: usize, get: &mut Getter<'_, E>) -> Result<LayerWeights, E> {
     let (h, f) = (arch.hidden_size, arch.intermediate_size);
     let (q, kv, d) = (arch.q_dim(), arch.kv_dim(), arch.head_dim);
     let p = format!("model.layers.{i}");
-    let input_norm = get(
-        format!("{p}.input_layernorm.weight"),
-        vec![h],
-        TensorRole::Norm,
-    )?;
+    let input_norm = norm(arch, &format!("{p}.input_layernorm"), TensorRole::Norm, get)?;
     let (q_norm, k_norm) = if arch.qk_norm {
         (
             Some(get(
@@ -263,9 +380,7 @@ fn layer<E>(arch: &Architecture, i: usize, get: &mut Getter<'_, E>) -> Result<La
         (None, None)
     };
     let proj = TensorRole::Projection;
-    let q_proj = get(format!("{p}.self_attn.q_proj.weight"), vec![q, h], proj(h))?;
-    let k_proj = get(format!("{p}.self_attn.k_proj.weight"), vec![kv, h], proj(h))?;
-    let v_proj = get(format!("{p}.self_attn.v_proj.weight"), vec![kv, h], proj(h))?;
+    let [q_proj, k_proj, v_proj] = qkv(arch, &p, get)?;
     let (q_bias, k_bias, v_bias) = if arch.qkv_bias {
         (
             Some(get(
@@ -288,11 +403,11 @@ fn layer<E>(arch: &Architecture, i: usize, get: &mut Getter<'_, E>) -> Result<La
         (None, None, None)
     };
     let o_proj = get(format!("{p}.self_attn.o_proj.weight"), vec![h, q], proj(q))?;
-    let norm = |get: &mut Getter<'_, E>, name: &str| {
-        get(format!("{p}.{name}.weight"), vec![h], TensorRole::Norm)
+    let layer_norm = |get: &mut Getter<'_, E>, name: &str| {
+        norm(arch, &format!("{p}.{name}"), TensorRole::Norm, get)
     };
     let attention_out = if arch.sandwich_norms {
-        Some(norm(get, "post_attention_layernorm")?)
+        Some(layer_norm(get, "post_attention_layernorm")?)
     } else {
         None
     };
@@ -301,14 +416,13 @@ fn layer<E>(arch: &Architecture, i: usize, get: &mut Getter<'_, E>) -> Result<La
     } else {
         "post_attention_layernorm"
     };
-    let post_attention_norm = norm(get, pre_mlp)?;
-    let gate_proj = get(format!("{p}.mlp.gate_proj.weight"), vec![f, h], proj(h))?;
-    let up_proj = get(format!("{p}.mlp.up_proj.weight"), vec![f, h], proj(h))?;
+    let post_attention_norm = layer_norm(get, pre_mlp)?;
+    let [gate_proj, up_proj] = gate_up(arch, &p, get)?;
     let down_proj = get(format!("{p}.mlp.down_proj.weight"), vec![h, f], proj(f))?;
     let sandwich = match attention_out {
         Some(attention_out) => Some(SandwichNorms {
             attention_out,
-            mlp_out: norm(get, "post_feedforward_layernorm")?,
+            mlp_out: layer_norm(get, "post_feedforward_layernorm")?,
         }),
         None => None,
     };

@@ -80,6 +80,7 @@ spelled!(Kernel {
     Kernel::Gemv => "gemv",
     Kernel::GemvSwiglu => "gemv_swiglu",
     Kernel::Rmsnorm => "rmsnorm",
+    Kernel::Layernorm => "layernorm",
     Kernel::QkRmsnorm => "qk_rmsnorm",
     Kernel::Rope => "rope",
     Kernel::SiluMul => "silu_mul",

@@ -312,6 +312,22 @@ pub fn time_launch(launch: &Launch, device: &Device, params: &Params, in_call: b
                 dram,
             )
         }
+        // LayerNorm has no published timing (uncalibrated): RMSNorm's cycles
+        // per element twice (a mean pass before the variance pass), its
+        // traffic plus the bias vector.
+        Launch::Layernorm { spec, bias, .. } => {
+            let n = (spec.rows * spec.cols) as f64;
+            let vectors = usize::from(spec.weighted) + usize::from(bias.is_some());
+            let bytes = 2.0 * n * 2.0 + (vectors * spec.cols) as f64 * 2.0;
+            vector_cost(
+                n,
+                bytes,
+                spec.herd.tiles(),
+                2.0 * p.rmsnorm_cycles_per_element,
+                device,
+                dram,
+            )
+        }
         Launch::Rope { spec, .. } => {
             let n = (spec.rows * spec.heads * spec.head_dim) as f64;
             let bytes = 2.0 * n * 2.0 + (spec.rows * spec.head_dim * 2) as f64;
@@ -616,11 +632,15 @@ fn time_host(plan: &Plan, op: &HostOp, section: Section, device: &Device, params
         HostOp::Add { n, .. } | HostOp::SiluMul { n, .. } => {
             host_glue_time(device, 3.0 * *n as f64 * bf16)
         }
-        HostOp::RmsNorm { cols, last_row, .. } => match (section, plan.phase) {
-            (Section::Epilogue, Phase::Prefill) if *last_row => host.prefill_last_row_norm_s,
-            (Section::Epilogue, _) => host.decode_final_norm_s,
-            _ => host_glue_time(device, 2.0 * *cols as f64 * bf16),
-        },
+        HostOp::RmsNorm { cols, last_row, .. } | HostOp::LayerNorm { cols, last_row, .. } => {
+            match (section, plan.phase) {
+                (Section::Epilogue, Phase::Prefill) if *last_row => host.prefill_last_row_norm_s,
+                (Section::Epilogue, _) => host.decode_final_norm_s,
+                _ => host_glue_time(device, 2.0 * *cols as f64 * bf16),
+            }
+        }
+        // One host pass over the logits, as a glue op (uncalibrated).
+        HostOp::SoftCap { n, .. } => host_glue_time(device, 2.0 * *n as f64 * bf16),
         HostOp::Matvec { m, k, .. } => host.cpu_lm_head.time((m * k) as f64 * bf16),
         HostOp::Scheduling { .. } => match plan.phase {
             Phase::Prefill => params.host_prefill_layer_s,
@@ -646,12 +666,24 @@ pub fn host_attention_time(params: &Params, heads: usize, head_dim: usize, conte
 }
 
 /// What of `arch`'s plans the cost model times with no published measurement
-/// behind it, for the note printed beside every modeled figure: Gemma-3's
-/// GELU-tanh gate and the decode-attention saving of its sliding window. (Its
-/// sandwich norms are RMSNorm launches and its windowed prefill attention costs
-/// what causal attention does, both calibrated kernels.)
+/// behind it, for the note printed beside every modeled figure: the GELU-tanh
+/// gate (Gemma), the decode-attention saving of a sliding window, LayerNorm
+/// (StableLM, OLMo), the soft-caps (Gemma-2). (Sandwich norms are RMSNorm
+/// launches, windowed prefill attention costs what causal attention does and a
+/// partial rotary RoPE what a full one does, all calibrated kernels.)
 pub fn uncalibrated_parts(arch: &crate::model::arch::Architecture) -> Vec<&'static str> {
     let mut parts = Vec::new();
+    if arch.norm_kind == crate::model::arch::NormKind::Layer {
+        parts.push(
+            "layernorm (no published timing; timed at twice RMSNorm's cycles per element) and              the host's LayerNorm (timed as its RMSNorm)",
+        );
+    }
+    if arch.attn_logit_softcap.is_some() {
+        parts.push("the attention soft-cap (a tanh per score; timed as the uncapped attention)");
+    }
+    if arch.final_logit_softcap.is_some() {
+        parts.push("the final logit soft-cap (a host pass over the logits, timed as host glue)");
+    }
     if arch.activation == crate::model::arch::Activation::GeluTanh {
         parts.push("gelu_mul (no published timing; timed at SiLU-mul's cycles per element)");
     }

@@ -30,10 +30,11 @@ use super::kernels::{
 use super::numerics::{self, cosine, Comparison, Tolerance};
 use super::plan::Launch;
 use crate::bf16;
-use crate::model::arch::Architecture;
+use crate::model::arch::{Architecture, NormKind, NormWeight};
 use crate::model::oracle::{blocks, linear};
 use crate::model::tensor::BfTensor;
 use crate::rng::SplitMix64;
+use crate::threads;
 
 /// What a weight operand is, for operands that are drawn rather than loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,6 +284,22 @@ impl Harness<'_> {
                 };
                 self.norm(spec, *eps as f32, w.as_deref(), Kernel::Rmsnorm)
             }
+            Launch::Layernorm {
+                weight,
+                bias,
+                spec,
+                eps,
+                ..
+            } => {
+                let vector = |name: &Option<String>| match name {
+                    Some(name) => self
+                        .weight(name, WeightRole::NormScale, 1, spec.cols)
+                        .map(Some),
+                    None => Ok(None),
+                };
+                let (w, b) = (vector(weight)?, vector(bias)?);
+                self.layer_norm(spec, *eps as f32, w.as_deref(), b.as_deref())
+            }
             Launch::QkRmsnorm {
                 weight, spec, eps, ..
             } => {
@@ -365,6 +382,37 @@ impl Harness<'_> {
         Ok((bf16_out(out)?, reference))
     }
 
+    /// LayerNorm against the reference's norm: over a padded row's real
+    /// columns, zeros past them (the kernel writes zeros there).
+    fn layer_norm(
+        &self,
+        spec: &NormSpec,
+        eps: f32,
+        w: Option<&[u16]>,
+        b: Option<&[u16]>,
+    ) -> Result<(Vec<f32>, Vec<f32>), HarnessError> {
+        let x = draws(self.seed, "layernorm", spec.rows * spec.cols, 2.0);
+        let xf = bf16::to_f32_vec(&x);
+        let real = spec.mean_cols();
+        let out = kernels::layer_norm(self.device, spec, eps, &x, (w, b));
+        let w = w.filter(|_| spec.weighted).map(bf16::to_f32_vec);
+        let b = b.map(bf16::to_f32_vec);
+        let how = (NormKind::Layer, NormWeight::Direct, eps);
+        let mut reference = vec![0.0f32; xf.len()];
+        for (o, row) in reference
+            .chunks_mut(spec.cols.max(1))
+            .zip(xf.chunks(spec.cols.max(1)))
+        {
+            o[..real].copy_from_slice(&row[..real]);
+            let (wr, br) = (
+                w.as_ref().map(|v| &v[..real]),
+                b.as_ref().map(|v| &v[..real]),
+            );
+            blocks::norm_rows_in_place(&mut o[..real], real, how, wr, br);
+        }
+        Ok((bf16_out(out)?, reference))
+    }
+
     fn rope(&self, spec: &RopeSpec) -> Result<(Vec<f32>, Vec<f32>), HarnessError> {
         let (hd, width) = (spec.head_dim, spec.heads * spec.head_dim);
         // Zero-padded heads rotate their real dimensions and pass the rest.
@@ -386,6 +434,7 @@ impl Harness<'_> {
         let mut reference = bf16::to_f32_vec(&x);
         reference
             .par_chunks_mut(width.max(1))
+            .with_min_len(threads::min_len(width))
             .enumerate()
             .for_each(|(p, row)| {
                 let (cos, sin) = blocks::rope_angles(&inv_freq, p);
@@ -428,7 +477,9 @@ pub fn validation_launch(launch: &Launch, device: &Device) -> Launch {
     let mut small = launch.clone();
     match &mut small {
         Launch::Gemm { spec, .. } => spec.m = spec.m.min(spec.tile.tile_m * spec.herd.cols()),
-        Launch::Rmsnorm { spec, .. } | Launch::QkRmsnorm { spec, .. } => {
+        Launch::Rmsnorm { spec, .. }
+        | Launch::Layernorm { spec, .. }
+        | Launch::QkRmsnorm { spec, .. } => {
             let tiles = spec.herd.tiles().max(1);
             spec.rows = spec.rows.min(tiles * (64 / tiles).max(1));
         }
@@ -503,6 +554,7 @@ fn reference_matmul(a: &[u16], m: usize, w: &[u16], k: usize) -> Vec<f32> {
 /// `W · x` in f32, one oracle dot product per row.
 fn reference_gemv(w: &[u16], k: usize, x: &[f32]) -> Vec<f32> {
     w.par_chunks(k.max(1))
+        .with_min_len(threads::min_len(k))
         .map(|row| linear::dot(row, x))
         .collect()
 }
@@ -528,6 +580,7 @@ fn reference_attention(spec: &FlashAttentionSpec, q: &[u16], k: &[u16], v: &[u16
     let mut out = vec![0.0f32; q.len()];
     let rows: Vec<(usize, Vec<f32>)> = (0..spec.heads * lq)
         .into_par_iter()
+        .with_min_len(threads::min_len(2 * lk * hd))
         .map(|job| {
             let (head, pos) = (job / lq, job % lq);
             let kv = head / group.max(1);

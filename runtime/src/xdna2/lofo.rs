@@ -70,6 +70,7 @@ fn signature(launch: &Launch, lm_head_rows: usize) -> Signature {
         Launch::Rmsnorm { spec, .. } | Launch::QkRmsnorm { spec, .. } => {
             (Kernel::Rmsnorm, vec![spec.rows, spec.cols])
         }
+        Launch::Layernorm { spec, .. } => (Kernel::Layernorm, vec![spec.rows, spec.cols]),
         Launch::Softmax { spec, .. } => (Kernel::Softmax, vec![spec.rows, spec.cols]),
         Launch::Rope { spec, .. } => (Kernel::Rope, vec![spec.rows * spec.heads, spec.head_dim]),
         Launch::EltwiseAdd { spec, .. } => (Kernel::EltwiseAdd, vec![spec.n]),

@@ -83,7 +83,7 @@ pub fn tolerance(kernel: Kernel, precision: Precision) -> Tolerance {
         (Kernel::Gemm, Precision::Bf16) => registry(1.5e-3),
         (Kernel::Gemm, Precision::Bfp16) => registry(4e-3),
         (Kernel::Gemv | Kernel::LmHeadGemv, _) => registry(1e-3),
-        (Kernel::Rmsnorm | Kernel::QkRmsnorm, _) => registry(5e-2),
+        (Kernel::Rmsnorm | Kernel::QkRmsnorm | Kernel::Layernorm, _) => registry(5e-2),
         (Kernel::FlashAttention, _) => registry(1e-1),
         (Kernel::EltwiseAdd, _) => registry(5e-2),
         (Kernel::SiluMul, _) => registry(8e-2),

@@ -15,14 +15,30 @@ pub const FIXTURES: [&str; 7] = [
     "smollm2-tiny",
 ];
 
-/// `shared/fixtures/<name>`: the `shared/` folder beside the repository, found from
-/// either package's manifest directory (the workspace root holds `Cargo.lock`).
-pub fn fixture_dir(name: &str) -> PathBuf {
+/// The model families' fixtures this repository makes itself
+/// (`scripts/fixtures/make_fixture.py`), in `tests/data/fixtures`: the same
+/// layout and reference tensors as `shared/fixtures`.
+pub const FAMILY_FIXTURES: [&str; 4] = ["mistral-tiny", "olmo-tiny", "phi3-tiny", "stablelm-tiny"];
+
+/// The workspace root, found from either package's manifest directory (it
+/// holds `Cargo.lock`).
+pub fn workspace_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let root = manifest
+    manifest
         .ancestors()
         .find(|dir| dir.join("Cargo.lock").is_file())
-        .unwrap_or(manifest);
+        .unwrap_or(manifest)
+        .to_path_buf()
+}
+
+/// A fixture's folder: `tests/data/fixtures/<name>` for the families'
+/// fixtures, else `shared/fixtures/<name>` (the `shared/` folder beside the
+/// repository).
+pub fn fixture_dir(name: &str) -> PathBuf {
+    let root = workspace_root();
+    if FAMILY_FIXTURES.contains(&name) {
+        return root.join("tests/data/fixtures").join(name);
+    }
     root.join("../shared/fixtures").join(name)
 }
 

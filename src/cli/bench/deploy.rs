@@ -374,7 +374,7 @@ pub(super) fn load_average() -> String {
 
 /// User + system seconds of this process and its waited-for children, from
 /// /proc/self/stat (clock ticks at the usual 100 Hz).
-fn cpu_seconds() -> Option<f64> {
+pub(super) fn cpu_seconds() -> Option<f64> {
     let text = std::fs::read_to_string("/proc/self/stat").ok()?;
     let after = text.rsplit_once(')')?.1;
     let fields: Vec<&str> = after.split_whitespace().collect();

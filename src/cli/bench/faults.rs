@@ -156,7 +156,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
                 started: exec::artifacts::clock::now(),
                 evaluator: EvaluatorLaunch::Process(program.clone()),
                 registry: None,
-                fixtures: Some(args.fixtures.clone()),
+                fixtures: vec![args.fixtures.clone()],
                 stop_after: stop,
                 weights: Default::default(),
                 bundle_notes: notes.clone(),

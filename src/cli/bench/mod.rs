@@ -9,6 +9,7 @@ use clap::Subcommand;
 use serde_json::Value;
 
 pub mod build;
+pub mod contention;
 pub mod deploy;
 pub mod emulator;
 pub mod faults;
@@ -32,6 +33,11 @@ pub enum BenchCommand {
     Faults(faults::Args),
     /// A digest of every plan the phases can build for the nine configs and the fixtures: run it on two commits and compare.
     Plans(plans::Args),
+    /// The main job and a config-only Qwen2.5-0.5B deploy, idle and beside busy processes, in one run: wall times and their ratio.
+    Contention(contention::Args),
+    /// One busy process, until killed (the load `bench contention` runs beside).
+    #[command(hide = true)]
+    Spin,
 }
 
 pub fn run(cmd: BenchCommand) -> ExitCode {
@@ -43,6 +49,8 @@ pub fn run(cmd: BenchCommand) -> ExitCode {
         BenchCommand::Deploy(args) => exit_code(deploy::bench(&args)),
         BenchCommand::Faults(args) => exit_code(faults::bench(&args)),
         BenchCommand::Plans(args) => exit_code(plans::bench(&args)),
+        BenchCommand::Contention(args) => exit_code(contention::bench(&args)),
+        BenchCommand::Spin => contention::spin(),
     }
 }
 

@@ -530,6 +530,10 @@ pub struct DeployReport {
     #[serde(default)]
     pub model_dir: String,
     pub model: Option<ModelInfo>,
+    /// The model's size, the memory the run needs and its estimated time,
+    /// stated before the run started (absent when the config cannot be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<crate::exec::estimate::RunEstimate>,
     /// The zero padding phase 1 gave the model's dimensions, with why each
     /// padded one needed it (`xdna2::padding`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -130,19 +130,25 @@ pub fn storage_errors(
     prompts: &[Vec<u32>],
     runs: &[ReferenceRun],
 ) -> Result<DecodeErrors, ReferenceError> {
-    let mut per_prompt = Vec::with_capacity(prompts.len());
-    for (i, (prompt, run)) in prompts.iter().zip(runs).enumerate() {
-        let mut variant = Reference::new(model)?.with_storage(storage.clone());
-        let mut errors = forced_run(&mut variant, prompt, run)?.errors;
-        for w in [
-            &mut errors.logits,
-            &mut errors.kv_prefill,
-            &mut errors.kv_decode,
-        ] {
-            w.at = format!("prompt {}, {}", i + 1, w.at);
-        }
-        per_prompt.push(errors);
-    }
+    use rayon::prelude::*;
+    // One parallel task per prompt, collected in prompt order.
+    let per_prompt = prompts
+        .par_iter()
+        .zip(runs)
+        .enumerate()
+        .map(|(i, (prompt, run))| {
+            let mut variant = Reference::new(model)?.with_storage(storage.clone());
+            let mut errors = forced_run(&mut variant, prompt, run)?.errors;
+            for w in [
+                &mut errors.logits,
+                &mut errors.kv_prefill,
+                &mut errors.kv_decode,
+            ] {
+                w.at = format!("prompt {}, {}", i + 1, w.at);
+            }
+            Ok(errors)
+        })
+        .collect::<Result<Vec<_>, ReferenceError>>()?;
     Ok(DecodeErrors::worst(&per_prompt))
 }
 

@@ -133,15 +133,16 @@ pub fn diagnose_layers(
         .collect()
 }
 
-/// The reference side: greedy runs of every prompt at the size of `gate`, with
-/// the non-finite logits met.
+/// The reference side: greedy runs of every prompt (one parallel task each,
+/// collected in prompt order), with the non-finite logits met.
 pub fn reference_runs(
     model: &Model,
     prompts: &[Vec<u32>],
     gate: TopKGate,
 ) -> Result<(Vec<ReferenceRun>, usize), ReferenceError> {
+    use rayon::prelude::*;
     let runs = prompts
-        .iter()
+        .par_iter()
         .map(|p| reference_run(model, p, gate))
         .collect::<Result<Vec<_>, _>>()?;
     let non_finite = runs.iter().map(|r| r.non_finite).sum();

@@ -13,11 +13,12 @@ use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::DecodeLimitsRecord;
 use crate::exec::artifacts::record::{ModelInfo, PhaseRecord, StepOrigin, StepOutcome, Stop};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::decode::{reference_run, ReferenceRun};
+use crate::exec::checks::decode::ReferenceRun;
 use crate::exec::checks::features::{fixture_matches, proofs, FixtureMatch};
 use crate::exec::checks::floor::DecodeLimits;
 use crate::exec::checks::gate::{non_finite, GateCheck, ThresholdSource};
 use crate::exec::checks::topk::{TopKGate, GATE_N_TOKENS};
+use crate::exec::checks::verify::reference_runs;
 use crate::exec::run::{Loaded, PhaseEnd, Run, Unloaded};
 use crate::exec::DeployError;
 use crate::model::arch::Architecture;
@@ -153,17 +154,23 @@ fn scope(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord) -> Part<(Architectu
             return Err(DeployError::Input { path, source })
         }
         Err(e) => {
-            let reason = match &e {
-                ModelError::Config(e @ ConfigError::OutOfScope { .. }) => e.to_string(),
-                ModelError::Config(other) => {
-                    format!("config.json cannot be read as a decoder-only model: {other}")
+            let (blockers, reason) = match &e {
+                ModelError::Config(e @ ConfigError::Blocked { blockers }) => {
+                    (blockers.len(), e.to_string())
                 }
-                other => format!("the model cannot be read as a decoder-only model: {other}"),
+                ModelError::Config(other) => (
+                    1,
+                    format!("config.json cannot be read as a decoder-only model: {other}"),
+                ),
+                other => (
+                    1,
+                    format!("the model cannot be read as a decoder-only model: {other}"),
+                ),
             };
             rec.steps.push(step(StepOutcome::Failed {
                 why: reason.clone(),
             }));
-            return Ok(Err(refuse(run, rec, 1, reason, &action)));
+            return Ok(Err(refuse(run, rec, blockers, reason, &action)));
         }
     };
     let scope = check_scope(&arch);
@@ -171,7 +178,7 @@ fn scope(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord) -> Part<(Architectu
     if !npu.is_empty() {
         let reasons: Vec<String> = npu
             .iter()
-            .map(|f| format!("{} on the NPU ({})", f.name, f.reason))
+            .map(|f| format!("{} on the NPU ({}); lifted by {}", f.name, f.reason, f.lift))
             .collect();
         let reason = format!(
             "{} is outside the runtime's scope: {}",
@@ -398,18 +405,12 @@ fn reference(
         recorded: recorded.filter(|r| !r.is_empty()),
     });
     let stable = stable_top1(model, &prompts[0])?;
-    let mut generations = Vec::with_capacity(prompts.len());
-    let mut non_finite = stable.non_finite;
-    for (i, prompt) in prompts.iter().enumerate() {
-        run.progress.step(&format!(
-            "reference: greedy {GATE_N_TOKENS} tokens, prompt {}/{}",
-            i + 1,
-            prompts.len()
-        ));
-        let reference_run = reference_run(model, prompt, TopKGate::DEFAULT)?;
-        non_finite += reference_run.non_finite;
-        generations.push(reference_run);
-    }
+    run.progress.step(&format!(
+        "reference: greedy {GATE_N_TOKENS} tokens, {} prompt(s)",
+        prompts.len()
+    ));
+    let (generations, greedy_non_finite) = reference_runs(model, &prompts, TopKGate::DEFAULT)?;
+    let non_finite = stable.non_finite + greedy_non_finite;
     let nan = GateCheck::named("reference sanity: no NaN", OpKind::BuildReference)
         .measures(Metric::NanCount, non_finite as f64)
         .when(BTreeMap::from([(
@@ -639,12 +640,12 @@ fn prove_features(
     let used = features(arch);
     run.progress
         .step("compare-reference against the transformers fixtures");
-    let matches = run
+    let matches: Vec<FixtureMatch> = run
         .options
         .fixtures
-        .as_deref()
-        .map(|dir| fixture_matches(dir, tol))
-        .unwrap_or_default();
+        .iter()
+        .flat_map(|dir| fixture_matches(dir, tol).as_ref().clone())
+        .collect();
     let params = BTreeMap::from([
         ("against".to_string(), Value::Text("fixtures".into())),
         ("tol".to_string(), Value::Float(tol)),

@@ -1,5 +1,7 @@
 //! Phase 7: starts the independent evaluator as a fresh process on the written
-//! artifacts and takes its exit code and report as the verdict.
+//! artifacts and takes its exit code and report as the verdict. The evaluator
+//! runs on as many threads as the deploy (`threads::ENV_VAR`), so `--threads`
+//! holds for the whole run.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -13,6 +15,7 @@ use crate::exec::evaluate::Evaluation;
 use crate::exec::run::{PhaseEnd, Run, Unloaded};
 use crate::exec::{files, DeployError, EvaluatorLaunch, EVALUATOR_COMMAND};
 use crate::ops::{Metric, OpKind};
+use crate::threads;
 
 /// Runs on a run whose model is already released (`Unloaded`): the evaluator
 /// loads its own copy.
@@ -31,6 +34,7 @@ pub(crate) fn run(
         .arg(&run.options.out_dir)
         .arg("--model")
         .arg(&run.options.model_dir)
+        .env(threads::ENV_VAR, threads::current().to_string())
         .output()
         .map_err(|source| DeployError::Evaluator {
             program: program.to_path_buf(),

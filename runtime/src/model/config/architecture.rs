@@ -1,10 +1,11 @@
 //! The [`Architecture`] a config describes: its sizes (within limits, heads
-//! dividing), the family's fixed features and defaults, the activation, the
-//! dtype and the special tokens.
+//! dividing), the family's fixed features and defaults (norm kind and
+//! weighting, biases, partial rotary, soft-capping, fused projections), the
+//! activation, the dtype and the special tokens.
 
 use serde_json::Value;
 
-use super::super::arch::{Activation, Architecture, DType, Family, NormWeight};
+use super::super::arch::{Activation, Architecture, DType, Family, NormKind, NormWeight};
 use super::{Config, ConfigError};
 
 /// Largest sizes accepted; anything above is a typo or a hostile file, and would
@@ -20,6 +21,7 @@ impl Config<'_> {
     pub(super) fn architecture(&self) -> Result<Architecture, ConfigError> {
         let family = self.family()?;
         let class_name = self.class_name(family)?;
+        self.check_compute_keys(family);
         let num_layers = self.size("num_hidden_layers", MAX_LAYERS)?;
         let hidden_size = self.size("hidden_size", MAX_HIDDEN)?;
         let intermediate_size = self.size("intermediate_size", MAX_INTERMEDIATE)?;
@@ -47,13 +49,7 @@ impl Config<'_> {
         };
         let (rope_theta, rope_scaling) = self.rope(family)?;
         let local_rope = self.local_rope(family, rope_theta, &rope_scaling)?;
-        let gemma = family == Family::Gemma3Text;
-        self.check_gemma(family)?;
-        let rms_norm_eps = match self.opt_f64("rms_norm_eps")? {
-            Some(eps) => self.positive("rms_norm_eps", eps)?,
-            None => 1e-6,
-        };
-        self.check_biases(family)?;
+        let gemma = family.is_gemma();
         Ok(Architecture {
             family,
             class_name,
@@ -67,24 +63,32 @@ impl Config<'_> {
             max_position_embeddings,
             rope_theta,
             rope_scaling,
-            rms_norm_eps,
-            tie_word_embeddings: self
-                .opt_bool("tie_word_embeddings")?
-                .unwrap_or(family == Family::Gemma3Text),
-            qkv_bias: family == Family::Qwen2,
+            rms_norm_eps: self.norm_eps(family)?,
+            tie_word_embeddings: self.opt_bool("tie_word_embeddings")?.unwrap_or(gemma),
+            qkv_bias: family == Family::Qwen2
+                || (family == Family::StableLm && self.opt_bool("use_qkv_bias")? == Some(true)),
             qk_norm: matches!(family, Family::Qwen3 | Family::Gemma3Text),
             activation: self.activation(family)?,
             dtype: self.dtype()?,
             sliding_window: self.sliding_window(family, num_layers)?,
             local_rope,
-            norm_weight: if gemma {
-                NormWeight::OffsetOne
-            } else {
-                NormWeight::Direct
+            norm_weight: match family {
+                Family::Gemma3Text | Family::Gemma2 => NormWeight::OffsetOne,
+                Family::Olmo => NormWeight::Absent,
+                _ => NormWeight::Direct,
             },
             sandwich_norms: gemma,
             scale_embeddings: gemma,
             query_pre_attn_scalar: self.query_pre_attn_scalar(family)?,
+            norm_kind: match family {
+                Family::StableLm | Family::Olmo => NormKind::Layer,
+                _ => NormKind::Rms,
+            },
+            norm_bias: family == Family::StableLm,
+            partial_rotary_dim: self.partial_rotary_dim(family, head_dim)?,
+            attn_logit_softcap: self.softcap(gemma, "attn_logit_softcapping")?,
+            final_logit_softcap: self.softcap(gemma, "final_logit_softcapping")?,
+            fused_projections: family == Family::Phi3,
             bos_token_id: self.opt_uint("bos_token_id")?,
             eos_token_ids: self.eos_token_ids()?,
         })
@@ -119,10 +123,71 @@ impl Config<'_> {
         Ok(head_dim)
     }
 
+    /// The epsilon of every norm: `rms_norm_eps` (1e-6 when absent),
+    /// StableLM's `layer_norm_eps` (1e-5), OLMo's fixed 1e-5 (its
+    /// non-parametric LayerNorm takes no key).
+    fn norm_eps(&self, family: Family) -> Result<f64, ConfigError> {
+        let (field, default) = match family {
+            Family::Olmo => return Ok(1e-5),
+            Family::StableLm => ("layer_norm_eps", 1e-5),
+            _ => ("rms_norm_eps", 1e-6),
+        };
+        match self.opt_f64(field)? {
+            Some(eps) => self.positive(field, eps),
+            None => Ok(default),
+        }
+    }
+
+    /// Dimensions of each head RoPE rotates, when a part only: StableLM's and
+    /// Phi-3's `partial_rotary_factor` (StableLM's default 0.25), as
+    /// transformers takes it, `int(head_dim · factor)`.
+    fn partial_rotary_dim(
+        &self,
+        family: Family,
+        head_dim: usize,
+    ) -> Result<Option<usize>, ConfigError> {
+        let default = match family {
+            Family::StableLm => 0.25,
+            Family::Phi3 => 1.0,
+            _ => return Ok(None),
+        };
+        let field = if self.get("rope_parameters.partial_rotary_factor").is_some() {
+            "rope_parameters.partial_rotary_factor"
+        } else {
+            "partial_rotary_factor"
+        };
+        let factor = match self.opt_f64(field)? {
+            Some(f) if f > 0.0 && f <= 1.0 => f,
+            Some(f) => return Err(self.invalid(field, f, "must be in (0, 1]")),
+            None => default,
+        };
+        let dim = (head_dim as f64 * factor) as usize;
+        if dim == 0 || dim % 2 != 0 {
+            return Err(self.invalid(
+                field,
+                factor,
+                format!(
+                    "rotates {dim} of head_dim {head_dim} dimensions; RoPE needs an even,                      positive number"
+                ),
+            ));
+        }
+        Ok((dim < head_dim).then_some(dim))
+    }
+
+    /// A Gemma soft-cap (`tanh(x / cap) · cap`) when the key holds one.
+    fn softcap(&self, gemma: bool, field: &str) -> Result<Option<f64>, ConfigError> {
+        if !gemma {
+            return Ok(None);
+        }
+        self.opt_f64(field)?
+            .map(|cap| self.positive(field, cap))
+            .transpose()
+    }
+
     /// Gemma's attention-score scale: `query_pre_attn_scalar` (transformers'
     /// default 256 when absent); other families scale by head_dim.
     fn query_pre_attn_scalar(&self, family: Family) -> Result<Option<f64>, ConfigError> {
-        if family != Family::Gemma3Text {
+        if !family.is_gemma() {
             return Ok(None);
         }
         match self.opt_f64("query_pre_attn_scalar")? {
@@ -137,18 +202,24 @@ impl Config<'_> {
         } else {
             "hidden_act"
         };
-        let default = match family {
-            Family::Gemma3Text => "gelu_pytorch_tanh",
-            _ => "silu",
+        let default = if family.is_gemma() {
+            "gelu_pytorch_tanh"
+        } else {
+            "silu"
         };
         match self.opt_str(field)?.unwrap_or(default) {
             "silu" | "swish" => Ok(Activation::Silu),
             "gelu_pytorch_tanh" | "gelu_new" => Ok(Activation::GeluTanh),
-            other => Err(self.unsupported(
-                field,
-                format!("\"{other}\""),
-                "known activations are silu (swish) and gelu_pytorch_tanh (gelu_new)",
-            )),
+            other => {
+                self.block(
+                    "unknown activation",
+                    field,
+                    format!("\"{other}\""),
+                    "known activations are silu (swish) and gelu_pytorch_tanh (gelu_new)",
+                    "the activation in the oracle's gated MLP, a kernel for it and its host op",
+                );
+                Ok(Activation::Silu)
+            }
         }
     }
 
@@ -193,7 +264,10 @@ impl Config<'_> {
 /// transformers' per-family defaults for keys real configs always carry.
 fn default_max_positions(family: Family) -> u64 {
     match family {
-        Family::Llama => 2048,
+        Family::Llama | Family::Olmo => 2048,
+        Family::Phi3 | Family::StableLm => 4096,
+        Family::Gemma2 => 8192,
         Family::Qwen2 | Family::Qwen3 | Family::Gemma3Text => 32768,
+        Family::Mistral => 131_072,
     }
 }

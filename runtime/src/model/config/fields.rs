@@ -63,20 +63,6 @@ impl Config<'_> {
         }
     }
 
-    pub(super) fn out_of_scope(
-        &self,
-        feature: &'static str,
-        field: &str,
-        reason: String,
-    ) -> ConfigError {
-        ConfigError::OutOfScope {
-            feature,
-            field: field.to_string(),
-            reason,
-            at: self.at(field),
-        }
-    }
-
     /// A missing key points at the object that should hold it, if nested.
     pub(super) fn missing(&self, field: &str) -> ConfigError {
         ConfigError::Missing {

@@ -3,17 +3,19 @@
 //! Both layouts real checkpoints use are accepted: the classic one (`rope_theta`,
 //! `rope_scaling`, `torch_dtype`) and the transformers 5 one (`rope_parameters`,
 //! `dtype`, `layer_types`). Everything outside the decoder-only families the
-//! runtime knows (MoE, MLA, encoder-decoder, multimodal wrappers, partial rotary
-//! embeddings, quantized checkpoints) is refused here, naming the field that
-//! gave it away and why; so are sizes that are zero, absurd or inconsistent
-//! (heads not dividing). Every error carries
+//! runtime knows (MoE, MLA, encoder-decoder, multimodal wrappers, quantized
+//! checkpoints, unknown families) and every key that would change the
+//! computation in a way the family's path does not follow is refused here as
+//! one [`ConfigError::Blocked`] that lists them all, each with the field, why
+//! and what would lift it; sizes that are zero, absurd or inconsistent (heads
+//! not dividing) are refused as the first malformed field. Every error carries
 //! the dotted field path and, when the key occurs in the source text, its
 //! line and column so the CLI can point at it.
 //!
 //! The reading is split by what it decides: `fields` reads one typed field and
-//! builds the located errors, `scope` refuses what is not a supported dense
-//! decoder (before any size is read), `architecture` assembles the
-//! [`Architecture`], `rope` and `sliding` read the positional encoding and the
+//! builds the located errors, `scope` collects what blocks a config (before
+//! any size is read), `architecture` assembles the [`Architecture`] and each
+//! family's features, `rope` and `sliding` read the positional encoding and the
 //! sliding-window layers from either layout.
 
 mod architecture;
@@ -22,6 +24,8 @@ mod rope;
 mod scope;
 mod sliding;
 
+use std::cell::RefCell;
+use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
@@ -32,7 +36,7 @@ pub use fields::locate_key;
 use fields::{json_kind, strip_serde_position};
 
 /// Line and column (1-based) of a key in the config text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Location {
     pub line: usize,
     pub column: usize,
@@ -74,13 +78,46 @@ pub enum ConfigError {
         reason: String,
         at: Option<Location>,
     },
-    #[error("out of scope ({feature}, from `{field}`): {reason}")]
-    OutOfScope {
-        feature: &'static str,
-        field: String,
-        reason: String,
-        at: Option<Location>,
-    },
+    /// Every feature that keeps the config from running, in the order found.
+    #[error("{}", Blockers(blockers))]
+    Blocked { blockers: Vec<Blocker> },
+}
+
+/// One feature that keeps a config from running: where it shows, why it
+/// blocks, and what would lift it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Blocker {
+    pub feature: String,
+    pub field: String,
+    pub value: String,
+    pub reason: String,
+    pub lift: String,
+    #[serde(skip)]
+    pub at: Option<Location>,
+}
+
+impl fmt::Display for Blocker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} (`{}` = {}): {}; lifted by {}",
+            self.feature, self.field, self.value, self.reason, self.lift
+        )
+    }
+}
+
+/// The blockers of a refusal as one text: a count, then each on its own.
+struct Blockers<'a>(&'a [Blocker]);
+
+impl fmt::Display for Blockers<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0.len();
+        write!(f, "{n} blocking feature{}", if n == 1 { "" } else { "s" })?;
+        for (i, b) in self.0.iter().enumerate() {
+            write!(f, "{} [{}] {b}", if i == 0 { ":" } else { ";" }, i + 1)?;
+        }
+        Ok(())
+    }
 }
 
 impl ConfigError {
@@ -90,8 +127,8 @@ impl ConfigError {
             ConfigError::Missing { field, .. }
             | ConfigError::WrongType { field, .. }
             | ConfigError::Invalid { field, .. }
-            | ConfigError::Unsupported { field, .. }
-            | ConfigError::OutOfScope { field, .. } => Some(field),
+            | ConfigError::Unsupported { field, .. } => Some(field),
+            ConfigError::Blocked { blockers } => blockers.first().map(|b| b.field.as_str()),
             ConfigError::Io { .. }
             | ConfigError::Syntax { .. }
             | ConfigError::NotAnObject { .. } => None,
@@ -105,8 +142,8 @@ impl ConfigError {
             ConfigError::Missing { at, .. }
             | ConfigError::WrongType { at, .. }
             | ConfigError::Invalid { at, .. }
-            | ConfigError::Unsupported { at, .. }
-            | ConfigError::OutOfScope { at, .. } => *at,
+            | ConfigError::Unsupported { at, .. } => *at,
+            ConfigError::Blocked { blockers } => blockers.iter().find_map(|b| b.at),
             ConfigError::Io { .. } | ConfigError::NotAnObject { .. } => None,
         }
     }
@@ -141,16 +178,28 @@ pub fn parse_config(json: &str) -> Result<Architecture, ConfigError> {
             found: json_kind(&value),
         });
     };
-    let config = Config { obj, source: json };
-    config.check_scope()?;
-    config.architecture()
+    let config = Config {
+        obj,
+        source: json,
+        blockers: RefCell::new(Vec::new()),
+    };
+    config.check_scope();
+    let arch = config.architecture();
+    let blockers = config.blockers.into_inner();
+    match arch {
+        Err(blocked @ ConfigError::Blocked { .. }) => Err(blocked),
+        _ if !blockers.is_empty() => Err(ConfigError::Blocked { blockers }),
+        arch => arch,
+    }
 }
 
 /// A config object with the text it was parsed from, in which each error
-/// locates its field.
+/// locates its field, and the blockers found so far (reading goes on past
+/// a blocker, so a refusal names them all).
 struct Config<'a> {
     obj: &'a Map<String, Value>,
     source: &'a str,
+    blockers: RefCell<Vec<Blocker>>,
 }
 
 #[cfg(test)]

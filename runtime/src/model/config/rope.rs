@@ -126,11 +126,19 @@ impl Config<'_> {
                     original_max_position_embeddings: original,
                 })
             }
-            other => Err(self.unsupported(
-                &type_field,
-                format!("\"{other}\""),
-                "supported RoPE types are default, linear and llama3",
-            )),
+            other => {
+                self.block(
+                    "RoPE scaling",
+                    &type_field,
+                    format!("\"{other}\""),
+                    "supported RoPE types are default, linear and llama3",
+                    format!(
+                        "the `{other}` frequency formula in the oracle's RoPE (model/oracle/blocks.rs) \
+                         and in the NPU's RoPE table (xdna2/interpreter/rope.rs)"
+                    ),
+                );
+                Ok(RopeScaling::Default)
+            }
         }
     }
 }
@@ -138,6 +146,6 @@ impl Config<'_> {
 fn default_rope_theta(family: Family) -> f64 {
     match family {
         Family::Gemma3Text => 1_000_000.0,
-        Family::Llama | Family::Qwen2 | Family::Qwen3 => 10_000.0,
+        _ => 10_000.0,
     }
 }

@@ -8,7 +8,8 @@ impl Config<'_> {
     /// Which layers attend within a window. transformers 5 lists `layer_types`;
     /// the classic layouts derive it (Qwen2/3: `use_sliding_window` from
     /// `max_window_layers` on; Gemma 3: every `sliding_window_pattern`-th layer is
-    /// global).
+    /// global; Gemma 2: every other layer from the first; Mistral and Phi-3:
+    /// every layer when `sliding_window` is set).
     pub(super) fn sliding_window(
         &self,
         family: Family,
@@ -68,7 +69,16 @@ impl Config<'_> {
         num_layers: usize,
     ) -> Result<Vec<usize>, ConfigError> {
         match family {
-            Family::Llama => Ok(Vec::new()),
+            Family::Llama | Family::StableLm | Family::Olmo => Ok(Vec::new()),
+            // transformers' Mistral and Phi-3 attend within `sliding_window`
+            // on every layer when it is set.
+            Family::Mistral | Family::Phi3 => Ok(if self.get("sliding_window").is_some() {
+                (0..num_layers).collect()
+            } else {
+                Vec::new()
+            }),
+            // Gemma-2 alternates: even layers slide, odd layers are global.
+            Family::Gemma2 => Ok((0..num_layers).filter(|i| i % 2 == 0).collect()),
             Family::Qwen2 | Family::Qwen3 => {
                 if self.opt_bool("use_sliding_window")? != Some(true) {
                     return Ok(Vec::new());

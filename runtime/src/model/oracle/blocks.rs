@@ -5,7 +5,7 @@
 
 use super::linear::dot_f32;
 use crate::bf16;
-use crate::model::arch::{Activation, Architecture, NormWeight, Rope, RopeScaling};
+use crate::model::arch::{Activation, Architecture, NormKind, NormWeight, Rope, RopeScaling};
 
 /// RMSNorm of one vector: `w · (x · 1/sqrt(mean(x²) + eps))`, in that order.
 pub fn rms_norm(x: &[f32], weight: &[u16], eps: f32, out: &mut [f32]) {
@@ -32,6 +32,41 @@ pub fn rms_norm_rows_in_place(x: &mut [f32], weight: &[f32], style: NormWeight, 
             *v = style.factor(w) * (*v * inv);
         }
     }
+}
+
+/// One norm as a model applies it, in place on each `cols`-wide row of `x`:
+/// RMSNorm `factor(w) · x / sqrt(mean(x²) + eps)` or LayerNorm
+/// `factor(w) · (x − mean) / sqrt(mean((x − mean)²) + eps)` (torch's biased
+/// variance), then `+ b` when there is a bias. Without a weight the factor is 1
+/// (OLMo's non-parametric LayerNorm).
+pub fn norm_rows_in_place(
+    x: &mut [f32],
+    cols: usize,
+    (kind, style, eps): (NormKind, NormWeight, f32),
+    weight: Option<&[f32]>,
+    bias: Option<&[f32]>,
+) {
+    for row in x.chunks_exact_mut(cols) {
+        let (mean, inv) = match kind {
+            NormKind::Rms => (0.0, inverse_rms(row, eps)),
+            NormKind::Layer => layer_stats(row, eps),
+        };
+        for (i, v) in row.iter_mut().enumerate() {
+            let factor = weight.map_or(1.0, |w| style.factor(w[i]));
+            *v = factor * ((*v - mean) * inv);
+            if let Some(b) = bias {
+                *v += b[i];
+            }
+        }
+    }
+}
+
+/// The mean and `1 / sqrt(var + eps)` of a row (biased variance, in f32).
+pub fn layer_stats(x: &[f32], eps: f32) -> (f32, f32) {
+    let n = x.len() as f32;
+    let mean = x.iter().sum::<f32>() / n;
+    let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+    (mean, 1.0 / (var + eps).sqrt())
 }
 
 fn inverse_rms(x: &[f32], eps: f32) -> f32 {
@@ -83,21 +118,22 @@ pub fn llama3_inv_freq(
         .collect()
 }
 
-/// The inverse frequencies of `arch`'s global RoPE, scaling applied.
+/// The inverse frequencies of `arch`'s global RoPE, scaling applied, over
+/// the dimensions it rotates (all of a head, or the partial rotary part).
 pub fn inv_freq(arch: &Architecture) -> Vec<f32> {
     rope_inv_freq(
         &Rope {
             theta: arch.rope_theta,
             scaling: arch.rope_scaling.clone(),
         },
-        arch.head_dim,
+        arch.rotary_dim(),
     )
 }
 
 /// The inverse frequencies layer `layer` rotates with (Gemma's sliding-window
 /// layers use the local base).
 pub fn layer_inv_freq(arch: &Architecture, layer: usize) -> Vec<f32> {
-    rope_inv_freq(&arch.rope_of(layer), arch.head_dim)
+    rope_inv_freq(&arch.rope_of(layer), arch.rotary_dim())
 }
 
 /// The inverse frequencies of one RoPE, scaling applied.
@@ -162,7 +198,7 @@ pub fn softmax_in_place(x: &mut [f32]) {
 /// kv_dim]`, row-major: the caller slices the causal range, and the window on
 /// sliding-window layers). Query head h reads KV head `h / (heads / kv_heads)`;
 /// scores are `q·k · attention_scale` (`head_dim^-1/2`, or Gemma's
-/// `query_pre_attn_scalar^-1/2`).
+/// `query_pre_attn_scalar^-1/2`), soft-capped when the model caps them.
 pub fn attention_row(
     arch: &Architecture,
     q: &[f32],
@@ -172,6 +208,7 @@ pub fn attention_row(
 ) {
     let (d, kv_dim, group) = (arch.head_dim, arch.kv_dim(), arch.gqa_group());
     let scale = arch.attention_scale();
+    let cap = arch.attn_logit_softcap.map(|c| c as f32);
     let positions = keys.len() / kv_dim;
     let mut scores = vec![0.0f32; positions];
     for (h, out_head) in out.chunks_exact_mut(d).enumerate() {
@@ -180,6 +217,9 @@ pub fn attention_row(
         for (p, s) in scores.iter_mut().enumerate() {
             let k = &keys[p * kv_dim + kv_offset..][..d];
             *s = dot_f32(q_head, k) * scale;
+            if let Some(cap) = cap {
+                *s = softcap(*s, cap);
+            }
         }
         softmax_in_place(&mut scores);
         out_head.fill(0.0);
@@ -190,6 +230,11 @@ pub fn attention_row(
             }
         }
     }
+}
+
+/// `tanh(x / cap) · cap` (Gemma-2's soft-capping, in transformers' order).
+pub fn softcap(x: f32, cap: f32) -> f32 {
+    (x / cap).tanh() * cap
 }
 
 pub fn silu(x: f32) -> f32 {

@@ -330,15 +330,17 @@ pub fn check_reference(
     check_prompt(model, reference, &first, tolerance)
 }
 
-/// Every prompt of `reference`, in [`ReferenceTensors::prompts`] order.
+/// Every prompt of `reference` (one parallel task each), in
+/// [`ReferenceTensors::prompts`] order.
 pub fn check_all(
     model: &Model,
     reference: &ReferenceTensors,
     tolerance: f64,
 ) -> Result<Vec<ReferenceCheck>, CompareError> {
+    use rayon::prelude::*;
     reference
         .prompts()
-        .iter()
+        .par_iter()
         .map(|p| check_prompt(model, reference, p, tolerance))
         .collect()
 }

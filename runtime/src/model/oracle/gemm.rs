@@ -14,6 +14,7 @@ use rayon::prelude::*;
 
 use crate::bf16;
 use crate::model::tensor::BfTensor;
+use crate::threads;
 
 /// Weight rows per register tile.
 const ROWS: usize = 3;
@@ -34,6 +35,7 @@ pub fn gemm_bf16(x: &[f32], t: usize, w: &BfTensor, y: &mut [f32]) {
     let mut transposed = vec![0.0f32; out * t];
     transposed
         .par_chunks_mut(ROWS_PER_TASK * t)
+        .with_min_len(threads::min_len(ROWS_PER_TASK * t * inner))
         .enumerate()
         .for_each(|(task, yt)| {
             let first = task * ROWS_PER_TASK;

@@ -17,6 +17,7 @@ use rayon::prelude::*;
 use crate::bf16;
 use crate::model::quant;
 use crate::model::tensor::{BfTensor, PackedRows};
+use crate::threads;
 
 /// Weight rows converted to f32 per sgemm call.
 const PANEL_ROWS: usize = 256;
@@ -74,7 +75,8 @@ fn packed_sgemm(w: &PackedRows, x: &[f32], t: usize, y: &mut [f32]) {
 }
 
 /// `y = x · Wᵀ` with W `[out, inner]` produced a row at a time by `row`
-/// (row index, destination), `PANEL_ROWS` rows per sgemm call.
+/// (row index, destination), `PANEL_ROWS` rows per sgemm call. Panels are the
+/// parallel tasks: each converts its rows and multiplies them on its own.
 fn sgemm_panels(
     out: usize,
     inner: usize,
@@ -85,35 +87,46 @@ fn sgemm_panels(
 ) {
     assert_eq!(x.len(), t * inner, "input is not [t, in]");
     assert_eq!(y.len(), t * out, "output is not [t, out]");
-    let mut panel = vec![0.0f32; PANEL_ROWS.min(out) * inner];
-    for start in (0..out).step_by(PANEL_ROWS) {
-        let rows = PANEL_ROWS.min(out - start);
-        let panel = &mut panel[..rows * inner];
-        panel
-            .par_chunks_mut(inner)
-            .enumerate()
-            .for_each(|(r, dst)| row(start + r, dst));
-        // SAFETY: A is x ([t, inner], row stride inner), B is the panel seen as
-        // [inner, rows] (column stride inner), C is columns start..start+rows of
-        // y ([t, out], row stride out); every index stays inside the slices,
-        // whose lengths were asserted above.
-        unsafe {
-            matrixmultiply::sgemm(
-                t,
-                inner,
-                rows,
-                1.0,
-                x.as_ptr(),
-                inner as isize,
-                1,
-                panel.as_ptr(),
-                1,
-                inner as isize,
-                0.0,
-                y.as_mut_ptr().add(start),
-                out as isize,
-                1,
-            );
+    let starts: Vec<usize> = (0..out).step_by(PANEL_ROWS).collect();
+    let blocks: Vec<Vec<f32>> = starts
+        .par_iter()
+        .with_min_len(threads::min_len(PANEL_ROWS * inner * t))
+        .map(|&start| {
+            let rows = PANEL_ROWS.min(out - start);
+            let mut panel = vec![0.0f32; rows * inner];
+            for (r, dst) in panel.chunks_exact_mut(inner).enumerate() {
+                row(start + r, dst);
+            }
+            let mut block = vec![0.0f32; t * rows];
+            // SAFETY: A is x ([t, inner], row stride inner), B is the panel
+            // seen as [inner, rows] (column stride inner), C is the block
+            // ([t, rows], row stride rows); every index stays inside the
+            // slices, whose lengths were asserted or allocated above.
+            unsafe {
+                matrixmultiply::sgemm(
+                    t,
+                    inner,
+                    rows,
+                    1.0,
+                    x.as_ptr(),
+                    inner as isize,
+                    1,
+                    panel.as_ptr(),
+                    1,
+                    inner as isize,
+                    0.0,
+                    block.as_mut_ptr(),
+                    rows as isize,
+                    1,
+                );
+            }
+            block
+        })
+        .collect();
+    for (start, block) in starts.iter().zip(&blocks) {
+        let rows = block.len() / t.max(1);
+        for (y_row, b_row) in y.chunks_exact_mut(out).zip(block.chunks_exact(rows.max(1))) {
+            y_row[*start..start + rows].copy_from_slice(b_row);
         }
     }
 }
@@ -125,6 +138,7 @@ pub fn gemv(w: &BfTensor, x: &[f32], y: &mut [f32]) {
     assert_eq!(y.len(), w.rows(), "{}: output length", w.name());
     let bits = w.bits();
     y.par_chunks_mut(GEMV_ROWS_PER_TASK)
+        .with_min_len(threads::min_len(GEMV_ROWS_PER_TASK * inner))
         .enumerate()
         .for_each(|(task, ys)| {
             let first = task * GEMV_ROWS_PER_TASK;
@@ -137,6 +151,7 @@ pub fn gemv(w: &BfTensor, x: &[f32], y: &mut [f32]) {
 pub fn packed_gemv(w: &PackedRows, x: &[f32], y: &mut [f32]) {
     let sums = quant::block_sums(x);
     y.par_chunks_mut(GEMV_ROWS_PER_TASK)
+        .with_min_len(threads::min_len(GEMV_ROWS_PER_TASK * w.cols()))
         .enumerate()
         .for_each(|(task, ys)| {
             let first = task * GEMV_ROWS_PER_TASK;

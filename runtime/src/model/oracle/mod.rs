@@ -7,8 +7,11 @@
 //! RMSNorm → RoPE (the layer's base) → GQA causal attention over the KV cache
 //! (within the window on sliding-window layers) → o_proj (→ sandwich norm) →
 //! residual → RMSNorm → gated MLP (→ sandwich norm) → residual] → final RMSNorm
-//! → LM head. Every RMSNorm applies its weight as the architecture says (`w` or
-//! Gemma's `1 + w`).
+//! → LM head (→ Gemma-2's logit soft-cap). Every norm is the architecture's
+//! kind (RMSNorm, or StableLM's and OLMo's LayerNorm) and applies its weight
+//! as the architecture says (`w`, Gemma's `1 + w`, none in OLMo) and its
+//! bias (StableLM); RoPE rotates the partial rotary dimensions only where the
+//! model says so, and attention scores are soft-capped where it caps them.
 //!
 //! Sliding-window layers keep only the window in their cache: once a position
 //! can no longer be seen by any later query (it is `window` or more behind the
@@ -45,7 +48,7 @@ use rayon::prelude::*;
 use thiserror::Error;
 
 use super::arch::Architecture;
-use super::weights::{LayerWeights, Weights};
+use super::weights::{LayerWeights, NormTensors, Weights};
 use super::Model;
 use storage::{Bf16Storage, StoredTensor};
 
@@ -346,10 +349,7 @@ impl<'m> Reference<'m> {
         }
         self.cache.len += t;
         self.drop_unseen_positions();
-        let eps = self.arch.rms_norm_eps as f32;
-        let style = self.arch.norm_weight;
-        let w = self.weights.final_norm.values();
-        blocks::rms_norm_rows_in_place(&mut x.data, &w, style, eps);
+        norm(self.arch, &mut x.data, &self.weights.final_norm);
         self.storage.store(StoredTensor::NormOutputs, &mut x.data);
         let logits = self.logits(&x, rows);
         Ok(PrefillOutput {
@@ -368,6 +368,13 @@ impl<'m> Reference<'m> {
         };
         let mut logits = Matrix::zeros(t, head.rows());
         linear::matmul(input, t, head, &mut logits.data);
+        if let Some(cap) = self.arch.final_logit_softcap {
+            let cap = cap as f32;
+            logits
+                .data
+                .iter_mut()
+                .for_each(|z| *z = blocks::softcap(*z, cap));
+        }
         logits
     }
 
@@ -400,10 +407,10 @@ impl<'m> Reference<'m> {
         angles: &[(Vec<f32>, Vec<f32>)],
     ) {
         let arch = self.arch;
-        let (t, d) = (x.rows, arch.head_dim);
+        let (t, d, rot) = (x.rows, arch.head_dim, arch.rotary_dim());
         let (eps, style) = (arch.rms_norm_eps as f32, arch.norm_weight);
         let mut normed = x.clone();
-        blocks::rms_norm_rows_in_place(&mut normed.data, &layer.input_norm.values(), style, eps);
+        norm(arch, &mut normed.data, &layer.input_norm);
         let storage = &self.storage;
         storage.store(StoredTensor::NormOutputs, &mut normed.data);
         let project = |w: &super::tensor::BfTensor, bias: Option<&super::tensor::BfTensor>| {
@@ -426,11 +433,11 @@ impl<'m> Reference<'m> {
         }
         for (qs, (cos, sin)) in q.chunks_exact_mut(arch.q_dim()).zip(angles) {
             qs.chunks_exact_mut(d)
-                .for_each(|head| blocks::apply_rope(head, cos, sin));
+                .for_each(|head| blocks::apply_rope(&mut head[..rot], cos, sin));
         }
         for (ks, (cos, sin)) in k.chunks_exact_mut(arch.kv_dim()).zip(angles) {
             ks.chunks_exact_mut(d)
-                .for_each(|head| blocks::apply_rope(head, cos, sin));
+                .for_each(|head| blocks::apply_rope(&mut head[..rot], cos, sin));
         }
         storage.store(StoredTensor::QkAfterRope, &mut q);
         storage.store(StoredTensor::QkAfterRope, &mut k);
@@ -440,9 +447,12 @@ impl<'m> Reference<'m> {
         let (held_from, kv_dim, q_dim) = (self.cache.first[i], arch.kv_dim(), arch.q_dim());
         let window = arch.window_of(i);
         let mut attended = vec![0.0f32; t * q_dim];
+        // A row attends to up to every cached position, with every head.
+        let row_work = q_dim * (start + t - held_from);
         attended
             .par_chunks_mut(q_dim)
             .zip(q.par_chunks(q_dim))
+            .with_min_len(crate::threads::min_len(row_work))
             .enumerate()
             .for_each(|(r, (out, q_row))| {
                 let position = start + r;
@@ -454,8 +464,7 @@ impl<'m> Reference<'m> {
         let mut o = vec![0.0f32; t * arch.hidden_size];
         linear::matmul(&attended, t, &layer.o_proj, &mut o);
         if let Some(sandwich) = &layer.sandwich {
-            let w = &sandwich.attention_out.values();
-            blocks::rms_norm_rows_in_place(&mut o, w, style, eps);
+            norm(arch, &mut o, &sandwich.attention_out);
         }
         storage.store(StoredTensor::AttentionOutput, &mut o);
         for (xv, ov) in x.data.iter_mut().zip(&o) {
@@ -469,9 +478,7 @@ impl<'m> Reference<'m> {
         let t = x.rows;
         let f = self.arch.intermediate_size;
         let mut normed = x.clone();
-        let (eps, style) = (self.arch.rms_norm_eps as f32, self.arch.norm_weight);
-        let w = layer.post_attention_norm.values();
-        blocks::rms_norm_rows_in_place(&mut normed.data, &w, style, eps);
+        norm(self.arch, &mut normed.data, &layer.post_attention_norm);
         let storage = &self.storage;
         storage.store(StoredTensor::NormOutputs, &mut normed.data);
         let mut gate = vec![0.0f32; t * f];
@@ -485,8 +492,7 @@ impl<'m> Reference<'m> {
         let mut down = vec![0.0f32; t * self.arch.hidden_size];
         linear::matmul(&gate, t, &layer.down_proj, &mut down);
         if let Some(sandwich) = &layer.sandwich {
-            let w = &sandwich.mlp_out.values();
-            blocks::rms_norm_rows_in_place(&mut down, w, style, eps);
+            norm(self.arch, &mut down, &sandwich.mlp_out);
         }
         storage.store(StoredTensor::MlpOutput, &mut down);
         for (xv, dv) in x.data.iter_mut().zip(&down) {
@@ -494,4 +500,11 @@ impl<'m> Reference<'m> {
         }
         storage.store(StoredTensor::Residual, &mut x.data);
     }
+}
+
+/// `arch`'s norm with `tensors` on each hidden-wide row of `x`, in place.
+fn norm(arch: &Architecture, x: &mut [f32], tensors: &NormTensors) {
+    let (w, b) = (tensors.weight_values(), tensors.bias_values());
+    let how = (arch.norm_kind, arch.norm_weight, arch.rms_norm_eps as f32);
+    blocks::norm_rows_in_place(x, arch.hidden_size, how, w.as_deref(), b.as_deref());
 }

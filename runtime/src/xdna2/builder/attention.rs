@@ -16,12 +16,8 @@ impl Builder<'_> {
         let (qd, kvd) = (d.q_dim(), d.kv_dim());
         let x = self.act("x", rows * d.hidden);
         let xn = self.act("xn", rows * d.hidden);
-        let ln1 = self.layer_vector(
-            "ln1",
-            "input_layernorm.weight",
-            d.hidden_vector(),
-            self.weight_class(),
-        );
+        let class = self.weight_class();
+        let ln1 = self.layer_norm_buffers("ln1", "input_layernorm", class);
         let wq = self.projection("wq", "self_attn.q_proj", qd, d.hidden);
         let wk = self.projection("wk", "self_attn.k_proj", kvd, d.hidden);
         let wv = self.projection("wv", "self_attn.v_proj", kvd, d.hidden);
@@ -31,13 +27,7 @@ impl Builder<'_> {
             self.act("v", rows * kvd),
         );
         let lut = self.lut();
-        let mut launches = vec![Launch::Rmsnorm {
-            x: x.clone(),
-            weight: Some(ln1),
-            out: xn.clone(),
-            eps: d.eps,
-            spec: self.norm(rows, d.hidden, d.real_hidden_cols()),
-        }];
+        let mut launches = vec![self.norm_launch(&x, &ln1, &xn, rows)];
         for (w, out) in [(&wq, &q), (&wk, &k), (&wv, &v)] {
             let n = self.buffers[out.as_str()].elements / rows;
             launches.push(self.matmul(&xn, w, out, d.hidden, n));
@@ -173,7 +163,7 @@ impl Builder<'_> {
                 heads,
                 head_dim: d.head_dim,
                 lut: rotate.then(|| "lut".to_string()),
-                rotary_dim: d.real_head_dim().filter(|_| rotate),
+                rotary_dim: self.rotary_dim().filter(|_| rotate),
             });
         }
     }
@@ -188,6 +178,7 @@ impl Builder<'_> {
             spec.layout = self.options.layout;
         }
         spec.scale_dim = d.scale_dim();
+        spec.softcap = self.arch.attn_logit_softcap.map(|cap| cap as u32);
         let mut names = [
             q.to_string(),
             k.to_string(),

@@ -5,7 +5,7 @@
 use super::super::kernels::Dtype;
 use super::super::plan::{Buffer, BufferClass, Phase, Transform, WeightSource};
 use super::dims::zero_pad;
-use super::{local_lut, Builder, LOCAL_LUT};
+use super::{local_lut, Builder, NormBuffers, LOCAL_LUT};
 use crate::model::arch::NormWeight;
 
 impl Builder<'_> {
@@ -121,6 +121,46 @@ impl Builder<'_> {
         )
     }
 
+    /// A layer norm's buffers as `class`: `{name}` for its weight unless the
+    /// model's norms have none, `{name}_b` for its bias if they have one.
+    pub(super) fn layer_norm_buffers(
+        &mut self,
+        name: &str,
+        module: &str,
+        class: BufferClass,
+    ) -> NormBuffers {
+        let (elements, levels) = self.dims.hidden_vector();
+        let weight = self.arch.norm_weight.has_tensor().then(|| {
+            let transforms = self.norm_transforms(levels.clone());
+            self.tensor(
+                name,
+                class,
+                format!("model.layers.{{layer}}.{module}.weight"),
+                elements,
+                transforms,
+            )
+        });
+        let bias = self.arch.norm_bias.then(|| {
+            self.tensor(
+                &format!("{name}_b"),
+                class,
+                format!("model.layers.{{layer}}.{module}.bias"),
+                elements,
+                zero_pad(levels, Vec::new()).into_iter().collect(),
+            )
+        });
+        NormBuffers { weight, bias }
+    }
+
+    /// Moves a norm's buffers to `class` (the host-glue decode path).
+    pub(super) fn reclass_norm(&mut self, norm: &NormBuffers, class: BufferClass) {
+        for name in norm.weight.iter().chain(&norm.bias) {
+            if let Some(b) = self.buffers.get_mut(name) {
+                b.class = class;
+            }
+        }
+    }
+
     /// A norm weight's setup: `1 + w` where the model's norms apply that
     /// (before the zero padding, so padded columns stay zero), then the padding.
     pub(super) fn norm_transforms(&self, levels: Vec<[usize; 2]>) -> Vec<Transform> {
@@ -132,12 +172,16 @@ impl Builder<'_> {
         transforms
     }
 
-    /// The RoPE table: rows as wide as the real head_dim (the rotated part);
+    /// The RoPE table: rows as wide as the rotated part (the real head_dim, or
+    /// the partial rotary dimensions);
     /// with the local base's table beside it when sliding-window layers have
     /// one (`SlidingLayers::local_lut`).
     pub(super) fn lut(&mut self) -> String {
         let positions = self.seq;
-        let hd = self.dims.real_head_dim;
+        let hd = self
+            .arch
+            .partial_rotary_dim
+            .unwrap_or(self.dims.real_head_dim);
         let has_local = local_lut(self.arch).is_some();
         for (name, local) in [("lut", false), (LOCAL_LUT, true)] {
             if local && !has_local {

@@ -6,7 +6,8 @@
 
 use super::super::kernels::Herd;
 use super::super::plan::{BufferClass, HostOp, Launch};
-use super::{Builder, Group};
+use super::{Builder, Group, NormBuffers};
+use crate::model::arch::{NormKind, NormWeight};
 
 /// The weights of a layer's O+FFN block: its four projections and the norm in
 /// front of its MLP.
@@ -15,7 +16,7 @@ struct OFfnWeights {
     wg: String,
     wu: String,
     wd: String,
-    ln2: String,
+    ln2: NormBuffers,
 }
 
 impl Builder<'_> {
@@ -30,11 +31,11 @@ impl Builder<'_> {
         let wd = self.projection("wd", "mlp.down_proj", d.hidden, d.ffn);
         let class = self.weight_class();
         let mlp_norm = if self.arch.sandwich_norms {
-            "pre_feedforward_layernorm.weight"
+            "pre_feedforward_layernorm"
         } else {
-            "post_attention_layernorm.weight"
+            "post_attention_layernorm"
         };
-        let ln2 = self.layer_vector("ln2", mlp_norm, d.hidden_vector(), class);
+        let ln2 = self.layer_norm_buffers("ln2", mlp_norm, class);
         OFfnWeights {
             wo,
             wg,
@@ -57,33 +58,21 @@ impl Builder<'_> {
 
     /// Gemma's sandwich norms, the weights of the RMSNorms on the attention and
     /// MLP outputs before their residual adds, held as `class`.
-    fn sandwich_weights(&mut self, class: BufferClass) -> Option<[String; 2]> {
+    fn sandwich_weights(&mut self, class: BufferClass) -> Option<[NormBuffers; 2]> {
         if !self.arch.sandwich_norms {
             return None;
         }
-        let v = self.dims.hidden_vector();
         Some([
-            self.layer_vector(
-                "ln_attn_out",
-                "post_attention_layernorm.weight",
-                v.clone(),
-                class,
-            ),
-            self.layer_vector("ln_mlp_out", "post_feedforward_layernorm.weight", v, class),
+            self.layer_norm_buffers("ln_attn_out", "post_attention_layernorm", class),
+            self.layer_norm_buffers("ln_mlp_out", "post_feedforward_layernorm", class),
         ])
     }
 
-    /// The NPU RMSNorm of a sandwich norm on `rows` rows of `x` into `out`.
-    fn sandwich_norm(&mut self, x: &str, weight: &str, out: &str, rows: usize) -> Launch {
+    /// The NPU norm of a sandwich norm on `rows` rows of `x` into `out`.
+    fn sandwich_norm(&mut self, x: &str, weight: &NormBuffers, out: &str, rows: usize) -> Launch {
         let d = self.dims;
         let out = self.act(out, rows * d.hidden);
-        Launch::Rmsnorm {
-            x: x.into(),
-            weight: Some(weight.into()),
-            out,
-            eps: d.eps,
-            spec: self.norm(rows, d.hidden, d.real_hidden_cols()),
-        }
+        self.norm_launch(x, weight, &out, rows)
     }
 
     /// `launches` with the sandwich norm `weight` applied to `produced` (the
@@ -93,7 +82,7 @@ impl Builder<'_> {
         &mut self,
         launches: &mut Vec<Launch>,
         produced: String,
-        weight: Option<&String>,
+        weight: Option<&NormBuffers>,
         out: &str,
         rows: usize,
     ) -> String {
@@ -141,13 +130,7 @@ impl Builder<'_> {
                 out: h1.clone(),
                 spec: self.eltwise(rows * d.hidden),
             },
-            Launch::Rmsnorm {
-                x: h1.clone(),
-                weight: Some(w.ln2),
-                out: hn.clone(),
-                eps: d.eps,
-                spec: self.norm(rows, d.hidden, d.real_hidden_cols()),
-            },
+            self.norm_launch(&h1, &w.ln2, &hn, rows),
             self.matmul(&hn, &w.wg, &gate, d.hidden, d.ffn),
             self.matmul(&hn, &w.wu, &up, d.hidden, d.ffn),
             self.gated(gate, up, act.clone(), rows * d.ffn),
@@ -175,9 +158,12 @@ impl Builder<'_> {
         let d = self.dims;
         let l = &self.device.limits;
         // The cascade adds o_proj's and down_proj's outputs to the residual
-        // inside its GEMVs: no room for a sandwich norm between.
+        // inside its GEMVs: no room for a sandwich norm between; and its
+        // SwiGLU GEMV fuses a weighted RMSNorm, not a LayerNorm.
         !d.cascade_padded()
             && !self.arch.sandwich_norms
+            && self.arch.norm_kind == NormKind::Rms
+            && self.arch.norm_weight != NormWeight::Absent
             && d.hidden < l.cascade_hidden_size_below
             && d.ffn % l.cascade_hidden_multiple == 0
             && d.q_dim() % l.cascade_hidden_multiple == 0
@@ -213,7 +199,7 @@ impl Builder<'_> {
             self.gemv(&w.wo, attn, &h1, Some("x"), herd),
             Launch::GemvSwiglu {
                 x: h1.clone(),
-                norm: w.ln2,
+                norm: w.ln2.weight.clone().unwrap_or_default(),
                 gate: w.wg,
                 up: w.wu,
                 out: act.clone(),
@@ -255,9 +241,7 @@ impl Builder<'_> {
     fn o_ffn_host_glue(&mut self, attn: &str, w: OFfnWeights) {
         let d = self.dims;
         let ([o, h1, hn, down], [gate, up, act]) = self.o_ffn_acts();
-        if let Some(b) = self.buffers.get_mut("ln2") {
-            b.class = BufferClass::Host;
-        }
+        self.reclass_norm(&w.ln2, BufferClass::Host);
         let sandwich = self.sandwich_weights(BufferClass::Host);
         self.projection_call("o_gemv", &w.wo, attn, &o);
         let o = self.host_normed(o, sandwich.as_ref().map(|w| &w[0]), "on");
@@ -267,15 +251,8 @@ impl Builder<'_> {
             out: h1.clone(),
             n: d.hidden,
         });
-        self.host(HostOp::RmsNorm {
-            x: h1.clone(),
-            weight: w.ln2,
-            out: hn.clone(),
-            cols: d.hidden,
-            eps: d.eps,
-            last_row: false,
-            real_cols: d.real_hidden_cols(),
-        });
+        let norm = self.host_norm(&h1, &w.ln2, &hn, false);
+        self.host(norm);
         self.projection_call("gate_gemv", &w.wg, &hn, &gate);
         self.projection_call("up_gemv", &w.wu, &hn, &up);
         self.host(HostOp::SiluMul {
@@ -296,21 +273,14 @@ impl Builder<'_> {
 
     /// `x` through the host RMSNorm `weight` into `out` when there is one (a
     /// sandwich norm of the host-glue decode path): returns what to read next.
-    fn host_normed(&mut self, x: String, weight: Option<&String>, out: &str) -> String {
+    fn host_normed(&mut self, x: String, weight: Option<&NormBuffers>, out: &str) -> String {
         let Some(w) = weight else {
             return x;
         };
         let d = self.dims;
         let out = self.act(out, d.hidden);
-        self.host(HostOp::RmsNorm {
-            x,
-            weight: w.clone(),
-            out: out.clone(),
-            cols: d.hidden,
-            eps: d.eps,
-            last_row: false,
-            real_cols: d.real_hidden_cols(),
-        });
+        let norm = self.host_norm(&x, w, &out, false);
+        self.host(norm);
         out
     }
 

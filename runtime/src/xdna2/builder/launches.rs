@@ -3,9 +3,9 @@
 //! gated activation of the model's MLP.
 
 use super::super::kernels::{Dtype, EltwiseSpec, GemmSpec, GemvSpec, Herd, NormSpec, RopeSpec};
-use super::super::plan::{Launch, Phase};
-use super::Builder;
-use crate::model::arch::Activation;
+use super::super::plan::{HostOp, Launch, Phase};
+use super::{Builder, NormBuffers};
+use crate::model::arch::{Activation, NormKind};
 
 impl Builder<'_> {
     /// A row norm of `cols` (padded) columns whose real ones are `real_cols`.
@@ -21,6 +21,73 @@ impl Builder<'_> {
             herd,
             weighted: true,
             real_cols,
+        }
+    }
+
+    /// The model's norm (RMSNorm or LayerNorm) on `rows` rows of `x` into
+    /// `out`, with the norm's weight and bias buffers.
+    pub(super) fn norm_launch(
+        &self,
+        x: &str,
+        norm: &NormBuffers,
+        out: &str,
+        rows: usize,
+    ) -> Launch {
+        let d = self.dims;
+        let mut spec = self.norm(rows, d.hidden, d.real_hidden_cols());
+        spec.weighted = norm.weight.is_some();
+        let (x, out, weight) = (x.to_string(), out.to_string(), norm.weight.clone());
+        match self.arch.norm_kind {
+            NormKind::Rms => Launch::Rmsnorm {
+                x,
+                weight,
+                out,
+                eps: d.eps,
+                spec,
+            },
+            NormKind::Layer => Launch::Layernorm {
+                x,
+                weight,
+                bias: norm.bias.clone(),
+                out,
+                eps: d.eps,
+                spec,
+            },
+        }
+    }
+
+    /// The model's norm on the host: of the last real row of `x` in prefill
+    /// (`last_row`), else of each row. (Every RMSNorm has a weight: only
+    /// OLMo's LayerNorm has none.)
+    pub(super) fn host_norm(
+        &self,
+        x: &str,
+        norm: &NormBuffers,
+        out: &str,
+        last_row: bool,
+    ) -> HostOp {
+        let d = self.dims;
+        let (x, out) = (x.to_string(), out.to_string());
+        match (self.arch.norm_kind, &norm.weight) {
+            (NormKind::Rms, Some(weight)) => HostOp::RmsNorm {
+                x,
+                weight: weight.clone(),
+                out,
+                cols: d.hidden,
+                eps: d.eps,
+                last_row,
+                real_cols: d.real_hidden_cols(),
+            },
+            _ => HostOp::LayerNorm {
+                x,
+                weight: norm.weight.clone(),
+                bias: norm.bias.clone(),
+                out,
+                cols: d.hidden,
+                eps: d.eps,
+                last_row,
+                real_cols: d.real_hidden_cols(),
+            },
         }
     }
 
@@ -40,8 +107,14 @@ impl Builder<'_> {
             heads,
             head_dim: self.dims.head_dim,
             herd,
-            rotary_dim: self.dims.real_head_dim(),
+            rotary_dim: self.rotary_dim(),
         }
+    }
+
+    /// The dimensions of each head RoPE rotates when not all of the kernels'
+    /// head_dim: the partial rotary part, or the real head_dim of padded heads.
+    pub(super) fn rotary_dim(&self) -> Option<usize> {
+        self.arch.partial_rotary_dim.or(self.dims.real_head_dim())
     }
 
     pub(super) fn gemm(&self, a: &str, b: &str, out: &str, k: usize, n: usize) -> Launch {

@@ -6,20 +6,46 @@ use super::super::kernels::LmHeadSpec;
 use super::super::plan::{BufferClass, HostOp, Launch, Step, Transform};
 use super::calls::Part;
 use super::dims::zero_pad;
-use super::{Builder, Group};
+use super::{Builder, Group, NormBuffers};
 
 impl Builder<'_> {
-    /// A host-side hidden-wide vector (the final norm's weight).
-    pub(super) fn final_norm(&mut self, class: BufferClass) -> String {
+    /// The final norm's weight and bias buffers, each when the model's norms
+    /// have one.
+    pub(super) fn final_norm(&mut self, class: BufferClass) -> NormBuffers {
         let (elements, levels) = self.dims.hidden_vector();
-        let transforms = self.norm_transforms(levels);
-        self.tensor(
-            "final_norm",
-            class,
-            "model.norm.weight".into(),
-            elements,
-            transforms,
-        )
+        let weight = self.arch.norm_weight.has_tensor().then(|| {
+            let transforms = self.norm_transforms(levels.clone());
+            self.tensor(
+                "final_norm",
+                class,
+                "model.norm.weight".into(),
+                elements,
+                transforms,
+            )
+        });
+        let bias = self.arch.norm_bias.then(|| {
+            self.tensor(
+                "final_norm_b",
+                class,
+                "model.norm.bias".into(),
+                elements,
+                zero_pad(levels, Vec::new()).into_iter().collect(),
+            )
+        });
+        NormBuffers { weight, bias }
+    }
+
+    /// Gemma-2's final logit soft-cap on the host over `logits`, when the
+    /// model caps them.
+    fn soft_cap(&mut self, logits: &str) {
+        if let Some(cap) = self.arch.final_logit_softcap {
+            let n = self.buffers[logits].elements;
+            self.epilogue.push(Step::Host(HostOp::SoftCap {
+                x: logits.to_string(),
+                n,
+                cap,
+            }));
+        }
     }
 
     fn output_projection_tensor(&self) -> String {
@@ -40,19 +66,13 @@ impl Builder<'_> {
         };
         let final_norm = self.final_norm(class);
         if self.options.last_token_lm_head {
-            self.lm_head_on_one_row(final_norm, true);
+            self.lm_head_on_one_row(&final_norm, true);
             return;
         }
         let xf = self.act("xf_all", s * d.hidden);
         let norm = Group {
             name: "final_norm",
-            launches: vec![Launch::Rmsnorm {
-                x: "x".into(),
-                weight: Some(final_norm),
-                out: xf.clone(),
-                eps: d.eps,
-                spec: self.norm(s, d.hidden, d.real_hidden_cols()),
-            }],
+            launches: vec![self.norm_launch("x", &final_norm, &xf, s)],
             outputs: vec![xf.clone()],
         };
         let parts = self.options.lm_head_parts.max(1);
@@ -84,27 +104,24 @@ impl Builder<'_> {
         let head = Group {
             name: "lm_head_gemm",
             launches,
-            outputs,
+            outputs: outputs.clone(),
         };
         self.emit_into(norm, Part::Epilogue);
         self.emit_into(head, Part::Epilogue);
+        for logits in &outputs {
+            self.soft_cap(logits);
+        }
     }
 
     /// The final norm on the host (weight `final_norm`) of one row of `x` (the
     /// last row of the prompt with `last_row`), then the LM-head GEMV on it.
-    pub(super) fn lm_head_on_one_row(&mut self, final_norm: String, last_row: bool) {
+    pub(super) fn lm_head_on_one_row(&mut self, final_norm: &NormBuffers, last_row: bool) {
         let d = self.dims;
         let xf = self.act("xf", d.hidden);
-        self.epilogue.push(Step::Host(HostOp::RmsNorm {
-            x: "x".into(),
-            weight: final_norm,
-            out: xf.clone(),
-            cols: d.hidden,
-            eps: d.eps,
-            last_row,
-            real_cols: d.real_hidden_cols(),
-        }));
+        let norm = self.host_norm("x", final_norm, &xf, last_row);
+        self.epilogue.push(Step::Host(norm));
         self.lm_head_gemv(&xf);
+        self.soft_cap("logits");
     }
 
     /// The partitioned LM-head GEMV on one normalized row `x` (NPU), or a

@@ -82,20 +82,24 @@ pub enum PlanError {
     Padding { model: String, why: String },
 }
 
-/// A feature of a model the plans cannot express, and why.
+/// A feature of a model the plans cannot express, why, and what would lift it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnsupportedFeature {
     pub name: &'static str,
     pub reason: String,
+    pub lift: &'static str,
 }
 
 /// Every feature of `arch` the plan builder cannot express (it refuses a model on
 /// the first; phase 0 names them all).
 pub fn unsupported_features(arch: &Architecture) -> Vec<UnsupportedFeature> {
-    // Gemma-3 is planned: (1 + w) norms (`Transform::OffsetOne`), sandwich
-    // norms (RMSNorm launches before the residual adds), the embedding scale
+    // Planned: Gemma's (1 + w) norms (`Transform::OffsetOne`), sandwich norms
+    // (norm launches before the residual adds), the embedding scale
     // (`HostOp::Embed::scale`), the GELU-tanh MLP (`gelu_mul`), sliding-window
-    // layers with their local RoPE table (`Plan::sliding`). What follows is not.
+    // layers with their local RoPE table (`Plan::sliding`), LayerNorm with or
+    // without weight and bias (`layernorm`), partial rotary (`RopeSpec::
+    // rotary_dim`), Gemma-2's soft-caps (`FlashAttentionSpec::softcap`, the
+    // host's decode attention and `HostOp::SoftCap`). What follows is not.
     let mut found = Vec::new();
     if let Some(scalar) = arch.query_pre_attn_scalar {
         if integer_scale_dim(scalar).is_none() {
@@ -105,6 +109,20 @@ pub fn unsupported_features(arch: &Architecture) -> Vec<UnsupportedFeature> {
                     "scores are scaled by {scalar}^-1/2; the attention kernels scale by the \
                      inverse square root of a whole number of dimensions"
                 ),
+                lift: "a floating-point score scale in `FlashAttentionSpec` and the host's \
+                       decode attention",
+            });
+        }
+    }
+    if let Some(cap) = arch.attn_logit_softcap {
+        if !(cap.fract() == 0.0 && cap >= 1.0 && cap <= f64::from(u32::MAX)) {
+            found.push(UnsupportedFeature {
+                name: "attn_logit_softcapping",
+                reason: format!(
+                    "scores are capped at {cap}; the flash-attention kernel caps at a whole \
+                     number"
+                ),
+                lift: "a floating-point cap in `FlashAttentionSpec`",
             });
         }
     }
@@ -269,6 +287,13 @@ struct Builder<'a> {
     prologue: Vec<Step>,
     layer: Vec<Step>,
     epilogue: Vec<Step>,
+}
+
+/// A norm's weight and bias buffers, each when the model's norms have one.
+#[derive(Debug, Clone, Default)]
+struct NormBuffers {
+    weight: Option<String>,
+    bias: Option<String>,
 }
 
 /// Launches merged (or not) as one group, with the buffers consumed after it.

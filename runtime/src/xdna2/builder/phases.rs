@@ -34,6 +34,7 @@ impl Builder<'_> {
             kv_heads: d.kv_heads,
             head_dim: d.head_dim,
             scale_dim: d.scale_dim(),
+            softcap: self.arch.attn_logit_softcap,
         });
         self.o_ffn_decode(&attn);
         self.host(HostOp::Scheduling {
@@ -41,7 +42,7 @@ impl Builder<'_> {
         });
 
         let final_norm = self.final_norm(BufferClass::Host);
-        self.lm_head_on_one_row(final_norm, false);
+        self.lm_head_on_one_row(&final_norm, false);
     }
 
     /// The prologue: the token embeddings of the phase's rows into `x`.

@@ -64,7 +64,7 @@ pub fn decode_attention(
     (keys, values): (&[u16], &[u16]),
     positions: usize,
     (heads, kv_heads, head_dim, scale_dim): (usize, usize, usize, usize),
-    shift: usize,
+    (shift, softcap): (usize, Option<f32>),
 ) -> Vec<u16> {
     let kv_width = kv_heads * head_dim;
     let group = heads / kv_heads.max(1);
@@ -76,6 +76,9 @@ pub fn decode_attention(
         let offset = ((h / group.max(1) + shift) % kv_heads.max(1)) * head_dim;
         for (p, s) in scores.iter_mut().enumerate() {
             *s = dot_bf16_f32(&keys[p * kv_width + offset..][..head_dim], &qh) * scale;
+            if let Some(cap) = softcap {
+                *s = blocks::softcap(*s, cap);
+            }
         }
         blocks::softmax_in_place(&mut scores);
         let mut acc = vec![0.0f32; head_dim];

@@ -12,7 +12,9 @@ use super::rows::{attention_rows, gemm_rows};
 use super::weights::{resolve, resolve_packed};
 use super::{ExecError, Interpreter};
 use crate::bf16;
+use crate::model::arch::{NormKind, NormWeight};
 use crate::model::oracle::{blocks, linear};
+use crate::threads;
 use crate::xdna2::kernels::{
     self, gemv_q4, gemv_q4::NibbleOrder, EltwiseSpec, FlashAttentionSpec, Herd, KernelError,
     NormSpec, RopeSpec,
@@ -274,6 +276,22 @@ impl<'m> Pass<'_, 'm> {
                     kernels::rms_norm(d, &small, *eps as f32, &xv, w.as_deref()).map_err(err)?;
                 self.put(out, y);
             }
+            Launch::Layernorm {
+                x,
+                weight,
+                bias,
+                out,
+                eps,
+                spec,
+            } => {
+                let xv = self.get(x)?.clone();
+                let w = weight.as_ref().map(|w| self.weight(w)).transpose()?;
+                let b = bias.as_ref().map(|b| self.weight(b)).transpose()?;
+                let small = Self::rows_of(&xv, spec);
+                let vectors = (w.as_deref(), b.as_deref());
+                let y = kernels::layer_norm(d, &small, *eps as f32, &xv, vectors).map_err(err)?;
+                self.put(out, y);
+            }
             Launch::QkRmsnorm {
                 x,
                 weight,
@@ -460,6 +478,7 @@ impl<'m> Pass<'_, 'm> {
                 kv_heads,
                 head_dim,
                 scale_dim,
+                softcap,
             } => {
                 let qv = self.get(q)?;
                 let (keys, values) = self.model.kv.layer(self.layer);
@@ -484,7 +503,7 @@ impl<'m> Pass<'_, 'm> {
                     (&keys[start..], &values[start..]),
                     positions,
                     (*heads, *kv_heads, *head_dim, scale_dim.unwrap_or(*head_dim)),
-                    shift,
+                    (shift, softcap.map(|c| c as f32)),
                 );
                 self.put(out, y);
                 self.slide(width);
@@ -557,6 +576,55 @@ impl<'m> Pass<'_, 'm> {
                 }
                 self.put(out, bf16::from_f32_vec(&y));
             }
+            HostOp::LayerNorm {
+                x,
+                weight,
+                bias,
+                out,
+                cols,
+                eps,
+                last_row,
+                real_cols,
+            } => {
+                let rows: Vec<f32> = {
+                    let xv = self.get(x)?;
+                    if *last_row {
+                        bf16::to_f32_vec(&xv[xv.len() - cols..])
+                    } else {
+                        bf16::to_f32_vec(xv)
+                    }
+                };
+                let mut w = None;
+                if let Some(n) = weight {
+                    w = Some(bf16::to_f32_vec(&self.weight(n)?));
+                }
+                let mut b = None;
+                if let Some(n) = bias {
+                    b = Some(bf16::to_f32_vec(&self.weight(n)?));
+                }
+                // Padded columns stay zeros: the statistics are over the real ones.
+                let real = real_cols.unwrap_or(*cols).min(*cols);
+                let how = (NormKind::Layer, NormWeight::Direct, *eps as f32);
+                let mut y = vec![0.0f32; rows.len()];
+                for (o, r) in y.chunks_mut(*cols).zip(rows.chunks(*cols)) {
+                    o[..real].copy_from_slice(&r[..real]);
+                    let (wr, br) = (
+                        w.as_ref().map(|v| &v[..real]),
+                        b.as_ref().map(|v| &v[..real]),
+                    );
+                    blocks::norm_rows_in_place(&mut o[..real], real, how, wr, br);
+                }
+                self.put(out, bf16::from_f32_vec(&y));
+            }
+            HostOp::SoftCap { x, cap, .. } => {
+                let cap = *cap as f32;
+                let y: Vec<u16> = self
+                    .get(x)?
+                    .iter()
+                    .map(|&z| bf16::from_f32(blocks::softcap(bf16::to_f32(z), cap)))
+                    .collect();
+                self.put(x, y);
+            }
             HostOp::SiluMul { gate, up, out, .. } => {
                 let mut g = bf16::to_f32_vec(self.get(gate)?);
                 let u = bf16::to_f32_vec(self.get(up)?);
@@ -566,7 +634,11 @@ impl<'m> Pass<'_, 'm> {
             HostOp::Matvec { w, x, out, k, .. } => {
                 let xv = bf16::to_f32_vec(self.get(x)?);
                 let wb = self.weight(w)?;
-                let y: Vec<f32> = wb.par_chunks(*k).map(|row| linear::dot(row, &xv)).collect();
+                let y: Vec<f32> = wb
+                    .par_chunks(*k)
+                    .with_min_len(threads::min_len(*k))
+                    .map(|row| linear::dot(row, &xv))
+                    .collect();
                 self.put(out, bf16::from_f32_vec(&y));
             }
             HostOp::Scheduling { .. } => {}

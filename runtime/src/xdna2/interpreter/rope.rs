@@ -11,7 +11,8 @@ use std::f64::consts::TAU;
 
 use crate::model::arch::{Architecture, Rope, RopeScaling};
 
-/// `theta^(-2j / head_dim)` for `j < head_dim / 2`, in f64.
+/// `theta^(-2j / head_dim)` for `j < head_dim / 2`, in f64 (`head_dim` the
+/// dimensions RoPE rotates: all of a head, or its partial rotary part).
 fn base_frequencies(theta: f64, head_dim: usize) -> Vec<f64> {
     let d = head_dim.max(1) as f64;
     (0..head_dim / 2)
@@ -49,7 +50,7 @@ fn rope_of(arch: &Architecture, local: bool) -> Rope {
 /// The frequencies of `arch`'s global (or `local`) RoPE with its scaling applied.
 pub fn scaled_frequencies(arch: &Architecture, local: bool) -> Vec<f32> {
     let rope = rope_of(arch, local);
-    let base = base_frequencies(rope.theta, arch.head_dim);
+    let base = base_frequencies(rope.theta, arch.rotary_dim());
     let scaled: Vec<f64> = match rope.scaling {
         RopeScaling::Default => base,
         RopeScaling::Linear { factor } => base.iter().map(|f| f / factor).collect(),
@@ -76,7 +77,7 @@ pub fn scaled_frequencies(arch: &Architecture, local: bool) -> Vec<f32> {
 
 /// The frequencies without any scaling (what a table that forgets it holds).
 pub fn unscaled_frequencies(arch: &Architecture, local: bool) -> Vec<f32> {
-    base_frequencies(rope_of(arch, local).theta, arch.head_dim)
+    base_frequencies(rope_of(arch, local).theta, arch.rotary_dim())
         .into_iter()
         .map(|f| f as f32)
         .collect()

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{operand, refuse_if_any, Herd, Kernel, KernelError};
 use crate::bf16;
+use crate::threads;
 use crate::xdna2::constraints::{ChannelUse, Checker, Constraint, ConstraintViolation};
 use crate::xdna2::device::Device;
 
@@ -60,6 +61,11 @@ pub struct FlashAttentionSpec {
     /// it does not skip).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<usize>,
+    /// Gemma-2's soft-cap on every scaled score, `tanh(s / cap) · cap`,
+    /// before the mask and the softmax (a whole number: the published caps
+    /// are 50 and 30). Timed as the uncapped kernel (uncalibrated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub softcap: Option<u32>,
 }
 
 impl FlashAttentionSpec {
@@ -112,6 +118,7 @@ impl FlashAttentionSpec {
             },
             scale_dim: None,
             window: None,
+            softcap: None,
         }
     }
 
@@ -270,6 +277,7 @@ pub fn flash_attention(
     let group = spec.heads / spec.kv_heads;
     let rows: Vec<(usize, usize, Vec<u16>)> = (0..spec.heads * spec.lq)
         .into_par_iter()
+        .with_min_len(threads::min_len(2 * spec.lk * hd))
         .map(|job| {
             let (head, pos) = (job / spec.lq, job % spec.lq);
             let start = spec.index(spec.lq, spec.heads, pos, head);
@@ -348,7 +356,11 @@ fn attend_one(
             let n = end - start;
             for (j, slot) in scores[..n].iter_mut().enumerate() {
                 let key = &keys[(start + j) * hd..][..hd];
-                *slot = bf16::round(dot8(query, key) * scale);
+                let score = dot8(query, key) * scale;
+                *slot = bf16::round(match spec.softcap {
+                    Some(cap) => (score / cap as f32).tanh() * cap as f32,
+                    None => score,
+                });
             }
             let block_max = scores[..n].iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
             let new_max = st.max.max(block_max);

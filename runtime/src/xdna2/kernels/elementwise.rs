@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{operand, refuse_if_any, Herd, Kernel, KernelError};
 use crate::bf16;
+use crate::threads;
 use crate::xdna2::constraints::{ChannelUse, Checker, Constraint, ConstraintViolation};
 use crate::xdna2::device::Device;
 
@@ -230,6 +231,7 @@ fn norm_rows(
     let mut out = vec![0u16; x.len()];
     out.par_chunks_mut(spec.cols.max(1))
         .zip(x.par_chunks(spec.cols.max(1)))
+        .with_min_len(threads::min_len(spec.cols))
         .for_each(|(o, row)| rms_norm_row(row, mean_cols, weight, eps, o));
     Ok(out)
 }
@@ -259,6 +261,69 @@ pub(crate) fn rms_norm_row(
             Some(w) => bf16::from_f32(normed * bf16::to_f32(w[i])),
             None => bf16::from_f32(normed),
         };
+    }
+}
+
+/// LayerNorm of every row: `(x − mean) / sqrt(var + eps) · weight + bias`
+/// (StableLM; OLMo's has neither weight nor bias). The mean and the biased
+/// variance are over the first `mean_cols` columns (the real ones of a
+/// zero-padded row), in f32 lanes as the RMSNorm kernel sums; padded columns
+/// are written zero.
+pub fn layer_norm(
+    device: &Device,
+    spec: &NormSpec,
+    eps: f32,
+    x: &[u16],
+    (weight, bias): (Option<&[u16]>, Option<&[u16]>),
+) -> Result<Vec<u16>, KernelError> {
+    let kernel = Kernel::Layernorm;
+    refuse_if_any(kernel, spec.check(device, kernel))?;
+    operand(kernel, "x", x, spec.rows * spec.cols)?;
+    for (name, v) in [("weight", weight), ("bias", bias)] {
+        if let Some(v) = v {
+            operand(kernel, name, v, spec.cols)?;
+        }
+    }
+    let weight = weight.filter(|_| spec.weighted);
+    let mean_cols = spec.mean_cols();
+    let mut out = vec![0u16; x.len()];
+    out.par_chunks_mut(spec.cols.max(1))
+        .zip(x.par_chunks(spec.cols.max(1)))
+        .for_each(|(o, row)| layer_norm_row(row, mean_cols, (weight, bias), eps, o));
+    Ok(out)
+}
+
+/// One row of LayerNorm with the vector unit's roundings: the normalised
+/// value is rounded to bf16 before the weight, as in the RMSNorm kernel.
+pub(crate) fn layer_norm_row(
+    row: &[u16],
+    mean_cols: usize,
+    (weight, bias): (Option<&[u16]>, Option<&[u16]>),
+    eps: f32,
+    out: &mut [u16],
+) {
+    let real = &row[..mean_cols.min(row.len())];
+    let n = real.len().max(1) as f32;
+    let lane_sum = |f: &dyn Fn(f32) -> f32| -> f32 {
+        let mut lanes = [0.0f32; 8];
+        for chunk in real.chunks(8) {
+            for (lane, &v) in lanes.iter_mut().zip(chunk) {
+                *lane += f(bf16::to_f32(v));
+            }
+        }
+        lanes.iter().sum()
+    };
+    let mean = lane_sum(&|v| v) / n;
+    let var = lane_sum(&|v| (v - mean) * (v - mean)) / n;
+    let inv = 1.0 / (var + eps).sqrt();
+    for (i, (o, &v)) in out.iter_mut().zip(row).enumerate() {
+        if i >= real.len() {
+            *o = 0;
+            continue;
+        }
+        let normed = bf16::round((bf16::to_f32(v) - mean) * inv);
+        let scaled = weight.map_or(normed, |w| normed * bf16::to_f32(w[i]));
+        *o = bf16::from_f32(bias.map_or(scaled, |b| scaled + bf16::to_f32(b[i])));
     }
 }
 
@@ -304,6 +369,7 @@ pub fn rope(
     let mut out = x.to_vec();
     out.par_chunks_mut(width.max(1))
         .zip(x.par_chunks(width.max(1)))
+        .with_min_len(threads::min_len(width))
         .enumerate()
         .for_each(|(r, (o, row))| {
             let table = &lut[(first_position + r) * rotated..][..rotated];
@@ -332,6 +398,7 @@ pub fn silu_mul(
     Ok(gate
         .par_iter()
         .zip(up.par_iter())
+        .with_min_len(threads::MIN_TASK_WORK)
         .map(|(&g, &u)| silu_mul_value(g, u))
         .collect())
 }
@@ -358,6 +425,7 @@ pub fn gelu_mul(
     Ok(gate
         .par_iter()
         .zip(up.par_iter())
+        .with_min_len(threads::MIN_TASK_WORK)
         .map(|(&g, &u)| gelu_mul_value(g, u))
         .collect())
 }
@@ -388,6 +456,7 @@ pub fn eltwise_add(
     operand(Kernel::EltwiseAdd, "b", b, spec.n)?;
     Ok(a.par_iter()
         .zip(b.par_iter())
+        .with_min_len(threads::MIN_TASK_WORK)
         .map(|(&x, &y)| bf16::from_f32(bf16::to_f32(x) + bf16::to_f32(y)))
         .collect())
 }
@@ -399,6 +468,7 @@ pub fn softmax(device: &Device, spec: &NormSpec, x: &[u16]) -> Result<Vec<u16>, 
     let mut out = vec![0u16; x.len()];
     out.par_chunks_mut(spec.cols.max(1))
         .zip(x.par_chunks(spec.cols.max(1)))
+        .with_min_len(threads::min_len(spec.cols))
         .for_each(|(o, row)| {
             let max = row
                 .iter()

@@ -14,9 +14,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{operand, refuse_if_any, Dtype, Herd, Kernel, KernelError, Precision};
 use crate::bf16;
+use crate::threads;
 use crate::xdna2::constraints::{ChannelUse, Checker, Constraint, ConstraintViolation};
 use crate::xdna2::device::Device;
 use crate::xdna2::numerics::bfp16_rows;
+use rayon::prelude::*;
 
 /// How the f32 accumulators leave the tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -299,28 +301,41 @@ fn accumulate(spec: &GemmSpec, a: &[u16], b: BOperand<'_>) -> Vec<f32> {
             (nk, 1, k as isize)
         }
     };
-    // SAFETY: the pointers cover m·k, k·n and m·n f32 values laid out with the
-    // given strides; only the first `written` ≤ n columns of C are touched.
-    unsafe {
-        matrixmultiply::sgemm(
-            m,
-            k,
-            written,
-            1.0,
-            a32.as_ptr(),
-            k as isize,
-            1,
-            b32.as_ptr(),
-            rsb,
-            csb,
-            0.0,
-            c.as_mut_ptr(),
-            n as isize,
-            1,
-        );
-    }
+    // Blocks of rows of A and C in parallel, the same blocks whatever the
+    // thread count; each C value is one sgemm's dot product over all of K, so
+    // the blocking does not change it.
+    c.par_chunks_mut(SGEMM_ROWS * n)
+        .zip(a32.par_chunks(SGEMM_ROWS * k))
+        .with_min_len(threads::min_len(SGEMM_ROWS * k * written))
+        .for_each(|(c_rows, a_rows)| {
+            let rows = c_rows.len() / n;
+            // SAFETY: the pointers cover rows·k, k·n and rows·n f32 values laid
+            // out with the given strides; only the first `written` ≤ n columns
+            // of C are touched.
+            unsafe {
+                matrixmultiply::sgemm(
+                    rows,
+                    k,
+                    written,
+                    1.0,
+                    a_rows.as_ptr(),
+                    k as isize,
+                    1,
+                    b32.as_ptr(),
+                    rsb,
+                    csb,
+                    0.0,
+                    c_rows.as_mut_ptr(),
+                    n as isize,
+                    1,
+                );
+            }
+        });
     c
 }
+
+/// Rows of A (and C) per sgemm call.
+const SGEMM_ROWS: usize = 64;
 
 /// B widened to f32 in `[N,K]` order.
 fn to_nxk(b: BOperand<'_>, k: usize, n: usize) -> Vec<f32> {

@@ -12,6 +12,7 @@ use super::elementwise::{rms_norm_row, silu_mul_value};
 use super::gemv_q4::PackedFormat;
 use super::{operand, refuse_if_any, Herd, Kernel, KernelError};
 use crate::bf16;
+use crate::threads;
 use crate::xdna2::constraints::{ChannelUse, Checker, Constraint, ConstraintViolation};
 use crate::xdna2::device::Device;
 
@@ -260,6 +261,7 @@ fn matvec_f32(spec: &GemvSpec, w: &[u16], x: &[u16]) -> Vec<f32> {
     let segment = spec.k_segment().max(1);
     let mut y = vec![0.0f32; spec.m];
     y.par_chunks_mut(ROWS_PER_TASK)
+        .with_min_len(threads::min_len(ROWS_PER_TASK * k))
         .enumerate()
         .for_each(|(block, out)| {
             let rows = &w[block * ROWS_PER_TASK * k..][..out.len() * k];

@@ -20,6 +20,7 @@ use super::{operand, refuse_if_any, Herd, Kernel, KernelError};
 use crate::bf16;
 use crate::model::quant::{WeightFormat, BLOCK};
 use crate::model::tensor::PackedRows;
+use crate::threads;
 use crate::xdna2::constraints::{Checker, Constraint};
 use crate::xdna2::device::Device;
 
@@ -158,6 +159,7 @@ pub fn gemv_q4_ordered(
     let segment = g.k_segment().max(1);
     let mut y = vec![0.0f32; g.m];
     y.par_chunks_mut(ROWS_PER_TASK)
+        .with_min_len(threads::min_len(ROWS_PER_TASK * g.k))
         .enumerate()
         .for_each(|(task, out)| {
             let first = task * ROWS_PER_TASK;

@@ -19,8 +19,8 @@ pub mod gemv_q4;
 
 pub use attention::{flash_attention, FlashAttentionSpec, FlashTile, QkvLayout};
 pub use elementwise::{
-    eltwise_add, embedding, gelu_mul, qk_rms_norm, rms_norm, rope, rope_lut, silu_mul, softmax,
-    EltwiseSpec, NormSpec, RopeSpec, RowTile,
+    eltwise_add, embedding, gelu_mul, layer_norm, qk_rms_norm, rms_norm, rope, rope_lut, silu_mul,
+    softmax, EltwiseSpec, NormSpec, RopeSpec, RowTile,
 };
 pub use gemm::{gemm, gemm_f32, gemm_into, BOperand, Epilogue, GemmSpec, GemmTile};
 pub use gemv::{
@@ -36,6 +36,8 @@ pub enum Kernel {
     Gemv,
     GemvSwiglu,
     Rmsnorm,
+    /// LayerNorm with an optional weight and bias (StableLM, OLMo).
+    Layernorm,
     QkRmsnorm,
     Rope,
     SiluMul,
@@ -48,11 +50,12 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 13] = [
+    pub const ALL: [Kernel; 14] = [
         Kernel::Gemm,
         Kernel::Gemv,
         Kernel::GemvSwiglu,
         Kernel::Rmsnorm,
+        Kernel::Layernorm,
         Kernel::QkRmsnorm,
         Kernel::Rope,
         Kernel::SiluMul,

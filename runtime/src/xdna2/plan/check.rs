@@ -220,6 +220,22 @@ fn operand_sizes(launch: &Launch) -> Vec<(&str, usize)> {
             v.extend(weight.as_deref().map(|w| (w, spec.cols)));
             v
         }
+        Launch::Layernorm {
+            x,
+            weight,
+            bias,
+            out,
+            spec,
+            ..
+        } => {
+            let mut v = vec![
+                (x.as_str(), spec.rows * spec.cols),
+                (out.as_str(), spec.rows * spec.cols),
+            ];
+            v.extend(weight.as_deref().map(|w| (w, spec.cols)));
+            v.extend(bias.as_deref().map(|b| (b, spec.cols)));
+            v
+        }
         Launch::QkRmsnorm {
             x,
             weight,

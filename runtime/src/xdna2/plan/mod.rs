@@ -332,6 +332,17 @@ pub enum Launch {
         eps: f64,
         spec: NormSpec,
     },
+    /// LayerNorm with the model's weight and bias when it has them.
+    Layernorm {
+        x: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        weight: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bias: Option<String>,
+        out: String,
+        eps: f64,
+        spec: NormSpec,
+    },
     QkRmsnorm {
         x: String,
         weight: String,
@@ -398,6 +409,7 @@ impl Launch {
             Launch::Gemv { .. } => Kernel::Gemv,
             Launch::GemvSwiglu { .. } => Kernel::GemvSwiglu,
             Launch::Rmsnorm { .. } => Kernel::Rmsnorm,
+            Launch::Layernorm { .. } => Kernel::Layernorm,
             Launch::QkRmsnorm { .. } => Kernel::QkRmsnorm,
             Launch::Rope { .. } => Kernel::Rope,
             Launch::SiluMul { .. } => Kernel::SiluMul,
@@ -426,6 +438,14 @@ impl Launch {
                 v.extend(weight.as_deref());
                 v
             }
+            Launch::Layernorm {
+                x, weight, bias, ..
+            } => {
+                let mut v = vec![x.as_str()];
+                v.extend(weight.as_deref());
+                v.extend(bias.as_deref());
+                v
+            }
             Launch::QkRmsnorm { x, weight, .. } => vec![x, weight],
             Launch::Rope { x, lut, .. } => vec![x, lut],
             Launch::SiluMul { gate, up, .. } | Launch::GeluMul { gate, up, .. } => vec![gate, up],
@@ -442,6 +462,7 @@ impl Launch {
             | Launch::Gemv { out, .. }
             | Launch::GemvSwiglu { out, .. }
             | Launch::Rmsnorm { out, .. }
+            | Launch::Layernorm { out, .. }
             | Launch::QkRmsnorm { out, .. }
             | Launch::Rope { out, .. }
             | Launch::SiluMul { out, .. }
@@ -460,6 +481,7 @@ impl Launch {
             Launch::Gemv { spec, .. } => spec.check(device),
             Launch::GemvSwiglu { spec, .. } => check_swiglu(device, spec),
             Launch::Rmsnorm { spec, .. } => spec.check(device, Kernel::Rmsnorm),
+            Launch::Layernorm { spec, .. } => spec.check(device, Kernel::Layernorm),
             Launch::QkRmsnorm { spec, .. } => spec.check(device, Kernel::QkRmsnorm),
             Launch::Rope { spec, .. } => spec.check(device),
             Launch::SiluMul { spec, .. } => spec.check(device, Kernel::SiluMul),
@@ -478,6 +500,7 @@ impl Launch {
             Launch::Gemv { spec, .. } => super::kernels::gemv_q4::label(spec),
             Launch::GemvSwiglu { spec, .. } => format!("{}x{}", spec.m, spec.k),
             Launch::Rmsnorm { spec, .. }
+            | Launch::Layernorm { spec, .. }
             | Launch::QkRmsnorm { spec, .. }
             | Launch::Softmax { spec, .. } => {
                 format!("{}x{}", spec.rows, spec.cols)
@@ -551,6 +574,9 @@ pub enum HostOp {
         /// The real head_dim of zero-padded heads, which scales the scores.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         scale_dim: Option<usize>,
+        /// Gemma-2's soft-cap on every score, `tanh(s / cap) · cap`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        softcap: Option<f64>,
     },
     /// Re-lays a `[rows, heads, head_dim]` tensor between seq-first and head-first.
     Transpose {
@@ -598,6 +624,24 @@ pub enum HostOp {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         real_cols: Option<usize>,
     },
+    /// LayerNorm on the host, as `RmsNorm` (the last real row in prefill, the
+    /// single row in decode), with the weight and bias the model has.
+    LayerNorm {
+        x: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        weight: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bias: Option<String>,
+        out: String,
+        cols: usize,
+        eps: f64,
+        last_row: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        real_cols: Option<usize>,
+    },
+    /// `tanh(x / cap) · cap` on every logit, on the host after the LM head
+    /// (Gemma-2's final logit soft-cap).
+    SoftCap { x: String, n: usize, cap: f64 },
     /// SiLU·mul on the host (decode glue).
     SiluMul {
         gate: String,
@@ -627,6 +671,8 @@ impl HostOp {
             HostOp::BiasAdd { .. } => "bias_add",
             HostOp::Add { .. } => "add",
             HostOp::RmsNorm { .. } => "rms_norm",
+            HostOp::LayerNorm { .. } => "layer_norm",
+            HostOp::SoftCap { .. } => "soft_cap",
             HostOp::SiluMul { .. } => "silu_mul",
             HostOp::Matvec { .. } => "matvec",
             HostOp::Scheduling { .. } => "scheduling",
