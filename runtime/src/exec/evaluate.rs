@@ -407,7 +407,7 @@ fn render(e: &Evaluation) -> String {
         let _ = writeln!(
             out,
             "- {}: {}",
-            super::phases::phase3::prompt_note(p),
+            super::phases::full_model::prompt_note(p),
             if p.check.passed { "pass" } else { "FAIL" }
         );
     }

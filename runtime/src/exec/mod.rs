@@ -11,8 +11,8 @@
 //! gate, value, threshold and what was tried.
 //!
 //! Module map: `run` drives the phases over the shared state; `phases/` holds one
-//! runner per phase (`phase0` … `phase3`, `optimize` for 4 and 5, `finalize` for 6,
-//! `phase7`) and `steps`, which accounts for the bundle steps they leave; [`design`]
+//! runner per phase (`reference` … `full_model`, `optimize` for 4 and 5, `finalize` for 6,
+//! `evaluate`) and `steps`, which accounts for the bundle steps they leave; [`design`]
 //! turns the executor's decisions into the builder's plans, which the backend's plan
 //! interpreter (`xdna2::interpreter`) runs over the model's weights; [`fault`] plants
 //! the faults the gate tests use; [`checks`] is the checking machinery (gates, the top-k gate,

@@ -26,7 +26,8 @@ use super::checks::gate::GateCheck;
 use super::checks::remedy::{apply_remedy, candidates, Failure};
 use super::design::{Design, Plans};
 use super::phases::{
-    finalize, optimize, phase0, phase1, phase2, phase3, phase7, recorded_format, steps, DeployPhase,
+    block, evaluate, finalize, full_model, kernels, optimize, recorded_format, reference, steps,
+    DeployPhase,
 };
 use super::progress::Progress;
 use super::{files, DeployError, DeployOptions, DeployOutcome};
@@ -591,7 +592,7 @@ pub fn deploy(
         run.input_registry = Some(given);
     }
     let mut end = PhaseEnd::Passed;
-    let loaded = run_phase(&mut run, &mut end, DeployPhase::Reference, phase0::run)?;
+    let loaded = run_phase(&mut run, &mut end, DeployPhase::Reference, reference::run)?;
     let mut run = match loaded {
         Some(loaded) => {
             let (mut run, Unloaded) = run.replace(loaded);
@@ -612,7 +613,7 @@ pub fn deploy(
         }
     };
     run_phase(&mut run, &mut end, DeployPhase::Evaluate, |run, rec| {
-        passed(phase7::run(run, rec)?)
+        passed(evaluate::run(run, rec)?)
     })?;
     run.report.verdict = match &end {
         PhaseEnd::Passed => run.report.verdict,
@@ -706,8 +707,8 @@ type OnBaseline =
 
 /// Phases 1 and 2, in order, with their runners.
 const BEFORE_BASELINE: [(DeployPhase, Runner); 2] = [
-    (DeployPhase::Kernels, phase1::run),
-    (DeployPhase::Block, phase2::run),
+    (DeployPhase::Kernels, kernels::run),
+    (DeployPhase::Block, block::run),
 ];
 
 /// Phases 4 to 6, in order, with their runners.
@@ -723,7 +724,7 @@ fn on_the_model(run: &mut Run<'_>, end: &mut PhaseEnd) -> Result<(), DeployError
     for (phase, runner) in BEFORE_BASELINE {
         run_phase(run, end, phase, |run, rec| passed(runner(run, rec)?))?;
     }
-    let baseline = run_phase(run, end, DeployPhase::Model, phase3::run)?;
+    let baseline = run_phase(run, end, DeployPhase::Model, full_model::run)?;
     for (phase, runner) in ON_BASELINE {
         match &baseline {
             Some(baseline) => {

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::phase2::first_prompt;
+use super::block::first_prompt;
 use super::DeployPhase;
 use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::PromptVerdict;
