@@ -260,9 +260,9 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
             stop.phase,
             stop.gate,
             stop.metric,
-            exec::checks::gate::format_value(stop.value),
+            exec::gates::gate::format_value(stop.value),
             stop.comparison.symbol(),
-            exec::checks::gate::format_value(stop.threshold),
+            exec::gates::gate::format_value(stop.threshold),
             stop.reason
         );
         for t in &stop.tried {

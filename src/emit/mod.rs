@@ -16,12 +16,12 @@ use thiserror::Error;
 use crate::distill::ir::SkillIr;
 
 pub mod bundle_json;
-pub mod check;
 pub mod cite;
 mod entry_page;
 pub mod frontmatter;
 pub mod language;
 pub mod markdown;
+pub mod on_disk;
 mod page;
 mod phase_page;
 pub mod print;

@@ -14,7 +14,7 @@ use petgraph::visit::{EdgeFiltered, EdgeRef};
 use petgraph::Direction;
 use rayon::prelude::*;
 
-use super::check::{self, Checked, Reference};
+use super::entry::{self, Checked, Reference};
 use super::{Edge, EdgeKind, FileInfo, Graph, HeaderInfo, Node, NodeData, SessionInfo};
 use crate::diag::{self, Code, Diagnostic};
 use crate::syntax::{
@@ -67,7 +67,7 @@ pub(super) fn build(files: Vec<ParsedFile>) -> (Graph, Vec<Diagnostic>) {
     let placed = place(files, &mut graph, &mut broken, &mut diagnostics);
     let checked: Vec<(Checked, usize, Option<DeployPhase>)> = placed
         .into_par_iter()
-        .map(|p| (check::check_entry(p.entry, p.phase), p.session, p.phase))
+        .map(|p| (entry::check_entry(p.entry, p.phase), p.session, p.phase))
         .collect();
 
     let mut references = Vec::with_capacity(checked.len());

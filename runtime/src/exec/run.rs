@@ -20,11 +20,11 @@ use super::artifacts::record::{
 use super::artifacts::registry::Registry;
 use super::artifacts::report_md;
 use super::artifacts::trajectory::{self, ActionLinks, TrajectoryWriter};
-use super::checks::decode::ReferenceRun;
-use super::checks::floor::DecodeLimits;
-use super::checks::gate::GateCheck;
-use super::checks::remedy::{apply_remedy, candidates, Failure};
 use super::design::{Design, Plans};
+use super::gates::decode::ReferenceRun;
+use super::gates::floor::DecodeLimits;
+use super::gates::gate::GateCheck;
+use super::gates::remedy::{apply_remedy, candidates, Failure};
 use super::phases::{
     block, evaluate, finalize, full_model, kernels, optimize, recorded_format, reference, steps,
     DeployPhase,
@@ -525,7 +525,7 @@ impl Run<'_, Loaded> {
         &self,
         remedies: &[&crate::bundle::Remedy],
         action: (OpKind, &BTreeMap<String, Value>),
-    ) -> Result<Vec<Change>, crate::exec::checks::remedy::RemedyError> {
+    ) -> Result<Vec<Change>, crate::exec::gates::remedy::RemedyError> {
         remedies
             .iter()
             .map(|r| {

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use super::record::{
     DeployReport, ModeledTimes, Performance, PhaseStatus, StepOrigin, StepOutcome,
 };
-use crate::exec::checks::gate::{format_value, ThresholdSource};
+use crate::exec::gates::gate::{format_value, ThresholdSource};
 
 pub fn render(r: &DeployReport) -> String {
     let mut out = String::new();

@@ -10,8 +10,8 @@ use super::DeployPhase;
 use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::{EvaluationSummary, EvaluatorVerdict, PhaseRecord};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::evaluate::Evaluation;
+use crate::exec::gates::gate::{GateCheck, ThresholdSource};
 use crate::exec::run::{PhaseEnd, Run, Unloaded};
 use crate::exec::{files, DeployError, EvaluatorLaunch, EVALUATOR_COMMAND};
 use crate::ops::{Metric, OpKind};
@@ -112,7 +112,7 @@ pub(crate) fn run(
             Ok(PhaseEnd::Passed)
         }
         Some(gate) => {
-            let failure = crate::exec::checks::remedy::Failure {
+            let failure = crate::exec::gates::remedy::Failure {
                 phase: DeployPhase::Evaluate,
                 op: OpKind::Evaluate,
                 params,

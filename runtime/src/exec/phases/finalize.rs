@@ -12,9 +12,9 @@ use crate::exec::artifacts::perf::{roofline, trace};
 use crate::exec::artifacts::production::{ModelRef, ProductionPlan, WeightsRef, PLAN_SCHEMA};
 use crate::exec::artifacts::record::{ModeledTimes, Performance, PhaseRecord, StepOutcome};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::gate::{GateCheck, ThresholdSource};
-use crate::exec::checks::topk::{GATE_K, GATE_N_TOKENS};
 use crate::exec::design::{fingerprint, modeled};
+use crate::exec::gates::gate::{GateCheck, ThresholdSource};
+use crate::exec::gates::topk::{GATE_K, GATE_N_TOKENS};
 use crate::exec::run::{write, write_report, PhaseEnd, Run};
 use crate::exec::{files, DeployError};
 use crate::model::WeightOrigin;
@@ -180,7 +180,7 @@ pub(crate) fn run(
     );
     write_report(run)?;
     if let Some(gate) = failed {
-        let failure = crate::exec::checks::remedy::Failure {
+        let failure = crate::exec::gates::remedy::Failure {
             phase: DeployPhase::Finalize,
             op: OpKind::WriteArtifacts,
             params: BTreeMap::new(),

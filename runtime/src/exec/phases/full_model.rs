@@ -1,8 +1,8 @@
 //! Phase 3, the full model: every layer and the LM head on the NPU path, verified
 //! over `GATE_N_TOKENS` decode steps per prompt fed the reference's greedy tokens:
 //! the teacher-forced logits of every step and the KV cache of every layer after
-//! prefill and after decode against the reference's (`checks::decode`), and the
-//! greedy top-k set check at every step (`checks::topk`); with the per-layer cosine
+//! prefill and after decode against the reference's (`gates::decode`), and the
+//! greedy top-k set check at every step (`gates::topk`); with the per-layer cosine
 //! table kept as diagnosis only, and the unoptimized plan's modeled figures as the
 //! baseline phases 4 and 5 must beat.
 
@@ -14,12 +14,12 @@ use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::PromptVerdict;
 use crate::exec::artifacts::record::{ModeledTimes, PhaseRecord, StepOutcome};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::gate::{format_value, GateCheck, ThresholdSource};
-use crate::exec::checks::remedy::Failure;
-use crate::exec::checks::topk::{rank_words, TopKGate, GATE_K, GATE_N_TOKENS};
-use crate::exec::checks::verify::{verify_gates, verify_npu, NpuVerification};
 use crate::exec::design::{self, fingerprint, modeled};
 use crate::exec::fault::Fault;
+use crate::exec::gates::gate::{format_value, GateCheck, ThresholdSource};
+use crate::exec::gates::remedy::Failure;
+use crate::exec::gates::topk::{rank_words, TopKGate, GATE_K, GATE_N_TOKENS};
+use crate::exec::gates::verify::{verify_gates, verify_npu, NpuVerification};
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::DeployError;
 use crate::ops::{Metric, OpKind};
@@ -228,7 +228,7 @@ fn plant_decode_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
 pub(crate) const VERIFY_OBSERVATION: &str =
     "decode fed the reference's tokens: logits and KV cache against the reference, top-k set check at every step";
 
-/// The verification gates of `v` (`checks::verify`), the top-k threshold's
+/// The verification gates of `v` (`gates::verify`), the top-k threshold's
 /// source read from the bundle.
 pub(crate) fn run_gates(run: &Run<'_>, v: &NpuVerification) -> Vec<GateCheck> {
     let prompts = run.report.prompts.len();

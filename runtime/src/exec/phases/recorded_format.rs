@@ -146,7 +146,7 @@ pub(crate) fn packed_format(run: &Run<'_>) -> Option<WeightFormat> {
 pub(crate) fn adapt_lesson(
     run: &Run<'_>,
     lesson: &crate::bundle::Lesson,
-    failure: &crate::exec::checks::remedy::Failure,
+    failure: &crate::exec::gates::remedy::Failure,
     changes: Vec<Change>,
 ) -> (Vec<Change>, Option<OtherFormat>) {
     let Some(deployed) = packed_format(run) else {
@@ -239,7 +239,7 @@ pub(crate) fn record_technique(
 mod tests {
     use super::*;
     use crate::bundle::Expr;
-    use crate::exec::checks::remedy::apply_remedy;
+    use crate::exec::gates::remedy::apply_remedy;
     use crate::xdna2::kernels::{Herd, PackedFormat};
 
     /// The llama1b lesson p1.lesson.gemv-l2, recorded on bf16: `tile_m =

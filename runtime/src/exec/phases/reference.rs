@@ -13,12 +13,12 @@ use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::DecodeLimitsRecord;
 use crate::exec::artifacts::record::{ModelInfo, PhaseRecord, StepOrigin, StepOutcome, Stop};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::decode::ReferenceRun;
-use crate::exec::checks::features::{fixture_matches, proofs, FixtureMatch};
-use crate::exec::checks::floor::DecodeLimits;
-use crate::exec::checks::gate::{non_finite, GateCheck, ThresholdSource};
-use crate::exec::checks::topk::{TopKGate, GATE_N_TOKENS};
-use crate::exec::checks::verify::reference_runs;
+use crate::exec::gates::decode::ReferenceRun;
+use crate::exec::gates::features::{fixture_matches, proofs, FixtureMatch};
+use crate::exec::gates::floor::DecodeLimits;
+use crate::exec::gates::gate::{non_finite, GateCheck, ThresholdSource};
+use crate::exec::gates::topk::{TopKGate, GATE_N_TOKENS};
+use crate::exec::gates::verify::reference_runs;
 use crate::exec::run::{Loaded, PhaseEnd, Run, Unloaded};
 use crate::exec::DeployError;
 use crate::model::arch::Architecture;
@@ -449,7 +449,7 @@ fn reference(
 }
 
 /// The decode gates' limits, from the bf16-storage floor of the model on the
-/// prompts' teacher-forced tokens (`checks::floor`), measured in every
+/// prompts' teacher-forced tokens (`gates::floor`), measured in every
 /// deployment before any NPU result exists.
 fn decode_limits(
     run: &mut Run<'_, Unloaded>,

@@ -804,8 +804,8 @@ impl Plan {
     }
 }
 
-mod check;
 mod file;
+mod legality;
 mod standalone;
 mod transform;
 

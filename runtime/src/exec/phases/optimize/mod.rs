@@ -26,8 +26,8 @@ use std::collections::BTreeMap;
 use crate::bundle::{BundleSteps, Comparison, Value};
 use crate::exec::artifacts::record::{ModeledTimes, PhaseRecord, StepRecord};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::design::{self, fingerprint, modeled, Design, Plans};
+use crate::exec::gates::gate::{GateCheck, ThresholdSource};
 use crate::exec::phases::DeployPhase;
 use crate::exec::run::{PhaseEnd, Run};
 use crate::exec::DeployError;
@@ -131,7 +131,7 @@ fn optimize(
         rec.notes.push(format!(
             "no technique lowered the modeled {} below the phase-3 plan's {} {}: the phase keeps that plan (each technique tried is listed with its modeled figure and why it was reverted)",
             t.metric,
-            crate::exec::checks::gate::format_value(baseline),
+            crate::exec::gates::gate::format_value(baseline),
             t.unit()
         ));
     }
@@ -161,8 +161,8 @@ fn optimize(
     rec.notes.push(format!(
         "{}: {} -> {} {} (modeled at seq {}; {})",
         t.metric,
-        crate::exec::checks::gate::format_value(baseline),
-        crate::exec::checks::gate::format_value(final_value),
+        crate::exec::gates::gate::format_value(baseline),
+        crate::exec::gates::gate::format_value(final_value),
         t.unit(),
         design::SEQ_LEN,
         run.calibration_note()
@@ -175,7 +175,7 @@ fn optimize(
     } else {
         "the plan kept fails the teacher-forced numerics check"
     };
-    let failure = crate::exec::checks::remedy::Failure {
+    let failure = crate::exec::gates::remedy::Failure {
         phase,
         op: gate.op,
         params: BTreeMap::new(),
@@ -199,7 +199,7 @@ fn exit_threshold(run: &Run<'_>, t: &Target) -> ThresholdSource {
             why: format!(
                 "the bundle's gate is relative to the previous phase (recorded {}); here {rule}",
                 g.recorded
-                    .map_or("-".to_string(), crate::exec::checks::gate::format_value)
+                    .map_or("-".to_string(), crate::exec::gates::gate::format_value)
             ),
             provenance: g.provenance.clone(),
         },

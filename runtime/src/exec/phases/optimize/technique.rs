@@ -9,8 +9,8 @@ use crate::bundle::{Comparison, ReadStep, Step, Value};
 use crate::exec::artifacts::record::{PhaseRecord, Reversion, StepOutcome};
 use crate::exec::artifacts::registry::RegistryRow;
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::design::{self, fingerprint, modeled, Plans};
+use crate::exec::gates::gate::{GateCheck, ThresholdSource};
 use crate::exec::phases::full_model::{run_gates, run_verification};
 use crate::exec::phases::kernels::{check_site, kernel_gate};
 use crate::exec::phases::recorded_format;
@@ -194,7 +194,7 @@ fn attempt(
         }
         format!(
             "numerics changed: new kernel configurations validated, greedy {} tokens re-verified on {} prompts",
-            crate::exec::checks::topk::GATE_N_TOKENS,
+            crate::exec::gates::topk::GATE_N_TOKENS,
             run.report.prompts.len()
         )
     };
@@ -211,8 +211,8 @@ fn attempt(
             crate::ops::formats::word(d)
         )),
         t.metric,
-        crate::exec::checks::gate::format_value(before),
-        crate::exec::checks::gate::format_value(after),
+        crate::exec::gates::gate::format_value(before),
+        crate::exec::gates::gate::format_value(after),
         t.unit()
     );
     Ok((StepOutcome::Kept { why }, Some((d, plans, times))))
