@@ -123,7 +123,7 @@ pub(crate) fn for_packed_site(
 }
 
 fn design_label(spec: &GemvSpec) -> String {
-    crate::xdna2::kernels::gemv_q4::label(spec)
+    crate::xdna2::kernels::gemv_packed::label(spec)
 }
 
 /// Records an item applied to other weights than it was recorded on in the
@@ -291,8 +291,13 @@ mod tests {
     fn a_bf16_footprint_fix_is_re_derived_for_packed_blocks_and_kept_for_bf16() {
         let device = Device::npu2();
         let herd = Herd([8, 1]);
-        let packed =
-            crate::xdna2::kernels::gemv_q4::select(&device, 2048, 8192, herd, PackedFormat::Q4_1);
+        let packed = crate::xdna2::kernels::gemv_packed::select(
+            &device,
+            2048,
+            8192,
+            herd,
+            PackedFormat::Q4_1,
+        );
         let fix = gemv_l2_fix();
         assert!(matches!(fix.set.get("tile_m"), Some(Expr::Call { .. })));
         let as_recorded = apply_remedy(&fix, &action(&packed), &BTreeMap::new())

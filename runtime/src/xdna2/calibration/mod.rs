@@ -5,13 +5,13 @@
 //! evaluation of the cost model against them. `fit` chooses the parameters;
 //! this module only compares.
 
-mod four_bit;
 mod launch;
+mod packed;
 mod plans;
 mod prepared;
 mod summary;
 
-pub use four_bit::{
+pub use packed::{
     fit_four_bit, FittedFourBit, FourBitData, FourBitParam, FourBitPoint, FourBitReport,
     FourBitResult, FourBitSet, PreparedFourBit, CALIBRATION_Q4_JSON, FITTED_Q4_JSON,
 };

@@ -16,8 +16,8 @@ use crate::model::arch::{NormKind, NormWeight};
 use crate::model::oracle::{blocks, linear};
 use crate::threads;
 use crate::xdna2::kernels::{
-    self, gemv_q4, gemv_q4::NibbleOrder, EltwiseSpec, FlashAttentionSpec, Herd, KernelError,
-    NormSpec, RopeSpec,
+    self, gemv_packed, gemv_packed::NibbleOrder, EltwiseSpec, FlashAttentionSpec, Herd,
+    KernelError, NormSpec, RopeSpec,
 };
 use crate::xdna2::plan::{Buffer, HostOp, Launch, Phase, Plan, Step, Transform, WeightSource};
 
@@ -238,7 +238,7 @@ impl<'m> Pass<'_, 'm> {
                 let y = if spec.packed.is_some() {
                     let packed = resolve_packed(self.plan, w, self.layer, &self.model.index)?;
                     let order = NibbleOrder::of(self.model.path.defects.packed_nibble_order);
-                    gemv_q4::gemv_q4_ordered(d, spec, packed, &xv, r.as_deref(), order)
+                    gemv_packed::gemv_packed_ordered(d, spec, packed, &xv, r.as_deref(), order)
                         .map_err(err)?
                 } else {
                     let wb = self.full_weight(w, spec.m * spec.k)?;

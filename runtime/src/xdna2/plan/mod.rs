@@ -497,7 +497,7 @@ impl Launch {
     pub fn shape_label(&self) -> String {
         match self {
             Launch::Gemm { spec, .. } => format!("{}x{}x{}", spec.m, spec.k, spec.n),
-            Launch::Gemv { spec, .. } => super::kernels::gemv_q4::label(spec),
+            Launch::Gemv { spec, .. } => super::kernels::gemv_packed::label(spec),
             Launch::GemvSwiglu { spec, .. } => format!("{}x{}", spec.m, spec.k),
             Launch::Rmsnorm { spec, .. }
             | Launch::Layernorm { spec, .. }

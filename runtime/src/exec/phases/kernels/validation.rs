@@ -56,7 +56,7 @@ pub(crate) fn check_site(
         arch,
         lut: &lut,
         seed: run.options.seed,
-        nibbles: kernels::gemv_q4::NibbleOrder::of(run.design.path.defects.packed_nibble_order),
+        nibbles: kernels::gemv_packed::NibbleOrder::of(run.design.path.defects.packed_nibble_order),
     };
     Ok(validate(&ctx, launch)?)
 }
