@@ -27,7 +27,7 @@ pub struct Bundle {
     pub name: String,
     pub sources: Vec<Source>,
     /// Exactly eight, in order 0..=7.
-    pub phases: Vec<Phase>,
+    pub phases: Vec<BundlePhase>,
     /// Every lesson, keyed by its stable id; phases and skills refer to these ids.
     pub lessons: BTreeMap<String, Lesson>,
     /// Cross-phase optimization and debugging skills (`opt-…`, `debug-…`).
@@ -260,7 +260,7 @@ pub struct Provenance {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Phase {
+pub struct BundlePhase {
     pub index: u8,
     /// Skill directory name, e.g. `phase-1-kernel-validation`.
     pub name: String,

@@ -27,7 +27,7 @@ use super::kernels::{
     self, BOperand, EltwiseSpec, Epilogue, FlashAttentionSpec, Kernel, KernelError, NormSpec,
     Precision, QkvLayout, RopeSpec,
 };
-use super::numerics::{self, cosine, Comparison, Tolerance};
+use super::numerics::{self, cosine, Deviation, Tolerance};
 use super::plan::Launch;
 use crate::bf16;
 use crate::model::arch::{Architecture, NormKind, NormWeight};
@@ -126,7 +126,7 @@ pub struct KernelRun {
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunOutcome {
     Compared {
-        comparison: Comparison,
+        comparison: Deviation,
         /// Cosine of the output with the reference (diagnosis, not the verdict).
         cosine: f64,
     },
@@ -140,7 +140,7 @@ impl KernelRun {
         matches!(&self.outcome, RunOutcome::Compared { comparison, .. } if comparison.passed())
     }
 
-    pub fn comparison(&self) -> Option<&Comparison> {
+    pub fn comparison(&self) -> Option<&Deviation> {
         match &self.outcome {
             RunOutcome::Compared { comparison, .. } => Some(comparison),
             RunOutcome::Refused(_) => None,
