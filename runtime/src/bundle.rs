@@ -20,6 +20,9 @@ use crate::phase::DeployPhase;
 /// Bumped on any incompatible change; the executor refuses other versions.
 pub const SCHEMA_VERSION: &str = "skillc.bundle/1";
 
+/// The name of this file in a bundle's folder.
+pub const FILE_NAME: &str = "bundle.json";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bundle {
     pub schema_version: String,

@@ -30,7 +30,7 @@ mod skill_page;
 pub mod write;
 
 /// The machine-readable file at the bundle root.
-pub const BUNDLE_JSON: &str = "bundle.json";
+pub const BUNDLE_JSON: &str = skillc_runtime::bundle::FILE_NAME;
 
 #[derive(Debug, Error)]
 pub enum EmitError {
