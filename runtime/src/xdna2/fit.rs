@@ -168,9 +168,7 @@ impl FittedFile {
     }
 
     pub fn to_json(&self) -> String {
-        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
-        text.push('\n');
-        text
+        super::plan::json_file(self)
     }
 
     pub fn params(&self) -> Result<Params, FitFileError> {
@@ -382,11 +380,7 @@ pub fn fitted_file(
         params: names.zip(outcome.params.values()).collect(),
         fit: report.fit.clone(),
         held_out: report.held_out.clone(),
-        errors: report
-            .results
-            .iter()
-            .map(|r| (r.id.clone(), r.error))
-            .collect(),
+        errors: report.errors(),
     }
 }
 

@@ -139,6 +139,19 @@ impl Measured {
             source,
         }
     }
+
+    /// The gate of a count that must be zero (non-finite values, errors,
+    /// refusals), by a rule of the runtime.
+    pub fn must_be_zero(self, rule: impl Into<String>) -> GateCheck {
+        self.against(Comparison::Eq, 0.0, ThresholdSource::rule(rule))
+    }
+
+    /// A modeled figure recorded for later phases rather than judged: it only
+    /// has to be positive.
+    pub fn recorded(self, rule: impl Into<String>) -> GateCheck {
+        self.against(Comparison::Gt, 0.0, ThresholdSource::rule(rule))
+            .modeled()
+    }
 }
 
 impl ThresholdSource {

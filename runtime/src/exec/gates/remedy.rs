@@ -308,7 +308,7 @@ mod tests {
                     "kernel".into(),
                     Value::Text(kernel.into()),
                 )]))
-                .against(Comparison::Eq, 0.0, ThresholdSource::rule("r")),
+                .must_be_zero("r"),
             op: OpKind::ValidateKernel,
             params: gemm_action(128),
         }

@@ -84,11 +84,7 @@ pub(crate) fn run(
         GateCheck::named("evaluator exit code", OpKind::Evaluate)
             .measures(Metric::ExitCode, f64::from(code))
             .when(BTreeMap::from([("verdict".to_string(), Value::Text(verdict.to_string()))]))
-            .against(
-                Comparison::Eq,
-                0.0,
-                ThresholdSource::rule("a fresh process re-verifies the written artifacts; its exit code drives the verdict"),
-            ),
+            .must_be_zero("a fresh process re-verifies the written artifacts; its exit code drives the verdict"),
         GateCheck::named("evaluator: fresh top-k set check", OpKind::Evaluate)
             .measures(Metric::TopKAgree, passed_prompts as f64)
             .when(BTreeMap::from([("fresh_process".to_string(), Value::Bool(true))]))

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use super::block::first_prompt;
 use super::DeployPhase;
-use crate::bundle::{Comparison, Value};
+use crate::bundle::Value;
 use crate::exec::artifacts::record::PromptVerdict;
 use crate::exec::artifacts::record::{ModeledTimes, PhaseRecord, StepOutcome};
 use crate::exec::artifacts::trajectory::ActionLinks;
@@ -125,34 +125,18 @@ pub(crate) fn run(
         ),
     );
     let times = modeled(&plans, &run.device, &run.params);
-    let profile = BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]);
+    let profile = design::at_seq_len();
     let a = run
         .traj
         .action(OpKind::ProfilePrefill, &profile, &ActionLinks::default());
     let ttft = GateCheck::named("baseline TTFT", OpKind::ProfilePrefill)
         .measures(Metric::TtftS, times.ttft_s)
-        .when(BTreeMap::from([(
-            "seq_len".to_string(),
-            Value::Int(design::SEQ_LEN as i64),
-        )]))
-        .against(
-            Comparison::Gt,
-            0.0,
-            ThresholdSource::rule("recorded as the baseline phase 4 must beat"),
-        )
-        .modeled();
+        .when(design::at_seq_len())
+        .recorded("recorded as the baseline phase 4 must beat");
     let mpt = GateCheck::named("baseline decode", OpKind::ProfileDecode)
         .measures(Metric::MsPerToken, times.ms_per_token)
-        .when(BTreeMap::from([(
-            "seq_len".to_string(),
-            Value::Int(design::SEQ_LEN as i64),
-        )]))
-        .against(
-            Comparison::Gt,
-            0.0,
-            ThresholdSource::rule("recorded as the baseline phase 5 must beat"),
-        )
-        .modeled();
+        .when(design::at_seq_len())
+        .recorded("recorded as the baseline phase 5 must beat");
     run.traj.observe(None, &[&ttft, &mpt], Some(&a));
     rec.notes.push(format!(
         "baseline plan, modeled at seq {}: TTFT {:.3} s, {:.1} ms/token ({:.2} tok/s), {} / {} NPU calls per layer",

@@ -107,10 +107,8 @@ fn refuse(
 ) -> PhaseEnd {
     let gate = GateCheck::named("scope check", OpKind::CheckScope)
         .measures(Metric::Blockers, blockers as f64)
-        .against(
-            Comparison::Eq,
-            0.0,
-            ThresholdSource::rule("MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused"),
+        .must_be_zero(
+            "MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused",
         );
     run.traj
         .verdict(&format!("scope check: {reason}"), false, Some(action));
@@ -193,10 +191,8 @@ fn scope(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord) -> Part<(Architectu
     rec.steps.push(step(StepOutcome::AsRecorded));
     let gate = GateCheck::named("scope check", OpKind::CheckScope)
         .measures(Metric::Blockers, 0.0)
-        .against(
-            Comparison::Eq,
-            0.0,
-            ThresholdSource::rule("MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused"),
+        .must_be_zero(
+            "MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused",
         );
     run.traj.verdict(
         &format!("scope check: {}", scope.notes.join("; ")),
@@ -318,11 +314,7 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
             "source".to_string(),
             Value::Text(source.map_or("", ops::WeightOrigin::word).into()),
         )]))
-        .against(
-            Comparison::Eq,
-            0.0,
-            ThresholdSource::rule("every weight value finite (the loader scans them all)"),
-        );
+        .must_be_zero("every weight value finite (the loader scans them all)");
     let label = format!(
         "{} weight tensors loaded, {} bf16 bytes",
         model.weights.tensors().len(),
@@ -417,11 +409,7 @@ fn reference(
             "tokens".into(),
             Value::Int(GATE_N_TOKENS as i64),
         )]))
-        .against(
-            Comparison::Eq,
-            0.0,
-            ThresholdSource::rule("no NaN or infinite logit in the reference's greedy runs"),
-        );
+        .must_be_zero("no NaN or infinite logit in the reference's greedy runs");
     let top1 = GateCheck::named("reference sanity: stable top-1", OpKind::BuildReference)
         .measures(Metric::TopKAgree, f64::from(u8::from(stable.agree)))
         .when(
@@ -573,18 +561,12 @@ fn compare(
         ("tensors".to_string(), Value::Int(agreement.tensors as i64)),
         ("prompts".to_string(), Value::Int(agreement.prompts as i64)),
     ]);
-    let error = GateCheck::named(
-        "transformers match: worst tensor error",
-        OpKind::CompareReference,
-    )
-    .measures(Metric::MaxRel, worst)
-    .when(conditions.clone())
-    .against(
-        Comparison::Le,
+    let error = tensor_error_gate(
+        "transformers match: worst tensor error".into(),
+        worst,
+        conditions.clone(),
         tol,
-        ThresholdSource::rule(
-            "max |ours - transformers| / max |transformers| over every reference tensor",
-        ),
+        "every reference tensor",
     );
     let tokens = GateCheck::named(
         "transformers match: greedy tokens",
@@ -592,22 +574,14 @@ fn compare(
     )
     .measures(Metric::Mismatches, mismatched as f64)
     .when(conditions.clone())
-    .against(
-        Comparison::Eq,
-        0.0,
-        ThresholdSource::rule("the reference's greedy tokens equal transformers' exactly"),
-    );
+    .must_be_zero("the reference's greedy tokens equal transformers' exactly");
     let nan = GateCheck::named(
         "transformers match: non-finite values",
         OpKind::CompareReference,
     )
     .measures(Metric::NanCount, agreement.non_finite as f64)
     .when(conditions)
-    .against(
-        Comparison::Eq,
-        0.0,
-        ThresholdSource::rule("no NaN or infinite value in any tensor the reference computed"),
-    );
+    .must_be_zero("no NaN or infinite value in any tensor the reference computed");
     run.traj.observe(
         Some("CPU reference vs transformers"),
         &[&error, &tokens, &nan],
@@ -687,6 +661,27 @@ fn prove_features(
     )))
 }
 
+/// The worst relative error of the reference's tensors against transformers'
+/// `over` the tensors named, within `tol`.
+fn tensor_error_gate(
+    name: String,
+    worst: f64,
+    conditions: BTreeMap<String, Value>,
+    tol: f64,
+    over: &str,
+) -> GateCheck {
+    GateCheck::named(name, OpKind::CompareReference)
+        .measures(Metric::MaxRel, worst)
+        .when(conditions)
+        .against(
+            Comparison::Le,
+            tol,
+            ThresholdSource::rule(format!(
+                "max |ours - transformers| / max |transformers| over {over}"
+            )),
+        )
+}
+
 /// The error and token gates of one fixture, naming the paths it proves here.
 fn fixture_gates(m: &FixtureMatch, used: &BTreeSet<Feature>, tol: f64) -> [GateCheck; 2] {
     let paths: Vec<&str> = m
@@ -703,27 +698,19 @@ fn fixture_gates(m: &FixtureMatch, used: &BTreeSet<Feature>, tol: f64) -> [GateC
         Err(_) => (f64::NAN, f64::NAN),
     };
     [
-        GateCheck::named(
+        tensor_error_gate(
             format!("feature proof: {} worst tensor error", m.fixture),
-            OpKind::CompareReference,
-        )
-            .measures(Metric::MaxRel, worst)
-            .when(conditions.clone())
-            .against(
-                Comparison::Le,
-                tol,
-                ThresholdSource::rule("max |ours - transformers| / max |transformers| over every reference tensor of the fixture"),
-            ),
+            worst,
+            conditions.clone(),
+            tol,
+            "every reference tensor of the fixture",
+        ),
         GateCheck::named(
             format!("feature proof: {} greedy tokens", m.fixture),
             OpKind::CompareReference,
         )
-            .measures(Metric::Mismatches, wrong)
-            .when(conditions)
-            .against(
-                Comparison::Eq,
-                0.0,
-                ThresholdSource::rule("the fixture's greedy tokens equal transformers' and nothing is non-finite"),
-            ),
+        .measures(Metric::Mismatches, wrong)
+        .when(conditions)
+        .must_be_zero("the fixture's greedy tokens equal transformers' and nothing is non-finite"),
     ]
 }

@@ -292,9 +292,7 @@ impl FittedFourBit {
     }
 
     pub fn to_json(&self) -> String {
-        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
-        text.push('\n');
-        text
+        crate::xdna2::plan::json_file(self)
     }
 
     /// The parameters, in `PackedParams::SPECS` order (a missing one at its
@@ -370,11 +368,7 @@ pub fn fit_four_bit(prepared: &PreparedFourBit, device: &Device, bf16: &Params) 
         params: param_rows(&params.packed),
         fit: report.fit.clone(),
         held_out: report.held_out.clone(),
-        errors: report
-            .results
-            .iter()
-            .map(|r| (r.id.clone(), r.error))
-            .collect(),
+        errors: report.errors(),
     }
 }
 

@@ -183,17 +183,7 @@ impl GemvSpec {
             Constraint::Alignment,
             || format!("m_input {} does not divide tile_m {}", t.m_input, t.tile_m),
         );
-        let m_block = t.tile_m * cols;
-        c.require(
-            m_block > 0 && self.m % m_block == 0,
-            Constraint::Alignment,
-            || {
-                format!(
-                    "M {} is not a multiple of tile_m {} x herd columns {cols} = {m_block}",
-                    self.m, t.tile_m
-                )
-            },
-        );
+        c.whole_row_blocks(self.m, t.tile_m, cols);
         c.l2(&[
             ("A panel", cols * t.tile_m * weight_bytes(k_seg)),
             ("y", cols * t.tile_m * 2),

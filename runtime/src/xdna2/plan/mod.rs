@@ -809,6 +809,6 @@ mod legality;
 mod standalone;
 mod transform;
 
-pub use file::PlanFileError;
+pub use file::{json_file, PlanFileError};
 pub use standalone::Standalone;
 pub use transform::{axis_len, pad_heads, padded_index, zero_pad, TransformError};

@@ -72,10 +72,7 @@ pub(super) fn kept_plan_gates(
         t.profile_op,
     )
     .measures(t.metric, value_of(t, &times))
-    .when(BTreeMap::from([(
-        "seq_len".to_string(),
-        Value::Int(design::SEQ_LEN as i64),
-    )]))
+    .when(design::at_seq_len())
     .against(Comparison::Le, baseline, threshold)
     .modeled();
     Ok([numerics, time])

@@ -23,7 +23,7 @@ use technique::try_technique;
 
 use std::collections::BTreeMap;
 
-use crate::bundle::{BundleSteps, Comparison, Value};
+use crate::bundle::BundleSteps;
 use crate::exec::artifacts::record::{ModeledTimes, PhaseRecord, StepRecord};
 use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::design::{self, fingerprint, modeled, Design, Plans};
@@ -208,7 +208,7 @@ fn exit_threshold(run: &Run<'_>, t: &Target) -> ThresholdSource {
 }
 
 fn profile(run: &mut Run<'_>, t: &Target, times: &ModeledTimes, when: &str) {
-    let params = BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]);
+    let params = design::at_seq_len();
     let a = run
         .traj
         .action(t.profile_op, &params, &ActionLinks::default());
@@ -217,16 +217,8 @@ fn profile(run: &mut Run<'_>, t: &Target, times: &ModeledTimes, when: &str) {
         t.profile_op,
     )
     .measures(t.metric, value_of(t, times))
-    .when(BTreeMap::from([(
-        "seq_len".to_string(),
-        Value::Int(design::SEQ_LEN as i64),
-    )]))
-    .against(
-        Comparison::Gt,
-        0.0,
-        ThresholdSource::rule("a modeled figure, recorded"),
-    )
-    .modeled();
+    .when(design::at_seq_len())
+    .recorded("a modeled figure, recorded");
     run.traj.observe(
         Some(&format!("{when} the phase's techniques")),
         &[&g],

@@ -3,9 +3,7 @@
 //! configurations validated, its numerics proven by fingerprint or probed, and kept
 //! only when the modeled time strictly drops.
 
-use std::collections::BTreeMap;
-
-use crate::bundle::{Comparison, ReadStep, Step, Value};
+use crate::bundle::{Comparison, ReadStep};
 use crate::exec::artifacts::record::{PhaseRecord, Reversion, StepOutcome};
 use crate::exec::artifacts::registry::RegistryRow;
 use crate::exec::artifacts::trajectory::ActionLinks;
@@ -17,7 +15,7 @@ use crate::exec::phases::recorded_format;
 use crate::exec::run::Run;
 use crate::exec::DeployError;
 use crate::model::arch::Architecture;
-use crate::ops::{Op, OpKind};
+use crate::ops::Op;
 use crate::xdna2::device::Device;
 use crate::xdna2::kernels::LmHeadSpec;
 
@@ -53,10 +51,9 @@ fn attempt(
     let step = read.step;
     let (arch, name) = (run.loaded.model.arch.clone(), run.loaded.name.clone());
     let mut d = current.0.clone();
-    let site = tune_site(&current.1, step);
     let mut rederived = None;
     let op = fit_to_model(read.op.clone(), &arch, &run.device, &mut rederived);
-    let applied = design::apply_change(&mut d, &arch, &run.device, &op, site.as_ref());
+    let applied = design::apply_change(&mut d, &arch, &run.device, &op, None);
     if let Err(why) = applied {
         let why = why.to_string();
         return Ok((StepOutcome::NotApplicable { why }, None));
@@ -123,10 +120,7 @@ fn attempt(
     let (before, after) = (value_of(t, &current.2), value_of(t, &times));
     let gate = GateCheck::named(format!("{} {}", step.op, step.id), t.profile_op)
         .measures(t.metric, after)
-        .when(BTreeMap::from([(
-            "seq_len".to_string(),
-            Value::Int(design::SEQ_LEN as i64),
-        )]))
+        .when(design::at_seq_len())
         .against(
             Comparison::Lt,
             before,
@@ -236,23 +230,6 @@ fn fit_to_model(op: Op, arch: &Architecture, device: &Device, why: &mut Option<S
         }
         other => other,
     }
-}
-
-/// The GEMM site a `tune-tiling` step names (kernel and shape), if it exists here.
-fn tune_site(plans: &Plans, step: &Step) -> Option<crate::xdna2::plan::Launch> {
-    if step.op != OpKind::TuneTiling {
-        return None;
-    }
-    let shape = match step.params.get("shape") {
-        Some(Value::IntList(s)) => s.iter().map(|&v| v as usize).collect::<Vec<_>>(),
-        _ => return None,
-    };
-    design::sites(plans)
-        .into_values()
-        .map(|(_, l)| l)
-        .find(|l| {
-            matches!(l, crate::xdna2::plan::Launch::Gemm { .. }) && design::shape_of(l) == shape
-        })
 }
 
 /// Validates configurations the registry has not seen, and with `packed_again`
