@@ -74,8 +74,12 @@ pub enum Code {
     // Weight formats (`weights <format>`), in their own range.
     UnknownWeightFormat,
     UnrecordedWeightFormat,
+    // What `skillc import` drafts (`source` clauses, `draft` markers), in their own range.
+    BadSource,
+    Draft,
     // Distillation (`skillc build`), in their own range.
     DuplicateTrajectory,
+    DraftInBuild,
     StepConflict,
     UnloweredFix,
     DroppedItem,
@@ -129,12 +133,15 @@ impl Code {
         Code::LessonWithoutSkill,
         Code::UnknownWeightFormat,
         Code::UnrecordedWeightFormat,
+        Code::BadSource,
+        Code::Draft,
     ];
 
     /// Codes of `skillc build` (distillation), in their own range; `ALL` holds the
     /// front end's, which `skillc check` can report.
     pub const BUILD: &'static [Code] = &[
         Code::DuplicateTrajectory,
+        Code::DraftInBuild,
         Code::StepConflict,
         Code::UnloweredFix,
         Code::DroppedItem,
@@ -189,7 +196,10 @@ impl Code {
             Code::LessonWithoutSkill => "W0012",
             Code::UnknownWeightFormat => "E0051",
             Code::UnrecordedWeightFormat => "W0051",
+            Code::BadSource => "E0061",
+            Code::Draft => "W0061",
             Code::DuplicateTrajectory => "E0101",
+            Code::DraftInBuild => "E0102",
             Code::StepConflict => "W0101",
             Code::UnloweredFix => "W0102",
             Code::DroppedItem => "W0103",

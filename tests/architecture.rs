@@ -143,6 +143,14 @@ fn operation_names_are_spelled_only_in_the_table() {
 /// code: `phase` is a keyword of the language and a field of several files.
 const METRIC_WORDS: &[&str] = &["phase"];
 
+/// Words of the records' prose that the importer matches, which happen to spell a
+/// metric: a unit as a README writes it (`GFLOPS`) and a failure word of commit
+/// messages. Listed per file, so a metric literal anywhere else still fails.
+const PROSE_VOCABULARY: &[(&str, &str)] = &[
+    ("src/import/figures.rs", "gflops"),
+    ("src/import/classify.rs", "mismatches"),
+];
+
 /// `"name"` literals of metric names (the language's and the runtime's gates'
 /// own) in `text`, before its test module. A literal directly followed by `:` is
 /// the key of a JSON object (`json!({"cosine": …})`), a field name, not a metric.
@@ -174,8 +182,14 @@ fn metric_names_are_spelled_only_in_their_table() {
         .filter(|path| **path != table)
         .flat_map(|path| {
             let text = std::fs::read_to_string(path).expect("a source file");
+            let relative = path.strip_prefix(&root).unwrap_or(path).to_path_buf();
             metric_literals(&text)
                 .into_iter()
+                .filter(move |name| {
+                    !PROSE_VOCABULARY
+                        .iter()
+                        .any(|(file, word)| relative == std::path::Path::new(file) && word == name)
+                })
                 .map(|name| format!("{}: \"{name}\"", path.display()))
                 .collect::<Vec<_>>()
         })
@@ -217,13 +231,14 @@ const RUNTIME_LAYERS: &[&[&str]] = &[
 
 /// The compiler's top-level modules, bottom layer first: `syntax` and `diag`
 /// share a layer (a diagnostic carries a span; the parser reports diagnostics),
-/// `outdir` sits below `emit`, which writes through it, and `replay` above the
+/// `outdir` sits below `emit`, which writes through it, `import` (which drafts
+/// trajectory text) beside `graph` on `syntax` alone, and `replay` above the
 /// pipeline it reads trajectories with. The runtime is below all of them.
 const COMPILER_LAYERS: &[&[&str]] = &[
     &["digest", "synth"],
     &["diag", "syntax"],
     &["outdir"],
-    &["graph"],
+    &["graph", "import"],
     &["distill"],
     &["emit"],
     &["replay"],

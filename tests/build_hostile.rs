@@ -115,7 +115,7 @@ fn free_text_round_trips_literally() {
     let mut texts: Vec<String> = Vec::new();
     for (_, node) in graph.nodes() {
         match &node.data {
-            NodeData::Note { text } | NodeData::Decision { text } => texts.push(text.clone()),
+            NodeData::Note { text, .. } | NodeData::Decision { text } => texts.push(text.clone()),
             NodeData::Lesson(lesson) => {
                 texts.push(lesson.title.clone());
                 texts.extend(

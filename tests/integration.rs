@@ -30,6 +30,7 @@ mod deploy_scope;
 mod deploy_threads;
 mod deploy_weights;
 mod hardening;
+mod import;
 mod llama1b;
 mod print;
 mod replay;

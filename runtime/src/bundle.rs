@@ -260,6 +260,10 @@ pub struct Provenance {
     pub file: String,
     pub line: u32,
     pub entry: String,
+    /// The record line the entry was drafted from (its `source` clause, e.g.
+    /// `mlir-air:programming_examples/llms/qwen25_0_5b/README.md:42`), when it names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

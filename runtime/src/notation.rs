@@ -265,6 +265,7 @@ const CLAUSE_BREAKS: &[&str] = &[
     "reverts",
     "about",
     "->",
+    "source",
 ];
 
 /// Lays out one entry written on one line: at most 100 characters stay on the

@@ -17,6 +17,7 @@ pub mod deploy;
 pub mod diff;
 pub mod evaluate;
 pub mod graph;
+pub mod import;
 pub mod progress;
 pub mod reference;
 pub mod render;
@@ -54,6 +55,8 @@ pub enum Command {
     Check(check::Args),
     /// Print the action/lesson graph of a trajectory as Graphviz DOT or JSON.
     Graph(graph::Args),
+    /// Draft a trajectory from a deployment's records (Markdown, code comments, commit messages).
+    Import(import::Args),
     /// Distill trajectories into an eight-phase skill bundle (SKILL.md files and bundle.json).
     Build(build::Args),
     /// Semantic diff of two skill bundles: phases, steps, gates, lessons, skills.
@@ -87,6 +90,7 @@ pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Check(args) => check::run(args),
         Command::Graph(args) => graph::run(args),
+        Command::Import(args) => import::run(args),
         Command::Build(args) => build::run(args),
         Command::Diff(args) => diff::run(args),
         Command::Replay(args) => replay::run(args),

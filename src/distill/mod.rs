@@ -24,6 +24,7 @@ use crate::graph::{Graph, NodeData};
 use crate::syntax::{SourceFile, Span};
 
 pub mod catalog;
+mod drafts;
 mod extract;
 pub mod ir;
 mod lessons;
@@ -71,7 +72,7 @@ pub fn shared_ids<'a>(
 pub fn distill(name: &str, inputs: &[Input]) -> Distilled {
     let mut extracted: Vec<Extracted> = inputs.par_iter().map(extract::extract).collect();
     extracted.sort_by(|a, b| a.source.trajectory.cmp(&b.source.trajectory));
-    let mut diagnostics: Vec<Diagnostic> = Vec::new();
+    let mut diagnostics: Vec<Diagnostic> = drafts::refuse(inputs);
     for pair in extracted.windows(2) {
         if pair[0].source.trajectory == pair[1].source.trajectory {
             if let Some(span) = pair[1].header_span {

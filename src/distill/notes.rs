@@ -18,7 +18,7 @@ pub fn place(cx: &Cx) -> Vec<NoteIr> {
     let mut notes = Vec::new();
     for (index, node) in g.nodes() {
         let (text, decision) = match &node.data {
-            NodeData::Note { text } => (text, false),
+            NodeData::Note { text, .. } => (text, false),
             NodeData::Decision { text } => (text, true),
             _ => continue,
         };

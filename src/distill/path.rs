@@ -120,7 +120,10 @@ impl<'a> Cx<'a> {
     }
 
     pub fn provenance(&self, node: &Node) -> Provenance {
-        self.span_provenance(node.span, &node.id)
+        Provenance {
+            source: node.source.clone(),
+            ..self.span_provenance(node.span, &node.id)
+        }
     }
 
     /// Provenance of anything with a span: `entry` names it (an entry id, a skill name).
@@ -129,6 +132,7 @@ impl<'a> Cx<'a> {
             file: self.paths.get(&span.file).cloned().unwrap_or_default(),
             line: span.line,
             entry: entry.to_string(),
+            source: None,
         }
     }
 

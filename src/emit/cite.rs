@@ -143,8 +143,15 @@ impl<'a> Cites<'a> {
             let Some(entry) = self.entries.get(at) else {
                 continue;
             };
+            let record = entry
+                .provenance
+                .source
+                .as_deref()
+                .map_or(String::new(), |s| {
+                    format!(", drafted from the record {}", code_span(s))
+                });
             out.push_str(&format!(
-                "\n### {at}\n\nEntry {}:\n{}\n",
+                "\n### {at}\n\nEntry {}{record}:\n{}\n",
                 code_span(&entry.id),
                 literal(&entry.text, 0)
             ));

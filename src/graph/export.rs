@@ -38,6 +38,8 @@ struct JsonSession<'a> {
     timestamp: &'a str,
     phase: Option<DeployPhase>,
     title: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    draft: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     weights: Option<&'static str>,
     at: String,
@@ -65,6 +67,9 @@ struct JsonNode<'a> {
     /// The format the entry was recorded on, when what it chooses depends on it.
     #[serde(skip_serializing_if = "Option::is_none")]
     weights: Option<&'static str>,
+    /// The record line the entry was drafted from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<&'a str>,
     data: &'a NodeData,
 }
 
@@ -98,6 +103,7 @@ pub fn to_json(graph: &Graph) -> String {
                 timestamp: &s.timestamp,
                 phase: s.phase,
                 title: s.title.as_deref(),
+                draft: s.draft,
                 weights: s.weights.map(word),
                 at: graph.location(s.span),
             })
@@ -124,6 +130,7 @@ pub fn to_json(graph: &Graph) -> String {
                 effective: node.effective,
                 skill: graph.skill_of(index).map(|s| s.name.as_str()),
                 weights: graph.weights_if_dependent(index).map(word),
+                source: node.source.as_deref(),
                 data: &node.data,
             })
             .collect(),
@@ -259,7 +266,7 @@ fn node_style(node: &Node, skill: Option<&str>) -> String {
             ("ellipse", fill, summary)
         }
         NodeData::Lesson(lesson) => ("note", "\"#fff3c4\"", shorten(&lesson.title)),
-        NodeData::Note { text } => ("plaintext", "white", shorten(text)),
+        NodeData::Note { text, .. } => ("plaintext", "white", shorten(text)),
         NodeData::Decision { text } => ("hexagon", "\"#ead9f6\"", shorten(text)),
     };
     let mut style = "filled".to_string();

@@ -143,6 +143,9 @@ pub struct SessionInfo {
     /// (both are errors, so such a graph is never compiled).
     pub phase: Option<DeployPhase>,
     pub title: Option<String>,
+    /// `draft` after the phase: imported, its phase not yet confirmed by a person.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub draft: bool,
     /// `weights …` after the phase: what the session's entries were recorded on.
     #[serde(
         skip_serializing_if = "Option::is_none",
@@ -191,6 +194,10 @@ pub struct Node {
         with = "skillc_runtime::ops::formats::serde_word"
     )]
     pub weights: Option<WeightFormat>,
+    /// The record line the entry was drafted from (`source "…"`): carried into the
+    /// bundle's provenance beside the entry's own `file:line`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     pub data: NodeData,
 }
 
@@ -202,6 +209,9 @@ pub enum NodeData {
     Lesson(Box<LessonData>),
     Note {
         text: String,
+        /// `note draft …`: imported and not reviewed; `skillc build` refuses it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        draft: Option<crate::syntax::Draft>,
     },
     Decision {
         text: String,

@@ -82,6 +82,7 @@ pub(super) fn build(files: Vec<ParsedFile>) -> (Graph, Vec<Diagnostic>) {
             effective: true,
             skill: None,
             weights: checked.weights,
+            source: checked.source,
             data: checked.data,
         });
         diagnostics.extend(checked.diagnostics);
@@ -155,10 +156,12 @@ fn place(
                         .weights
                         .as_ref()
                         .and_then(|w| super::weights::read_name(w, diagnostics));
+                    diagnostics.extend(entry::draft_session(&session));
                     graph.sessions.push(SessionInfo {
                         timestamp: session.timestamp.text.clone(),
                         phase: session_phase(session.phase),
                         title: session.title.map(|t| t.text),
+                        draft: session.draft.is_some(),
                         weights,
                         span: session.span,
                     });
@@ -179,6 +182,7 @@ fn place(
                                 timestamp: String::new(),
                                 phase: None,
                                 title: None,
+                                draft: false,
                                 weights: None,
                                 span: unparsed.span,
                             });

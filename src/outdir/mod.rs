@@ -31,20 +31,31 @@ pub enum Kind {
     Bundle,
     /// A deploy run's folder; skillc adds `.skillc-owned.json` on commit.
     Deploy,
+    /// A trajectory drafted by `skillc import`; `.skillc-owned.json` too.
+    Import,
 }
 
 impl Kind {
     fn manifest_file(self) -> &'static str {
         match self {
             Kind::Bundle => manifest::BUNDLE_MANIFEST,
-            Kind::Deploy => OWNED_MANIFEST,
+            Kind::Deploy | Kind::Import => OWNED_MANIFEST,
         }
     }
 
     fn listed(self, dir: &Path) -> Option<manifest::Hashes> {
         match self {
             Kind::Bundle => manifest::read_bundle_hashes(dir),
-            Kind::Deploy => manifest::read_owned_hashes(dir),
+            Kind::Deploy | Kind::Import => manifest::read_owned_hashes(dir),
+        }
+    }
+
+    /// The subcommand that writes it.
+    fn command(self) -> &'static str {
+        match self {
+            Kind::Bundle => "build",
+            Kind::Deploy => "deploy",
+            Kind::Import => "import",
         }
     }
 
@@ -52,6 +63,7 @@ impl Kind {
         match self {
             Kind::Bundle => "skill bundle",
             Kind::Deploy => "deploy folder",
+            Kind::Import => "imported trajectory",
         }
     }
 }
@@ -189,7 +201,7 @@ impl Claim {
     /// first). The target is checked again: whatever appeared in it during the
     /// run is not thrown away.
     pub fn commit(mut self) -> Result<(), OutError> {
-        if self.kind == Kind::Deploy {
+        if matches!(self.kind, Kind::Deploy | Kind::Import) {
             self.write_owned_manifest()?;
         }
         if let Err(OutError::NotOwned { why, .. }) = self.check_replaceable() {
@@ -210,7 +222,11 @@ impl Claim {
             .map_err(io_err("read", &self.staging))?;
         let owned = OwnedManifest {
             schema_version: OWNED_SCHEMA.to_string(),
-            written_by: format!("skillc {} deploy", env!("CARGO_PKG_VERSION")),
+            written_by: format!(
+                "skillc {} {}",
+                env!("CARGO_PKG_VERSION"),
+                self.kind.command()
+            ),
             files,
         };
         let path = self.staging.join(OWNED_MANIFEST);

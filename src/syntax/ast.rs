@@ -93,7 +93,22 @@ pub struct Session {
     /// `weights bf16` after the phase: the format the session's entries were
     /// recorded on, as written.
     pub weights: Option<Name>,
+    /// `draft` after the phase: `skillc import` could not tell the phase from the
+    /// record, so the number is provisional until a person places the session.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draft: Option<Draft>,
     pub title: Option<Text>,
+    #[serde(skip)]
+    pub span: Span,
+}
+
+/// The `draft` marker of an imported session or note that no one has reviewed yet,
+/// with the kind of entry the importer thinks a note should become.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Draft {
+    /// `note draft lesson "…"`: the text reads like a lesson (or an observation,
+    /// an action, a decision); `None` when the importer could not tell.
+    pub suggested: Option<EntryKind>,
     #[serde(skip)]
     pub span: Span,
 }
@@ -147,9 +162,18 @@ pub struct Entry {
 pub enum EntryBody {
     Action(ActionHead),
     Observe(ObserveHead),
-    Lesson { title: Text },
-    Note { text: Text },
-    Decision { text: Text },
+    Lesson {
+        title: Text,
+    },
+    Note {
+        text: Text,
+        /// `note draft …`: imported and not yet reviewed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        draft: Option<Draft>,
+    },
+    Decision {
+        text: Text,
+    },
 }
 
 impl EntryBody {
@@ -367,6 +391,9 @@ pub enum ClauseKind {
     /// `weights bf16`: the weight format the entry was recorded on, as written (the
     /// resolver checks the word).
     Weights(Name),
+    /// `source "mlir-air:path/README.md:42"`: the record line the entry was drafted
+    /// from, as written (the resolver checks its form).
+    Source(Text),
 }
 
 impl ClauseKind {
@@ -386,6 +413,7 @@ impl ClauseKind {
             ClauseKind::Fix(_) => "fix",
             ClauseKind::In(_) => "in",
             ClauseKind::Weights(_) => "weights",
+            ClauseKind::Source(_) => "source",
         }
     }
 }

@@ -42,6 +42,9 @@ fn header(h: &Header, out: &mut String) {
 
 fn session(s: &Session, out: &mut String) {
     out.push_str(&format!("\nsession {} phase {}", s.timestamp.text, s.phase));
+    if s.draft.is_some() {
+        out.push_str(" draft");
+    }
     if let Some(weights) = &s.weights {
         out.push_str(&format!(" weights {}", weights.text));
     }
@@ -110,7 +113,15 @@ fn body(b: &EntryBody) -> String {
             out
         }
         EntryBody::Lesson { title } => format!("lesson {}", notation::quoted(&title.text)),
-        EntryBody::Note { text } => format!("note {}", notation::quoted(&text.text)),
+        EntryBody::Note { text, draft } => match draft {
+            None => format!("note {}", notation::quoted(&text.text)),
+            Some(draft) => {
+                let kind = draft
+                    .suggested
+                    .map_or(String::new(), |k| format!(" {}", k.keyword()));
+                format!("note draft{kind} {}", notation::quoted(&text.text))
+            }
+        },
         EntryBody::Decision { text } => format!("decision {}", notation::quoted(&text.text)),
     }
 }
@@ -163,6 +174,7 @@ fn clause(c: &ClauseKind) -> String {
         }
         ClauseKind::In(skill) => format!("in {}", skill.text),
         ClauseKind::Weights(format) => format!("weights {}", format.text),
+        ClauseKind::Source(citation) => format!("source {}", notation::quoted(&citation.text)),
     }
 }
 

@@ -34,8 +34,9 @@ pub struct RunEstimate {
     pub memory_bytes: u64,
     pub kv_cache_bytes: u64,
     pub activation_bytes: u64,
-    /// Memory this process may still take, when it can be read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Memory this process may still take, when it can be read. Printed, never written to
+    /// report.json: it is the machine's state, and two runs of one deploy write the same report.
+    #[serde(skip)]
     pub available_bytes: Option<u64>,
     /// Estimated wall time on an idle 2-core machine.
     pub wall_s: f64,

@@ -13,6 +13,8 @@ pub const KEYWORDS: &[&str] = &[
     "target",
     "baseline",
     "weights",
+    "source",
+    "draft",
     "action",
     "observe",
     "lesson",

@@ -14,7 +14,10 @@ use crate::syntax::{
 };
 
 mod action;
+mod imported;
 mod lesson;
+
+pub(super) use imported::draft_session;
 mod observation;
 
 /// A reference written in a clause, resolved later against the whole trajectory.
@@ -34,6 +37,8 @@ pub(super) struct Checked {
     pub skill: Option<Name>,
     /// The entry's `weights` clause, read (an unknown word is reported).
     pub weights: Option<WeightFormat>,
+    /// The record line the entry was drafted from (`source "…"`), as written.
+    pub source: Option<String>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -57,6 +62,20 @@ pub(super) fn check_entry(entry: Entry, phase: Option<DeployPhase>) -> Checked {
         }
         _ => None,
     });
+    let source = entry.clauses.iter().find_map(|c| match &c.kind {
+        ClauseKind::Source(citation) => Some(citation),
+        _ => None,
+    });
+    if let Some(citation) = source {
+        checker.source(citation);
+    }
+    let source = source.map(|c| c.text.clone());
+    if let EntryBody::Note {
+        draft: Some(draft), ..
+    } = &entry.body
+    {
+        checker.draft_note(&entry.id.text, draft, source.as_deref());
+    }
     if let Some(conditions) = entry.clauses.iter().find_map(|c| match &c.kind {
         ClauseKind::When(params) => Some(params),
         _ => None,
@@ -111,7 +130,10 @@ pub(super) fn check_entry(entry: Entry, phase: Option<DeployPhase>) -> Checked {
                 conditions: Vec::new(),
             })))
         }
-        EntryBody::Note { text } => NodeData::Note { text: text.text },
+        EntryBody::Note { text, draft } => NodeData::Note {
+            text: text.text,
+            draft,
+        },
         EntryBody::Decision { text } => NodeData::Decision { text: text.text },
     };
     Checked {
@@ -122,6 +144,7 @@ pub(super) fn check_entry(entry: Entry, phase: Option<DeployPhase>) -> Checked {
         references,
         skill,
         weights,
+        source,
         diagnostics: checker.diagnostics,
     }
 }
@@ -185,6 +208,8 @@ fn allowed(clause: &ClauseKind, kind: EntryKind) -> bool {
         ClauseKind::In(_) => kind != Observation,
         // What was recorded on some weights: a step, a figure, a lesson.
         ClauseKind::Weights(_) => matches!(kind, Action | Observation | Lesson),
+        // Any entry can rest on a record line.
+        ClauseKind::Source(_) => true,
     }
 }
 

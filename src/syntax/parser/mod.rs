@@ -164,6 +164,7 @@ fn is_keyword(rule: Rule) -> bool {
             | Rule::kw_trigger
             | Rule::kw_in
             | Rule::kw_weights
+            | Rule::kw_source
             | Rule::EOI
     )
 }
@@ -325,9 +326,16 @@ impl Builder<'_> {
         let mut phase = (0, span);
         let mut title = None;
         let mut weights = None;
+        let mut draft = None;
         for part in inner(pair) {
             match part.as_rule() {
                 Rule::timestamp => timestamp = Some(self.timestamp(&part)),
+                Rule::kw_draft => {
+                    draft = Some(Draft {
+                        suggested: None,
+                        span: self.spans.span(&part),
+                    })
+                }
                 Rule::weights_clause => weights = inner(part).next().map(|w| self.name(&w)),
                 Rule::phase_num => {
                     let phase_span = self.spans.span(&part);
@@ -351,6 +359,7 @@ impl Builder<'_> {
             phase: phase.0,
             phase_span: phase.1,
             weights,
+            draft,
             title,
             span,
         }
@@ -383,6 +392,22 @@ impl Builder<'_> {
             triggers,
             span,
         }
+    }
+
+    /// `draft [kind]` of a note.
+    fn draft(&self, pair: Pair<'_, Rule>) -> Draft {
+        let span = self.spans.span(&pair);
+        let suggested = pair
+            .into_inner()
+            .find(|p| p.as_rule() == Rule::draft_kind)
+            .and_then(|kind| match kind.as_str() {
+                "action" => Some(EntryKind::Action),
+                "observe" => Some(EntryKind::Observation),
+                "lesson" => Some(EntryKind::Lesson),
+                "decision" => Some(EntryKind::Decision),
+                _ => None,
+            });
+        Draft { suggested, span }
     }
 
     fn timestamp(&self, pair: &Pair<'_, Rule>) -> Timestamp {
@@ -430,6 +455,7 @@ impl Builder<'_> {
                     text: String::new(),
                     span,
                 },
+                draft: None,
             },
         };
         let clauses = parts.filter_map(|p| self.clause(p)).collect();
@@ -481,17 +507,25 @@ impl Builder<'_> {
                 EntryBody::Observe(observe)
             }
             Rule::lesson | Rule::note | Rule::decision => {
-                let text = inner(head)
-                    .next()
-                    .map(|p| self.text(p))
-                    .unwrap_or_else(empty_text);
+                let mut draft = None;
+                let mut text = None;
+                for part in inner(head) {
+                    match part.as_rule() {
+                        Rule::draft_mark => draft = Some(self.draft(part)),
+                        _ => text = Some(self.text(part)),
+                    }
+                }
+                let text = text.unwrap_or_else(empty_text);
                 match rule {
                     Rule::lesson => EntryBody::Lesson { title: text },
-                    Rule::note => EntryBody::Note { text },
+                    Rule::note => EntryBody::Note { text, draft },
                     _ => EntryBody::Decision { text },
                 }
             }
-            _ => EntryBody::Note { text: empty_text() },
+            _ => EntryBody::Note {
+                text: empty_text(),
+                draft: None,
+            },
         }
     }
 }

@@ -133,8 +133,8 @@ pub fn diagnose_layers(
         .collect()
 }
 
-/// The reference side: greedy runs of every prompt (one parallel task each,
-/// collected in prompt order), with the non-finite logits met.
+/// The reference side: greedy runs of every prompt at the size of `gate` (one
+/// parallel task each, collected in prompt order), with the non-finite logits met.
 pub fn reference_runs(
     model: &Model,
     prompts: &[Vec<u32>],
