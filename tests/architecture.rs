@@ -314,7 +314,7 @@ fn imported_modules(relative: &str, text: &str) -> BTreeSet<String> {
         .next()
         .unwrap_or(text)
         .lines()
-        .filter(|l| !l.trim_start().starts_with("//"))
+        .map(|l| l.split("//").next().unwrap_or(l))
         .collect::<Vec<_>>()
         .join("\n");
     let depth = module_path(relative).len();

@@ -380,7 +380,11 @@ pub fn fitted_file(
         params: names.zip(outcome.params.values()).collect(),
         fit: report.fit.clone(),
         held_out: report.held_out.clone(),
-        errors: report.errors(),
+        errors: report
+            .results
+            .iter()
+            .map(|r| (r.id.clone(), r.error))
+            .collect(),
     }
 }
 

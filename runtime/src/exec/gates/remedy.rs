@@ -254,7 +254,6 @@ pub fn action_vars(op: OpKind, action: &BTreeMap<String, Value>) -> BTreeMap<Str
 mod tests {
     use super::*;
     use crate::bundle::{BinaryOp, Comparison, Symptom};
-    use crate::exec::gates::gate::ThresholdSource;
     use crate::ops::Metric;
 
     fn gemm_action(tile_n: i64) -> BTreeMap<String, Value> {

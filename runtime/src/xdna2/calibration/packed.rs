@@ -368,7 +368,11 @@ pub fn fit_four_bit(prepared: &PreparedFourBit, device: &Device, bf16: &Params) 
         params: param_rows(&params.packed),
         fit: report.fit.clone(),
         held_out: report.held_out.clone(),
-        errors: report.errors(),
+        errors: report
+            .results
+            .iter()
+            .map(|r| (r.id.clone(), r.error))
+            .collect(),
     }
 }
 

@@ -1,8 +1,6 @@
 //! The comparison of modeled and measured seconds: one result per point and the error
 //! statistics (median, bias, worst) of the fitted and the held-out sets.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 use super::PointSet;
@@ -83,16 +81,6 @@ pub struct Report {
     pub results: Vec<PointResult>,
     pub fit: Summary,
     pub held_out: Summary,
-}
-
-impl Report {
-    /// The signed error of every point, by id (what a fitted file records).
-    pub fn errors(&self) -> BTreeMap<String, f64> {
-        self.results
-            .iter()
-            .map(|r| (r.id.clone(), r.error))
-            .collect()
-    }
 }
 
 #[cfg(test)]

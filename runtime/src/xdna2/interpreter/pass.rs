@@ -321,16 +321,14 @@ impl<'m> Pass<'_, 'm> {
                 let y = kernels::rope(d, &small, &xv, &table, self.rope_position()).map_err(err)?;
                 self.put(out, y);
             }
-            Launch::SiluMul { gate, up, out, .. } => {
+            Launch::SiluMul { gate, up, out, .. } | Launch::GeluMul { gate, up, out, .. } => {
+                let gated = match launch {
+                    Launch::SiluMul { .. } => kernels::silu_mul,
+                    _ => kernels::gelu_mul,
+                };
                 let (g, u) = (self.get(gate)?, self.get(up)?);
                 let small = EltwiseSpec::select(d, g.len(), Herd::SINGLE);
-                let y = kernels::silu_mul(d, &small, g, u).map_err(err)?;
-                self.put(out, y);
-            }
-            Launch::GeluMul { gate, up, out, .. } => {
-                let (g, u) = (self.get(gate)?, self.get(up)?);
-                let small = EltwiseSpec::select(d, g.len(), Herd::SINGLE);
-                let y = kernels::gelu_mul(d, &small, g, u).map_err(err)?;
+                let y = gated(d, &small, g, u).map_err(err)?;
                 self.put(out, y);
             }
             Launch::EltwiseAdd { a, b, out, .. } => {
