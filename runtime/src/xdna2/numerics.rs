@@ -83,7 +83,12 @@ pub fn tolerance(kernel: Kernel, precision: Precision) -> Tolerance {
         (Kernel::Gemm, Precision::Bf16) => registry(1.5e-3),
         (Kernel::Gemm, Precision::Bfp16) => registry(4e-3),
         (Kernel::Gemv | Kernel::LmHeadGemv, _) => registry(1e-3),
-        (Kernel::Rmsnorm | Kernel::QkRmsnorm | Kernel::Layernorm, _) => registry(5e-2),
+        (Kernel::Rmsnorm | Kernel::QkRmsnorm, _) => registry(5e-2),
+        (Kernel::Layernorm, _) => Tolerance {
+            rtol: RTOL,
+            atol: 5e-2,
+            source: "ours: not in the registry; RMSNorm's atol, since LayerNorm is the same reduction with its mean removed first (one more f32 pass, the same bf16 rounding of the output)",
+        },
         (Kernel::FlashAttention, _) => registry(1e-1),
         (Kernel::EltwiseAdd, _) => registry(5e-2),
         (Kernel::SiluMul, _) => registry(8e-2),
