@@ -289,10 +289,7 @@ impl Checker {
 /// The first of `items` before `items[i]` with the same name, if one is.
 pub(super) fn earlier<T>(items: &[T], i: usize, name: impl Fn(&T) -> &Name) -> Option<&Name> {
     let again = &name(&items[i]).text;
-    items[..i]
-        .iter()
-        .map(|item| name(item))
-        .find(|n| n.text == *again)
+    items[..i].iter().map(name).find(|n| n.text == *again)
 }
 
 /// The span of a clause's keyword (its first token).
