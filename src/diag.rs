@@ -74,6 +74,9 @@ pub enum Code {
     // Weight formats (`weights <format>`), in their own range.
     UnknownWeightFormat,
     UnrecordedWeightFormat,
+    // Lesson conditions over model features (`if …`), in their own range.
+    UnknownFeature,
+    ConditionType,
     // What `skillc import` drafts (`source` clauses, `draft` markers), in their own range.
     BadSource,
     Draft,
@@ -83,6 +86,7 @@ pub enum Code {
     StepConflict,
     UnloweredFix,
     DroppedItem,
+    ConflictingFixes,
 }
 
 impl Code {
@@ -133,6 +137,8 @@ impl Code {
         Code::LessonWithoutSkill,
         Code::UnknownWeightFormat,
         Code::UnrecordedWeightFormat,
+        Code::UnknownFeature,
+        Code::ConditionType,
         Code::BadSource,
         Code::Draft,
     ];
@@ -145,6 +151,7 @@ impl Code {
         Code::StepConflict,
         Code::UnloweredFix,
         Code::DroppedItem,
+        Code::ConflictingFixes,
     ];
 
     /// The stable code: `E` for errors, `W` for warnings.
@@ -196,6 +203,8 @@ impl Code {
             Code::LessonWithoutSkill => "W0012",
             Code::UnknownWeightFormat => "E0051",
             Code::UnrecordedWeightFormat => "W0051",
+            Code::UnknownFeature => "E0071",
+            Code::ConditionType => "E0072",
             Code::BadSource => "E0061",
             Code::Draft => "W0061",
             Code::DuplicateTrajectory => "E0101",
@@ -203,6 +212,7 @@ impl Code {
             Code::StepConflict => "W0101",
             Code::UnloweredFix => "W0102",
             Code::DroppedItem => "W0103",
+            Code::ConflictingFixes => "W0104",
         }
     }
 

@@ -2,11 +2,10 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
     end_quietly_on_broken_pipe();
-    skillc::cli::run(skillc::cli::Cli::parse())
+    skillc_runtime::model::memory::one_arena_under_address_limit();
+    skillc::cli::run(skillc::cli::Cli::parse_with_exit_codes())
 }
 
 /// `skillc graph … | head`: once the reader of stdout has gone, `println!` panics

@@ -49,8 +49,24 @@ pub fn generate(entries: usize, seed: u64) -> String {
 /// boundaries, about evenly), as `(file name, text)` in order. File names sort in
 /// trajectory order.
 pub fn generate_files(entries: usize, seed: u64, files: usize) -> Vec<(String, String)> {
+    generate_failing(entries, seed, files, DEFAULT_FAILING_PERCENT)
+}
+
+/// About one step in ten fails and teaches a lesson.
+pub const DEFAULT_FAILING_PERCENT: u64 = 10;
+
+/// Like [`generate_files`], with `failing` percent of the steps failing their
+/// gate and followed by a lesson (100: a lesson-heavy trajectory, about one
+/// lesson per five entries).
+pub fn generate_failing(
+    entries: usize,
+    seed: u64,
+    files: usize,
+    failing: u64,
+) -> Vec<(String, String)> {
     let files = files.max(1);
     let mut writer = Writer {
+        failing,
         rng: Rng(seed),
         out: String::with_capacity(entries * 110),
         next_id: 1,
@@ -80,6 +96,8 @@ fn file_name(index: usize) -> String {
 }
 
 struct Writer {
+    /// Percent of steps that fail and teach a lesson.
+    failing: u64,
     rng: Rng,
     out: String,
     next_id: u64,
@@ -132,7 +150,7 @@ impl Writer {
             let step = self.step(phase);
             let action = self.action(&step, None, last_action.as_deref());
             let room = self.room(entries);
-            if room >= 5 && self.rng.chance(10) {
+            if room >= 5 && self.rng.chance(self.failing) {
                 let failed = self.observation(phase, false, &action);
                 let lesson = self.lesson(phase, &step, &failed);
                 let fixed_step = self.step(phase);

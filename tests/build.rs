@@ -12,7 +12,7 @@ use skillc::emit::Rendered;
 /// One snapshot per generated file, so a change shows up as a diff of that file.
 #[test]
 fn example_bundle_matches_its_snapshots() {
-    let (built, diagnostics) = build(&[repo("trajectories/example")], None);
+    let (built, diagnostics) = build(&[repo("grammar/example")], None);
     assert_eq!(diagnostics, "");
     for (path, content) in &built.rendered.files {
         insta::assert_snapshot!(format!("example__{}", path.replace('/', "__")), content);
@@ -47,9 +47,28 @@ fn whole_bundle(rendered: &Rendered, diagnostics: &str) -> String {
     out
 }
 
+/// The fused-decode trajectory builds clean beside llama1b (the bundle a 4-bit
+/// deploy is run with): no diagnostic, its two skills written, and phase 5 lists
+/// the single-dispatch fused decode as a step guarded by the spatial-split lesson.
+#[test]
+fn fused_decode_builds_clean_with_llama1b() {
+    let dirs = [
+        repo("trajectories/llama1b"),
+        repo("trajectories/fused-decode"),
+    ];
+    let (built, diagnostics) = build(&dirs, None);
+    assert_eq!(diagnostics, "");
+    let files = &built.rendered.files;
+    assert!(files.contains_key("opt-fused-decode/SKILL.md"));
+    assert!(files.contains_key("debug-fused-decode-hang/SKILL.md"));
+    let phase5 = &files["phase-5-decode-optimization/SKILL.md"];
+    assert!(phase5.contains("`fused-decode`: one NPU dispatch per token"));
+    assert!(phase5.contains("guarded by `fd.lesson.spatial`"));
+}
+
 #[test]
 fn two_builds_are_byte_identical() {
-    let dirs = [repo("trajectories/example")];
+    let dirs = [repo("grammar/example")];
     assert_eq!(build(&dirs, None).0.rendered, build(&dirs, None).0.rendered);
 }
 
@@ -73,8 +92,8 @@ fn adding_a_lesson_changes_only_the_files_it_belongs_to() {
     let root = scratch("one-lesson");
     let before_dir = root.join("before/example");
     let after_dir = root.join("after/example");
-    copy_dir(&repo("trajectories/example"), &before_dir);
-    copy_dir(&repo("trajectories/example"), &after_dir);
+    copy_dir(&repo("grammar/example"), &before_dir);
+    copy_dir(&repo("grammar/example"), &after_dir);
     let kernels = after_dir.join("01-kernels.traj");
     let mut text = fs::read_to_string(&kernels).expect("read");
     text.push_str(
@@ -107,6 +126,7 @@ fn adding_a_lesson_changes_only_the_files_it_belongs_to() {
         "bundle.json",
         "debug-gemm-corruption/SKILL.md",
         "debug-gemm-corruption/references/provenance.md",
+        "debug-gemm-corruption/references/remedies.md",
         "deploy-new-llm/SKILL.md",
         "phase-1-kernel-validation/SKILL.md",
     ]);

@@ -70,7 +70,7 @@ fn agentskills_validate_accepts_every_generated_skill() {
         return;
     };
     let root = scratch("agentskills");
-    let mut builds: Vec<Vec<PathBuf>> = vec![vec![repo("trajectories/example")]];
+    let mut builds: Vec<Vec<PathBuf>> = vec![vec![repo("grammar/example")]];
     builds.extend(
         subdirs(&repo("tests/data/build"))
             .iter()

@@ -31,7 +31,7 @@ fn path(p: &Path) -> &str {
 #[test]
 fn one_and_two_threads_write_identical_bundles() {
     let root = scratch("threads");
-    let cases = ["trajectories/example", "tests/data/build/hostile/hostile"];
+    let cases = ["grammar/example", "tests/data/build/hostile/hostile"];
     for case in cases {
         let one = root.join("one");
         let two = root.join("two");
@@ -53,7 +53,7 @@ fn one_and_two_threads_write_identical_bundles() {
 fn check_passes_when_fresh_and_fails_with_a_diff_when_stale() {
     let root = scratch("check");
     let out = root.join("example");
-    let args = ["build", "trajectories/example", "--out", path(&out)];
+    let args = ["build", "grammar/example", "--out", path(&out)];
     assert!(skillc(&args, None).status.success());
 
     let fresh = skillc(&[&args[..], &["--check"]].concat(), None);
@@ -79,7 +79,7 @@ fn check_passes_when_fresh_and_fails_with_a_diff_when_stale() {
 fn a_rebuild_replaces_the_bundle_and_removes_stale_files() {
     let root = scratch("replace");
     let out = root.join("example");
-    let args = ["build", "trajectories/example", "--out", path(&out)];
+    let args = ["build", "grammar/example", "--out", path(&out)];
     assert!(skillc(&args, None).status.success());
     let skills = |dir: &Path| -> Vec<String> {
         fs::read_dir(dir)
@@ -135,8 +135,8 @@ fn diff_reports_semantic_changes_with_provenance() {
     let root = scratch("diff");
     let old_dir = root.join("old/example");
     let new_dir = root.join("new/example");
-    copy_dir(&repo("trajectories/example"), &old_dir);
-    copy_dir(&repo("trajectories/example"), &new_dir);
+    copy_dir(&repo("grammar/example"), &old_dir);
+    copy_dir(&repo("grammar/example"), &new_dir);
     let kernels = new_dir.join("01-kernels.traj");
     let text_before = fs::read_to_string(&kernels).expect("read");
     let mut edited = text_before

@@ -162,7 +162,7 @@ fn free_text_round_trips_literally() {
 /// body as a code span; before, it was written raw and a renderer read the rest of
 /// the file as a code block.
 #[test]
-fn a_hostile_header_name_is_escaped_in_every_body() {
+fn row13_a_hostile_header_name_is_escaped_in_every_body() {
     let dir = repo("tests/data/hardening/hostile-name");
     let (built, _) = build(&[dir], Some("hostile-name"));
     let name = visible_controls("evil\n```\n<b>bold</b> _x_").replace('\n', "\u{23CE}");

@@ -4,6 +4,11 @@
 //! to the entry skill), every link resolves inside the bundle, every description
 //! says what the skill does and when, in a failing run's words, without angle
 //! brackets or their stand-ins, and the shipped language summary's example checks.
+//! And what an agent on a real NPU needs (issue 25): SKILL.md speaks of the NPU and
+//! its files, never of the emulator or the runtime; provenance stays at most a third
+//! of a bundle's pages; two skills never give different fixes for one trigger
+//! without their conditions; a threshold copied from one model's measurement says
+//! so. These hold for the reference bundle and for it merged with other deployments.
 
 use crate::build_support;
 
@@ -11,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use build_support::{build, repo};
 use skillc::cli::build::Built;
+use skillc::distill::ir::LessonIr;
 use skillc::distill::placement;
 use skillc_runtime::bundle::LessonKind;
 
@@ -50,7 +56,7 @@ fn llama1b_places_everything_it_records() {
 fn a_dropped_lesson_is_counted_and_reported() {
     let root = build_support::scratch("dropped");
     let dir = root.join("t");
-    build_support::copy_dir(&repo("trajectories/example"), &dir);
+    build_support::copy_dir(&repo("grammar/example"), &dir);
     let path = dir.join("01-kernels.traj");
     let text = std::fs::read_to_string(&path).expect("read");
     let text = text.replace(
@@ -145,6 +151,9 @@ fn anchors(text: &str) -> BTreeSet<String> {
 fn every_link_and_citation_resolves_inside_the_bundle() {
     let built = llama1b();
     let files = &built.rendered.files;
+    let locations: BTreeSet<String> = skillc::emit::cite::by_location(&built.distilled.ir)
+        .into_keys()
+        .collect();
     let mut checked = 0;
     for (path, text) in files.iter().filter(|(p, _)| p.ends_with(".md")) {
         let dir: Vec<&str> = path.split('/').collect();
@@ -171,21 +180,26 @@ fn every_link_and_citation_resolves_inside_the_bundle() {
             }
             checked += 1;
         }
-        // A citation of a trajectory file is always the text of a link into the bundle.
+        // A citation of a trajectory file is the text of a link into the bundle, or
+        // the location (in a code span) of an entry the page shows in full.
         if !path.ends_with("provenance.md") {
             let mut rest = text.as_str();
             while let Some(at) = rest.find(".traj:") {
+                let file_start = rest[..at].rfind(['[', '`']).map_or(0, |i| i + 1);
+                let file = &rest[file_start..at];
                 rest = &rest[at + 6..];
                 let digits = rest.chars().take_while(char::is_ascii_digit).count();
+                let location = format!("{file}.traj:{}", &rest[..digits]);
                 assert!(
-                    rest[digits..].starts_with("]("),
-                    "{path}: unlinked citation before {:?}",
+                    rest[digits..].starts_with("](")
+                        || (rest[digits..].starts_with('`') && locations.contains(&location)),
+                    "{path}: a citation neither linked nor of an entry, before {:?}",
                     &rest[..rest.len().min(40)]
                 );
             }
         }
     }
-    assert!(checked > 500, "{checked} links");
+    assert!(checked > 250, "{checked} links");
 }
 
 #[test]
@@ -246,4 +260,192 @@ fn the_shipped_language_summary_example_checks_clean() {
     let (_, more) = skillc::graph::build(parsed);
     diagnostics.extend(more);
     assert!(diagnostics.is_empty(), "{diagnostics:?}");
+}
+
+/// trajectories/llama1b built with the made-up deployments of tests/data/build/deployments.
+fn merged() -> Built {
+    let mut dirs = vec![repo("trajectories/llama1b")];
+    dirs.extend(build_support::subdirs(&repo(
+        "tests/data/build/deployments",
+    )));
+    build(&dirs, Some("merged")).0
+}
+
+/// What the before-stop hook greps for (`grep -i 'emulat|the runtime'`).
+fn speaks_of_this_project(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    lower.contains("emulat") || lower.contains("the runtime")
+}
+
+#[test]
+fn skill_md_speaks_of_the_npu_never_of_the_emulator_or_the_runtime() {
+    for built in [llama1b(), merged()] {
+        for (dir, text) in skill_md(&built) {
+            let hits: Vec<&str> = text.lines().filter(|l| speaks_of_this_project(l)).collect();
+            assert!(hits.is_empty(), "{dir}: {hits:?}");
+            assert!(body(text).lines().count() < 200, "{dir}");
+        }
+    }
+    assert!(speaks_of_this_project("as The Runtime sees it"));
+}
+
+/// Lines of `references/provenance.md` files against the lines of every page.
+fn provenance_share(built: &Built) -> (usize, usize) {
+    let pages = built
+        .rendered
+        .files
+        .iter()
+        .filter(|(p, _)| p.ends_with(".md"));
+    let (mut provenance, mut all) = (0, 0);
+    for (path, text) in pages {
+        let lines = text.lines().count();
+        all += lines;
+        if path.ends_with("references/provenance.md") {
+            provenance += lines;
+        }
+    }
+    (provenance, all)
+}
+
+#[test]
+fn provenance_is_at_most_a_third_of_the_pages() {
+    for built in [llama1b(), merged()] {
+        let (provenance, all) = provenance_share(&built);
+        assert!(
+            3 * provenance <= all,
+            "{}: {provenance} of {all} lines are provenance",
+            built.distilled.ir.name
+        );
+    }
+}
+
+/// The section of `lesson` in its skill's SKILL.md (or the reference file its fixes
+/// moved to): from its heading to the next.
+fn lesson_section<'a>(built: &'a Built, lesson: &LessonIr) -> &'a str {
+    let title =
+        skillc::emit::markdown::inline(&skillc::emit::print::title(&built.distilled.ir, lesson));
+    let pages = [
+        format!("{}/SKILL.md", lesson.skill),
+        format!("{}/references/fixes.md", lesson.skill),
+        format!("{}/references/technique.md", lesson.skill),
+    ];
+    for page in pages {
+        let Some(text) = built.rendered.files.get(&page) else {
+            continue;
+        };
+        let heading = text
+            .lines()
+            .find(|l| l.starts_with("### ") && l.ends_with(&format!(". {title}")));
+        if let Some(heading) = heading {
+            let start = text.find(heading).unwrap_or_default();
+            let rest = &text[start + heading.len()..];
+            let end = rest.find("\n#").unwrap_or(rest.len());
+            return &rest[..end];
+        }
+    }
+    panic!("lesson {} ({title}) is written nowhere", lesson.id)
+}
+
+/// For every two lessons answering one trigger with different fixes, each page
+/// says which models its fix is for; when different deployments taught them, each
+/// names the other; when nothing tells them apart (same condition and cause
+/// condition) and different deployments taught them, the build warned (W0104).
+#[test]
+fn no_two_skills_give_different_fixes_for_one_trigger_without_their_conditions() {
+    use skillc::distill::identity::{fix_key, trigger_key};
+    let dirs: Vec<std::path::PathBuf> = std::iter::once(repo("trajectories/llama1b"))
+        .chain(build_support::subdirs(&repo(
+            "tests/data/build/deployments",
+        )))
+        .collect();
+    let (built, diagnostics) = build(&dirs, Some("merged"));
+    let lessons: Vec<&LessonIr> = built.distilled.ir.lessons.values().collect();
+    let mut pairs = 0;
+    for (i, a) in lessons.iter().enumerate() {
+        for b in &lessons[i + 1..] {
+            if trigger_key(a) != trigger_key(b) || fix_key(a) == fix_key(b) {
+                continue;
+            }
+            pairs += 1;
+            for (l, other) in [(a, b), (b, a)] {
+                let section = lesson_section(&built, l);
+                let models = match &l.condition {
+                    None => "- for: every model".to_string(),
+                    Some(c) => format!(
+                        "- for: models where `{}`",
+                        skillc_runtime::notation::condition(c)
+                    ),
+                };
+                assert!(section.contains(&models), "{}: {section}", l.id);
+                let shared = l.deployments.iter().any(|d| other.deployments.contains(d));
+                if !shared {
+                    let title = skillc::emit::print::title(&built.distilled.ir, other);
+                    assert!(
+                        section.contains("the same symptom was fixed otherwise")
+                            && section.contains(&title),
+                        "{} does not name {}: {section}",
+                        l.id,
+                        other.id
+                    );
+                }
+            }
+        }
+    }
+    assert!(pairs > 3, "{pairs} pairs");
+    assert!(diagnostics.contains("warning[W0104]"), "{diagnostics}");
+}
+
+#[test]
+fn thresholds_copied_from_one_models_measurement_say_so() {
+    let built = llama1b();
+    let mut checked = 0;
+    for lesson in built.distilled.ir.lessons.values() {
+        let measured = skillc::emit::print::measured_thresholds(lesson);
+        if measured.is_empty() {
+            continue;
+        }
+        let section = lesson_section(&built, lesson);
+        for threshold in &measured {
+            assert!(
+                section.contains(&format!("`{threshold}`"))
+                    && section.contains(
+                        "- thresholds from one model's measurement (`meta-llama/Llama-3.2-1B-Instruct`)"
+                    ),
+                "{}: {section}",
+                lesson.id
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 3, "{checked} lessons with measured thresholds");
+}
+
+/// Each lesson is written in full in one place: its `recorded as` line (the last
+/// line of its section) appears in one file of the bundle; every other page links
+/// to its skill.
+#[test]
+fn every_lesson_is_written_once() {
+    for built in [llama1b(), merged()] {
+        for lesson in built.distilled.ir.lessons.values() {
+            let line = format!("- recorded as [{}](", lesson.id);
+            let places: Vec<&String> = built
+                .rendered
+                .files
+                .iter()
+                .filter(|(path, text)| path.ends_with(".md") && text.contains(&line))
+                .map(|(path, _)| path)
+                .collect();
+            assert_eq!(places.len(), 1, "{}: {places:?}", lesson.id);
+            for text in &lesson.fix_text {
+                let fix = format!("- fix: {}", skillc::emit::markdown::literal(text, 2));
+                let written = built
+                    .rendered
+                    .files
+                    .values()
+                    .filter(|page| page.contains(&fix))
+                    .count();
+                assert_eq!(written, 1, "{}: {fix}", lesson.id);
+            }
+        }
+    }
 }

@@ -17,7 +17,7 @@ fn stdout(output: &Output) -> String {
 
 #[test]
 fn check_passes_a_clean_trajectory() {
-    let output = skillc(&["check", "trajectories/example"]);
+    let output = skillc(&["check", "grammar/example"]);
     assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
     insta::assert_snapshot!(stdout(&output));
 }
@@ -57,7 +57,7 @@ fn usage_errors_exit_2() {
     assert_eq!(skillc(&["check"]).status.code(), Some(2));
     assert_eq!(skillc(&["check", "no/such/dir"]).status.code(), Some(2));
     assert_eq!(
-        skillc(&["graph", "trajectories/example", "--format", "svg"])
+        skillc(&["graph", "grammar/example", "--format", "svg"])
             .status
             .code(),
         Some(2)
@@ -66,14 +66,14 @@ fn usage_errors_exit_2() {
 
 #[test]
 fn graph_prints_dot_and_json() {
-    let dot = skillc(&["graph", "trajectories/example", "--format", "dot"]);
+    let dot = skillc(&["graph", "grammar/example", "--format", "dot"]);
     assert_eq!(dot.status.code(), Some(0));
     assert!(stdout(&dot).starts_with("digraph \"example\" {"));
-    let json = skillc(&["graph", "trajectories/example", "--format", "json"]);
+    let json = skillc(&["graph", "grammar/example", "--format", "json"]);
     let graph: serde_json::Value = serde_json::from_slice(&json.stdout).expect("graph JSON");
     assert_eq!(
         graph["nodes"][0]["at"],
-        "trajectories/example/00-header.traj:23:1"
+        "grammar/example/00-header.traj:23:1"
     );
 }
 

@@ -78,7 +78,7 @@ fn a_gemma_3_scale_the_kernels_cannot_express_is_refused_by_name() {
 }
 
 #[test]
-fn the_command_line_exits_1_on_refusal_and_2_on_usage_problems() {
+fn the_command_line_exits_2_on_refusal_and_on_usage_problems() {
     let out = scratch("cli");
     let bundle = repo("generated-skills/llama1b");
     let refused = skillc()
@@ -90,7 +90,7 @@ fn the_command_line_exits_1_on_refusal_and_2_on_usage_problems() {
         .arg(out.join("moe"))
         .output()
         .unwrap();
-    assert_eq!(refused.status.code(), Some(1));
+    assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stdout).contains("REFUSED"));
     let no_config = skillc()
         .args(["deploy"])

@@ -1,5 +1,5 @@
-//! Issue 15's table of hostile inputs, one test per row (rows 8 and 14, parameter
-//! ranges, live with the typed operations; row 13 is in build_hostile.rs): the same
+//! Issue 15's table of hostile inputs, one test per row (row 8 is in replay.rs,
+//! row 13 in build_hostile.rs; `hostile.rs` keeps the list): the same
 //! input as the issue, the new outcome. Every command runs as a user runs it,
 //! through the `skillc` binary, in a scratch directory of its own.
 //!
@@ -98,6 +98,31 @@ fn row02_a_bundle_name_is_not_a_path() {
     );
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert!(work.join("generated-skills/fine-1.0/bundle.json").is_file());
+}
+
+/// Row 14: shapes `[0,…]`, `herd=[0,0]`, `tile=[0,0,0,0]`, `rtol=-1` and `1e-400`
+/// were accepted with no diagnostic; now each is an error at its value.
+#[test]
+fn row14_zero_sizes_and_vanishing_numbers_are_diagnosed() {
+    let root = scratch("row14");
+    for (file, says) in [
+        (
+            "parameter-out-of-range.traj",
+            "parameter-out-of-range.traj:17:29: error[E0031]: `rows` = 0: must be above 0",
+        ),
+        (
+            "number-underflow.traj",
+            "number-underflow.traj:4:22: error[E0032]: number `1e-400` underflows: it reads as 0",
+        ),
+    ] {
+        let dir = root.join(file.trim_end_matches(".traj"));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::copy(repo("tests/data/invalid").join(file), dir.join(file)).expect("copy");
+        let output = skillc_in(&root, &["check", &dir.to_string_lossy()]);
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(1), "{file}: {text}");
+        assert!(text.contains(says), "{text}");
+    }
 }
 
 /// `skillc ARGS` from `cwd`, killed (and the test failed) after `limit`: a hang is
@@ -459,7 +484,7 @@ fn row07_deploy_verifies_the_bundle_hashes() {
     std::fs::write(&skill, bytes).expect("write");
     std::fs::remove_dir_all(bundle.join("phase-5-decode-optimization")).expect("rm");
     let refused = deploy_into(&root, &shown, &model, &root.join("out"), &[]);
-    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     let message = stderr(&refused);
     assert!(
         message.contains("changed: phase-1-kernel-validation/SKILL.md")
@@ -501,7 +526,7 @@ fn row15_bundle_text_in_reports_is_capped() {
         &bundle.to_string_lossy(),
         &failing_model(&root),
         &out,
-        &[],
+        &["--allow-modified"],
     );
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     for file in ["report.md", "report.json", "trajectory/00-deploy.traj"] {

@@ -5,17 +5,21 @@
 
 mod build_support;
 mod deploy_support;
+mod hostile_support;
 
 mod architecture;
 mod bench_deploy;
 mod build;
 mod build_agentskills;
 mod build_cli;
+mod build_deployments;
 mod build_hostile;
 mod bundle_quality;
 mod cli;
 mod cli_calibrate;
 mod cli_reference;
+mod cli_surface;
+mod deploy_conditions;
 mod deploy_evaluator;
 mod deploy_faults;
 mod deploy_fixtures;
@@ -29,10 +33,15 @@ mod deploy_recorded_format;
 mod deploy_scope;
 mod deploy_threads;
 mod deploy_weights;
+mod diff_prose;
 mod hardening;
+mod hostile;
+mod hostile_models;
+mod hostile_outputs;
 mod import;
 mod llama1b;
 mod print;
+mod readme_commands;
 mod replay;
 mod robustness;
 mod syntax;

@@ -265,7 +265,7 @@ fn the_command_exits_1_on_any_disagreement() {
 /// operation's one definition (`ops::effect`, which deploy applies too) with the
 /// bound it breaks, before any plan is built; a count within it replays.
 #[test]
-fn partitions_beyond_the_model_are_refused_with_its_bound() {
+fn row08_partitions_beyond_the_model_are_refused_with_its_bound() {
     let report = replay_dir(
         &root().join("tests/replay/parts-beyond-the-model"),
         Functional::Kernels,

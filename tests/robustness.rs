@@ -57,7 +57,7 @@ fn check(text: &str) {
 fn valid_texts() -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut texts = Vec::new();
-    for dir in ["trajectories/example", "tests/data/valid"] {
+    for dir in ["grammar/example", "tests/data/valid"] {
         for entry in walkdir::WalkDir::new(root.join(dir)).sort_by_file_name() {
             let entry = entry.expect("readable test data");
             if entry.path().extension().is_some_and(|e| e == "traj") {

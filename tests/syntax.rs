@@ -1,6 +1,6 @@
 //! Data-driven tests of the front end: every file in tests/data/invalid is a
 //! trajectory on its own whose full rendered diagnostics are snapshotted; every
-//! directory in tests/data/valid (and trajectories/example) must check without errors
+//! directory in tests/data/valid (and grammar/example) must check without errors
 //! and has its graph JSON snapshotted.
 
 use std::collections::BTreeSet;
@@ -82,6 +82,26 @@ fn every_diagnostic_code_is_documented() {
     }
 }
 
+/// Every name a lesson's condition may read is in the language reference's
+/// feature tables (the vocabulary is the runtime's; the tables are written by hand).
+#[test]
+fn every_condition_name_is_documented() {
+    let reference = std::fs::read_to_string(Path::new(ROOT).join("grammar/README.md"))
+        .expect("grammar/README.md exists");
+    let tables = reference
+        .split("## Model features")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("grammar/README.md has a Model features section");
+    for spec in skillc_runtime::ops::conditions::vocabulary() {
+        assert!(
+            tables.contains(&format!("`{}`", spec.name)),
+            "condition name `{}` missing from grammar/README.md's Model features",
+            spec.name
+        );
+    }
+}
+
 fn valid_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(Path::new(ROOT).join("tests/data/valid"))
         .expect("valid inputs exist")
@@ -89,7 +109,7 @@ fn valid_dirs() -> Vec<PathBuf> {
         .filter(|p| p.is_dir())
         .collect();
     dirs.sort();
-    dirs.push(Path::new(ROOT).join("trajectories/example"));
+    dirs.push(Path::new(ROOT).join("grammar/example"));
     dirs
 }
 
@@ -118,7 +138,7 @@ fn valid_inputs_check_clean_and_snapshot_their_graph() {
 
 #[test]
 fn example_graph_dot() {
-    let loaded = load_relative(&Path::new(ROOT).join("trajectories/example"));
+    let loaded = load_relative(&Path::new(ROOT).join("grammar/example"));
     insta::assert_snapshot!(export::to_dot(&loaded.trajectories[0].1));
 }
 

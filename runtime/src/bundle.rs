@@ -13,6 +13,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::bundle_integrity::IntegrityProblems;
 pub use crate::ops::Value;
 use crate::ops::{Metric, Op, OpKind, ParamError, Unit, WeightFormat};
 use crate::phase::DeployPhase;
@@ -41,9 +42,10 @@ pub struct Bundle {
 }
 
 impl Bundle {
-    /// Every step and dead end read as a typed operation, and every literal a
-    /// remedy assigns checked against its parameter: kinds and ranges, so a
-    /// hand-edited `parts=0`, `rtol=-1` or `tile=[0,0,0,0]` is refused before
+    /// Every step and dead end read as a typed operation, every literal a remedy
+    /// assigns checked against its parameter (kinds and ranges) and every name a
+    /// lesson's condition reads against the model features, so a hand-edited
+    /// `parts=0`, `rtol=-1`, `tile=[0,0,0,0]` or `if qk_norms` is refused before
     /// anything runs. A bundle the compiler wrote has none.
     pub fn parameter_problems(&self) -> Vec<ParameterProblem> {
         self.read_steps().1
@@ -76,6 +78,15 @@ impl Bundle {
             }
         }
         for lesson in self.lessons.values() {
+            let names = lesson.condition.as_ref().map(Condition::names);
+            for name in names.iter().flatten() {
+                if crate::ops::fact_spec(name).is_none() {
+                    problems.push(ParameterProblem::Condition {
+                        id: lesson.id.clone(),
+                        name: name.clone(),
+                    });
+                }
+            }
             for remedy in std::iter::once(&lesson.fix).chain(&lesson.then) {
                 for (key, expr) in &remedy.set {
                     if let Some(source) = remedy.literal_problem(key, expr) {
@@ -111,6 +122,10 @@ impl Bundle {
         let (phases, problems) = self.read_steps();
         if !problems.is_empty() {
             return Err(BundleError::Parameters(ParameterProblems(problems)));
+        }
+        let problems = crate::bundle_integrity::problems(self);
+        if !problems.is_empty() {
+            return Err(BundleError::Integrity(IntegrityProblems(problems)));
         }
         Ok(BundleSteps(phases))
     }
@@ -159,6 +174,8 @@ pub enum BundleError {
     PhaseOrder { found: Vec<u8> },
     #[error(transparent)]
     Parameters(ParameterProblems),
+    #[error(transparent)]
+    Integrity(IntegrityProblems),
 }
 
 /// Every parameter problem of a bundle, shown as one line joined by `; `.
@@ -192,6 +209,8 @@ pub enum ParameterProblem {
         #[source]
         source: LiteralProblem,
     },
+    #[error("lesson {id}: its condition reads `{name}`, which is not a model feature")]
+    Condition { id: String, name: String },
 }
 
 /// Why a literal a remedy assigns is not a value of its parameter or slot.
@@ -524,7 +543,141 @@ pub struct Lesson {
     pub weights: Option<WeightFormat>,
     pub evidence: Vec<Provenance>,
     pub provenance: Vec<Provenance>,
+    /// The model features the lesson depends on (`if qk_norm`): the executor
+    /// applies it only to a model where this holds. Absent: every model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<Condition>,
+    /// The trajectories (deployments) that taught the lesson, by name, sorted.
+    /// Absent in bundles written before the field existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deployments: Vec<String>,
 }
+
+/// A truth value over the model features of `ops::conditions` (`qk_norm`,
+/// `n_kv_heads == n_heads`, `intermediate_size > gemv_k_limit`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Condition {
+    /// A flag of the vocabulary: true when the model takes that path.
+    Flag(String),
+    Compare {
+        lhs: Expr,
+        relation: Relation,
+        rhs: Expr,
+    },
+    Not(Box<Condition>),
+    /// Every one holds.
+    All(Vec<Condition>),
+    /// At least one holds.
+    Any(Vec<Condition>),
+}
+
+/// A comparison of a condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Relation {
+    #[serde(rename = "<")]
+    Lt,
+    #[serde(rename = "<=")]
+    Le,
+    #[serde(rename = ">")]
+    Gt,
+    #[serde(rename = ">=")]
+    Ge,
+    #[serde(rename = "==")]
+    Eq,
+    #[serde(rename = "!=")]
+    Ne,
+}
+
+impl Relation {
+    pub fn holds(self, lhs: f64, rhs: f64) -> bool {
+        match self {
+            Relation::Lt => lhs < rhs,
+            Relation::Le => lhs <= rhs,
+            Relation::Gt => lhs > rhs,
+            Relation::Ge => lhs >= rhs,
+            Relation::Eq => lhs == rhs,
+            Relation::Ne => lhs != rhs,
+        }
+    }
+
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Relation::Lt => "<",
+            Relation::Le => "<=",
+            Relation::Gt => ">",
+            Relation::Ge => ">=",
+            Relation::Eq => "==",
+            Relation::Ne => "!=",
+        }
+    }
+}
+
+impl Condition {
+    /// Whether the condition holds for a model whose features are `facts` (flags
+    /// as 1 or 0, sizes as numbers: `ops::conditions::facts`).
+    pub fn holds(&self, facts: &BTreeMap<String, f64>) -> Result<bool, EvalError> {
+        match self {
+            Condition::Flag(name) => facts
+                .get(name)
+                .map(|v| *v != 0.0)
+                .ok_or_else(|| EvalError::UnknownVariable(name.clone())),
+            Condition::Compare { lhs, relation, rhs } => {
+                Ok(relation.holds(lhs.eval(facts, None)?, rhs.eval(facts, None)?))
+            }
+            Condition::Not(inner) => Ok(!inner.holds(facts)?),
+            Condition::All(all) => {
+                for c in all {
+                    if !c.holds(facts)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+            Condition::Any(any) => {
+                for c in any {
+                    if c.holds(facts)? {
+                        return Ok(true);
+                    }
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// The feature names it reads, sorted, each once.
+    pub fn names(&self) -> Vec<String> {
+        let mut names = std::collections::BTreeSet::new();
+        self.collect_names(&mut names);
+        names.into_iter().collect()
+    }
+
+    fn collect_names(&self, names: &mut std::collections::BTreeSet<String>) {
+        match self {
+            Condition::Flag(name) => {
+                names.insert(name.clone());
+            }
+            Condition::Compare { lhs, rhs, .. } => {
+                lhs.collect_vars(names);
+                rhs.collect_vars(names);
+            }
+            Condition::Not(inner) => inner.collect_names(names),
+            Condition::All(list) | Condition::Any(list) => {
+                for c in list {
+                    c.collect_names(names);
+                }
+            }
+        }
+    }
+}
+
+/// Condition keys of a symptom that record where a lesson was observed (the shape,
+/// the model, the layer, tolerances), not what it is about: the executor does not
+/// require them to match, and the compiler does not tell two lessons apart by them.
+pub const RECORDING_CONDITIONS: &[&str] = &[
+    "shape", "seq_len", "model", "prompt", "prompts", "layer", "head_dim", "rtol", "atol",
+    "tokens", "top_k", "m", "k", "n",
+];
 
 /// A machine-matchable failure pattern: the executor compares it with a failed
 /// gate (operation, its parameters, the metric and its value).
@@ -623,6 +776,24 @@ pub enum EvalError {
 }
 
 impl Expr {
+    fn collect_vars(&self, names: &mut std::collections::BTreeSet<String>) {
+        match self {
+            Expr::Lit(_) => {}
+            Expr::Var(name) => {
+                names.insert(name.clone());
+            }
+            Expr::Binary { lhs, rhs, .. } => {
+                lhs.collect_vars(names);
+                rhs.collect_vars(names);
+            }
+            Expr::Call { args, .. } => {
+                for a in args {
+                    a.collect_vars(names);
+                }
+            }
+        }
+    }
+
     /// Evaluates to an integer-valued number where all inputs are integers.
     /// `vars` holds the context; `cap` bounds `divisor`.
     pub fn eval(&self, vars: &BTreeMap<String, f64>, cap: Option<f64>) -> Result<f64, EvalError> {
@@ -747,6 +918,54 @@ mod tests {
         assert_eq!(e.eval(&v, Some(128.0)), Ok(112.0));
     }
 
+    fn var(name: &str) -> Expr {
+        Expr::Var(name.into())
+    }
+
+    fn compare(lhs: Expr, relation: Relation, rhs: Expr) -> Condition {
+        Condition::Compare { lhs, relation, rhs }
+    }
+
+    #[test]
+    fn conditions_hold_on_the_features_they_read() {
+        let qwen3 = vars(&[
+            ("qk_norm", 1.0),
+            ("mha", 0.0),
+            ("head_dim", 128.0),
+            ("n_heads", 16.0),
+            ("n_kv_heads", 8.0),
+        ]);
+        let wide_heads = Condition::All(vec![
+            Condition::Flag("qk_norm".into()),
+            compare(var("head_dim"), Relation::Ge, Expr::Lit(Value::Int(128))),
+        ]);
+        assert_eq!(wide_heads.holds(&qwen3), Ok(true));
+        assert_eq!(wide_heads.names(), ["head_dim", "qk_norm"]);
+        let mha = compare(var("n_kv_heads"), Relation::Eq, var("n_heads"));
+        assert_eq!(mha.holds(&qwen3), Ok(false));
+        assert_eq!(
+            Condition::Any(vec![mha.clone(), Condition::Flag("mha".into())]).holds(&qwen3),
+            Ok(false)
+        );
+        assert_eq!(
+            Condition::Not(Box::new(Condition::Flag("mha".into()))).holds(&qwen3),
+            Ok(true)
+        );
+        assert_eq!(
+            Condition::Flag("qk_norms".into()).holds(&qwen3),
+            Err(EvalError::UnknownVariable("qk_norms".into()))
+        );
+        let json = serde_json::to_string(&wide_heads).unwrap();
+        assert_eq!(
+            json,
+            r#"{"all":[{"flag":"qk_norm"},{"compare":{"lhs":{"var":"head_dim"},"relation":">=","rhs":{"lit":128}}}]}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<Condition>(&json).unwrap(),
+            wide_heads
+        );
+    }
+
     #[test]
     fn errors_name_the_problem() {
         let e = Expr::Var("tile_q".into());
@@ -861,5 +1080,14 @@ mod tests {
         );
         let refused = edited.check().expect_err("the executor refuses it");
         assert_eq!(refused.to_string(), problems.join("; "));
+
+        let mut edited = bundle.clone();
+        let lesson = edited.lessons.values_mut().next().expect("a lesson");
+        lesson.condition = Some(Condition::Flag("qk_norms".into()));
+        let id = lesson.id.clone();
+        assert_eq!(
+            edited.check().expect_err("an unknown feature").to_string(),
+            format!("lesson {id}: its condition reads `qk_norms`, which is not a model feature")
+        );
     }
 }

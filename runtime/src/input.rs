@@ -29,6 +29,8 @@ pub enum Problem {
     Io(String),
     #[error("not valid UTF-8 text")]
     NotUtf8,
+    #[error("is {len} bytes, more than the {max} such a file may hold")]
+    TooLarge { len: u64, max: u64 },
 }
 
 impl InputError {
@@ -129,6 +131,31 @@ pub fn read(path: &Path) -> Result<Vec<u8>, InputError> {
     file.read_to_end(&mut bytes)
         .map_err(|e| InputError::io(path, &e))?;
     Ok(bytes)
+}
+
+/// The bytes of a regular file of at most `max` bytes: a larger one is
+/// refused by its size before it is read (a file that grows while it is read
+/// stops at `max + 1` bytes and is refused too).
+pub fn read_at_most(path: &Path, max: u64) -> Result<Vec<u8>, InputError> {
+    let file = open_regular(path)?;
+    let too_large = |len: u64| InputError::new(path, Problem::TooLarge { len, max });
+    let len = file.metadata().map_err(|e| InputError::io(path, &e))?.len();
+    if len > max {
+        return Err(too_large(len));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| InputError::io(path, &e))?;
+    if bytes.len() as u64 > max {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// The text of a regular UTF-8 file of at most `max` bytes.
+pub fn read_to_string_at_most(path: &Path, max: u64) -> Result<String, InputError> {
+    String::from_utf8(read_at_most(path, max)?).map_err(|_| InputError::new(path, Problem::NotUtf8))
 }
 
 /// The text of a regular UTF-8 file.

@@ -8,11 +8,13 @@
 
 pub mod bf16;
 pub mod bundle;
+pub mod bundle_integrity;
 pub mod exec;
 pub mod input;
 pub mod metrics;
 pub mod model;
 pub mod notation;
+pub mod numbers;
 pub mod ops;
 pub mod phase;
 pub mod rng;

@@ -437,7 +437,7 @@ impl<'de> Deserialize<'de> for Unit {
 }
 
 /// A unit that may be absent, as the files write it: its symbol, or `""` for
-/// none (`#[serde(with = "crate::ops::metrics::optional_unit")]`).
+/// none (`#[serde(with = "crate::metrics::optional_unit")]`).
 pub mod optional_unit {
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -577,6 +577,37 @@ impl<'de> Deserialize<'de> for GateMetric {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<GateMetric, D::Error> {
         let name = String::deserialize(deserializer)?;
         GateMetric::named(&name).ok_or_else(|| serde::de::Error::custom(UnknownMetric(name)))
+    }
+}
+
+impl Metric {
+    /// The values a measurement of the metric can take, in its canonical unit:
+    /// a threshold outside them (a cosine of −1e308) makes a gate that cannot
+    /// fail, or cannot pass.
+    pub fn range(self) -> (f64, f64) {
+        match self {
+            Metric::Cosine | Metric::PositionCosineMin => (-1.0, 1.0),
+            Metric::ExitCode => (0.0, 255.0),
+            Metric::MaxAbs
+            | Metric::MaxRel
+            | Metric::MeanRelL1
+            | Metric::Mismatches
+            | Metric::TopKAgree
+            | Metric::NanCount
+            | Metric::TtftS
+            | Metric::PrefillS
+            | Metric::MsPerToken
+            | Metric::TokS
+            | Metric::KernelMs
+            | Metric::Gflops
+            | Metric::Gbps
+            | Metric::CallsPerLayer
+            | Metric::CompileS
+            | Metric::Blockers
+            | Metric::Errors
+            | Metric::UnvalidatedKernels
+            | Metric::Unverified => (0.0, f64::MAX),
+        }
     }
 }
 

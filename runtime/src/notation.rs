@@ -12,33 +12,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::bundle::{BinaryOp, Comparison, Expr, Remedy, Value};
+use crate::bundle::{BinaryOp, Comparison, Condition, Expr, Remedy, Value};
+pub use crate::numbers::{float, number};
 use crate::ops::{is_keyword, Metric, OpKind, Unit};
-
-/// A number in the language's syntax: integers without a fraction; other values in
-/// the shortest form that reads back to the same `f64`, as a decimal between 1e-4
-/// and 1e9 and in exponent form (`3e-6`, `1.25e20`) beyond.
-pub fn number(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        return format!("{}", v as i64);
-    }
-    if (1e-4..1e9).contains(&v.abs()) {
-        format!("{v}")
-    } else {
-        format!("{v:e}")
-    }
-}
-
-/// A number that must read back as a float, not an integer (a syntax tree's float
-/// as written, `229.0`): [`number`], with `.0` when that would read as an integer.
-pub fn float(v: f64) -> String {
-    let text = number(v);
-    if text.contains(['.', 'e']) || !v.is_finite() {
-        text
-    } else {
-        format!("{text}.0")
-    }
-}
 
 /// `"text"` with the language's escapes (`\"`, `\\`, `\n`, `\t`). Other control
 /// characters are kept as they are: the grammar reads them raw, and the pages that
@@ -256,6 +232,46 @@ fn expr_in(e: &Expr, min_precedence: u8) -> String {
     }
 }
 
+/// A lesson's condition as the language writes it after `if`, with the fewest
+/// parentheses that keep its meaning (`or` binds loosest, then `and`, then `not`).
+pub fn condition(c: &Condition) -> String {
+    condition_in(c, 0)
+}
+
+/// How tightly a condition binds: `or` 1, `and` 2, `not` 3, a comparison or a flag 4.
+fn binding(c: &Condition) -> u8 {
+    match c {
+        Condition::Any(_) => 1,
+        Condition::All(_) => 2,
+        Condition::Not(_) => 3,
+        Condition::Compare { .. } | Condition::Flag(_) => 4,
+    }
+}
+
+fn condition_in(c: &Condition, min: u8) -> String {
+    let own = binding(c);
+    let joined = |list: &[Condition], word: &str| {
+        list.iter()
+            .map(|item| condition_in(item, own + 1))
+            .collect::<Vec<_>>()
+            .join(word)
+    };
+    let text = match c {
+        Condition::Flag(name) => name.clone(),
+        Condition::Compare { lhs, relation, rhs } => {
+            format!("{} {} {}", expr(lhs), relation.symbol(), expr(rhs))
+        }
+        Condition::Not(inner) => format!("not {}", condition_in(inner, own)),
+        Condition::All(list) => joined(list, " and "),
+        Condition::Any(list) => joined(list, " or "),
+    };
+    if own < min {
+        format!("({text})")
+    } else {
+        text
+    }
+}
+
 /// The words that open a clause of a one-line entry; a long entry breaks before them.
 const CLAUSE_BREAKS: &[&str] = &[
     "when",
@@ -372,6 +388,39 @@ mod tests {
         assert_eq!(key("seq_len"), "seq_len");
         assert_eq!(key("call-group"), "call_group");
         assert_eq!(key("2x"), "_2x");
+    }
+
+    #[test]
+    fn conditions_keep_their_meaning_with_few_parentheses() {
+        let flag = |n: &str| Condition::Flag(n.into());
+        let wide = Condition::Compare {
+            lhs: Expr::Binary {
+                op: BinaryOp::Rem,
+                lhs: Box::new(Expr::Var("hidden_size".into())),
+                rhs: Box::new(Expr::Lit(Value::Int(1024))),
+            },
+            relation: crate::bundle::Relation::Ne,
+            rhs: Expr::Lit(Value::Int(0)),
+        };
+        let c = Condition::All(vec![
+            Condition::Any(vec![flag("mha"), flag("qk_norm")]),
+            Condition::Not(Box::new(Condition::All(vec![
+                flag("qkv_bias"),
+                wide.clone(),
+            ]))),
+            Condition::Not(Box::new(flag("mqa"))),
+        ]);
+        assert_eq!(
+            condition(&c),
+            "(mha or qk_norm) and not (qkv_bias and hidden_size % 1024 != 0) and not mqa"
+        );
+        assert_eq!(
+            condition(&Condition::Any(vec![
+                Condition::All(vec![flag("a"), flag("b")]),
+                wide
+            ])),
+            "a and b or hidden_size % 1024 != 0"
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod xdna2_calibration;
 mod xdna2_calibration_packed;
 mod xdna2_constraints;
 mod xdna2_exec;
+mod xdna2_fused;
 mod xdna2_harness;
 mod xdna2_kernels;
 mod xdna2_packed;

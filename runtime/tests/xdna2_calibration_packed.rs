@@ -1,7 +1,7 @@
 //! The 4-bit calibration cannot drift and cannot move a bf16 figure:
 //! fitted_q4.json was fitted on exactly the committed 4-bit data set and bf16
 //! fit (hash), a refit reproduces it, its per-point errors are what the model
-//! computes now, the fit points are the two the data set names, every bf16
+//! computes now, the fit points are Llama-3.2-1B's alone, every bf16
 //! point is modeled the same whatever the 4-bit parameters are, and the packed
 //! GEMV's time follows its own parameter (Q4_0 at 140/121 of Q4_1 per weight).
 
@@ -20,14 +20,8 @@ fn prepared() -> (Prepared, PreparedFourBit, Device) {
     let device = Device::npu2();
     let bf16 = Prepared::load(&device, &data_dir(), &default_models_dir()).expect("bf16 data");
     let fitted = std::fs::read_to_string(data_dir().join("fitted.json")).expect("fitted.json");
-    let q4 = PreparedFourBit::load(
-        &device,
-        &data_dir(),
-        &default_models_dir(),
-        &bf16.data,
-        &fitted,
-    )
-    .expect("4-bit data set loads");
+    let q4 = PreparedFourBit::load(&device, &data_dir(), &default_models_dir(), &fitted)
+        .expect("4-bit data set loads");
     (bf16, q4, device)
 }
 
@@ -58,8 +52,8 @@ fn committed_four_bit_fit_matches_its_data_set_and_a_refit() {
         &FittedFile::committed().params().expect("params"),
     );
     assert_eq!(refit.params, file.params, "the fit is deterministic");
-    // Two fit points, the ends of Llama-3.2-1B's sweep; the rest held out or
-    // shown unscored.
+    // The fit points are Llama-3.2-1B's sweep and nothing else; the rest
+    // held out or shown unscored.
     let fit: Vec<&str> = q4
         .data
         .points
@@ -69,9 +63,20 @@ fn committed_four_bit_fit_matches_its_data_set_and_a_refit() {
         .collect();
     assert_eq!(
         fit,
-        ["llama32_1b_q4nx-decode-1k", "llama32_1b_q4nx-decode-128k"]
+        [
+            "llama32_1b_q4nx-decode-1k",
+            "llama32_1b_q4nx-decode-2k",
+            "llama32_1b_q4nx-decode-128k"
+        ]
     );
-    assert_eq!(report.held_out.points, 7);
+    for p in q4
+        .data
+        .points
+        .iter()
+        .filter(|p| p.set == FourBitSet::HeldOut)
+    {
+        assert_ne!(p.model, "llama-3.2-1b", "{}: a 1B point held out", p.id);
+    }
     assert!(
         file.params.iter().all(|p| p.at_bound.is_none()),
         "{:?}",

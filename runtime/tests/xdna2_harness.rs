@@ -57,6 +57,8 @@ fn work(launch: &Launch) -> usize {
         Launch::SiluMul { spec, .. }
         | Launch::GeluMul { spec, .. }
         | Launch::EltwiseAdd { spec, .. } => spec.n,
+        Launch::KvAppend { spec, .. } => spec.context * spec.kv_width,
+        Launch::DecodeAttention { spec, .. } => spec.heads * spec.head_dim * spec.context,
     }
 }
 
@@ -243,4 +245,68 @@ fn the_gated_activation_kernel_must_be_the_models() {
             run.outcome
         );
     }
+}
+
+/// The fused decode's two kernels: its attention within its tolerance of an
+/// f64 reference and its KV append exact, at Llama-3.2-1B's shapes; the
+/// attention fails an exact comparison (the check is live: the kernel rounds
+/// its output to bf16) and an uneven CU split is refused.
+#[test]
+fn the_fused_decode_kernels_pass_and_can_fail() {
+    use skillc_runtime::xdna2::kernels::{DecodeAttentionSpec, KvAppendSpec};
+    use skillc_runtime::xdna2::numerics::Tolerance;
+    let (arch, device) = (arch(), Device::npu2());
+    let spec = DecodeAttentionSpec {
+        heads: 32,
+        kv_heads: 8,
+        head_dim: 64,
+        scale_dim: None,
+        softcap: None,
+        context: 2048,
+        cus: 4,
+    };
+    let attention = Launch::DecodeAttention {
+        q: "q".into(),
+        cache: "kv".into(),
+        out: "o".into(),
+        spec,
+    };
+    let append = Launch::KvAppend {
+        k: "k".into(),
+        v: "v".into(),
+        cache: "kv".into(),
+        spec: KvAppendSpec {
+            kv_width: 512,
+            context: 2048,
+        },
+    };
+    for launch in [&attention, &append] {
+        let run = check(&arch, &device, launch, None);
+        let comparison = run.comparison().expect("it ran");
+        assert_eq!(comparison.mismatches, 0, "{}", launch.kernel().name());
+    }
+    let harness = Harness {
+        device: &device,
+        arch: &arch,
+        weights: &DrawnWeights { seed: 11 },
+        rope_table: None,
+        seed: 11,
+    };
+    let exact = Tolerance {
+        rtol: 0.0,
+        atol: 0.0,
+        source: "test",
+    };
+    let run = harness
+        .check(&attention, exact, Scale::Validation)
+        .expect("runs");
+    assert!(run.comparison().expect("ran").mismatches > 0);
+    let uneven = Launch::DecodeAttention {
+        q: "q".into(),
+        cache: "kv".into(),
+        out: "o".into(),
+        spec: DecodeAttentionSpec { cus: 3, ..spec },
+    };
+    let run = check(&arch, &device, &uneven, None);
+    assert!(matches!(run.outcome, RunOutcome::Refused(ref v) if !v.is_empty()));
 }

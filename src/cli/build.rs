@@ -103,8 +103,12 @@ pub fn check_name(name: &str) -> Result<(), BuildError> {
     }
 }
 
-/// Distills and renders loaded trajectories (no I/O).
-pub fn build_loaded(loaded: &Loaded, name: Option<&str>) -> Result<Built, BuildError> {
+/// The trajectories of `loaded` as the distiller's inputs, named after their
+/// directories and sharing one set of shared ids, handed to `f` with those names.
+pub fn with_inputs<T>(
+    loaded: &Loaded,
+    f: impl FnOnce(&[Input], &[String]) -> T,
+) -> Result<T, BuildError> {
     let mut names = Vec::new();
     for (dir, _) in &loaded.trajectories {
         names.push(dir_name(dir).ok_or_else(|| BuildError::NoName(dir.clone()))?);
@@ -121,16 +125,22 @@ pub fn build_loaded(loaded: &Loaded, name: Option<&str>) -> Result<Built, BuildE
             shared_ids: &shared,
         })
         .collect();
-    let name = match name {
-        Some(name) => name.to_string(),
-        None => {
-            let mut sorted = names.clone();
-            sorted.sort();
-            sorted.join("+")
-        }
-    };
-    check_name(&name)?;
-    let distilled = distill::distill(&name, &inputs);
+    Ok(f(&inputs, &names))
+}
+
+/// Distills and renders loaded trajectories (no I/O).
+pub fn build_loaded(loaded: &Loaded, name: Option<&str>) -> Result<Built, BuildError> {
+    let distilled = with_inputs(loaded, |inputs, names| {
+        let name = match name {
+            Some(name) => name.to_string(),
+            None => {
+                let mut sorted = names.to_vec();
+                sorted.sort();
+                sorted.join("+")
+            }
+        };
+        check_name(&name).map(|()| distill::distill(&name, inputs))
+    })??;
     let rendered = emit::render(&distilled.ir)?;
     Ok(Built {
         distilled,
@@ -172,6 +182,15 @@ pub fn run(args: Args) -> ExitCode {
     report.bundle(&out, &built);
     if args.check {
         return check_only(&out, &built.rendered, report);
+    }
+    let inputs: Vec<(&'static str, &Path)> = args
+        .dirs
+        .iter()
+        .map(|d| ("trajectory directory", d.as_path()))
+        .collect();
+    if let Err(error) = crate::outdir::overlap::refuse_overlap(&out, &inputs) {
+        eprintln!("error: {error}");
+        return ExitCode::from(EXIT_USAGE);
     }
     let mut waiting = |message: &str| eprintln!("{message}…");
     if let Err(error) = write::write_bundle(&out, &built.rendered, args.force, &mut waiting) {

@@ -1,6 +1,7 @@
 //! Reading a skill bundle for `deploy` and `bench deploy`: bundle.json parsed,
-//! every file checked against the SHA-256 bundle.json lists for it (a tampered or
-//! incomplete bundle is refused unless `--allow-modified`), and the bundle's texts
+//! every file checked against the SHA-256 bundle.json lists for it and bundle.json
+//! against its own digest (a tampered or incomplete bundle is refused unless
+//! `--allow-modified`), a key written twice refused outright, and the bundle's texts
 //! capped before they are copied into reports. A trajectory directory given where
 //! a bundle belongs gets a hint to build it first.
 
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use skillc_runtime::bundle::Bundle;
+use skillc_runtime::bundle_integrity::{self, DigestCheck};
 use skillc_runtime::input;
 
 use crate::outdir::manifest::{self, Verification};
@@ -56,6 +58,19 @@ pub enum BundleFileError {
         crate::syntax::display_path(dir)
     )]
     Modified { dir: PathBuf, found: String },
+    #[error(
+        "{}: {problem}; rebuild it with `skillc build`, or pass --allow-modified to run it as \
+         it is (the report says so)",
+        crate::syntax::display_path(dir)
+    )]
+    Undigested { dir: PathBuf, problem: String },
+    #[error("{}:{line}:{column}: not a usable skill bundle: {duplicate}", file.display())]
+    DuplicateKey {
+        file: PathBuf,
+        line: usize,
+        column: usize,
+        duplicate: bundle_integrity::DuplicateKey,
+    },
 }
 
 /// A bundle read from disk and what was found while reading it.
@@ -66,6 +81,8 @@ pub struct Loaded {
     pub bundle: Bundle,
     /// The bundle's files against bundle.json's hashes.
     pub verification: Verification,
+    /// bundle.json against its own digest.
+    pub digest: DigestCheck,
     /// Texts that were shortened, as sentences for the report.
     pub shortened: Vec<String>,
 }
@@ -89,6 +106,15 @@ impl Loaded {
                     "run with --allow-modified: the bundle's files differ from bundle.json's hashes ({found})"
                 ),
             );
+        }
+        if let Some(problem) = self.digest.problem() {
+            if !allow_modified {
+                return Err(BundleFileError::Undigested {
+                    dir: self.dir.clone(),
+                    problem,
+                });
+            }
+            notes.insert(0, format!("run with --allow-modified: {problem}"));
         }
         Ok(notes)
     }
@@ -115,6 +141,15 @@ pub fn load(path: &Path) -> Result<Loaded, BundleFileError> {
             file: file.clone(),
             source,
         })?;
+    if let Err((duplicate, line, column)) = bundle_integrity::find_duplicate_key(&text) {
+        return Err(BundleFileError::DuplicateKey {
+            file,
+            line,
+            column,
+            duplicate,
+        });
+    }
+    let digest = DigestCheck::of(&value);
     let mut shortened = Vec::new();
     cap_names(&mut value, &mut shortened);
     cap_texts(&mut value, "", &mut shortened);
@@ -134,6 +169,7 @@ pub fn load(path: &Path) -> Result<Loaded, BundleFileError> {
         dir,
         bundle,
         verification,
+        digest,
         shortened,
     })
 }

@@ -16,9 +16,9 @@ use std::process::ExitCode;
 
 use skillc_runtime::xdna2::builder::{plan_for, PlanError};
 use skillc_runtime::xdna2::calibration::{
-    data_dir, default_models_dir, load_model, ratio_checks, stale_plan_files, write_plan_files,
-    CalibrationError, DataSet, PointSet, Prepared, PreparedFourBit, RatioCheck, Report, Summary,
-    REFERENCE_MODEL,
+    data_dir, default_models_dir, leave_one_family_out, load_model, ratio_checks, stale_plan_files,
+    write_plan_files, CalibrationError, DataSet, PointSet, Prepared, PreparedFourBit, RatioCheck,
+    Report, Summary, REFERENCE_MODEL,
 };
 use skillc_runtime::xdna2::cost::{time_plan, Params};
 use skillc_runtime::xdna2::device::{Device, DeviceError};
@@ -66,6 +66,16 @@ pub fn run(args: Args) -> ExitCode {
         roofline: args.roofline,
         json: args.json,
     };
+    if let Some(trace) = &show.trace {
+        let inputs = [
+            ("calibration data folder", data.as_path()),
+            ("models folder", models.as_path()),
+        ];
+        if let Err(error) = crate::outdir::overlap::refuse_overlap(trace, &inputs) {
+            eprintln!("error: {error}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    }
     match calibrate(&data, &models, args.fit, &show) {
         Ok(code) => code,
         Err(message) => {
@@ -172,7 +182,7 @@ fn calibrate(
     let params = file.params()?;
     let report = prepared.report(&device, &params);
     let ratios = ratio_checks(data, &device, &params)?;
-    let four_bit = PreparedFourBit::load(&device, data, models, &prepared.data, &file.to_json())?;
+    let four_bit = PreparedFourBit::load(&device, data, models, &file.to_json())?;
     let q4_file = match super::calibrate_packed::fitted(&four_bit, &device, &params, data, refit)
         .map_err(CalibrateError::file(&data.join("fitted_q4.json")))?
     {
@@ -190,6 +200,7 @@ fn calibrate(
         ..params
     };
     let q4_report = four_bit.report(&device, &params);
+    let q4_families = leave_one_family_out(&four_bit, &device, &params);
     if show.json {
         let ratios: Vec<_> = ratios
             .iter()
@@ -201,7 +212,11 @@ fn calibrate(
             "bounds": file.bounds,
             "leave_one_family_out": file.leave_one_family_out,
             "ratios": ratios,
-            "four_bit": { "report": q4_report, "params": q4_file.params },
+            "four_bit": {
+                "report": q4_report,
+                "params": q4_file.params,
+                "leave_one_family_out": { "families": q4_families.0, "summary": q4_families.1 },
+            },
         });
         println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
     } else {
@@ -209,7 +224,7 @@ fn calibrate(
         print_bounds(&file.bounds);
         print_families(&file.leave_one_family_out);
         print_ratios(&ratios);
-        super::calibrate_packed::print(&four_bit, &q4_report, &q4_file);
+        super::calibrate_packed::print(&four_bit, &q4_report, &q4_file, &q4_families);
     }
     let note = FittedFile {
         fit: report.fit.clone(),

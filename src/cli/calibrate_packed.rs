@@ -1,15 +1,17 @@
 //! The 4-bit part of `skillc calibrate`: the published 4-bit deployments'
 //! decode figures against the fused-decode model, with the fit and held-out
 //! summaries (signed bias beside each), the points measured on another part
-//! shown unscored, the fitted 4-bit parameters against their ranges, and why
-//! leave-one-family-out has nothing to leave out. Printed after the bf16
+//! shown unscored, the fitted 4-bit parameters against their ranges, and
+//! leave-one-family-out (each family predicted by a fit on the others' scored
+//! points, a cross-validation never committed). Printed after the bf16
 //! report, which it does not change; `--fit` refits the 4-bit parameters on
 //! the freshly fitted bf16 ones and rewrites `runtime/data/xdna2/fitted_q4.json`.
 
 use std::path::Path;
 
 use skillc_runtime::xdna2::calibration::{
-    fit_four_bit, FittedFourBit, FourBitReport, FourBitSet, PreparedFourBit,
+    fit_four_bit, FittedFourBit, FourBitFamilyOut, FourBitReport, FourBitSet, PreparedFourBit,
+    Summary,
 };
 use skillc_runtime::xdna2::cost::Params;
 use skillc_runtime::xdna2::device::Device;
@@ -45,7 +47,12 @@ pub fn fitted(
 }
 
 /// The 4-bit section of the report.
-pub fn print(prepared: &PreparedFourBit, report: &FourBitReport, file: &FittedFourBit) {
+pub fn print(
+    prepared: &PreparedFourBit,
+    report: &FourBitReport,
+    file: &FittedFourBit,
+    (families, lofo): &(Vec<FourBitFamilyOut>, Summary),
+) {
     println!();
     println!("4-bit deployments (decode per token of the published structure: one fused dispatch of every layer and the LM head, projections and LM head packed, attention on the NPU; 4-bit parameters fitted with every bf16 parameter fixed):");
     println!("  fit on: {}", prepared.data.fit_choice);
@@ -93,5 +100,25 @@ pub fn print(prepared: &PreparedFourBit, report: &FourBitReport, file: &FittedFo
             p.param, p.value, p.lower, p.upper, p.range
         );
     }
-    println!("4-bit leave-one-family-out: nothing to leave out: the fit points are one model's (llama-3.2-1b), so leaving its family out leaves no fit point, and the other family (qwen2.5-3b, Q4_0) is held out already");
+    println!("4-bit leave-one-family-out (each family's scored points predicted by the 4-bit parameters fitted on every other family's scored points; a cross-validation, not the committed fit):");
+    for f in families {
+        let params: Vec<String> = f
+            .params
+            .iter()
+            .map(|(name, value)| format!("{name} {value:.3e}"))
+            .collect();
+        println!(
+            "  {} (fitted on {} points: {}):",
+            f.family,
+            f.fitted_on.len(),
+            params.join(", ")
+        );
+        for (id, error) in &f.errors {
+            println!("    {id:<38} {:>+7.1}%", 100.0 * error);
+        }
+    }
+    println!(
+        "{}",
+        super::calibrate::summary_line("4-bit leave-one-family-out", lofo)
+    );
 }

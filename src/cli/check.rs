@@ -14,8 +14,11 @@ pub struct Args {
     /// Trajectory directories; each directory's `.traj` files form one trajectory.
     #[arg(required = true)]
     pub dirs: Vec<PathBuf>,
-    /// Output format of the diagnostics.
-    #[arg(long, value_enum, default_value = "human")]
+    /// Print the diagnostics as one JSON document.
+    #[arg(long)]
+    pub json: bool,
+    /// The older spelling of `--json` (`--format json`).
+    #[arg(long, value_enum, default_value = "human", hide = true)]
     pub format: Format,
 }
 
@@ -28,7 +31,7 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let mut sources = Sources::new(&loaded.sources);
-    let text = match args.format {
+    let text = match Format::chosen(args.json, args.format) {
         Format::Human => {
             let entries: usize = loaded
                 .trajectories

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use skillc_runtime::exec::artifacts::clock;
 use skillc_runtime::exec::artifacts::record::PhaseStatus;
 use skillc_runtime::exec::fault::UnknownFault;
-use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Fault};
+use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Fault, Verdict};
 
 use skillc_runtime::model::gguf::GgufError;
 use skillc_runtime::model::prompt::{ModelText, PromptError, PromptInput};
@@ -25,7 +25,8 @@ use skillc_runtime::xdna2::packing::UnknownWeightPath;
 
 use super::bundle_file;
 use super::progress::Display;
-use super::{EXIT_FAILED, EXIT_USAGE};
+use super::{EXIT_FAILED, EXIT_STOPPED, EXIT_USAGE};
+use crate::outdir::overlap::{refuse_overlap, Overlap};
 use crate::outdir::{Claim, Kind, OutError};
 
 #[derive(Debug, clap::Args)]
@@ -79,12 +80,13 @@ pub struct Args {
     /// incomplete); the report lists the differences.
     #[arg(long)]
     pub allow_modified: bool,
-    /// Plant a fault in the NPU path (tests of the gates): gemm-n-not-multiple,
+    /// Plant a fault in the NPU path, never in the CPU reference, to see a gate
+    /// catch it (repeatable): gemm-n-not-multiple,
     /// drop-qkv-bias, no-llama3-rope, skip-qk-norm, l1-overflow,
     /// decode-rope-off-by-one, kv-wrong-slot, stale-kv, gqa-mapping,
     /// drop-lm-head-partition, silu-for-gelu, window-off-by-one, and on the
     /// 4-bit weight path packed-nibble-order.
-    #[arg(long = "plant", value_name = "FAULT", hide = true)]
+    #[arg(long = "plant", value_name = "FAULT")]
     pub plant: Vec<String>,
     /// Which weights the decode GEMVs read: `packed` keeps a GGUF's Q4_0/Q4_1
     /// blocks as stored (unpacked inside the GEMV) wherever the plan allows it
@@ -93,7 +95,13 @@ pub struct Args {
     /// otherwise.
     #[arg(long, value_name = "PATH", default_value = "auto", value_parser = ["auto", "bf16", "packed"])]
     pub weights: String,
-    /// Stop after this phase (0-7); the verdict is FAIL at gate `stop-after`.
+    /// A config-only model's decoder projections drawn as usual, then
+    /// quantized in memory to llama.cpp's 4-bit blocks (`q4_1` or `q4_0`), so
+    /// it deploys on the 4-bit weight path; refused on a model with weights.
+    #[arg(long, value_name = "FORMAT", value_parser = ["q4_1", "q4_0"])]
+    pub seeded_weights: Option<String>,
+    /// Stop after this phase (0-7); the verdict is FAIL at gate `stop-after` and
+    /// the exit code 3 when every phase up to it passed.
     #[arg(long, value_name = "PHASE", value_parser = stop_after_parser())]
     pub stop_after: Option<DeployPhase>,
 }
@@ -115,6 +123,8 @@ enum CommandError {
     Fault(#[from] UnknownFault),
     #[error(transparent)]
     WeightPath(#[from] UnknownWeightPath),
+    #[error(transparent)]
+    SeededFormat(#[from] skillc_runtime::ops::formats::UnknownFormat),
     #[error("--prompt-ids: `{0}` is not a token id (expected e.g. 128000,791,6864)")]
     PromptIds(String),
     #[error(transparent)]
@@ -125,6 +135,10 @@ enum CommandError {
     Executable(#[source] std::io::Error),
     #[error(transparent)]
     Out(#[from] OutError),
+    #[error(transparent)]
+    Overlap(#[from] Overlap),
+    #[error("{0}")]
+    Fixtures(String),
     #[error(transparent)]
     Deploy(#[from] exec::DeployError),
     #[error(transparent)]
@@ -147,9 +161,10 @@ fn execute(args: &Args, threads: Threads) -> Result<ExitCode, CommandError> {
         Ok(notes) => notes,
         Err(refusal) => {
             eprintln!("error: {refusal}");
-            return Ok(ExitCode::from(EXIT_FAILED));
+            return Ok(ExitCode::from(EXIT_USAGE));
         }
     };
+    let bundle_dir = loaded.dir.clone();
     let bundle = loaded.bundle;
     let faults = args
         .plant
@@ -165,6 +180,15 @@ fn execute(args: &Args, threads: Threads) -> Result<ExitCode, CommandError> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("deploy-{model_name}")));
+    for dir in &args.fixtures {
+        check_fixtures_dir(dir)?;
+    }
+    let fixtures = if args.fixtures.is_empty() {
+        default_fixtures()
+    } else {
+        args.fixtures.clone()
+    };
+    refuse_overlap(&out, &inputs(args, &bundle_dir, &fixtures))?;
     let program = std::env::current_exe().map_err(CommandError::Executable)?;
     let mut progress = Display::new(args.quiet);
     progress.line(&format!("running on {threads}"));
@@ -178,13 +202,14 @@ fn execute(args: &Args, threads: Threads) -> Result<ExitCode, CommandError> {
         started: clock::now(),
         evaluator: EvaluatorLaunch::Process(program),
         registry: args.registry.clone(),
-        fixtures: if args.fixtures.is_empty() {
-            default_fixtures()
-        } else {
-            args.fixtures.clone()
-        },
+        fixtures,
         stop_after: args.stop_after,
         weights: args.weights.parse()?,
+        seeded_quant: args
+            .seeded_weights
+            .as_deref()
+            .map(skillc_runtime::ops::formats::parse)
+            .transpose()?,
         bundle_notes,
     };
     let outcome = exec::deploy(&bundle, &options, &mut progress)?;
@@ -195,11 +220,63 @@ fn execute(args: &Args, threads: Threads) -> Result<ExitCode, CommandError> {
     } else {
         print_summary(&outcome.report, &out);
     }
-    Ok(if outcome.exit_code == 0 {
-        ExitCode::SUCCESS
+    Ok(ExitCode::from(exit_code(&outcome.report)))
+}
+
+/// A run's exit code: 0 passed, 1 a gate failed, 2 the model was refused (out
+/// of scope), 3 stopped where `--stop-after` asked.
+fn exit_code(report: &exec::DeployReport) -> u8 {
+    match report.verdict {
+        Verdict::Pass | Verdict::PassWithWarnings => 0,
+        Verdict::Refused => EXIT_USAGE,
+        Verdict::Fail
+            if report
+                .stop
+                .as_ref()
+                .is_some_and(|s| s.gate == exec::STOP_AFTER_GATE) =>
+        {
+            EXIT_STOPPED
+        }
+        Verdict::Fail => EXIT_FAILED,
+    }
+}
+
+/// `--fixtures` names a folder that holds at least one fixture: a wrong path
+/// would otherwise leave config-only models unproven without a word.
+fn check_fixtures_dir(dir: &Path) -> Result<(), CommandError> {
+    let why = if !dir.exists() {
+        "no such file or directory"
+    } else if !dir.is_dir() {
+        "not a directory"
+    } else if skillc_runtime::exec::gates::features::fixture_dirs(dir).is_empty() {
+        "holds no transformers fixture (a folder with config.json and reference.safetensors)"
     } else {
-        ExitCode::from(EXIT_FAILED)
-    })
+        return Ok(());
+    };
+    Err(CommandError::Fixtures(format!(
+        "--fixtures {}: {why}",
+        dir.display()
+    )))
+}
+
+/// Everything a deploy reads, by role: its output may be none of them.
+fn inputs<'a>(
+    args: &'a Args,
+    bundle_dir: &'a Path,
+    fixtures: &'a [PathBuf],
+) -> Vec<(&'static str, &'a Path)> {
+    let mut inputs = vec![
+        ("skill bundle", bundle_dir),
+        ("model", args.model.as_path()),
+    ];
+    if args.model.is_file() {
+        if let Some(dir) = args.model.parent().filter(|d| !d.as_os_str().is_empty()) {
+            inputs.push(("model's folder", dir));
+        }
+    }
+    inputs.extend(args.registry.as_deref().map(|r| ("kernel registry", r)));
+    inputs.extend(fixtures.iter().map(|f| ("fixtures folder", f.as_path())));
+    inputs
 }
 
 /// The verification prompts given (ids, text, chat messages, in that order),
@@ -217,10 +294,14 @@ fn prompts(args: &Args) -> Result<Option<Vec<Vec<u32>>>, CommandError> {
     }
     let source = ModelSource::locate(&args.model)?;
     let text = ModelText::for_model(&args.model, source.gguf());
-    let prompts = inputs
-        .iter()
-        .map(|input| text.encode(input).map(|p| p.ids))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut prompts = Vec::new();
+    for (i, input) in inputs.iter().enumerate() {
+        let encoded = text.encode(input)?;
+        for warning in &encoded.warnings {
+            eprintln!("warning: prompt {}: {warning}", i + 1);
+        }
+        prompts.push(encoded.ids);
+    }
     Ok(Some(prompts))
 }
 

@@ -3,7 +3,8 @@
 //! skills added, removed or changed, each with its trajectory provenance.
 //!
 //! Exit codes: 0 no semantic difference, 1 differences, 2 unreadable input.
-//! `--json` prints the same changes as one JSON document.
+//! `--json` prints the same changes as one JSON document. Edited prose shows as
+//! the word diff of its changed sentences, `--full` as the whole texts.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -23,6 +24,10 @@ pub struct Args {
     /// `sign`, `text`, `provenance`) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Show edited prose (a lesson's cause or fix in words, a SKILL.md page)
+    /// whole, line by line, instead of its changed sentences as word diffs.
+    #[arg(long)]
+    pub full: bool,
 }
 
 /// Why one side of the diff cannot be read.
@@ -56,7 +61,11 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let diff = semantic_diff::diff(&old, &new);
+    let mut diff =
+        semantic_diff::diff(&old, &new, args.full).with_texts(&args.old, &args.new, args.full);
+    if !args.full {
+        cap_texts(&mut diff);
+    }
     if args.json {
         println!(
             "{}",
@@ -69,5 +78,24 @@ pub fn run(args: Args) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_FAILED)
+    }
+}
+
+/// Longest change text printed: a hand-made bundle may hold a 100 MB name, and
+/// a review needs its first words, not all of it.
+const CHANGE_MAX_CHARS: usize = 1000;
+
+fn cap_texts(diff: &mut semantic_diff::SemanticDiff) {
+    for section in &mut diff.sections {
+        cap(&mut section.title);
+        for change in &mut section.changes {
+            cap(&mut change.text);
+        }
+    }
+}
+
+fn cap(text: &mut String) {
+    if let std::borrow::Cow::Owned(cut) = skillc_runtime::input::capped(text, CHANGE_MAX_CHARS) {
+        *text = cut;
     }
 }

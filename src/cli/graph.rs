@@ -1,4 +1,4 @@
-//! `skillc graph DIR --format dot|json`: the resolved action/lesson graph of one
+//! `skillc graph DIR [--json]`: the resolved action/lesson graph of one
 //! trajectory, for Graphviz or for tools. Diagnostics go to stderr; with errors no
 //! graph is written and the exit code is 1.
 
@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use super::render::{self, Sources};
 use super::{EXIT_FAILED, EXIT_USAGE};
 use crate::graph::export;
+use crate::outdir::overlap::refuse_overlap;
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Format {
@@ -20,8 +21,11 @@ pub enum Format {
 pub struct Args {
     /// The trajectory directory.
     pub dir: PathBuf,
-    /// Output format: Graphviz DOT, or JSON with every node and edge and its position.
-    #[arg(long, value_enum, default_value = "dot")]
+    /// Print JSON (every node and edge and its position) instead of Graphviz DOT.
+    #[arg(long)]
+    pub json: bool,
+    /// The older spelling: `--format dot|json`.
+    #[arg(long, value_enum, default_value = "dot", hide = true)]
     pub format: Format,
     /// Write to this file instead of stdout.
     #[arg(long, short)]
@@ -50,18 +54,15 @@ pub fn run(args: Args) -> ExitCode {
     let Some((_, graph)) = loaded.trajectories.first() else {
         return ExitCode::from(EXIT_USAGE);
     };
-    let text = match args.format {
+    let format = if args.json { Format::Json } else { args.format };
+    let text = match format {
         Format::Dot => export::to_dot(graph),
         Format::Json => export::to_json(graph),
     };
     let written = match &args.output {
-        Some(path) => std::fs::write(path, &text).map_err(|e| {
-            format!(
-                "{}: {}",
-                path.display(),
-                skillc_runtime::input::describe(&e)
-            )
-        }),
+        Some(path) => refuse_overlap(path, &[("trajectory directory", &args.dir)])
+            .map_err(|e| e.to_string())
+            .and_then(|()| write_file(path, &text)),
         None => match std::io::stdout().write_all(text.as_bytes()) {
             // `| head` stopped reading: not a failure.
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
@@ -75,4 +76,14 @@ pub fn run(args: Args) -> ExitCode {
             ExitCode::from(EXIT_USAGE)
         }
     }
+}
+
+fn write_file(path: &std::path::Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| {
+        format!(
+            "{}: {}",
+            path.display(),
+            skillc_runtime::input::describe(&e)
+        )
+    })
 }

@@ -1,6 +1,8 @@
 //! Command-line surface: one module per subcommand. Exit codes follow one rule
-//! everywhere: 0 success, 1 the input was checked and found wanting (errors,
-//! failed gates, stale output), 2 usage or I/O problems.
+//! everywhere: 0 success, 1 failed (the input was checked and found wanting:
+//! errors, failed gates, stale output), 2 refused (usage, I/O, an input not
+//! accepted: a modified bundle, a model out of scope), 3 stopped by request
+//! (`deploy --stop-after`).
 
 use std::process::ExitCode;
 
@@ -24,8 +26,8 @@ pub mod render;
 pub mod replay;
 pub mod storage_table;
 
-/// `--format` of the commands that print for a reader (`human`) or for a program
-/// (`json`): `check` and `replay`.
+/// The hidden `--format` of `check` and `replay` (kept as an alias of `--json`,
+/// the spelling every command takes).
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Format {
     Human,
@@ -72,9 +74,25 @@ pub enum Command {
     Reference(reference::Args),
     /// Compare the XDNA 2 cost model with the reference system's measurements (--fit refits it).
     Calibrate(calibrate::Args),
-    /// Benchmarks that print a table (parse, build, oracle, emulator, deploy, contention).
+    /// Benchmarks that print a table: one subcommand each, listed below (`--json` for the figures as data).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+}
+
+impl Cli {
+    /// Parses the command line, with the exit codes at the end of every
+    /// command's `--help` (nested ones included: `bench faults --help`).
+    pub fn parse_with_exit_codes() -> Cli {
+        use clap::{CommandFactory, FromArgMatches};
+        let matches = with_exit_codes(Cli::command()).get_matches();
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+}
+
+fn with_exit_codes(command: clap::Command) -> clap::Command {
+    command
+        .after_help(EXIT_CODES)
+        .mut_subcommands(with_exit_codes)
 }
 
 pub fn run(cli: Cli) -> ExitCode {
@@ -102,7 +120,27 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
-/// Exit code for "checked and found wanting".
+impl Format {
+    /// The format asked for: `--json`, else the hidden `--format`.
+    pub fn chosen(json: bool, format: Format) -> Format {
+        if json {
+            Format::Json
+        } else {
+            format
+        }
+    }
+}
+
+/// Exit code for "checked and found wanting" (a gate failed, errors, stale output).
 pub const EXIT_FAILED: u8 = 1;
-/// Exit code for usage or I/O problems.
+/// Exit code for a refused input: usage or I/O problems, a modified bundle, a
+/// model out of scope.
 pub const EXIT_USAGE: u8 = 2;
+/// Exit code for a run stopped by request (`deploy --stop-after`).
+pub const EXIT_STOPPED: u8 = 3;
+
+/// The exit codes, as every command's `--help` ends.
+pub const EXIT_CODES: &str =
+    "Exit codes: 0 success; 1 failed (a gate failed, errors, stale output); \
+2 refused (usage, unreadable input, a modified bundle, a model out of scope); \
+3 stopped by request (deploy --stop-after).";

@@ -109,7 +109,9 @@ impl Progress for Display {
     }
 
     fn gate(&mut self, gate: &GateCheck) {
-        if !gate.passed {
+        if let Some(tried) = gate.attempt_summary() {
+            self.line(&format!("  {tried}"));
+        } else if !gate.passed {
             self.line(&format!("  FAIL {}: {}", gate.name, gate.summary()));
         }
     }

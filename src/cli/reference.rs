@@ -8,6 +8,9 @@ use std::process::ExitCode;
 
 use skillc_runtime::model::checkpoint::WeightsError;
 use skillc_runtime::model::config::{load_config, ConfigError};
+use skillc_runtime::model::consistency::{
+    check_context, check_reference_ids, check_tokenizer, ConsistencyError,
+};
 use skillc_runtime::model::gguf::{GgufError, GgufFile};
 use skillc_runtime::model::memory::human_bytes;
 use skillc_runtime::model::oracle::compare::{
@@ -102,6 +105,7 @@ fn execute(args: &Args) -> Result<ExitCode, Failure> {
         None
     };
     let prompt = prompt(args, reference.as_ref(), &text)?;
+    check_consistency(args, &model, &text, reference.as_ref(), &prompt)?;
     let greedy = run_greedy(args, &model, &prompt, &text)?;
     let checks = match &reference {
         Some(reference) => check_all(&model, reference, args.tolerance)
@@ -154,7 +158,7 @@ fn print_json(dir: &Path, model: &Model, greedy: &Greedy, checks: &[ReferenceChe
     let arch = &model.arch;
     let weights = match &model.origin {
         WeightOrigin::Checkpoint { files } => serde_json::json!({ "files": files }),
-        WeightOrigin::Random { seed } => serde_json::json!({ "random_seed": seed }),
+        WeightOrigin::Random { seed, .. } => serde_json::json!({ "random_seed": seed }),
         WeightOrigin::Gguf { file, formats } => {
             serde_json::json!({ "gguf": file, "formats": formats })
         }
@@ -215,6 +219,29 @@ fn load_model(args: &Args) -> Result<(Model, Option<GgufFile>), Failure> {
     Ok((model, None))
 }
 
+/// The model's files against each other and the prompt with the tokens to
+/// generate against the context, before the reference runs (exit 2).
+fn check_consistency(
+    args: &Args,
+    model: &Model,
+    text: &ModelText,
+    reference: Option<&ReferenceTensors>,
+    prompt: &EncodedPrompt,
+) -> Result<(), Failure> {
+    let dir = companion_dir(&args.model);
+    let refuse = |e: ConsistencyError| (EXIT_USAGE, format!("error: {e}"));
+    check_tokenizer(text, &dir, &model.arch).map_err(refuse)?;
+    if let Some(reference) = reference {
+        check_reference_ids(reference, &dir.join(REFERENCE_FILE), &model.arch).map_err(refuse)?;
+    }
+    check_context(
+        std::slice::from_ref(&prompt.ids),
+        args.max_new_tokens,
+        &model.arch,
+    )
+    .map_err(refuse)
+}
+
 /// A file that cannot be opened is a usage error; a malformed one a failure.
 fn gguf_exit(err: &GgufError) -> u8 {
     match err {
@@ -250,15 +277,20 @@ fn prompt(
             }
         },
     };
-    text.encode(&input)
-        .map_err(|e| (EXIT_USAGE, format!("error: {e}")))
+    let encoded = text
+        .encode(&input)
+        .map_err(|e| (EXIT_USAGE, format!("error: {e}")))?;
+    for warning in &encoded.warnings {
+        eprintln!("warning: --chat: {warning}");
+    }
+    Ok(encoded)
 }
 
 fn print_summary(dir: &Path, model: &Model) {
     let arch = &model.arch;
     let origin = match &model.origin {
         WeightOrigin::Checkpoint { files } => files.join(", "),
-        WeightOrigin::Random { seed } => format!("random bf16 weights, seed {seed}"),
+        WeightOrigin::Random { seed, .. } => format!("random bf16 weights, seed {seed}"),
         WeightOrigin::Gguf { file, formats } => {
             let counts: Vec<String> = formats.iter().map(|(f, n)| format!("{n} {f}")).collect();
             format!(

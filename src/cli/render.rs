@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
+use skillc_runtime::input::capped;
 
 use crate::diag::{Diagnostic, Severity};
 use crate::syntax::{FileId, LineIndex, SourceFile, Span};
@@ -62,9 +63,10 @@ pub fn human(diagnostics: &[Diagnostic], sources: &mut Sources<'_>) -> String {
             sources.location(diagnostic.span),
             diagnostic.severity.as_str(),
             diagnostic.code.as_str(),
-            diagnostic.message
+            capped(&diagnostic.message, MESSAGE_MAX_CHARS)
         ));
         if let Some((line, before, width)) = sources.line_of(diagnostic.span) {
+            let (line, before, width) = window(line, before, width);
             let number = diagnostic.span.line.to_string();
             let gutter = " ".repeat(number.len());
             let padding: String = line
@@ -80,15 +82,45 @@ pub fn human(diagnostics: &[Diagnostic], sources: &mut Sources<'_>) -> String {
             out.push_str(&format!(
                 "  = note: {}: {}\n",
                 sources.location(related.span),
-                related.message
+                capped(&related.message, MESSAGE_MAX_CHARS)
             ));
         }
         if let Some(hint) = &diagnostic.hint {
-            out.push_str(&format!("  = hint: {hint}\n"));
+            out.push_str(&format!("  = hint: {}\n", capped(hint, MESSAGE_MAX_CHARS)));
         }
         out.push('\n');
     }
     out
+}
+
+/// Longest message, note or hint echoed (they may quote the input).
+const MESSAGE_MAX_CHARS: usize = 400;
+/// Longest part of a source line shown under a diagnostic.
+const LINE_MAX_CHARS: usize = 160;
+/// Characters shown before the caret when a long line is cut.
+const LINE_LEAD_CHARS: usize = 60;
+
+/// A long source line cut to a window around the caret (`…` where text was
+/// left out), with the caret's offset and width inside the window: a 50 MB
+/// line is never echoed whole.
+fn window(line: &str, before: usize, width: usize) -> (String, usize, usize) {
+    let total = line.chars().count();
+    if total <= LINE_MAX_CHARS {
+        return (line.to_string(), before, width);
+    }
+    let start = before.saturating_sub(LINE_LEAD_CHARS);
+    let end = (start + LINE_MAX_CHARS).min(total);
+    let mut shown: String = line.chars().skip(start).take(end - start).collect();
+    let lead = usize::from(start > 0);
+    if start > 0 {
+        shown.insert(0, '…');
+    }
+    if end < total {
+        shown.push('…');
+    }
+    let caret = before - start + lead;
+    let width = width.min(end.saturating_sub(before)).max(1);
+    (shown, caret, width)
 }
 
 /// `N errors, M warnings` with singulars where they belong.

@@ -34,7 +34,12 @@ pub struct Args {
     /// Print only the rows that do not agree (and the summary).
     #[arg(long)]
     pub problems_only: bool,
-    #[arg(long, value_enum, default_value = "human")]
+    /// Print the report (every row, its kind and verdict, the summary) as one
+    /// JSON document.
+    #[arg(long)]
+    pub json: bool,
+    /// The older spelling of `--json` (`--format json`).
+    #[arg(long, value_enum, default_value = "human", hide = true)]
     pub format: Format,
     /// No progress on stderr (by default the entry being replayed, redrawn on a
     /// terminal, otherwise a line every few seconds).
@@ -86,7 +91,7 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     drop(display);
-    let text = match args.format {
+    let text = match Format::chosen(args.json, args.format) {
         Format::Human => human(&report, args.problems_only, started.elapsed().as_secs_f64()),
         Format::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
     };

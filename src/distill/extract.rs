@@ -26,6 +26,7 @@ use crate::graph::{EdgeKind, Graph, NodeData};
 use crate::syntax::{FileId, SourceFile, Span};
 
 /// One trajectory to distill.
+#[derive(Clone, Copy)]
 pub struct Input<'a> {
     /// The directory's name: the first component of every provenance path.
     pub dir_name: &'a str,
@@ -96,9 +97,14 @@ pub fn extract<'a>(input: &Input<'a>) -> Extracted<'a> {
     let mut diagnostics = Vec::new();
     let mut dropped = Vec::new();
     let (mut lessons, explained) = recorded_lessons(&cx, &places, &mut dropped, &mut diagnostics);
+    // By id: dead ends look up the notes that explain them.
+    let note_texts: HashMap<&str, &str> = notes
+        .iter()
+        .map(|n| (n.id.as_str(), n.text.as_str()))
+        .collect();
     let parts: Vec<PhasePart> = DeployPhase::ALL
         .par_iter()
-        .map(|&p| phase(&cx, p, &places, &notes, &explained, &source.model))
+        .map(|&p| phase(&cx, p, &places, &note_texts, &explained, &source.model))
         .collect();
     let mut phases = Vec::with_capacity(DeployPhase::ALL.len());
     let mut step_nodes = HashMap::new();
@@ -194,6 +200,7 @@ fn recorded_lessons(
     let g = cx.g;
     let mut found = Vec::new();
     let mut explained = Explained::new();
+    let superseded = superseded_by(cx);
     for (index, node) in g.nodes() {
         let NodeData::Lesson(data) = &node.data else {
             continue;
@@ -217,7 +224,7 @@ fn recorded_lessons(
         };
         lesson.diagnosis = places.at(NotePlace::Diagnosis(lesson.id.clone()));
         lesson.notes = places.at(NotePlace::Lesson(lesson.id.clone()));
-        for action in explained_actions(cx, index) {
+        for action in explained_actions(cx, index, &superseded) {
             if matches!(cx.fate(action), Fate::Dead(_)) {
                 explained.entry(action).or_insert_with(|| lesson.id.clone());
             }
@@ -229,7 +236,11 @@ fn recorded_lessons(
 
 /// Actions a lesson explains: those its evidence measured, and those the actions
 /// applying it replaced.
-fn explained_actions(cx: &Cx, lesson: NodeIndex) -> Vec<NodeIndex> {
+fn explained_actions(
+    cx: &Cx,
+    lesson: NodeIndex,
+    superseded: &HashMap<&str, Vec<NodeIndex>>,
+) -> Vec<NodeIndex> {
     let g = cx.g;
     let mut actions = Vec::new();
     for evidence in g.targets(lesson, EdgeKind::Evidence) {
@@ -239,18 +250,28 @@ fn explained_actions(cx: &Cx, lesson: NodeIndex) -> Vec<NodeIndex> {
                 .filter(|a| action(g.node(*a)).is_some()),
         );
     }
-    let appliers: Vec<String> = lessons::appliers(cx, lesson)
+    let mut replaced: Vec<NodeIndex> = lessons::appliers(cx, lesson)
         .into_iter()
-        .map(|a| g.node(a).id.clone())
+        .flat_map(|a| superseded.get(g.node(a).id.as_str()).into_iter().flatten())
+        .copied()
         .collect();
-    for (index, _) in g.nodes() {
+    // In trajectory order, as a scan of the graph would find them.
+    replaced.sort();
+    replaced.dedup();
+    actions.extend(replaced);
+    actions
+}
+
+/// The actions each entry superseded, by the superseding entry's id: looked up
+/// per lesson, where a scan of every node per lesson was quadratic.
+fn superseded_by<'c>(cx: &'c Cx<'_>) -> HashMap<&'c str, Vec<NodeIndex>> {
+    let mut by_id: HashMap<&str, Vec<NodeIndex>> = HashMap::new();
+    for (index, _) in cx.g.nodes() {
         if let Fate::Dead(DeadEndOutcome::Superseded { by }) = cx.fate(index) {
-            if appliers.contains(by) {
-                actions.push(index);
-            }
+            by_id.entry(by.as_str()).or_default().push(index);
         }
     }
-    actions
+    by_id
 }
 
 /// One phase of the IR, the lessons its dead ends taught, and where its steps came from.
@@ -264,7 +285,7 @@ fn phase(
     cx: &Cx,
     p: DeployPhase,
     places: &Places,
-    notes: &[NoteIr],
+    notes: &HashMap<&str, &str>,
     explained: &Explained,
     model: &str,
 ) -> PhasePart {
@@ -330,7 +351,7 @@ fn dead_end(
     cx: &Cx,
     index: NodeIndex,
     places: &Places,
-    notes: &[NoteIr],
+    notes: &HashMap<&str, &str>,
     explained: &Explained,
     taught: &mut Vec<LessonIr>,
 ) -> Option<DeadEndIr> {
@@ -361,8 +382,8 @@ fn dead_end(
         let reasons: Vec<String> = dead_end
             .reasons
             .iter()
-            .filter_map(|r| notes.iter().find(|n| &n.id == r))
-            .map(|n| n.text.clone())
+            .filter_map(|r| notes.get(r.as_str()))
+            .map(|text| text.to_string())
             .collect();
         if let Some(mut lesson) = lessons::from_dead_end(cx, index, outcome, &dead_end, &reasons) {
             if let Some(skill) = &declared {

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use skillc_runtime::bundle::{
-    Baseline, Comparison, LessonKind, Provenance, Remedy, Symptom, Value,
+    Baseline, Comparison, Condition, LessonKind, Provenance, Remedy, Symptom, Value,
 };
 pub use skillc_runtime::bundle::{DeadEndOutcome, FigureSource};
 
@@ -276,9 +276,18 @@ pub struct LessonIr {
     pub guards: Vec<String>,
     /// The weight format the lesson was recorded on, when a fix depends on it.
     pub weights: Option<WeightFormat>,
+    /// The model features it depends on (`if …`); `None`: every model.
+    pub condition: Option<Condition>,
+    /// The trajectories (deployments) that taught it, sorted.
+    pub deployments: Vec<String>,
+    /// Lessons other deployments taught for the same symptom with a different
+    /// fix, by id, sorted: the pages show each beside the other with its condition.
+    pub alternatives: Vec<String>,
     pub evidence_count: u32,
     pub evidence: Vec<Provenance>,
     pub provenance: Vec<Provenance>,
+    /// Where it was first written, for diagnostics.
+    pub span: Span,
 }
 
 /// An action that was tried and abandoned: reverted, superseded, or failed with no

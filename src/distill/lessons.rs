@@ -123,9 +123,16 @@ pub fn recorded(
         phases: phases.into_iter().collect(),
         guards: guarded.iter().filter_map(|a| cx.step_id(*a)).collect(),
         weights: g.weights_if_dependent(index),
+        condition: data
+            .condition
+            .as_ref()
+            .and_then(|c| values::condition(c).ok()),
+        deployments: vec![cx.trajectory().to_string()],
+        alternatives: Vec::new(),
         evidence_count: u32::try_from(evidence.len()).unwrap_or(u32::MAX),
         evidence,
         provenance: vec![cx.provenance(node)],
+        span: node.span,
     })
 }
 
@@ -278,9 +285,13 @@ pub fn from_dead_end(
             .into_iter()
             .collect(),
         weights: g.weights_if_dependent(replacement),
+        condition: None,
+        deployments: vec![cx.trajectory().to_string()],
+        alternatives: Vec::new(),
         evidence_count: u32::try_from(evidence.len()).unwrap_or(u32::MAX),
         evidence,
         provenance: dead_end.provenance.clone(),
+        span: g.node(index).span,
     })
 }
 

@@ -6,8 +6,11 @@
 //! trajectories then merge, in trajectory-name order so argument order does not
 //! matter: the same step (operation and identity parameters, k-th occurrence) is
 //! one step with the provenance of both, conflicting parameters are reported
-//! (W0101) and the first trajectory's value kept; the same lesson (same symptom and
-//! fix) is one lesson whose evidence adds up; gates keep the strictest threshold.
+//! (W0101) and the first trajectory's value kept; the same lesson met in several
+//! deployments (same trigger, condition, cause and fix, whatever the words:
+//! [`identity`]) is one lesson whose evidence and deployments add up, and different
+//! fixes for one trigger are linked (and reported, W0104, when nothing tells them
+//! apart); gates keep the strictest threshold.
 //! Last, lessons are attached to the steps and phases they guard and grouped into
 //! skills ([`skills`]).
 
@@ -26,8 +29,10 @@ use crate::syntax::{SourceFile, Span};
 pub mod catalog;
 mod drafts;
 mod extract;
+pub mod identity;
 pub mod ir;
 mod lessons;
+pub mod lodo;
 mod notes;
 mod observed;
 mod path;
@@ -108,6 +113,7 @@ pub fn distill(name: &str, inputs: &[Input]) -> Distilled {
         dropped: merged.dropped,
     };
     finalize(&mut ir);
+    diagnostics.extend(identity::alternatives(&mut ir));
     for drop in placement::account(&ir).dropped {
         diagnostics.push(
             Diagnostic::new(
@@ -173,17 +179,6 @@ fn step_key(step: &StepIr) -> String {
     format!("{} {}", step.op, values::params_key(&identity))
 }
 
-/// Identity of a lesson across trajectories: kind, symptom pattern and fixes.
-fn lesson_key(lesson: &LessonIr) -> String {
-    format!(
-        "{:?}|{}|{}|{}",
-        lesson.kind,
-        serde_json::to_string(&lesson.machine).unwrap_or_default(),
-        serde_json::to_string(&lesson.fix).unwrap_or_default(),
-        serde_json::to_string(&lesson.then).unwrap_or_default(),
-    )
-}
-
 impl<'a> Merged<'a> {
     fn add(&mut self, t: Extracted<'a>, diagnostics: &mut Vec<Diagnostic>) {
         diagnostics.extend(t.diagnostics);
@@ -224,18 +219,23 @@ impl<'a> Merged<'a> {
                     *guard = id.clone();
                 }
             }
-            let key = lesson_key(&lesson);
+            let key = identity::lesson_key(&lesson);
+            // The same lesson met again in the trajectory that taught it is kept
+            // as written: only another deployment adds evidence to it.
             match self
                 .lesson_keys
                 .get(&key)
                 .and_then(|id| self.lessons.get_mut(id))
+                .filter(|l| !l.deployments.contains(&trajectory))
             {
                 Some(existing) => {
                     lessons_renamed.insert(lesson.id.clone(), existing.id.clone());
                     merge_lesson(existing, lesson);
                 }
                 None => {
-                    self.lesson_keys.insert(key, lesson.id.clone());
+                    self.lesson_keys
+                        .entry(key)
+                        .or_insert_with(|| lesson.id.clone());
                     self.lessons.insert(lesson.id.clone(), lesson);
                 }
             }
@@ -291,17 +291,19 @@ fn merge_declared(
 }
 
 fn merge_lesson(existing: &mut LessonIr, other: LessonIr) {
+    existing.deployments.extend(other.deployments);
+    existing.deployments.sort();
+    existing.deployments.dedup();
     existing.evidence_count = existing.evidence_count.saturating_add(other.evidence_count);
     existing.evidence.extend(other.evidence);
     existing.provenance.extend(other.provenance);
     existing.diagnosis.extend(other.diagnosis);
     existing.notes.extend(other.notes);
     existing.applied_by.extend(other.applied_by);
-    for text in other.fix_text {
-        if !existing.fix_text.contains(&text) {
-            existing.fix_text.push(text);
-        }
-    }
+    // Texts and guards are deduplicated once, in `finalize`: doing it at every
+    // merge made a lesson recorded k times cost k² (issue 27, item 11).
+    existing.fix_text.extend(other.fix_text);
+    existing.guards.extend(other.guards);
     let phases: BTreeSet<DeployPhase> = existing
         .phases
         .iter()
@@ -309,8 +311,15 @@ fn merge_lesson(existing: &mut LessonIr, other: LessonIr) {
         .copied()
         .collect();
     existing.phases = phases.into_iter().collect();
-    let guards: BTreeSet<String> = existing.guards.drain(..).chain(other.guards).collect();
-    existing.guards = guards.into_iter().collect();
+}
+
+/// A merged lesson's fix texts once each, in the order first recorded, and its
+/// guards sorted once each.
+fn dedup_merged(lesson: &mut LessonIr) {
+    let mut seen = HashSet::new();
+    lesson.fix_text.retain(|text| seen.insert(text.clone()));
+    lesson.guards.sort();
+    lesson.guards.dedup();
 }
 
 struct MergeInto<'m, 'a> {
@@ -500,6 +509,7 @@ fn finalize(ir: &mut SkillIr) {
         }
     }
     for lesson in ir.lessons.values_mut() {
+        dedup_merged(lesson);
         lesson.guards.retain(|id| positions.contains_key(id));
         for id in &lesson.guards {
             if let Some(&(p, s)) = positions.get(id) {

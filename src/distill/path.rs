@@ -136,6 +136,11 @@ impl<'a> Cx<'a> {
         }
     }
 
+    /// The trajectory's name (its header's), the deployment its lessons came from.
+    pub fn trajectory(&self) -> &str {
+        &self.trajectory
+    }
+
     /// An entry id as the bundle shows it: qualified with the trajectory's name when
     /// another trajectory of the build uses it too.
     pub fn qualify(&self, entry: &str) -> String {

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use skillc_runtime::bundle::{BinaryOp, Comparison, Expr, Remedy, Value};
+use skillc_runtime::bundle::{BinaryOp, Comparison, Condition, Expr, Relation, Remedy, Value};
 use skillc_runtime::ops::{Metric, Unit};
 
 use crate::graph;
@@ -98,6 +98,61 @@ pub enum LowerError {
     Not,
     #[error("`{0}` gives a truth value, not a parameter value")]
     TruthValue(&'static str),
+    #[error("a number where a condition needs a truth value")]
+    NotACondition,
+}
+
+/// A lesson's `if` condition (already checked: flags are truth values, sizes are
+/// compared) as the bundle holds it; `and` and `or` chains become one list.
+pub fn condition(e: &syntax::Expr) -> Result<Condition, LowerError> {
+    Ok(match &e.kind {
+        ExprKind::Var(name) | ExprKind::Word(name) => Condition::Flag(name.clone()),
+        ExprKind::Bool(true) => Condition::All(Vec::new()),
+        ExprKind::Bool(false) => Condition::Any(Vec::new()),
+        ExprKind::Unary {
+            op: UnaryOp::Not,
+            operand,
+        } => Condition::Not(Box::new(condition(operand)?)),
+        ExprKind::Binary { op, lhs, rhs } => match op {
+            syntax::BinaryOp::And | syntax::BinaryOp::Or => {
+                let mut items = Vec::new();
+                for side in [lhs, rhs] {
+                    match (op, condition(side)?) {
+                        (syntax::BinaryOp::And, Condition::All(inner))
+                        | (syntax::BinaryOp::Or, Condition::Any(inner))
+                            if !inner.is_empty() =>
+                        {
+                            items.extend(inner)
+                        }
+                        (_, other) => items.push(other),
+                    }
+                }
+                if *op == syntax::BinaryOp::And {
+                    Condition::All(items)
+                } else {
+                    Condition::Any(items)
+                }
+            }
+            syntax::BinaryOp::Cmp(cmp) => Condition::Compare {
+                lhs: expr(lhs)?,
+                relation: relation(*cmp),
+                rhs: expr(rhs)?,
+            },
+            _ => return Err(LowerError::NotACondition),
+        },
+        _ => return Err(LowerError::NotACondition),
+    })
+}
+
+fn relation(op: CmpOp) -> Relation {
+    match op {
+        CmpOp::Lt => Relation::Lt,
+        CmpOp::Le => Relation::Le,
+        CmpOp::Gt => Relation::Gt,
+        CmpOp::Ge => Relation::Ge,
+        CmpOp::Eq => Relation::Eq,
+        CmpOp::Ne => Relation::Ne,
+    }
 }
 
 /// A fix clause as a bundle remedy. A list value for a parameter with named slots

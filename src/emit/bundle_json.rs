@@ -9,6 +9,7 @@ use skillc_runtime::bundle::{
     Bundle, BundlePhase, DeadEnd, Gate, Hypothesis, Lesson, SkillSet, Source, Step, Target,
     SCHEMA_VERSION,
 };
+use skillc_runtime::bundle_integrity;
 
 use super::print;
 use crate::distill::ir::{GateIr, LessonIr, PhaseIr, SkillIr, TargetIr};
@@ -166,13 +167,26 @@ fn lesson(ir: &SkillIr, l: &LessonIr) -> Lesson {
         weights: l.weights,
         evidence: l.evidence.clone(),
         provenance: l.provenance.clone(),
+        condition: l.condition.clone(),
+        deployments: l.deployments.clone(),
     }
 }
 
 /// `bundle.json` text: pretty-printed, newline-terminated. The remedy expression of
 /// each lesson is also rendered in notation in SKILL.md; the JSON keeps the tree.
 pub fn to_json(bundle: &Bundle) -> Result<String, serde_json::Error> {
-    let mut text = serde_json::to_string_pretty(bundle)?;
+    let mut text = serde_json::to_string_pretty(&with_digest(serde_json::to_value(bundle)?))?;
     text.push('\n');
     Ok(text)
+}
+
+/// The document with its digest as the last member (see
+/// `skillc_runtime::bundle_integrity`): `deploy` refuses a bundle.json whose
+/// content no longer matches it.
+fn with_digest(mut document: serde_json::Value) -> serde_json::Value {
+    let digest = bundle_integrity::digest(&document);
+    if let Some(members) = document.as_object_mut() {
+        members.insert(bundle_integrity::DIGEST_KEY.to_string(), digest.into());
+    }
+    document
 }

@@ -1,9 +1,13 @@
-//! Citations and links that resolve inside the bundle. Every `file:line` a page cites
-//! links to the skill directory's `references/provenance.md`, which holds the cited
-//! entries' trajectory text; sibling skills are linked by relative path. Pages are
-//! drafted before it is known whether a section stays in SKILL.md or moves to
-//! `references/`, so links carry markers that [`resolve`] turns into the right
-//! relative path for the file they end up in.
+//! Citations and links that resolve inside the bundle. A page cites the trajectory
+//! entries each item came from as `file:line`. Where the page does not show the
+//! entry's content (a lesson as recorded, the observation that is its evidence), the
+//! citation links to the skill directory's `references/provenance.md`, which holds
+//! that entry's text; where it does (a step's call, a quoted note), the location is
+//! enough and nothing is copied, which keeps provenance a small part of a bundle.
+//! Sibling skills are linked by relative path. Pages are drafted before it is known
+//! whether a section stays in SKILL.md or moves to `references/`, so links carry
+//! markers that [`resolve`] turns into the right relative path for the file they end
+//! up in.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -78,8 +82,8 @@ pub fn anchor(heading: &str) -> String {
         .collect()
 }
 
-/// Records cited at most in one place; the rest are counted.
-const CITED_MAX: usize = 6;
+/// Records linked at most in one place; the rest are counted.
+const CITED_MAX: usize = 3;
 
 impl<'a> Cites<'a> {
     pub fn new(entries: &'a BTreeMap<String, &'a EntryIr>) -> Self {
@@ -99,23 +103,44 @@ impl<'a> Cites<'a> {
         format!("[{at}]({REFERENCES}provenance.md#{})", anchor(&at))
     }
 
-    /// Several records, at most [`CITED_MAX`] of them linked.
-    pub fn all(&mut self, records: &[Provenance]) -> String {
+    /// Several records, at most `max` of them linked.
+    pub fn some(&mut self, records: &[Provenance], max: usize) -> String {
         if records.is_empty() {
             return "no source recorded".to_string();
         }
-        let mut cited: Vec<String> = records
-            .iter()
-            .take(CITED_MAX)
-            .map(|p| self.one(p))
-            .collect();
-        if records.len() > CITED_MAX {
-            cited.push(format!(
-                "{} more in `bundle.json`",
-                records.len() - CITED_MAX
-            ));
+        let mut cited: Vec<String> = records.iter().take(max).map(|p| self.one(p)).collect();
+        if records.len() > max {
+            cited.push(format!("{} more in `bundle.json`", records.len() - max));
         }
         cited.join(", ")
+    }
+
+    /// Several records, at most [`CITED_MAX`] of them linked.
+    pub fn all(&mut self, records: &[Provenance]) -> String {
+        self.some(records, CITED_MAX)
+    }
+
+    /// Where an entry the page shows in full was recorded: its location, not linked
+    /// (its text is already on the page).
+    pub fn at(p: &Provenance) -> String {
+        code_span(&location(p))
+    }
+
+    /// Where entries the page shows in full were recorded, at most [`CITED_MAX`].
+    pub fn locations(records: &[Provenance]) -> String {
+        let mut shown: Vec<String> = records.iter().take(CITED_MAX).map(Self::at).collect();
+        if records.len() > CITED_MAX {
+            shown.push(format!("{} more", records.len() - CITED_MAX));
+        }
+        shown.join(", ")
+    }
+
+    /// An entry by id, when the page shows its content: the id and its location.
+    pub fn shown(ir: &SkillIr, id: &str) -> String {
+        match ir.entries.get(id) {
+            Some(e) => format!("{} ({})", code_span(id), Self::at(&e.provenance)),
+            None => code_span(id),
+        }
     }
 
     /// An entry by id, linked when the bundle has its text.
@@ -137,7 +162,7 @@ impl<'a> Cites<'a> {
             return None;
         }
         let mut out = format!(
-            "# {title}: provenance\n\nThe trajectory text of every entry this skill cites, as recorded.\n"
+            "# {title}: provenance\n\nThe recorded text of the entries this skill links, by `file:line`.\n"
         );
         for at in &self.cited {
             let Some(entry) = self.entries.get(at) else {
@@ -148,11 +173,10 @@ impl<'a> Cites<'a> {
                 .source
                 .as_deref()
                 .map_or(String::new(), |s| {
-                    format!(", drafted from the record {}", code_span(s))
+                    format!("Entry drafted from the record {}:\n", code_span(s))
                 });
             out.push_str(&format!(
-                "\n### {at}\n\nEntry {}{record}:\n{}\n",
-                code_span(&entry.id),
+                "\n### {at}\n{record}{}\n",
                 literal(&entry.text, 0)
             ));
         }

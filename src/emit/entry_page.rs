@@ -1,7 +1,8 @@
 //! The entry skill, `deploy-new-llm`: the rules every phase and skill follows, the
 //! phases with their exit gates, which debugging skill a failing run's message calls
-//! for, the optimization skills, the sources and what became of everything they
-//! recorded, and the shipped summary of the trajectory language.
+//! for, the optimization skills, the lessons that hold for some models only (with the
+//! features they need), the sources and what became of everything they recorded, and
+//! the shipped summary of the trajectory language.
 
 use std::collections::BTreeMap;
 
@@ -81,6 +82,11 @@ pub fn page(
             "optimization-skills",
             skills(ir, LessonKind::Optimization),
         ),
+        Draft::new(
+            "Lessons for some models only",
+            "conditional-lessons",
+            conditional_lessons(ir),
+        ),
         Draft::new("Sources", "sources", sources_section(ir)),
         Draft::fixed(
             "Machine-readable bundle",
@@ -152,6 +158,32 @@ fn skills(ir: &SkillIr, kind: LessonKind) -> String {
         return "None recorded in the trajectory.".to_string();
     }
     lines.join("\n")
+}
+
+/// The lessons that hold for some models only, with the features they need, so an
+/// agent with a new model sees at once which apply to it.
+fn conditional_lessons(ir: &SkillIr) -> String {
+    let lines: Vec<String> = ir
+        .lessons
+        .values()
+        .filter_map(|l| {
+            let condition = l.condition.as_ref()?;
+            Some(format!(
+                "- `{}`: {} ({}; learnt on {})",
+                skillc_runtime::notation::condition(condition),
+                inline(&print::title(ir, l)),
+                cite::skill(&l.skill),
+                l.deployments.join(", ")
+            ))
+        })
+        .collect();
+    if lines.is_empty() {
+        return "None: every lesson of this bundle holds for any model. A lesson that needs a model feature says so with its condition (`if qk_norm`, `if n_kv_heads == n_heads`).".to_string();
+    }
+    format!(
+        "Check your model's `config.json` against these conditions; the others' lessons hold for any model.\n\n{}",
+        lines.join("\n")
+    )
 }
 
 fn sources_section(ir: &SkillIr) -> String {

@@ -1,8 +1,9 @@
 //! The summary of the trajectory language the entry skill ships, so that "record what
 //! you do" points at something inside the bundle: every construct with an example,
-//! and the runtime's vocabulary (operations with their parameters and phases,
-//! metrics, remedy functions and variables) taken from `skillc_runtime::ops`, the same
-//! table the checker validates against, so the summary cannot drift from it.
+//! and the vocabulary (operations with their parameters and phases, metrics, remedy
+//! functions and variables, the model features of lesson conditions) taken from
+//! `skillc_runtime::ops`, the same tables the checker validates against, so the
+//! summary cannot drift from them.
 
 use skillc_runtime::ops::{self, ParamKind};
 
@@ -38,7 +39,7 @@ n7 note "K = 4864 leaves room for tile_m 4 on one memory tile." about a4
 
 - `action <operation> key=value…`: what was done, in the operations below.
 - `observe [measured|modeled] ["label"] metric = value [unit] [cmp threshold]… [when k=v…] [-> pass|fail] [after <id>…]`: what was seen. `modeled` marks cost-model figures.
-- `lesson "title" symptom … cause … fix ["in words"] <op> key=expr… evidence <id>… [when k=v…]`: what was learned, with an executable fix.
+- `lesson "title" symptom … cause … fix ["in words"] <op> key=expr… evidence <id>… [when k=v…] [if <condition>]`: what was learned, with an executable fix; `if` names the model features it needs (below), `if qk_norm`, `if n_kv_heads == n_heads`.
 - `note "text"` / `decision "text"` with `about <id>…`, `reverts <id>…`: free text, never interpreted.
 - `skill <opt-…|debug-…> <opt|debug> "what it does" trigger "literal message"…`, and `in <skill>` on entries: the skills the next bundle has.
 - `weights <format>` after the header's fields, a session's phase or on an entry (`bf16`, `f16`, `f32`, `q8_0`, `q4_0`, `q4_1`): the weights it was recorded on. Operations marked "depends on the weight format" below carry it into the bundle; on other weights re-derive their values.
@@ -106,6 +107,19 @@ pub fn summary() -> String {
             code_span(f.name),
             f.arity,
             f.doc
+        ));
+    }
+    out.push_str("\n## Model features\n\nA lesson's `if` condition reads these: flags are true or false, sizes are numbers to compare (`head_dim >= 128`, `hidden_size % 1024 != 0`).\n\n| name | kind | what it is | from |\n|---|---|---|---|\n");
+    for f in ops::conditions::vocabulary() {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            code_span(f.name),
+            match f.kind {
+                ops::FactKind::Flag => "flag",
+                ops::FactKind::Size => "size",
+            },
+            f.doc,
+            f.source
         ));
     }
     out

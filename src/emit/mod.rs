@@ -19,12 +19,14 @@ pub mod bundle_json;
 pub mod cite;
 mod entry_page;
 pub mod frontmatter;
+mod hardware;
 pub mod language;
 pub mod markdown;
 pub mod on_disk;
 mod page;
 mod phase_page;
 pub mod print;
+pub mod prose_diff;
 pub mod semantic_diff;
 mod skill_page;
 pub mod write;
@@ -83,10 +85,11 @@ fn render_pages(ir: &SkillIr) -> Result<BTreeMap<String, String>, EmitError> {
         .par_iter()
         .map(|phase| phase_page::page(&templates, ir, phase, &entries))
         .collect::<Result<_, _>>()?;
+    let steps = skill_page::Steps::new(ir);
     let skills: Vec<_> = ir
         .skills
         .par_iter()
-        .map(|skill| skill_page::page(&templates, ir, skill, &entries))
+        .map(|skill| skill_page::page(&templates, ir, skill, &entries, &steps))
         .collect::<Result<_, _>>()?;
     dirs.extend(phases);
     dirs.extend(skills);

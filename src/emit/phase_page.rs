@@ -15,6 +15,7 @@ use skillc_runtime::phase::DeployPhase;
 use super::cite::{self, Cites};
 use super::entry_page::{metadata, part_of};
 use super::frontmatter::FrontMatter;
+use super::hardware;
 use super::markdown::{code_span, inline, inline_name, literal};
 use super::page::{assemble, Draft, Page, SkillDir, Templates};
 use super::print;
@@ -59,23 +60,19 @@ pub fn page(
         Draft::fixed("Entry gate", "entry-gate", entry_gate(phase.index)),
         Draft::new("Procedure", "procedure", procedure(ir, phase)),
         Draft::new("Rules and formulas", "rules", rules(ir, phase, spec.rules)),
-        Draft::new("Exit gates", "exit-gates", exit_gates(phase, &mut cites)),
+        Draft::new(
+            "Exit gates",
+            "exit-gates",
+            exit_gates(ir, phase, &mut cites),
+        ),
     ];
     if !phase.context.is_empty() {
-        drafts.push(Draft::new(
-            "Context",
-            "context",
-            context(ir, phase, &mut cites),
-        ));
+        drafts.push(Draft::new("Context", "context", context(ir, phase)));
     }
     if !phase.dead_ends.is_empty() {
-        drafts.push(Draft::new(
-            "Dead ends",
-            "dead-ends",
-            dead_ends(ir, phase, &mut cites),
-        ));
+        drafts.push(Draft::new("Dead ends", "dead-ends", dead_ends(ir, phase)));
     }
-    let example = worked_example(ir, phase, &mut cites);
+    let example = worked_example(ir, phase);
     drafts.push(Draft::fixed(
         "References",
         "references",
@@ -125,7 +122,7 @@ fn groups(steps: &[StepIr]) -> Vec<(OpKind, Vec<&StepIr>)> {
 fn procedure(ir: &SkillIr, phase: &PhaseIr) -> String {
     if phase.steps.is_empty() {
         return format!(
-            "The trajectory recorded no step on the effective path of phase {}. Establish the phase's purpose with the operations of the runtime and record them.",
+            "The trajectory recorded no step on the effective path of phase {}. Establish the phase's purpose with the operations of the trajectory language and record them.",
             phase.index
         );
     }
@@ -142,9 +139,10 @@ fn procedure(ir: &SkillIr, phase: &PhaseIr) -> String {
             format!(" ({} times on {model})", steps.len())
         };
         out.push(format!(
-            "{}. {}{times}: {doc}.",
+            "{}. {}{times}: {doc}; on the NPU: {}.",
             i + 1,
-            code_span(op.name())
+            code_span(op.name()),
+            hardware::where_done(op)
         ));
         let (fixed, varying) = split_params(&steps);
         if !fixed.is_empty() {
@@ -228,43 +226,34 @@ fn lesson_links(ir: &SkillIr, ids: &[&String]) -> String {
         .join(", ")
 }
 
-/// The phase's rules, then every constraint its lessons recorded as a condition or a
-/// computed fix.
+/// The phase's rules, then a link to every lesson first met in the phase (each is
+/// written once, in its skill), with the models it is for.
 fn rules(ir: &SkillIr, phase: &PhaseIr, rules: &[&str]) -> String {
     let mut out: Vec<String> = rules.iter().map(|r| format!("- {r}")).collect();
-    let constraints: Vec<String> = phase
+    let lessons: Vec<String> = phase
         .lessons
         .iter()
         .filter_map(|id| ir.lessons.get(id))
         .filter(|l| l.phases.first() == Some(&phase.index))
         .map(|l| {
-            let machine = print::condition(l).unwrap_or_else(|| print::symptom(&l.symptom));
-            // A lesson whose symptom is words only is stated in its words.
-            let when = if machine.is_empty() {
-                inline(&l.symptom.text)
-            } else {
-                code_span(&machine)
-            };
+            let models = l.condition.as_ref().map_or_else(String::new, |c| {
+                format!(" (for `{}`)", skillc_runtime::notation::condition(c))
+            });
             format!(
-                "- when {when}: {} ({} in {})",
-                print::remedies(l)
-                    .iter()
-                    .map(|r| code_span(r))
-                    .collect::<Vec<_>>()
-                    .join(", then "),
-                code_span(&l.id),
+                "- {}{models}: {}",
+                inline(&print::title(ir, l)),
                 cite::skill(&l.skill)
             )
         })
         .collect();
-    if !constraints.is_empty() {
+    if !lessons.is_empty() {
         out.push(String::new());
         out.push(format!(
-            "Constraints recorded in phase {} (condition, then the executable fix):",
+            "Lessons first met in phase {}, each written in full in its skill:",
             phase.index
         ));
         out.push(String::new());
-        out.extend(constraints);
+        out.extend(lessons);
     }
     out.join("\n")
 }
@@ -279,7 +268,7 @@ fn exit_criteria(phase: &PhaseIr) -> String {
         .join(", ")
 }
 
-fn exit_gates(phase: &PhaseIr, cites: &mut Cites) -> String {
+fn exit_gates(ir: &SkillIr, phase: &PhaseIr, cites: &mut Cites) -> String {
     let criteria = format!(
         "Only these checks decide phase {}: {}.",
         phase.index,
@@ -309,30 +298,35 @@ fn exit_gates(phase: &PhaseIr, cites: &mut Cites) -> String {
     out.push(String::new());
     for g in &phase.exit_gates {
         let (subject, check) = print::gate(g);
+        let on = g
+            .provenance
+            .first()
+            .map(|p| format!(" on `{}`", print::model_of(ir, print::deployment_of(p))))
+            .unwrap_or_default();
         out.push(format!(
-            "- {}: {}; recorded {}; from {}",
+            "- {}: {}; recorded {}{on}; from {}",
             code_span(&subject),
             code_span(&check),
             print::recorded(g),
-            cites.all(&g.provenance)
+            cites.some(&g.provenance, 1)
         ));
     }
     out.join("\n")
 }
 
-fn context(ir: &SkillIr, phase: &PhaseIr, cites: &mut Cites) -> String {
-    context_notes(ir, &phase.context, cites)
+fn context(ir: &SkillIr, phase: &PhaseIr) -> String {
+    context_notes(ir, &phase.context)
 }
 
 /// The notes and decisions `ids` as a list, each citing its entry.
-pub fn context_notes(ir: &SkillIr, ids: &[String], cites: &mut Cites) -> String {
+pub fn context_notes(ir: &SkillIr, ids: &[String]) -> String {
     ids.iter()
         .filter_map(|id| ir.notes.get(id))
         .map(|n| {
             format!(
-                "- {} ({}): {}",
-                cites.entry(ir, &n.id),
+                "- {} {}: {}",
                 if n.decision { "decision" } else { "note" },
+                Cites::shown(ir, &n.id),
                 literal(&n.text, 2)
             )
         })
@@ -342,10 +336,10 @@ pub fn context_notes(ir: &SkillIr, ids: &[String], cites: &mut Cites) -> String 
 
 /// A dead end in full: what was tried, what became of it, why. `page` is the skill
 /// directory it is written in, which it does not link to.
-pub fn dead_end(ir: &SkillIr, d: &DeadEndIr, page: &str, cites: &mut Cites) -> String {
+pub fn dead_end(ir: &SkillIr, d: &DeadEndIr, page: &str) -> String {
     let mut out = vec![format!(
         "- {}: {}",
-        cites.entry(ir, &d.id),
+        Cites::shown(ir, &d.id),
         literal(&print::call(d.op, &d.params), 2)
     )];
     out.push(format!("  - {}", d.outcome));
@@ -380,7 +374,7 @@ pub fn dead_end(ir: &SkillIr, d: &DeadEndIr, page: &str, cites: &mut Cites) -> S
 }
 
 /// Dead ends its skill keeps are linked; the others are shown here in full.
-fn dead_ends(ir: &SkillIr, phase: &PhaseIr, cites: &mut Cites) -> String {
+fn dead_ends(ir: &SkillIr, phase: &PhaseIr) -> String {
     let mut out = Vec::new();
     for d in &phase.dead_ends {
         match &d.skill {
@@ -390,7 +384,7 @@ fn dead_ends(ir: &SkillIr, phase: &PhaseIr, cites: &mut Cites) -> String {
                 code_span(&print::call(d.op, &d.params)),
                 cite::skill(skill)
             )),
-            None => out.push(dead_end(ir, d, &phase.name, cites)),
+            None => out.push(dead_end(ir, d, &phase.name)),
         }
     }
     out.join("\n")
@@ -427,7 +421,7 @@ fn references(ir: &SkillIr, phase: &PhaseIr) -> String {
 }
 
 /// `references/worked-example.md`: the steps, gates and figures of the recorded model.
-fn worked_example(ir: &SkillIr, phase: &PhaseIr, cites: &mut Cites) -> String {
+fn worked_example(ir: &SkillIr, phase: &PhaseIr) -> String {
     let model = ir
         .sources
         .iter()
@@ -476,7 +470,7 @@ fn worked_example(ir: &SkillIr, phase: &PhaseIr, cites: &mut Cites) -> String {
         out.push(format!(
             "{pad}- step {}, from {}",
             code_span(&step.id),
-            cites.all(&step.provenance)
+            Cites::locations(&step.provenance)
         ));
         for note in step.notes.iter().filter_map(|n| ir.notes.get(n)) {
             out.push(format!(
@@ -503,7 +497,7 @@ fn worked_example(ir: &SkillIr, phase: &PhaseIr, cites: &mut Cites) -> String {
                 "- {} ({}){conditions}; from {}",
                 code_span(&print::target(target)),
                 target.source.as_str(),
-                cites.all(&target.provenance)
+                Cites::locations(&target.provenance)
             ));
         }
     }

@@ -5,9 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use skillc_runtime::bundle::{Baseline, LessonKind, Remedy, Symptom, Value};
+use skillc_runtime::bundle::{Baseline, Condition, LessonKind, Provenance, Remedy, Symptom, Value};
 use skillc_runtime::notation;
-use skillc_runtime::ops::{formats, FormatDependence, OpKind, WeightFormat};
+use skillc_runtime::ops::{self, formats, FormatDependence, OpKind, WeightFormat};
 
 use crate::distill::ir::{
     CheckIr, DeadEndIr, DeadEndOutcome, GateIr, LessonIr, LessonOrigin, PredicateIr, SkillIr,
@@ -216,12 +216,12 @@ pub fn skill_description(skill: &SkillSetIr, sources: &str) -> String {
 }
 
 /// How to confirm a hypothesis before applying its fix: its cause condition, else
-/// its symptom as the runtime sees it, else as recorded.
+/// its symptom as recorded, else the failing check in trajectory notation.
 pub fn hypothesis_check(lesson: &LessonIr) -> String {
     [
         condition(lesson),
-        Some(symptom(&lesson.symptom)),
         Some(lesson.symptom.text.clone()),
+        Some(symptom(&lesson.symptom)),
     ]
     .into_iter()
     .flatten()
@@ -288,5 +288,79 @@ pub fn sources(ir: &SkillIr) -> String {
         "no trajectory".to_string()
     } else {
         names.join(", ")
+    }
+}
+
+/// A lesson's condition in the words of `config.json`: the condition as written,
+/// then what each name it reads is and where it comes from.
+pub fn condition_words(condition: &Condition) -> String {
+    let names: Vec<String> = condition
+        .names()
+        .iter()
+        .filter_map(|n| ops::fact_spec(n))
+        .map(|spec| format!("`{}`: {}, from {}", spec.name, spec.doc, spec.source))
+        .collect();
+    format!(
+        "models where `{}` holds ({})",
+        notation::condition(condition),
+        names.join("; ")
+    )
+}
+
+/// `llama1b (meta-llama/Llama-3.2-1B)`, for each deployment a lesson came from.
+pub fn deployments(ir: &SkillIr, names: &[String]) -> String {
+    names
+        .iter()
+        .map(
+            |name| match ir.sources.iter().find(|s| &s.trajectory == name) {
+                Some(s) if s.model != *name => format!("{name} (`{}`)", s.model),
+                _ => name.clone(),
+            },
+        )
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The model of the deployment a lesson or a figure came from (its first).
+pub fn model_of<'a>(ir: &'a SkillIr, deployment: &'a str) -> &'a str {
+    ir.sources
+        .iter()
+        .find(|s| s.trajectory == deployment)
+        .map_or(deployment, |s| s.model.as_str())
+}
+
+/// The deployment a provenance record belongs to: its file's first component.
+pub fn deployment_of(p: &Provenance) -> &str {
+    p.file.split('/').next().unwrap_or_default()
+}
+
+/// The symptom's thresholds on performance figures: each was one model's
+/// measurement, not a rule of the hardware.
+pub fn measured_thresholds(lesson: &LessonIr) -> Vec<String> {
+    lesson
+        .symptom
+        .predicates
+        .iter()
+        .filter(|p| crate::distill::skills::is_performance_metric(p.metric))
+        .map(predicate)
+        .collect()
+}
+
+/// A fix recorded without words: the operation, what it does and the parameters it
+/// sets, as formulas of the model's sizes.
+pub fn fix_formula(r: &Remedy) -> String {
+    let spec = r.op.spec();
+    let set: Vec<String> = notation::ordered_keys(Some(r.op), r.set.keys().map(String::as_str))
+        .into_iter()
+        .filter_map(|k| {
+            r.set
+                .get(k)
+                .map(|e| format!("{k}={}", notation::fix_value(e)))
+        })
+        .collect();
+    if set.is_empty() {
+        format!("`{}`: {}", r.op, spec.doc)
+    } else {
+        format!("`{}` with `{}`: {}", r.op, set.join(" "), spec.doc)
     }
 }

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use std::path::Path;
 
 use serde::Serialize;
 
@@ -13,6 +14,7 @@ use skillc_runtime::bundle::{
 };
 
 use super::print;
+use super::prose_diff;
 use skillc_runtime::notation;
 use skillc_runtime::ops::Unit;
 
@@ -40,6 +42,10 @@ pub struct Change {
     pub sign: Sign,
     pub text: String,
     pub provenance: Vec<Provenance>,
+    /// For edited prose: the changed sentences as word diffs (`~ a [-b-]{+c+}`,
+    /// `- removed`, `+ added`), or with `--full` the whole texts line by line.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<String>,
 }
 
 /// Changes grouped under a heading (`phase 1 (phase-1-kernel-validation)`, `lessons`, …).
@@ -70,6 +76,9 @@ impl SemanticDiff {
                     let _ = write!(out, "  [{}]", cite(&change.provenance));
                 }
                 out.push('\n');
+                for line in &change.details {
+                    let _ = writeln!(out, "      {line}");
+                }
             }
         }
         if out.is_empty() {
@@ -102,6 +111,7 @@ fn keyed<K: Ord, T>(
         sign,
         text,
         provenance,
+        details: Vec::new(),
     };
     let mut changes = Vec::new();
     for (key, o) in old {
@@ -139,6 +149,14 @@ fn field(name: &str, old: &str, new: &str, parts: &mut Vec<String>) {
     }
 }
 
+/// `name edited` into `parts` when a prose field differs (the words that changed
+/// are the change's details).
+fn edited(name: &str, old: &str, new: &str, parts: &mut Vec<String>) {
+    if old != new {
+        parts.push(format!("{name} edited"));
+    }
+}
+
 /// `prefix: part; part` with `provenance`, or nothing when no part changed.
 fn changed(prefix: String, parts: Vec<String>, provenance: &[Provenance]) -> Option<Described> {
     (!parts.is_empty()).then(|| {
@@ -149,7 +167,9 @@ fn changed(prefix: String, parts: Vec<String>, provenance: &[Provenance]) -> Opt
     })
 }
 
-pub fn diff(old: &Bundle, new: &Bundle) -> SemanticDiff {
+/// The semantic diff of two bundles; `full` shows edited prose whole instead of
+/// its changed sentences.
+pub fn diff(old: &Bundle, new: &Bundle, full: bool) -> SemanticDiff {
     let mut sections = Vec::new();
 
     let mut header = Vec::new();
@@ -166,6 +186,7 @@ pub fn diff(old: &Bundle, new: &Bundle) -> SemanticDiff {
             sign: Sign::Changed,
             text: parts.join("; "),
             provenance: vec![],
+            details: Vec::new(),
         });
     }
     header.extend(keyed(
@@ -210,18 +231,20 @@ pub fn diff(old: &Bundle, new: &Bundle) -> SemanticDiff {
                 sign: Sign::Added,
                 text: "phase".to_string(),
                 provenance: vec![],
+                details: Vec::new(),
             }],
             (Some(_), None) => vec![Change {
                 sign: Sign::Removed,
                 text: "phase".to_string(),
                 provenance: vec![],
+                details: Vec::new(),
             }],
             (None, None) => vec![],
         };
         section(format!("phase {index} ({name})"), changes, &mut sections);
     }
 
-    let lessons = keyed(
+    let mut lessons = keyed(
         &old.lessons.iter().map(|(k, v)| (k.clone(), v)).collect(),
         &new.lessons.iter().map(|(k, v)| (k.clone(), v)).collect(),
         |key, l: &Lesson| {
@@ -237,6 +260,16 @@ pub fn diff(old: &Bundle, new: &Bundle) -> SemanticDiff {
         },
         |key, o, n| lesson_changes(key, o, n),
     );
+    // The changed lessons come last, in key order (see `keyed`): each gets
+    // the word diff of its edited prose.
+    let edited = old.lessons.iter().filter_map(|(key, o)| {
+        let n = new.lessons.get(key)?;
+        lesson_changes(key, o, n).map(|_| lesson_prose(o, n, full))
+    });
+    let changed_lessons = lessons.iter_mut().filter(|c| c.sign == Sign::Changed);
+    for (change, details) in changed_lessons.zip(edited) {
+        change.details = details;
+    }
     section("lessons".to_string(), lessons, &mut sections);
 
     let skills = keyed(
@@ -256,6 +289,55 @@ pub fn diff(old: &Bundle, new: &Bundle) -> SemanticDiff {
     section("files".to_string(), files, &mut sections);
 
     SemanticDiff { sections }
+}
+
+impl SemanticDiff {
+    /// Fills the details of every edited text file (`SKILL.md`, references)
+    /// from the two bundle directories, when both are directories.
+    pub fn with_texts(mut self, old_dir: &Path, new_dir: &Path, full: bool) -> Self {
+        if !(old_dir.is_dir() && new_dir.is_dir()) {
+            return self;
+        }
+        let files = self.sections.iter_mut().filter(|s| s.title == "files");
+        for change in files.flat_map(|s| s.changes.iter_mut()) {
+            if change.sign != Sign::Changed {
+                continue;
+            }
+            let read =
+                |dir: &Path| skillc_runtime::input::read_to_string(&dir.join(&change.text)).ok();
+            if let (Some(o), Some(n)) = (read(old_dir), read(new_dir)) {
+                change.details = prose(&o, &n, full);
+            }
+        }
+        self
+    }
+}
+
+/// Edited prose: its changed sentences, or with `full` the whole texts.
+fn prose(old: &str, new: &str, full: bool) -> Vec<String> {
+    if full {
+        prose_diff::whole(old, new)
+    } else {
+        prose_diff::changed_sentences(old, new)
+    }
+}
+
+/// The prose of a lesson that changed (title, cause, the fix in words), each
+/// line led by the field's name.
+fn lesson_prose(o: &Lesson, n: &Lesson, full: bool) -> Vec<String> {
+    [
+        ("title", &o.title, &n.title),
+        ("cause", &o.cause, &n.cause),
+        ("fix in words", &o.fix_text, &n.fix_text),
+    ]
+    .into_iter()
+    .filter(|(_, a, b)| a != b)
+    .flat_map(|(name, a, b)| {
+        prose(a, b, full)
+            .into_iter()
+            .map(move |line| format!("{name}: {line}"))
+    })
+    .collect()
 }
 
 fn one_line(text: &str) -> String {
@@ -293,6 +375,7 @@ fn phase_changes(o: &BundlePhase, n: &BundlePhase) -> Vec<Change> {
             sign: Sign::Changed,
             text: "step order".to_string(),
             provenance: vec![],
+            details: Vec::new(),
         });
     }
     changes.extend(keyed(
@@ -379,6 +462,7 @@ fn phase_changes(o: &BundlePhase, n: &BundlePhase) -> Vec<Change> {
             sign: Sign::Changed,
             text,
             provenance,
+            details: Vec::new(),
         });
     }
     changes
@@ -451,35 +535,38 @@ fn target_key(t: &Target) -> String {
 
 fn lesson_changes(key: &str, o: &Lesson, n: &Lesson) -> Option<Described> {
     let mut parts = Vec::new();
-    field(
-        "title",
-        &one_line(&o.title),
-        &one_line(&n.title),
-        &mut parts,
-    );
+    edited("title", &o.title, &n.title, &mut parts);
     field(
         "symptom",
         &print::machine(&o.symptom),
         &print::machine(&n.symptom),
         &mut parts,
     );
-    field(
-        "cause",
-        &one_line(&o.cause),
-        &one_line(&n.cause),
-        &mut parts,
-    );
+    edited("cause", &o.cause, &n.cause, &mut parts);
+    edited("fix in words", &o.fix_text, &n.fix_text, &mut parts);
     field(
         "fix",
         &notation::remedy(&o.fix),
         &notation::remedy(&n.fix),
         &mut parts,
     );
+    let condition = |l: &Lesson| {
+        l.condition
+            .as_ref()
+            .map_or_else(|| "every model".to_string(), notation::condition)
+    };
+    field("if", &condition(o), &condition(n), &mut parts);
     field("skill", &o.skill, &n.skill, &mut parts);
     field(
         "evidence",
         &o.evidence_count.to_string(),
         &n.evidence_count.to_string(),
+        &mut parts,
+    );
+    field(
+        "deployments",
+        &o.deployments.join(","),
+        &n.deployments.join(","),
         &mut parts,
     );
     let phases = |l: &Lesson| {

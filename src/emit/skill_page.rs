@@ -1,32 +1,62 @@
-//! One debugging or optimization skill. A debugging skill reads like the reference
-//! system's hand-written ones: the literal messages that call for it, then the
-//! diagnosis in order (what to inspect, which result points where), then each fix in
-//! words beside the remedy the runtime applies, with how the failure was diagnosed in
-//! the trajectory and its evidence, then what was tried and abandoned. An
-//! optimization skill gives when to apply it, the technique its lessons teach and
-//! where the trajectory applied it. Every lesson is written here once; phase pages
-//! link to it.
+//! One debugging or optimization skill, written for an agent with a real NPU. A
+//! debugging skill reads like the reference system's hand-written ones: the literal
+//! messages that call for it, then the diagnosis in order (what to check, which
+//! result points where), then each fix in words with where it is made, the models it
+//! is for, the deployments it was learnt on and how the failure was diagnosed, then
+//! what was tried and abandoned. An optimization skill gives when to apply it, the
+//! technique its lessons teach and where the trajectory applied it. Every lesson is
+//! written here once; phase pages link to it. The failing checks and remedies in
+//! trajectory notation, as `bundle.json` holds them, go to `references/remedies.md`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use skillc_runtime::bundle::LessonKind;
+use skillc_runtime::bundle::{LessonKind, Remedy};
 
 use super::cite::{self, Cites};
 use super::entry_page::{metadata, part_of};
 use super::frontmatter::FrontMatter;
+use super::hardware;
 use super::markdown::{code_span, inline, literal};
 use super::page::{assemble, Draft, Page, SkillDir, Templates};
 use super::phase_page;
 use super::print;
 use super::EmitError;
 use crate::distill::catalog;
-use crate::distill::ir::{EntryIr, LessonIr, SkillIr, SkillSetIr};
+use crate::distill::ir::{EntryIr, LessonIr, PhaseIr, SkillIr, SkillSetIr, StepIr};
+
+/// Every step of the bundle by id, built once for all skill pages: a page
+/// looks up the steps its lessons were applied by, and scanning every phase
+/// for each would make the build quadratic in lessons.
+pub struct Steps<'a> {
+    by_id: HashMap<&'a str, Vec<(&'a PhaseIr, &'a StepIr)>>,
+}
+
+impl<'a> Steps<'a> {
+    pub fn new(ir: &'a SkillIr) -> Self {
+        let mut by_id: HashMap<&str, Vec<_>> = HashMap::new();
+        for phase in &ir.phases {
+            for step in &phase.steps {
+                by_id
+                    .entry(step.id.as_str())
+                    .or_default()
+                    .push((phase, step));
+            }
+        }
+        Steps { by_id }
+    }
+
+    /// The steps called `id`, in bundle order.
+    fn get(&self, id: &str) -> &[(&'a PhaseIr, &'a StepIr)] {
+        self.by_id.get(id).map_or(&[], Vec::as_slice)
+    }
+}
 
 pub fn page(
     t: &Templates,
     ir: &SkillIr,
     skill: &SkillSetIr,
     entries: &BTreeMap<String, &EntryIr>,
+    steps: &Steps<'_>,
 ) -> Result<SkillDir, EmitError> {
     let kind = match skill.kind {
         LessonKind::Debugging => "debugging",
@@ -68,7 +98,7 @@ pub fn page(
             drafts.push(Draft::new(
                 "Fixes",
                 "fixes",
-                fixes(ir, &lessons, &mut cites),
+                fixes(ir, &lessons, steps, &mut cites),
             ));
         }
         LessonKind::Optimization => {
@@ -76,14 +106,14 @@ pub fn page(
                 drafts.push(Draft::new(
                     "Technique",
                     "technique",
-                    fixes(ir, &lessons, &mut cites),
+                    fixes(ir, &lessons, steps, &mut cites),
                 ));
             }
             if !skill.applied_steps.is_empty() {
                 drafts.push(Draft::new(
                     "Applied in the trajectory",
                     "applied",
-                    applied(ir, skill, &mut cites),
+                    applied(ir, skill, steps),
                 ));
             }
         }
@@ -92,17 +122,22 @@ pub fn page(
         drafts.push(Draft::new(
             "Tried and abandoned",
             "dead-ends",
-            abandoned(ir, skill, &mut cites),
+            abandoned(ir, skill),
         ));
     }
     if !skill.context.is_empty() {
-        drafts.push(Draft::new(
-            "Context",
-            "context",
-            context(ir, skill, &mut cites),
-        ));
+        drafts.push(Draft::new("Context", "context", context(ir, skill)));
     }
-    drafts.push(Draft::fixed("References", "references", references(skill)));
+    drafts.push(Draft::fixed(
+        "References",
+        "references",
+        references(skill, !lessons.is_empty()),
+    ));
+    let references = if lessons.is_empty() {
+        Vec::new()
+    } else {
+        vec![(REMEDIES.to_string(), remedies(ir, skill, &lessons))]
+    };
     assemble(
         t,
         Page {
@@ -111,26 +146,26 @@ pub fn page(
             title: inline(&print::skill_title(skill)),
             intro: vec![part_of()],
             drafts,
-            references: Vec::new(),
+            references,
             cites,
         },
     )
 }
 
-/// The literal triggers, then the runtime's checks that show them.
+/// The literal triggers; the checks that show the skill's failures when no message
+/// was recorded.
 fn trigger(skill: &SkillSetIr) -> String {
-    let mut paragraphs = Vec::new();
     if !skill.triggers.is_empty() {
         let items: Vec<String> = skill
             .triggers
             .iter()
             .map(|t| format!("- {}", literal(t, 2)))
             .collect();
-        paragraphs.push(format!(
+        return format!(
             "Use `{}` when a run shows one of these:\n{}",
             skill.name,
             items.join("\n")
-        ));
+        );
     }
     if !skill.patterns.is_empty() {
         let items: Vec<String> = skill
@@ -138,98 +173,107 @@ fn trigger(skill: &SkillSetIr) -> String {
             .iter()
             .map(|p| format!("- {}", code_span(&print::machine(p))))
             .collect();
-        paragraphs.push(format!(
-            "The runtime's checks that call for `{}` (trajectory notation):\n{}",
+        return format!(
+            "No message was recorded for `{}`; use it when one of these checks fails:\n{}",
             skill.name,
             items.join("\n")
-        ));
+        );
     }
-    if paragraphs.is_empty() {
-        paragraphs.push(format!("No trigger was recorded for `{}`.", skill.name));
-    }
-    paragraphs.join("\n\n")
+    format!("No trigger was recorded for `{}`.", skill.name)
 }
 
-/// One step per hypothesis: what to inspect, and where each result points.
+/// One step per hypothesis: what to check, and where each result points.
 fn diagnosis(ir: &SkillIr, lessons: &[&LessonIr]) -> String {
     let mut out = Vec::new();
     for (i, lesson) in lessons.iter().enumerate() {
         let n = i + 1;
+        let models = lesson.condition.as_ref().map_or_else(String::new, |c| {
+            format!(
+                " (models where `{}`)",
+                skillc_runtime::notation::condition(c)
+            )
+        });
         out.push(format!(
-            "{n}. {}: inspect {}.",
-            code_span(&print::title(ir, lesson)),
+            "{n}. {}{models}: check {}.",
+            inline(&print::title(ir, lesson)),
             code_span(&print::hypothesis_check(lesson))
         ));
-        let cause = if lesson.cause.is_empty() {
-            String::new()
+        let next = if n < lessons.len() {
+            format!("go to step {}", n + 1)
         } else {
-            format!("; the cause: {}", literal(&lesson.cause, 6))
-        };
-        out.push(format!(
-            "   - holds: apply fix {n} below, then re-run the failed check{cause}"
-        ));
-        if n < lessons.len() {
-            out.push(format!("   - does not hold: go to step {}.", n + 1));
-        } else {
-            out.push(format!(
-                "   - does not hold: none of the {} fits; escalate as the rules of {} say.",
+            format!(
+                "none of the {} fits: escalate as the rules of {} say",
                 lessons.len(),
                 cite::skill(catalog::ENTRY_SKILL)
-            ));
-        }
+            )
+        };
+        out.push(format!(
+            "   - holds: apply fix {n} below and re-run the failed check; does not hold: {next}."
+        ));
     }
     out.join("\n")
 }
 
-/// Each lesson in full: what shows, why, the fix in words and as the runtime applies
-/// it, how the trajectory diagnosed it, its evidence.
-fn fixes(ir: &SkillIr, lessons: &[&LessonIr], cites: &mut Cites) -> String {
+/// Each lesson in full: what shows, why, the fix in words and where it is made, the
+/// models it is for, where it was learnt, how the trajectory diagnosed it, and the
+/// fixes other deployments gave for the same symptom.
+fn fixes(ir: &SkillIr, lessons: &[&LessonIr], steps: &Steps<'_>, cites: &mut Cites) -> String {
     if lessons.is_empty() {
         return "No lesson was recorded for this skill; what the trajectory tried is below."
             .to_string();
     }
     let mut out = Vec::new();
     for (i, l) in lessons.iter().enumerate() {
-        out.push(format!("### {}. Lesson {}", i + 1, code_span(&l.id)));
+        out.push(format!("### {}. {}", i + 1, inline(&print::title(ir, l))));
         out.push(String::new());
-        out.push(format!(
-            "- what it teaches: {}",
-            literal(&print::title(ir, l), 2)
-        ));
-        out.push(format!(
-            "- recorded as {} ({} evidence), phases {}",
-            cites.entry(ir, &l.id),
-            l.evidence_count,
-            l.phases
-                .iter()
-                .map(|p| cite::skill(catalog::phase(*p).name))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-        if !l.symptom.text.is_empty() {
-            out.push(format!("- what you see: {}", literal(&l.symptom.text, 2)));
-        }
-        let seen = print::symptom(&l.symptom);
-        if !seen.is_empty() {
-            out.push(format!("- as the runtime sees it: {}", code_span(&seen)));
+        let check = print::symptom(&l.symptom);
+        match (l.symptom.text.is_empty(), check.is_empty()) {
+            (false, false) => out.push(format!(
+                "- what you see: {} (the failing check: {})",
+                literal(&l.symptom.text, 2),
+                code_span(&check)
+            )),
+            (false, true) => out.push(format!("- what you see: {}", literal(&l.symptom.text, 2))),
+            (true, false) => out.push(format!("- the failing check: {}", code_span(&check))),
+            (true, true) => {}
         }
         if !l.cause.is_empty() {
             out.push(format!("- cause: {}", literal(&l.cause, 2)));
         }
         if let Some(condition) = print::condition(l) {
-            out.push(format!("- cause as a condition: {}", code_span(&condition)));
+            out.push(format!("- check: {}", code_span(&condition)));
         }
-        for text in &l.fix_text {
-            out.push(format!("- fix, in words: {}", literal(text, 2)));
-        }
+        out.extend(fix_lines(l));
         out.push(format!(
-            "- remedy the runtime applies: {}",
-            print::remedies(l)
-                .iter()
-                .map(|r| code_span(r))
-                .collect::<Vec<_>>()
-                .join(", then ")
+            "- for: {}",
+            l.condition
+                .as_ref()
+                .map_or_else(|| "every model".to_string(), print::condition_words)
         ));
+        out.push(format!(
+            "- learnt on: {}; {} evidence: {}",
+            print::deployments(ir, &l.deployments),
+            l.evidence_count,
+            cites.all(&l.evidence)
+        ));
+        let thresholds = print::measured_thresholds(l);
+        if !thresholds.is_empty() {
+            let first = l.deployments.first().map_or("", String::as_str);
+            let whose = if l.deployments.len() == 1 {
+                "one model's measurement"
+            } else {
+                "the first deployment's measurement"
+            };
+            out.push(format!(
+                "- thresholds from {whose} (`{}`): {}; set yours from your model's own profile",
+                print::model_of(ir, first),
+                thresholds
+                    .iter()
+                    .map(|t| code_span(t))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         if let Some(format) = l.weights {
             let op = std::iter::once(&l.fix)
                 .chain(&l.then)
@@ -242,50 +286,102 @@ fn fixes(ir: &SkillIr, lessons: &[&LessonIr], cites: &mut Cites) -> String {
             ));
         }
         for id in &l.applied_by {
-            let notes = applier_notes(ir, id);
+            let notes = applier_notes(ir, steps, id);
             out.push(format!(
                 "- applied by {}{}",
-                cites.entry(ir, &entry_of(ir, id)),
+                cites.entry(ir, &entry_of(steps, id)),
                 notes
             ));
         }
         for note in l.diagnosis.iter().filter_map(|n| ir.notes.get(n)) {
             out.push(format!(
-                "- diagnosed in the trajectory ({}): {}",
-                cites.entry(ir, &note.id),
+                "- diagnosed in {}: {}",
+                Cites::shown(ir, &note.id),
                 literal(&note.text, 2)
             ));
         }
         for note in l.notes.iter().filter_map(|n| ir.notes.get(n)) {
             out.push(format!(
-                "- note ({}): {}",
-                cites.entry(ir, &note.id),
+                "- note {}: {}",
+                Cites::shown(ir, &note.id),
                 literal(&note.text, 2)
             ));
         }
-        out.push(format!("- evidence: {}", cites.all(&l.evidence)));
+        for other in l.alternatives.iter().filter_map(|id| ir.lessons.get(id)) {
+            out.push(alternative(ir, l, other, lessons));
+        }
+        out.push(format!("- recorded as {}", cites.entry(ir, &l.id)));
         out.push(String::new());
     }
     out.join("\n")
 }
 
-/// The entry id behind a step id.
-fn entry_of(ir: &SkillIr, id: &str) -> String {
-    ir.phases
+/// Another deployment's fix for the same symptom: where it is written, the models
+/// it is for, and whether anything tells the two apart.
+fn alternative(ir: &SkillIr, lesson: &LessonIr, other: &LessonIr, here: &[&LessonIr]) -> String {
+    let place = match here.iter().position(|l| l.id == other.id) {
+        Some(i) => format!("fix {} of this skill", i + 1),
+        None => cite::skill(&other.skill),
+    };
+    let models = |l: &LessonIr| {
+        l.condition.as_ref().map_or_else(
+            || "every model".to_string(),
+            |c| format!("models where `{}`", skillc_runtime::notation::condition(c)),
+        )
+    };
+    let apart = if lesson.condition == other.condition
+        && lesson.cause_condition == other.cause_condition
+    {
+        "; nothing in the model's features tells the two apart: check each cause before applying either"
+    } else {
+        ""
+    };
+    format!(
+        "- the same symptom was fixed otherwise on {}, for {}: {} ({place}){apart}",
+        print::deployments(ir, &other.deployments),
+        models(other),
+        code_span(&print::title(ir, other)),
+    )
+}
+
+/// The fix in words, or, where none was recorded, the operation and the parameters
+/// it sets; then where that change is made.
+fn fix_lines(l: &LessonIr) -> Vec<String> {
+    let remedies: Vec<&Remedy> = std::iter::once(&l.fix).chain(&l.then).collect();
+    let mut out: Vec<String> = if l.fix_text.is_empty() {
+        remedies
+            .iter()
+            .map(|r| format!("- fix: {}", print::fix_formula(r)))
+            .collect()
+    } else {
+        l.fix_text
+            .iter()
+            .map(|t| format!("- fix: {}", literal(t, 2)))
+            .collect()
+    };
+    let mut places: Vec<&str> = remedies
         .iter()
-        .flat_map(|p| &p.steps)
-        .find(|s| s.id == id)
-        .map_or_else(|| id.to_string(), |s| s.entry.clone())
+        .map(|r| hardware::where_done(r.op))
+        .collect();
+    places.dedup();
+    out.push(format!("- where: {}", places.join("; then ")));
+    out
+}
+
+/// The entry id behind a step id.
+fn entry_of(steps: &Steps<'_>, id: &str) -> String {
+    steps
+        .get(id)
+        .first()
+        .map_or_else(|| id.to_string(), |(_, s)| s.entry.clone())
 }
 
 /// How the step that applied a lesson did it, from the notes about it.
-fn applier_notes(ir: &SkillIr, id: &str) -> String {
-    let notes: Vec<String> = ir
-        .phases
+fn applier_notes(ir: &SkillIr, steps: &Steps<'_>, id: &str) -> String {
+    let notes: Vec<String> = steps
+        .get(id)
         .iter()
-        .flat_map(|p| &p.steps)
-        .filter(|s| s.id == id)
-        .flat_map(|s| &s.notes)
+        .flat_map(|(_, s)| &s.notes)
         .filter_map(|n| ir.notes.get(n))
         .map(|n| literal(&n.text, 2))
         .collect();
@@ -296,20 +392,16 @@ fn applier_notes(ir: &SkillIr, id: &str) -> String {
     }
 }
 
-fn applied(ir: &SkillIr, skill: &SkillSetIr, cites: &mut Cites) -> String {
+fn applied(ir: &SkillIr, skill: &SkillSetIr, steps: &Steps<'_>) -> String {
     let mut out = Vec::new();
     for id in &skill.applied_steps {
-        let Some((phase, step)) = ir
-            .phases
-            .iter()
-            .find_map(|p| p.steps.iter().find(|s| &s.id == id).map(|s| (p, s)))
-        else {
+        let Some(&(phase, step)) = steps.get(id).first() else {
             continue;
         };
         out.push(format!(
             "- in {}, from {}: {}",
             cite::skill(&phase.name),
-            cites.all(&step.provenance),
+            Cites::locations(&step.provenance),
             literal(&print::call(step.op, &step.params), 2)
         ));
         for note in step.notes.iter().filter_map(|n| ir.notes.get(n)) {
@@ -319,7 +411,7 @@ fn applied(ir: &SkillIr, skill: &SkillSetIr, cites: &mut Cites) -> String {
     out.join("\n")
 }
 
-fn abandoned(ir: &SkillIr, skill: &SkillSetIr, cites: &mut Cites) -> String {
+fn abandoned(ir: &SkillIr, skill: &SkillSetIr) -> String {
     let mut out = vec![format!(
         "What the trajectory tried under `{}` and gave up; do not repeat it without a new reason.",
         skill.name
@@ -331,27 +423,67 @@ fn abandoned(ir: &SkillIr, skill: &SkillSetIr, cites: &mut Cites) -> String {
         .flat_map(|p| &p.dead_ends)
         .filter(|d| skill.dead_ends.contains(&d.id))
     {
-        out.push(phase_page::dead_end(ir, d, &skill.name, cites));
+        out.push(phase_page::dead_end(ir, d, &skill.name));
     }
     out.join("\n")
 }
 
-fn context(ir: &SkillIr, skill: &SkillSetIr, cites: &mut Cites) -> String {
-    phase_page::context_notes(ir, &skill.context, cites)
+fn context(ir: &SkillIr, skill: &SkillSetIr) -> String {
+    phase_page::context_notes(ir, &skill.context)
 }
 
-fn references(skill: &SkillSetIr) -> String {
+fn references(skill: &SkillSetIr, has_lessons: bool) -> String {
     let phases: Vec<String> = skill
         .phases
         .iter()
         .map(|p| cite::skill(catalog::phase(*p).name))
         .collect();
-    if phases.is_empty() {
+    let mut lines = vec![if phases.is_empty() {
         format!(
             "- `{}` belongs to no phase of the trajectory yet",
             skill.name
         )
     } else {
         format!("- phases that call `{}`: {}", skill.name, phases.join(", "))
+    }];
+    if has_lessons {
+        lines.push(format!(
+            "- {}: each lesson's failing check and remedy in trajectory notation, as `bundle.json` holds them",
+            cite::reference(REMEDIES, "references/remedies.md")
+        ));
     }
+    lines.join("\n")
+}
+
+/// The file of `references/` with the machine-readable form of the skill's lessons.
+const REMEDIES: &str = "remedies.md";
+
+/// `references/remedies.md`: every lesson of the skill as a check and the remedy
+/// `bundle.json` holds, in trajectory notation, for recording or replaying a run.
+fn remedies(ir: &SkillIr, skill: &SkillSetIr, lessons: &[&LessonIr]) -> String {
+    let mut out = vec![
+        format!("# {}: remedies", inline(&print::skill_title(skill))),
+        String::new(),
+        "Each lesson of the skill as `bundle.json` holds it, in trajectory notation: the check whose failure calls for it, the models it is for, and the remedy (an operation and the parameters it sets, computed from the failing call's values and the model's sizes). Record what you do in the same notation.".to_string(),
+    ];
+    for (i, l) in lessons.iter().enumerate() {
+        out.push(String::new());
+        out.push(format!("## {}. {}", i + 1, code_span(&l.id)));
+        out.push(String::new());
+        out.push(format!("- title: {}", literal(&print::title(ir, l), 2)));
+        let machine = print::machine(&l.machine);
+        if !machine.is_empty() {
+            out.push(format!("- check: {}", code_span(&machine)));
+        }
+        if let Some(c) = &l.condition {
+            out.push(format!(
+                "- if: {}",
+                code_span(&skillc_runtime::notation::condition(c))
+            ));
+        }
+        for r in print::remedies(l) {
+            out.push(format!("- remedy: {}", code_span(&r)));
+        }
+    }
+    out.join("\n")
 }

@@ -69,30 +69,7 @@ pub(super) fn check(expr: &Expr, scope: &Scope<'_>, diagnostics: &mut Vec<Diagno
             .with_hint(scope.describe()),
         ),
         ExprKind::Call { function, args } => {
-            match ops::function_spec(function) {
-                None => {
-                    let names: Vec<&str> = ops::FUNCTIONS.iter().map(|f| f.name).collect();
-                    diagnostics.push(
-                        Diagnostic::new(
-                            Code::BadExpression,
-                            expr.span,
-                            format!("unknown function `{function}`"),
-                        )
-                        .with_hint(format!("functions: {}", names.join(", "))),
-                    );
-                }
-                Some(spec) if spec.arity != args.len() => diagnostics.push(Diagnostic::new(
-                    Code::BadExpression,
-                    expr.span,
-                    format!(
-                        "`{function}` takes {} argument{}, found {}",
-                        spec.arity,
-                        if spec.arity == 1 { "" } else { "s" },
-                        args.len()
-                    ),
-                )),
-                Some(_) => {}
-            }
+            check_call(function, args.len(), expr.span, diagnostics);
             for arg in args {
                 check(arg, scope, diagnostics);
             }
@@ -108,6 +85,38 @@ pub(super) fn check(expr: &Expr, scope: &Scope<'_>, diagnostics: &mut Vec<Diagno
             }
         }
         _ => {}
+    }
+}
+
+/// Reports an unknown function or a wrong argument count.
+fn check_call(
+    function: &str,
+    arity: usize,
+    span: crate::syntax::Span,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    match ops::function_spec(function) {
+        None => {
+            let names: Vec<&str> = ops::FUNCTIONS.iter().map(|f| f.name).collect();
+            diagnostics.push(
+                Diagnostic::new(
+                    Code::BadExpression,
+                    span,
+                    format!("unknown function `{function}`"),
+                )
+                .with_hint(format!("functions: {}", names.join(", "))),
+            );
+        }
+        Some(spec) if spec.arity != arity => diagnostics.push(Diagnostic::new(
+            Code::BadExpression,
+            span,
+            format!(
+                "`{function}` takes {} argument{}, found {arity}",
+                spec.arity,
+                if spec.arity == 1 { "" } else { "s" },
+            ),
+        )),
+        Some(_) => {}
     }
 }
 
@@ -148,4 +157,125 @@ pub fn to_fix_text(expr: &Expr) -> String {
 /// where precedence needs them (the syntax printer's).
 pub fn to_text(expr: &Expr) -> String {
     crate::syntax::print::expr(expr)
+}
+
+/// What a piece of a lesson's condition computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sort {
+    Truth,
+    Number,
+    /// Already reported; checked no further.
+    Unknown,
+}
+
+/// Checks a lesson's `if` condition: every name is a model feature of the runtime's
+/// vocabulary (`ops::conditions`), flags are truth values and sizes numbers, and
+/// the whole is a truth value.
+pub(super) fn check_condition(condition: &Expr, diagnostics: &mut Vec<Diagnostic>) {
+    let sort = sort_of(condition, diagnostics);
+    expect(condition, sort, Sort::Truth, diagnostics);
+}
+
+fn expect(expr: &Expr, found: Sort, wanted: Sort, diagnostics: &mut Vec<Diagnostic>) {
+    if found == wanted || found == Sort::Unknown {
+        return;
+    }
+    let text = to_text(expr);
+    let (message, hint) = match wanted {
+        Sort::Truth => (
+            format!("`{text}` is a number, not a truth value"),
+            "compare it: `head_dim >= 128`, `n_kv_heads == n_heads`",
+        ),
+        _ => (
+            format!("`{text}` is a truth value, not a number"),
+            "use a flag on its own (`qk_norm`, `not mha`), never in arithmetic or a comparison",
+        ),
+    };
+    diagnostics.push(Diagnostic::new(Code::ConditionType, expr.span, message).with_hint(hint));
+}
+
+fn sort_of(expr: &Expr, diagnostics: &mut Vec<Diagnostic>) -> Sort {
+    use crate::syntax::{BinaryOp, UnaryOp};
+    match &expr.kind {
+        ExprKind::Number(_) => Sort::Number,
+        ExprKind::Bool(_) => Sort::Truth,
+        ExprKind::Var(name) | ExprKind::Word(name) => feature(name, expr, diagnostics),
+        ExprKind::Call { function, args } => {
+            check_call(function, args.len(), expr.span, diagnostics);
+            for arg in args {
+                let sort = sort_of(arg, diagnostics);
+                expect(arg, sort, Sort::Number, diagnostics);
+            }
+            Sort::Number
+        }
+        ExprKind::Unary { op, operand } => {
+            let wanted = match op {
+                UnaryOp::Neg => Sort::Number,
+                UnaryOp::Not => Sort::Truth,
+            };
+            let sort = sort_of(operand, diagnostics);
+            expect(operand, sort, wanted, diagnostics);
+            wanted
+        }
+        ExprKind::Binary { op, lhs, rhs } => {
+            let (operands, result) = match op {
+                BinaryOp::And | BinaryOp::Or => (Sort::Truth, Sort::Truth),
+                BinaryOp::Cmp(_) => (Sort::Number, Sort::Truth),
+                _ => (Sort::Number, Sort::Number),
+            };
+            for side in [lhs, rhs] {
+                let sort = sort_of(side, diagnostics);
+                expect(side, sort, operands, diagnostics);
+            }
+            result
+        }
+        // The expression grammar builds neither inside a condition.
+        ExprKind::Str(_) | ExprKind::List(_) => Sort::Unknown,
+    }
+}
+
+/// The sort of a feature name, or E0071 when the vocabulary has no such name.
+fn feature(name: &str, expr: &Expr, diagnostics: &mut Vec<Diagnostic>) -> Sort {
+    match ops::fact_spec(name) {
+        Some(spec) => match spec.kind {
+            ops::FactKind::Flag => Sort::Truth,
+            ops::FactKind::Size => Sort::Number,
+        },
+        None => {
+            let names: Vec<&str> = ops::conditions::vocabulary()
+                .iter()
+                .map(|s| s.name)
+                .collect();
+            let hint = match super::suggest::closest(name, names.iter().copied()) {
+                Some(close) => format!("did you mean `{close}`? {}", feature_hint()),
+                None => feature_hint(),
+            };
+            diagnostics.push(
+                Diagnostic::new(
+                    Code::UnknownFeature,
+                    expr.span,
+                    format!("`{name}` is not a model feature a condition can read"),
+                )
+                .with_hint(hint),
+            );
+            Sort::Unknown
+        }
+    }
+}
+
+fn feature_hint() -> String {
+    let vocabulary = ops::conditions::vocabulary();
+    let names = |kind: ops::FactKind| {
+        vocabulary
+            .iter()
+            .filter(|s| s.kind == kind)
+            .map(|s| s.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "flags: {}; sizes: {}",
+        names(ops::FactKind::Flag),
+        names(ops::FactKind::Size)
+    )
 }

@@ -268,6 +268,9 @@ pub struct LessonData {
     /// Applied in order.
     pub remedies: Vec<Remedy>,
     pub conditions: Vec<Param>,
+    /// The model features it depends on (`if …`), checked against the vocabulary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub condition: Option<Expr>,
 }
 
 /// One `fix` clause, resolved against the vocabulary.

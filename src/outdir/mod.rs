@@ -14,6 +14,7 @@
 
 pub mod lock;
 pub mod manifest;
+pub mod overlap;
 
 use std::fs;
 use std::io;

@@ -408,6 +408,9 @@ pub enum ClauseKind {
     /// `weights bf16`: the weight format the entry was recorded on, as written (the
     /// resolver checks the word).
     Weights(Name),
+    /// `if qk_norm and head_dim >= 128`: the model features a lesson depends on,
+    /// as written (the resolver checks the names against the vocabulary).
+    If(Expr),
     /// `source "mlir-air:path/README.md:42"`: the record line the entry was drafted
     /// from, as written (the resolver checks its form).
     Source(Text),
@@ -430,6 +433,7 @@ impl ClauseKind {
             ClauseKind::Fix(_) => "fix",
             ClauseKind::In(_) => "in",
             ClauseKind::Weights(_) => "weights",
+            ClauseKind::If(_) => "if",
             ClauseKind::Source(_) => "source",
         }
     }

@@ -201,6 +201,8 @@ fn is_clause_start(rule: Rule) -> bool {
             | Rule::symptom_clause
             | Rule::cause_clause
             | Rule::fix_clause
+            | Rule::kw_if
+            | Rule::if_clause
     )
 }
 
@@ -214,6 +216,7 @@ fn rule_name(rule: Rule) -> &'static str {
             "a header field (model, target, baseline, weights)"
         }
         Rule::weights_clause | Rule::kw_weights => "`weights <format>`",
+        Rule::if_clause | Rule::kw_if => "`if <condition>`",
         Rule::weight_format => "a weight format (bf16, f32, f16, q8_0, q4_0, q4_1)",
         Rule::timestamp => "a timestamp (YYYY-MM-DD or YYYY-MM-DDTHH:MM)",
         Rule::kw_phase => "`phase`",

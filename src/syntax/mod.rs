@@ -6,7 +6,7 @@
 //!
 //! ```no_run
 //! # use std::path::Path;
-//! let sources = skillc::syntax::load_dir(Path::new("trajectories/example"))?;
+//! let sources = skillc::syntax::load_dir(Path::new("grammar/example"))?;
 //! let (parsed, diagnostics) = skillc::syntax::parse_sources(&sources, 0);
 //! let (graph, more) = skillc::graph::build(parsed);
 //! # Ok::<(), skillc::syntax::LoadError>(())

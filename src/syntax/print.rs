@@ -174,6 +174,7 @@ fn clause(c: &ClauseKind) -> String {
         }
         ClauseKind::In(skill) => format!("in {}", skill.text),
         ClauseKind::Weights(format) => format!("weights {}", format.text),
+        ClauseKind::If(condition) => format!("if {}", expr(condition)),
         ClauseKind::Source(citation) => format!("source {}", notation::quoted(&citation.text)),
     }
 }

@@ -126,6 +126,7 @@ fn deploy_with(
         fixtures: vec![repo("../shared/fixtures"), repo("tests/data/fixtures")],
         stop_after: None,
         weights,
+        seeded_quant: None,
         bundle_notes: Vec::new(),
     };
     exec::deploy(bundle, &options, &mut Silent).expect("the run gets far enough to report")
@@ -191,6 +192,16 @@ pub fn summary(r: &DeployReport) -> String {
                 s,
                 "  lesson {} on `{}`: fixed={}",
                 a.lesson, a.gate, a.fixed
+            );
+        }
+        for k in &p.skipped {
+            let _ = writeln!(
+                s,
+                "  lesson {} on `{}`: skipped, if {} ({})",
+                k.lesson,
+                k.gate,
+                k.condition,
+                k.values.join(", ")
             );
         }
         let mut outcomes: std::collections::BTreeMap<String, usize> = Default::default();

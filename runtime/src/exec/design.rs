@@ -309,6 +309,10 @@ pub fn shape_of(launch: &Launch) -> Vec<usize> {
         | Launch::EltwiseAdd { spec, .. } => vec![spec.n],
         Launch::FlashAttention { spec, .. } => vec![spec.lq, spec.lk, spec.head_dim],
         Launch::LmHeadGemv { spec, .. } => vec![spec.vocab, spec.part.k],
+        Launch::KvAppend { spec, .. } => vec![spec.kv_width, spec.context],
+        Launch::DecodeAttention { spec, .. } => {
+            vec![spec.heads, spec.kv_heads, spec.head_dim, spec.context]
+        }
     }
 }
 

@@ -3,8 +3,10 @@
 //! config, before any weight is read), so a multi-gigabyte run never starts
 //! silently.
 //!
-//! The memory is the reference's estimate (`model::memory`): bf16 weights,
-//! the f32 KV cache and the prefill activations; the emulator borrows the
+//! The memory is the whole deploy's estimate (`model::memory::DeployEstimate`),
+//! the one number the preflight checks against the memory available: the
+//! reference's bf16 weights, f32 KV cache and prefill activations, the model
+//! files the run maps, and the run's own working set; the emulator borrows the
 //! weights (`xdna2::interpreter::weights`), so the peak is close to it (6.7 GB
 //! peak RSS measured for Llama-3.2-3B's 6.4 GB of weights, README's fault
 //! bench). The time is an estimate, not a measurement: a line through wall
@@ -15,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::arch::Architecture;
-use crate::model::memory::{self, available_memory, human_bytes, MemoryEstimate};
+use crate::model::memory::{available_memory, human_bytes, DeployEstimate};
 
 /// Wall seconds of a run whatever the model's size (the fixtures' runs).
 const FIXED_S: f64 = 3.0;
@@ -30,10 +32,18 @@ pub struct RunEstimate {
     pub parameters: u64,
     /// The weights in bf16, as the reference and the NPU path hold them.
     pub weight_bytes: u64,
-    /// Memory the run needs: weights, KV cache and activations.
+    /// Memory the run needs: weights, KV cache, activations, the model files
+    /// mapped and the run's own working set.
     pub memory_bytes: u64,
     pub kv_cache_bytes: u64,
     pub activation_bytes: u64,
+    /// Model files mapped or read whole (a GGUF twice beside a transformers
+    /// reference); absent in reports written before it was counted.
+    #[serde(default)]
+    pub file_bytes: u64,
+    /// The run's own working set (plans, kernel checks, reports).
+    #[serde(default)]
+    pub runtime_bytes: u64,
     /// Memory this process may still take, when it can be read. Printed, never written to
     /// report.json: it is the machine's state, and two runs of one deploy write the same report.
     #[serde(skip)]
@@ -45,19 +55,19 @@ pub struct RunEstimate {
 }
 
 impl RunEstimate {
-    pub fn of(arch: &Architecture) -> Self {
-        let mem = MemoryEstimate::for_reference(
-            arch,
-            memory::DEFAULT_CONTEXT,
-            memory::DEFAULT_PREFILL_ROWS,
-        );
+    /// The estimate of a run of `arch` whose memory the preflight checked as
+    /// `memory`.
+    pub fn of(arch: &Architecture, memory: &DeployEstimate) -> Self {
         let parameters = arch.parameter_count();
+        let reference = &memory.reference;
         RunEstimate {
             parameters,
-            weight_bytes: mem.weights,
-            memory_bytes: mem.total(),
-            kv_cache_bytes: mem.kv_cache,
-            activation_bytes: mem.activations,
+            weight_bytes: reference.weights,
+            memory_bytes: memory.total(),
+            kv_cache_bytes: reference.kv_cache,
+            activation_bytes: reference.activations,
+            file_bytes: memory.files,
+            runtime_bytes: memory.runtime,
             available_bytes: available_memory().map(|a| a.bytes),
             wall_s: FIXED_S + S_PER_BILLION * parameters as f64 / 1e9,
             basis: format!(
@@ -106,6 +116,10 @@ mod tests {
     use super::*;
     use crate::model::config::parse_config;
 
+    fn deploy(arch: &Architecture) -> DeployEstimate {
+        DeployEstimate::new(crate::model::default_estimate(arch), 0)
+    }
+
     /// The line meets its two measured points, and a 7B model states
     /// gigabytes and minutes.
     #[test]
@@ -115,7 +129,7 @@ mod tests {
                 "intermediate_size":384,"num_attention_heads":4,"vocab_size":512}"#,
         )
         .unwrap();
-        let small = RunEstimate::of(&tiny);
+        let small = RunEstimate::of(&tiny, &deploy(&tiny));
         assert!((small.wall_s - FIXED_S).abs() < 0.5, "{}", small.wall_s);
         let mistral = parse_config(
             r#"{"model_type":"mistral","num_hidden_layers":32,"hidden_size":4096,
@@ -123,7 +137,7 @@ mod tests {
                 "vocab_size":32000,"sliding_window":4096}"#,
         )
         .unwrap();
-        let big = RunEstimate::of(&mistral);
+        let big = RunEstimate::of(&mistral, &deploy(&mistral));
         assert_eq!(big.parameters, 7_241_732_096);
         assert!(big.weight_bytes > 14_000_000_000, "{}", big.weight_bytes);
         assert!(big.memory_bytes > big.weight_bytes);

@@ -98,8 +98,17 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
         path: config.clone(),
         source: Box::new(source),
     })?;
+    let quantized = match &plan.model.weights {
+        WeightsRef::Random {
+            quantized: Some(name),
+            ..
+        } => crate::model::quant::WeightFormat::ALL
+            .into_iter()
+            .find(|f| f.name() == name),
+        _ => None,
+    };
     let seed = match &plan.model.weights {
-        WeightsRef::Random { seed } => Some(*seed),
+        WeightsRef::Random { seed, .. } => Some(*seed),
         WeightsRef::Checkpoint { files } => {
             let present = files.iter().all(|(f, size)| {
                 std::fs::metadata(source.companion_dir().join(f)).is_ok_and(|m| m.len() == *size)
@@ -114,6 +123,10 @@ pub fn evaluate(out: &Path, model_dir: &Path) -> Result<Evaluation, DeployError>
     };
     let model = source
         .load(arch.clone(), seed)
+        .and_then(|m| match quantized {
+            Some(format) => m.with_seeded_quant(format),
+            None => Ok(m),
+        })
         .map(|m| match plan.design.packed.is_empty() {
             // The weights the deployment ran on: rounded to bf16, or the
             // stored 4-bit blocks its packed GEMVs read.

@@ -45,6 +45,14 @@ pub enum Fault {
     /// The packed 4-bit GEMV reads each byte's two nibbles in the wrong order
     /// (the 4-bit weight path only; not in [`Fault::ALL`], the bf16 matrix).
     PackedNibbleOrder,
+    /// The decode faults above acting in the single-dispatch fused decode
+    /// alone (its RoPE, KV append and attention), so the per-call decode of
+    /// phase 3 is right and the fused plan's probe in phase 5 must catch them
+    /// (not in [`Fault::ALL`]: a bundle that teaches the fused decode runs them).
+    FusedDecodeRopeOffByOne,
+    FusedKvWrongSlot,
+    FusedStaleKv,
+    FusedGqaMapping,
 }
 
 impl Fault {
@@ -66,6 +74,25 @@ impl Fault {
     /// The faults of the 4-bit weight path, which only a model with packed
     /// GEMVs can carry.
     pub const PACKED: [Fault; 1] = [Fault::PackedNibbleOrder];
+
+    /// The decode faults scoped to the fused decode plan.
+    pub const FUSED: [Fault; 4] = [
+        Fault::FusedDecodeRopeOffByOne,
+        Fault::FusedKvWrongSlot,
+        Fault::FusedStaleKv,
+        Fault::FusedGqaMapping,
+    ];
+
+    /// The per-call decode fault a fused one plants in the fused plan alone.
+    pub fn unscoped(self) -> Fault {
+        match self {
+            Fault::FusedDecodeRopeOffByOne => Fault::DecodeRopeOffByOne,
+            Fault::FusedKvWrongSlot => Fault::KvWrongSlot,
+            Fault::FusedStaleKv => Fault::StaleKv,
+            Fault::FusedGqaMapping => Fault::GqaMapping,
+            other => other,
+        }
+    }
 
     /// The faults of the decode side, which only the decode gates can see.
     pub const DECODE: [Fault; 5] = [
@@ -91,6 +118,10 @@ impl Fault {
             Fault::SiluForGelu => "silu-for-gelu",
             Fault::WindowOffByOne => "window-off-by-one",
             Fault::PackedNibbleOrder => "packed-nibble-order",
+            Fault::FusedDecodeRopeOffByOne => "fused-decode-rope-off-by-one",
+            Fault::FusedKvWrongSlot => "fused-kv-wrong-slot",
+            Fault::FusedStaleKv => "fused-stale-kv",
+            Fault::FusedGqaMapping => "fused-gqa-mapping",
         }
     }
 
@@ -116,6 +147,14 @@ impl Fault {
             Fault::PackedNibbleOrder => {
                 "the packed 4-bit GEMV reads each byte's high nibble as the block's first weight"
             }
+            Fault::FusedDecodeRopeOffByOne => {
+                "the fused decode rotates q and k one position too far"
+            }
+            Fault::FusedKvWrongSlot => "the fused decode appends its K/V row into the next slot",
+            Fault::FusedStaleKv => "the fused decode appends the previous position's K/V row again",
+            Fault::FusedGqaMapping => {
+                "the fused decode's attention pairs each query head with the next KV group"
+            }
         }
     }
 }
@@ -136,7 +175,11 @@ impl Fault {
             Fault::DecodeRopeOffByOne | Fault::KvWrongSlot | Fault::StaleKv | Fault::GqaMapping => {
                 DeployPhase::Model
             }
-            Fault::DropLmHeadPartition => DeployPhase::Decode,
+            Fault::DropLmHeadPartition
+            | Fault::FusedDecodeRopeOffByOne
+            | Fault::FusedKvWrongSlot
+            | Fault::FusedStaleKv
+            | Fault::FusedGqaMapping => DeployPhase::Decode,
         }
     }
 
@@ -153,6 +196,10 @@ impl Fault {
                 "verify: teacher-forced logits"
             }
             Fault::DropLmHeadPartition => "probe: teacher-forced logits after partition-lm-head",
+            Fault::FusedDecodeRopeOffByOne
+            | Fault::FusedKvWrongSlot
+            | Fault::FusedStaleKv
+            | Fault::FusedGqaMapping => "probe: teacher-forced logits after fused-decode",
         }
     }
 
@@ -164,7 +211,9 @@ impl Fault {
             }
             Fault::DropQkvBias if !arch.qkv_bias => Some("no q/k/v bias"),
             Fault::SkipQkNorm if !arch.qk_norm => Some("no q/k norm"),
-            Fault::GqaMapping if arch.num_kv_heads < 2 => Some("one KV head"),
+            Fault::GqaMapping | Fault::FusedGqaMapping if arch.num_kv_heads < 2 => {
+                Some("one KV head")
+            }
             Fault::SiluForGelu if arch.activation != Activation::GeluTanh => {
                 Some("no GELU-tanh MLP")
             }
@@ -181,7 +230,7 @@ impl fmt::Display for Fault {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown fault `{0}` (known: {known}, {packed})", known = Fault::ALL.map(Fault::name).join(", "), packed = Fault::PACKED.map(Fault::name).join(", "))]
+#[error("unknown fault `{0}` (known: {known}, {packed}, {fused})", known = Fault::ALL.map(Fault::name).join(", "), packed = Fault::PACKED.map(Fault::name).join(", "), fused = Fault::FUSED.map(Fault::name).join(", "))]
 pub struct UnknownFault(pub String);
 
 impl FromStr for Fault {
@@ -191,6 +240,7 @@ impl FromStr for Fault {
         Fault::ALL
             .into_iter()
             .chain(Fault::PACKED)
+            .chain(Fault::FUSED)
             .find(|f| f.name() == s)
             .ok_or_else(|| UnknownFault(s.to_string()))
     }
@@ -202,7 +252,11 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for fault in Fault::ALL.into_iter().chain(Fault::PACKED) {
+        for fault in Fault::ALL
+            .into_iter()
+            .chain(Fault::PACKED)
+            .chain(Fault::FUSED)
+        {
             assert_eq!(fault.name().parse::<Fault>(), Ok(fault));
             let json = serde_json::to_string(&fault).unwrap();
             assert_eq!(json, format!("\"{}\"", fault.name()));

@@ -20,6 +20,8 @@
 //! happened (report, trajectory, roofline and trace, `plan.json`, the kernel
 //! registry); [`evaluate`] is phase 7's fresh-process evaluator.
 
+use crate::model::memory::human_bytes;
+
 pub mod artifacts;
 pub mod design;
 pub mod estimate;
@@ -27,6 +29,7 @@ pub mod evaluate;
 pub mod fault;
 pub mod gates;
 mod phases;
+mod preflight;
 pub mod progress;
 mod run;
 
@@ -97,6 +100,9 @@ pub struct DeployOptions {
     /// Which weights the decode GEMVs read: the 4-bit blocks as stored where
     /// the packing decision allows it, or bf16 (`xdna2::packing`).
     pub weights: crate::xdna2::packing::WeightPath,
+    /// A config-only model's decoder projections quantized in memory to this
+    /// 4-bit format after they are drawn (`model::seeded_quant`).
+    pub seeded_quant: Option<crate::model::quant::WeightFormat>,
     /// What the caller found wrong with the bundle and ran anyway (files changed
     /// since it was built, texts shortened), for the report.
     pub bundle_notes: Vec<String>,
@@ -109,6 +115,28 @@ pub struct DeployOptions {
 pub enum DeployError {
     #[error("bundle: {0}")]
     Bundle(#[from] crate::bundle::BundleError),
+    /// Model files that do not fit together, or prompts past the context.
+    #[error(transparent)]
+    Inconsistent(#[from] crate::model::consistency::ConsistencyError),
+    /// The whole run would not fit in the memory the process may still take.
+    #[error(
+        "the deploy would not fit in memory: it needs about {} ({} weights + {} model files \
+         mapped or read + {} KV cache for {} positions + {} activations + {} of the run's own) \
+         but {} is {}",
+        human_bytes(.estimate.total()),
+        human_bytes(.estimate.reference.weights),
+        human_bytes(.estimate.files),
+        human_bytes(.estimate.reference.kv_cache),
+        .estimate.reference.context,
+        human_bytes(.estimate.reference.activations),
+        human_bytes(.estimate.runtime),
+        human_bytes(.available.bytes),
+        .available.limit.describe()
+    )]
+    Memory {
+        estimate: crate::model::memory::DeployEstimate,
+        available: crate::model::memory::Available,
+    },
     /// A file that could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {

@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use super::artifacts::record::{ContextDecode, ModeledTimes};
 use super::artifacts::record::{
-    DeployReport, PhaseRecord, PhaseStatus, RemedyAttempt, StepOutcome, StepRecord, Stop, Verdict,
-    REPORT_SCHEMA,
+    DeployReport, PhaseRecord, PhaseStatus, RemedyAttempt, SkippedLesson, StepOutcome, StepRecord,
+    Stop, Verdict, REPORT_SCHEMA,
 };
 use super::artifacts::registry::Registry;
 use super::artifacts::report_md;
@@ -24,7 +24,7 @@ use super::design::{Design, Plans};
 use super::gates::decode::ReferenceRun;
 use super::gates::floor::DecodeLimits;
 use super::gates::gate::GateCheck;
-use super::gates::remedy::{apply_remedy, candidates, Failure};
+use super::gates::remedy::{apply_remedy, candidates, for_this_model, Failure, NotForThisModel};
 use super::phases::{
     block, evaluate, finalize, full_model, kernels, optimize, recorded_format, reference, steps,
     DeployPhase,
@@ -378,8 +378,19 @@ impl Run<'_, Loaded> {
 
     /// The cost model's calibration note, printed beside modeled figures.
     pub fn calibration_note(&self) -> String {
-        let note = crate::xdna2::fit::FittedFile::committed().note();
-        let parts = crate::xdna2::cost::uncalibrated_parts(&self.loaded.model.arch);
+        let mut note = crate::xdna2::fit::FittedFile::committed().note();
+        let mut parts = crate::xdna2::cost::uncalibrated_parts(&self.loaded.model.arch);
+        if self.design.options.fused_decode.is_some() {
+            note.push_str(&format!(
+                "; the single-dispatch fused decode: {}",
+                crate::xdna2::calibration::FittedFourBit::committed().fused_note()
+            ));
+            if self.design.packed.is_empty() {
+                parts.push(
+                    "the fused decode on bf16 weights (its structure is calibrated on the published 4-bit deployments and its GEMV bodies on the bf16 registry; no bf16 fused decode is published to check the two together)",
+                );
+            }
+        }
         if parts.is_empty() {
             return note;
         }
@@ -420,7 +431,12 @@ impl Run<'_, Loaded> {
         attempt: &mut dyn FnMut(&mut Run<'_>, &[Change]) -> Attempt,
     ) -> Option<Fixed> {
         let bundle = self.bundle;
+        let facts = crate::ops::facts(&self.loaded.model.arch, &self.device);
         for lesson in candidates(bundle, failure) {
+            if let Err(not) = for_this_model(lesson, &facts) {
+                self.skip_lesson(rec, failure, failing_obs, lesson, not);
+                continue;
+            }
             self.progress
                 .step(&format!("lesson {}: {}", lesson.id, lesson.title));
             let remedies: Vec<&crate::bundle::Remedy> =
@@ -439,6 +455,7 @@ impl Run<'_, Loaded> {
                 after: None,
                 fixed: false,
                 note: String::new(),
+                deployments: lesson.deployments.clone(),
             };
             let changes = match self.evaluate_remedies(&remedies, action) {
                 Ok(c) => c,
@@ -519,6 +536,39 @@ impl Run<'_, Loaded> {
         None
     }
 
+    /// Records a matching lesson left out because its condition is false on this
+    /// model, in the report and as a note of the run's trajectory.
+    fn skip_lesson(
+        &mut self,
+        rec: &mut PhaseRecord,
+        failure: &Failure,
+        failing_obs: &str,
+        lesson: &crate::bundle::Lesson,
+        not: NotForThisModel,
+    ) {
+        self.progress.step(&format!(
+            "lesson {} skipped: if {} is false here",
+            lesson.id, not.condition
+        ));
+        self.traj.note(
+            &format!(
+                "lesson {} ({}) matches this failure but is not for this model: its condition `if {}` is false here ({})",
+                lesson.id,
+                lesson.title,
+                not.condition,
+                not.values.join(", ")
+            ),
+            &[failing_obs],
+        );
+        rec.skipped.push(SkippedLesson {
+            gate: failure.gate.name.clone(),
+            lesson: lesson.id.clone(),
+            title: lesson.title.clone(),
+            condition: not.condition,
+            values: not.values,
+        });
+    }
+
     /// Each remedy's parameters: a fix of the failing action starts from its
     /// parameters, a fix by another operation from that operation's recorded ones.
     fn evaluate_remedies(
@@ -573,19 +623,40 @@ pub fn deploy(
     progress: &mut dyn Progress,
 ) -> Result<DeployOutcome, DeployError> {
     let steps = bundle.read()?;
+    let checked = super::preflight::preflight(options)?;
+    // Read before anything is written: a registry that cannot be used stops
+    // the run with nothing in the output folder.
+    let registry = options
+        .registry
+        .as_deref()
+        .map(Registry::load)
+        .transpose()?;
+    match checked {
+        Some(checked) => crate::model::memory::checked_as_a_whole(|| {
+            run_phases(bundle, &steps, options, progress, Some(&checked), registry)
+        }),
+        None => run_phases(bundle, &steps, options, progress, None, registry),
+    }
+}
+
+/// The phases of [`deploy`], once its inputs passed the preflight.
+fn run_phases(
+    bundle: &Bundle,
+    steps: &BundleSteps<'_>,
+    options: &DeployOptions,
+    progress: &mut dyn Progress,
+    checked: Option<&super::preflight::Checked>,
+    registry: Option<Registry>,
+) -> Result<DeployOutcome, DeployError> {
     std::fs::create_dir_all(&options.out_dir).map_err(|e| DeployError::io(&options.out_dir, e))?;
     let started = Instant::now();
-    let mut run = Run::new(bundle, &steps, options, progress);
-    let arch = crate::model::source::ModelSource::locate(&options.model_dir)
-        .map_err(crate::model::ModelError::from)
-        .and_then(|s| s.architecture());
-    if let Ok(arch) = arch {
-        let estimate = super::estimate::RunEstimate::of(&arch);
+    let mut run = Run::new(bundle, steps, options, progress);
+    if let Some(checked) = checked {
+        let estimate = super::estimate::RunEstimate::of(&checked.arch, &checked.memory);
         run.progress.estimate(&estimate);
         run.report.estimate = Some(estimate);
     }
-    if let Some(path) = &options.registry {
-        let given = Registry::load(path)?;
+    if let Some(given) = registry {
         for row in given.rows.iter().cloned() {
             run.registry.record(row);
         }

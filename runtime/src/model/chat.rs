@@ -66,8 +66,8 @@ impl ChatTemplate {
             let tokens = file.get("tokenizer.ggml.tokens").and_then(|v| v.as_array());
             match (id, tokens) {
                 (Some(id), Some(tokens)) => tokens
-                    .get(id as usize)
-                    .and_then(|t| t.as_str())
+                    .strings()
+                    .and_then(|t| t.get(id as usize))
                     .unwrap_or_default()
                     .to_string(),
                 _ => String::new(),
@@ -84,9 +84,11 @@ impl ChatTemplate {
     /// entry of a list of named templates); `Ok(None)` without the file.
     pub fn from_config(dir: &Path) -> Result<Option<Self>, ChatError> {
         let path = dir.join(CONFIG_FILE);
-        let Ok(text) = std::fs::read_to_string(&path) else {
+        if std::fs::symlink_metadata(&path).is_err() {
             return Ok(None);
-        };
+        }
+        let text = crate::input::read_to_string_at_most(&path, 64 << 20)
+            .map_err(|e| ChatError::Config(e.problem.to_string()))?;
         let config: Json =
             serde_json::from_str(&text).map_err(|e| ChatError::Config(e.to_string()))?;
         let source = match config.get("chat_template") {

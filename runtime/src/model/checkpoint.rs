@@ -50,6 +50,24 @@ pub enum WeightsError {
     Ambiguous { files: Vec<String> },
     #[error("{file}: tensor `{name}` was expected here by the index but is not in the file")]
     NotInShard { file: String, name: String },
+    #[error(
+        "{file}: {} tensor(s) the config does not use ({}); the file and the config \
+         describe different models",
+        .names.len(),
+        crate::model::weights::shortlist(.names)
+    )]
+    Unused { file: String, names: Vec<String> },
+    #[error(
+        "{file}: declares {declared} decoder blocks (`{key}`) but holds tensors of {held} \
+         (blk.0 to blk.{})",
+        .held - 1
+    )]
+    Blocks {
+        file: String,
+        key: String,
+        declared: usize,
+        held: usize,
+    },
 }
 
 const INDEX_FILE: &str = "model.safetensors.index.json";
@@ -108,6 +126,11 @@ impl Checkpoint {
     }
 
     /// Opens and validates every weight file of `dir` (see [`Checkpoint::find`]).
+    /// The files' names joined, for messages.
+    pub fn describe(&self) -> String {
+        self.files().join(", ")
+    }
+
     pub fn open(dir: &Path) -> Result<Option<Self>, WeightsError> {
         let Some(files) = Self::find(dir)? else {
             return Ok(None);

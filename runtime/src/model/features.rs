@@ -49,6 +49,68 @@ pub enum Feature {
 }
 
 impl Feature {
+    pub const ALL: [Feature; 26] = [
+        Feature::RopeDefault,
+        Feature::RopeLlama3,
+        Feature::RopeLinear,
+        Feature::MultiHeadAttention,
+        Feature::GroupedQueryAttention,
+        Feature::MultiQueryAttention,
+        Feature::ExplicitHeadDim,
+        Feature::QkvBias,
+        Feature::QkNorm,
+        Feature::TiedEmbeddings,
+        Feature::UntiedEmbeddings,
+        Feature::Silu,
+        Feature::GeluTanh,
+        Feature::OffsetOneNorm,
+        Feature::SandwichNorms,
+        Feature::ScaledEmbeddings,
+        Feature::SlidingWindow,
+        Feature::LocalRope,
+        Feature::QueryPreAttnScalar,
+        Feature::LayerNorm,
+        Feature::NormBias,
+        Feature::NonParametricNorm,
+        Feature::PartialRotary,
+        Feature::AttentionSoftcap,
+        Feature::FinalLogitSoftcap,
+        Feature::FusedProjections,
+    ];
+
+    /// The name a lesson's condition reads it by (`if qk_norm`), see
+    /// `ops::conditions`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Feature::RopeDefault => "rope_default",
+            Feature::RopeLlama3 => "rope_llama3",
+            Feature::RopeLinear => "rope_linear",
+            Feature::MultiHeadAttention => "mha",
+            Feature::GroupedQueryAttention => "gqa",
+            Feature::MultiQueryAttention => "mqa",
+            Feature::ExplicitHeadDim => "explicit_head_dim",
+            Feature::QkvBias => "qkv_bias",
+            Feature::QkNorm => "qk_norm",
+            Feature::TiedEmbeddings => "tied_embeddings",
+            Feature::UntiedEmbeddings => "untied_embeddings",
+            Feature::Silu => "silu",
+            Feature::GeluTanh => "gelu_tanh",
+            Feature::OffsetOneNorm => "offset_one_norm",
+            Feature::SandwichNorms => "sandwich_norms",
+            Feature::ScaledEmbeddings => "scaled_embeddings",
+            Feature::SlidingWindow => "sliding_window",
+            Feature::LocalRope => "local_rope",
+            Feature::QueryPreAttnScalar => "query_pre_attn_scalar",
+            Feature::LayerNorm => "layer_norm",
+            Feature::NormBias => "norm_bias",
+            Feature::NonParametricNorm => "non_parametric_norm",
+            Feature::PartialRotary => "partial_rotary",
+            Feature::AttentionSoftcap => "attn_softcap",
+            Feature::FinalLogitSoftcap => "final_logit_softcap",
+            Feature::FusedProjections => "fused_projections",
+        }
+    }
+
     pub fn describe(self) -> &'static str {
         match self {
             Feature::RopeDefault => "RoPE without scaling",

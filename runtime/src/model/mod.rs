@@ -20,6 +20,7 @@ pub mod arch;
 pub mod chat;
 pub mod checkpoint;
 pub mod config;
+pub mod consistency;
 pub mod features;
 pub mod gguf;
 pub mod memory;
@@ -28,6 +29,7 @@ pub mod prompt;
 pub mod quant;
 pub mod random;
 pub mod scope;
+pub mod seeded_quant;
 pub mod source;
 pub mod tensor;
 pub mod tokenizer;
@@ -56,6 +58,10 @@ pub enum ModelError {
     Gguf(#[from] GgufError),
     #[error("no *.safetensors weights in the model directory; give a seed to use random weights")]
     NoWeights,
+    #[error("seeded 4-bit weights replace a config-only model's random weights; this model stores its own")]
+    SeededQuantOfStored,
+    #[error("seeded 4-bit weights: {0}")]
+    SeededQuant(#[from] seeded_quant::SeededQuantError),
     #[error(
         "the model would not fit in memory: it needs about {} ({} weights + {} KV cache for \
          {} positions + {} activations) but {} is {}",
@@ -77,11 +83,12 @@ pub enum ModelError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WeightOrigin {
     /// Safetensors files, relative to the model directory.
-    Checkpoint {
-        files: Vec<String>,
-    },
+    Checkpoint { files: Vec<String> },
     Random {
         seed: u64,
+        /// The format the decoder projections were quantized to in memory
+        /// (`seeded_quant`), when they were.
+        quantized: Option<quant::WeightFormat>,
     },
     /// A GGUF file (its name), with the count of tensors per stored format.
     Gguf {
@@ -170,7 +177,28 @@ impl Model {
         Ok(Self {
             arch,
             weights,
-            origin: WeightOrigin::Random { seed },
+            origin: WeightOrigin::Random {
+                seed,
+                quantized: None,
+            },
+        })
+    }
+
+    /// This seeded random model with its decoder projections quantized to
+    /// the 4-bit `format` (see [`seeded_quant`]); a model read from a file
+    /// keeps the weights it stores and is refused.
+    pub fn with_seeded_quant(self, format: quant::WeightFormat) -> Result<Self, ModelError> {
+        let WeightOrigin::Random { seed, .. } = self.origin else {
+            return Err(ModelError::SeededQuantOfStored);
+        };
+        let weights = seeded_quant::quantize_projections(&self.weights, format)?;
+        Ok(Self {
+            weights,
+            origin: WeightOrigin::Random {
+                seed,
+                quantized: Some(format),
+            },
+            ..self
         })
     }
 }
@@ -179,10 +207,30 @@ impl Model {
 /// or the one `*.gguf` of a directory without a config.json. `Ok(None)` for
 /// a Hugging Face directory.
 pub fn gguf_source(path: &Path) -> Result<Option<GgufFile>, GgufError> {
-    if path.is_dir() && path.join("config.json").is_file() {
+    if path.is_dir() && path.join("config.json").exists() {
+        refuse_two_sources(path)?;
         return Ok(None);
     }
     gguf::weights::open(path)
+}
+
+/// A directory with a config.json and a GGUF file describes two models; which
+/// one runs must not depend on a rule the user cannot see.
+fn refuse_two_sources(dir: &Path) -> Result<(), GgufError> {
+    let Some(gguf) = gguf::in_dir(dir).into_iter().next() else {
+        return Ok(());
+    };
+    let name = gguf
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    Err(GgufError::Unsupported {
+        file: dir.display().to_string(),
+        message: format!(
+            "holds both a Hugging Face model (config.json) and a GGUF file ({name}); name the \
+             one to run (--model {}) or move the other out",
+            dir.join(&name).display()
+        ),
+    })
 }
 
 /// The directory a model's companion files (tokenizer, chat template,
@@ -196,7 +244,7 @@ pub fn companion_dir(path: &Path) -> std::path::PathBuf {
 }
 
 /// What running the reference on `arch` takes at the default context.
-fn default_estimate(arch: &Architecture) -> MemoryEstimate {
+pub fn default_estimate(arch: &Architecture) -> MemoryEstimate {
     MemoryEstimate::for_reference(arch, memory::DEFAULT_CONTEXT, memory::DEFAULT_PREFILL_ROWS)
 }
 
@@ -205,6 +253,9 @@ pub fn check_fits(
     estimate: MemoryEstimate,
     available: Option<Available>,
 ) -> Result<(), ModelError> {
+    if memory::is_checked_as_a_whole() {
+        return Ok(());
+    }
     match available {
         Some(available) if estimate.total() > available.bytes => Err(ModelError::TooLarge {
             estimate,

@@ -32,6 +32,9 @@ pub struct EncodedPrompt {
     pub text: Option<String>,
     /// `ids`, `text` or `chat`.
     pub kind: &'static str,
+    /// What the user should know about how the prompt was read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -67,6 +70,17 @@ impl ModelText {
         self.tokenizer.as_ref().ok()
     }
 
+    /// Why a tokenizer.json that is there could not be read (a FIFO, a
+    /// directory, not a tokenizer); `None` when there is none or it loaded. A
+    /// GGUF file without a usable vocabulary simply has no tokenizer: its
+    /// vocabulary's counts are checked with its metadata.
+    pub fn tokenizer_problem(&self) -> Option<&str> {
+        match &self.tokenizer {
+            Err(TokenizerError::Invalid(why)) => Some(why),
+            _ => None,
+        }
+    }
+
     pub fn encode(&self, input: &PromptInput) -> Result<EncodedPrompt, PromptError> {
         let (text, kind) = match input {
             PromptInput::Ids(ids) => {
@@ -74,16 +88,22 @@ impl ModelText {
                     ids: ids.clone(),
                     text: self.decode_with_special(ids),
                     kind: "ids",
+                    warnings: Vec::new(),
                 })
             }
             PromptInput::Text(text) => (text.clone(), "text"),
             PromptInput::Chat(message) => (self.chat.clone()?.render_user(message)?, "chat"),
         };
         let tokenizer = self.tokenizer.as_ref().map_err(Clone::clone)?;
+        let warnings = match input {
+            PromptInput::Chat(message) => markers_warning(tokenizer, message),
+            PromptInput::Ids(_) | PromptInput::Text(_) => Vec::new(),
+        };
         Ok(EncodedPrompt {
             ids: tokenizer.encode(&text, true)?,
             text: Some(text),
             kind,
+            warnings,
         })
     }
 
@@ -98,4 +118,25 @@ impl ModelText {
         self.tokenizer()
             .and_then(|t| t.decode_with_special(ids).ok())
     }
+}
+
+/// A chat message is the user's words: a control token typed into it (a role
+/// marker such as `<|im_end|>`) still becomes that token, which ends the turn
+/// or starts another role's, so the user is told.
+fn markers_warning(tokenizer: &TextTokenizer, message: &str) -> Vec<String> {
+    let found = tokenizer.special_tokens_in(message);
+    if found.is_empty() {
+        return Vec::new();
+    }
+    let shown: Vec<String> = found
+        .iter()
+        .take(5)
+        .map(|t| format!("`{}`", crate::input::capped(t, 40)))
+        .collect();
+    vec![format!(
+        "the chat message holds {} control token(s) of the tokenizer ({}), which become \
+         control tokens, not text: role markers in it end or start turns",
+        found.len(),
+        shown.join(", ")
+    )]
 }

@@ -12,6 +12,8 @@ use super::gguf::GgufFile;
 
 /// The file a model directory's tokenizer lives in.
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
+/// Largest tokenizer.json read (real ones: 2 to 35 MB).
+const MAX_TOKENIZER_BYTES: u64 = 256 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum TokenizerError {
@@ -61,10 +63,14 @@ impl TextTokenizer {
     /// Loads `dir/tokenizer.json`.
     pub fn load(dir: &Path) -> Result<Self, TokenizerError> {
         let path = dir.join(TOKENIZER_FILE);
-        if !path.is_file() {
+        // `symlink_metadata`: a dangling link or a FIFO is there and refused,
+        // not taken for a missing tokenizer.
+        if std::fs::symlink_metadata(&path).is_err() {
             return Err(TokenizerError::Missing);
         }
-        Self::from_file(&path)
+        let bytes = crate::input::read_at_most(&path, MAX_TOKENIZER_BYTES)
+            .map_err(|e| TokenizerError::Invalid(e.problem.to_string()))?;
+        Self::from_bytes(&bytes)
     }
 
     /// `tokenizer.json` in `dir` when there is one, else the vocabulary of
@@ -93,14 +99,14 @@ impl TextTokenizer {
     }
 
     #[cfg(feature = "tokenizer")]
-    fn from_file(path: &Path) -> Result<Self, TokenizerError> {
-        let inner = tokenizers::Tokenizer::from_file(path)
+    fn from_bytes(bytes: &[u8]) -> Result<Self, TokenizerError> {
+        let inner = tokenizers::Tokenizer::from_bytes(bytes)
             .map_err(|e| TokenizerError::Invalid(e.to_string()))?;
         Ok(Self { inner })
     }
 
     #[cfg(not(feature = "tokenizer"))]
-    fn from_file(_path: &Path) -> Result<Self, TokenizerError> {
+    fn from_bytes(_bytes: &[u8]) -> Result<Self, TokenizerError> {
         Err(TokenizerError::NotBuilt)
     }
 
@@ -118,6 +124,42 @@ impl TextTokenizer {
     #[cfg(not(feature = "tokenizer"))]
     pub fn encode(&self, _text: &str, _special: bool) -> Result<Vec<u32>, TokenizerError> {
         Err(TokenizerError::NotBuilt)
+    }
+
+    /// One past the largest id the tokenizer can produce (its vocabulary with
+    /// the added tokens): every id it emits must be a row of the embedding.
+    #[cfg(feature = "tokenizer")]
+    pub fn id_limit(&self) -> usize {
+        self.inner
+            .get_vocab(true)
+            .values()
+            .max()
+            .map_or(0, |&id| id as usize + 1)
+    }
+
+    #[cfg(not(feature = "tokenizer"))]
+    pub fn id_limit(&self) -> usize {
+        0
+    }
+
+    /// The special (control) tokens written out in `text`, in the order of
+    /// their ids: what the tokenizer turns into role markers and the like.
+    #[cfg(feature = "tokenizer")]
+    pub fn special_tokens_in(&self, text: &str) -> Vec<String> {
+        let mut found: Vec<(u32, String)> = self
+            .inner
+            .get_added_tokens_decoder()
+            .into_iter()
+            .filter(|(_, t)| t.special && !t.content.is_empty() && text.contains(&t.content))
+            .map(|(id, t)| (id, t.content))
+            .collect();
+        found.sort();
+        found.into_iter().map(|(_, content)| content).collect()
+    }
+
+    #[cfg(not(feature = "tokenizer"))]
+    pub fn special_tokens_in(&self, _text: &str) -> Vec<String> {
+        Vec::new()
     }
 
     /// Text of `ids`, special tokens skipped.
@@ -165,12 +207,11 @@ mod gguf_vocab {
             .get(key)
             .and_then(Value::as_array)
             .ok_or_else(|| VocabError::NotAnArray(key.to_string()))?;
-        list.iter()
-            .map(|v| {
-                v.as_str()
-                    .ok_or_else(|| VocabError::NotAString(key.to_string()))
-            })
-            .collect()
+        match list.strings() {
+            Some(strings) => Ok(strings.iter().collect()),
+            None if list.is_empty() => Ok(Vec::new()),
+            None => Err(VocabError::NotAString(key.to_string())),
+        }
     }
 
     /// The pre-tokenizer of `tokenizer.ggml.pre`: GPT-2's byte-level regex,
@@ -212,7 +253,9 @@ mod gguf_vocab {
             .get("tokenizer.ggml.token_type")
             .and_then(Value::as_array)
         {
-            Some(list) => list.iter().map(|v| v.as_u64().unwrap_or(1)).collect(),
+            Some(list) => (0..list.len())
+                .map(|i| list.u64_at(i).unwrap_or(1))
+                .collect(),
             None => Vec::new(),
         };
         let flag = |key: &str| file.get(key).and_then(Value::as_bool).unwrap_or(false);

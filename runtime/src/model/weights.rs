@@ -9,6 +9,8 @@
 //! so the oracle and the NPU plans read one layout whatever the family. A
 //! norm may have no weight (OLMo) and a bias (StableLM): [`NormTensors`].
 
+use std::collections::BTreeSet;
+
 use super::arch::Architecture;
 use super::checkpoint::{Checkpoint, WeightsError};
 use super::tensor::BfTensor;
@@ -141,9 +143,12 @@ impl Weights {
         arch: &Architecture,
         checkpoint: &Checkpoint,
     ) -> Result<Self, WeightsError> {
+        let mut read = BTreeSet::new();
         let weights = build(arch, &mut |spec: &TensorSpec| {
+            read.insert(spec.name.clone());
             checkpoint.tensor(&spec.name, &spec.shape)
         })?;
+        refuse_unused(&checkpoint.describe(), checkpoint.names(), &read)?;
         weights.check_finite()?;
         Ok(weights)
     }
@@ -443,4 +448,35 @@ fn layer<E>(arch: &Architecture, i: usize, get: &mut Getter<'_, E>) -> Result<La
         up_proj,
         down_proj,
     })
+}
+
+/// Refuses tensors a file holds that the architecture never reads: a checkpoint
+/// with a layer, a bias or a head more than its config describes is another
+/// model's, or a config that lost a field. The rotary tables some checkpoints
+/// store (`*.rotary_emb.inv_freq`) are computed from the config, not weights.
+pub fn refuse_unused<'a>(
+    file: &str,
+    held: impl Iterator<Item = &'a str>,
+    read: &BTreeSet<String>,
+) -> Result<(), WeightsError> {
+    let names: Vec<String> = held
+        .filter(|name| !read.contains(*name) && !name.ends_with(".rotary_emb.inv_freq"))
+        .map(str::to_string)
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    Err(WeightsError::Unused {
+        file: file.to_string(),
+        names,
+    })
+}
+
+/// Up to five names in backticks, and how many more.
+pub fn shortlist(names: &[String]) -> String {
+    let shown: Vec<String> = names.iter().take(5).map(|n| format!("`{n}`")).collect();
+    match names.len().saturating_sub(5) {
+        0 => shown.join(", "),
+        more => format!("{}, and {more} more", shown.join(", ")),
+    }
 }

@@ -21,7 +21,12 @@ use crate::model::arch::Architecture;
 use crate::xdna2::device::Device;
 use crate::xdna2::interpreter::{NpuPath, RopeTable};
 use crate::xdna2::kernels::{Epilogue, Herd, Kernel, LmHeadSpec, Precision, QkvLayout};
-use crate::xdna2::plan::PlanOptions;
+use crate::xdna2::plan::{FusedOptions, PlanOptions};
+
+/// Weight channels per projection column when `fused-decode` names none: both
+/// of the column's shim channels, as the published decode feeds them
+/// (mlir-air:programming_examples/fused_decode/README.md:155-159).
+pub const FUSED_WEIGHT_CHANNELS: usize = 2;
 
 /// What an operation does to the design.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,6 +109,8 @@ pub enum PlanChange {
         rows: usize,
     },
     OmitPingpong,
+    /// Decode as one dispatch per token (`xdna2::plan::FusedOptions`).
+    FusedDecode(FusedOptions),
     GemvDecode,
     CpuDecodeAttention,
     PadHeads,
@@ -211,6 +218,13 @@ pub fn effect(op: &Op, arch: &Architecture, device: &Device) -> Result<Effect, A
         }
         Op::CascadeFfn { rows } => plan(PlanChange::CascadeFfn { rows: *rows }, Decode),
         Op::OmitPingpong => plan(PlanChange::OmitPingpong, Decode),
+        Op::FusedDecode { kv, channels } => plan(
+            PlanChange::FusedDecode(FusedOptions {
+                kv: kv.unwrap_or_default(),
+                weight_channels: channels.unwrap_or(FUSED_WEIGHT_CHANNELS),
+            }),
+            Decode,
+        ),
         Op::GemvDecode { .. } => plan(PlanChange::GemvDecode, Decode),
         Op::CpuDecodeAttention => plan(PlanChange::CpuDecodeAttention, Decode),
         Op::PretransposeWeights => plan(PlanChange::PretransposeWeights, Both),
@@ -287,6 +301,7 @@ impl PlanChange {
                 options.cascade_rows = *rows;
             }
             PlanChange::OmitPingpong => options.omit_pingpong = true,
+            PlanChange::FusedDecode(fused) => options.fused_decode = Some(*fused),
             PlanChange::GemvDecode => options.gemv_decode = true,
             PlanChange::CpuDecodeAttention => options.cpu_decode_attention = true,
             PlanChange::PadHeads => options.pad_heads = true,
@@ -456,6 +471,7 @@ mod tests {
                     single_buffered_down: false,
                     single_buffered_o_ffn: false,
                     published_calls: false,
+                    fused_decode: None,
                 };
                 let mut after = before.clone();
                 change.apply(&mut after);

@@ -32,6 +32,7 @@ pub const KEYWORDS: &[&str] = &[
     "cause",
     "fix",
     "in",
+    "if",
     "fails",
     "with",
     "and",

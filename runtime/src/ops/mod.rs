@@ -16,10 +16,13 @@
 //! - [`words`]: the closed sets parameters take (`layout=seq-first`, …) as enums;
 //! - [`metrics`]: observation metrics and units;
 //! - [`expressions`]: the functions and variables of remedy expressions;
+//! - [`conditions`]: the model features a lesson's condition may read, and
+//!   their values for one model;
 //! - [`keywords`]: the reserved words of the language;
 //! - [`formats`]: the weight formats a trajectory records, and which operations
 //!   depend on them.
 
+pub mod conditions;
 pub mod effect;
 pub mod expressions;
 pub mod formats;
@@ -35,6 +38,7 @@ pub use crate::metrics::{
     convert, metric_spec, unit_spec, Better, Dimension, GateMetric, Metric, MetricSpec,
     RuntimeMetric, Unit, UnitSpec, UnknownMetric, METRICS, UNITS,
 };
+pub use conditions::{fact_spec, facts, FactKind, FactSpec, Facts};
 pub use effect::{effect, ApplyError, Effect, KernelSettings, PathChange, PlanChange, PlanScope};
 pub use expressions::{
     eval_function, function_spec, variable_spec, FunctionSpec, VariableSpec, FUNCTIONS, VARIABLES,

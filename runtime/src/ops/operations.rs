@@ -10,6 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::formats::FormatDependence::{self, Depends, Independent};
 use super::words::{BufferKey, RopeConvention, RopeScaling, WeightOrigin};
 use crate::phase::DeployPhase;
+use crate::xdna2::plan::FusedKv;
 // The table's rows name phases by this short alias.
 use crate::phase::DeployPhase as P;
 use crate::xdna2::kernels::{Epilogue, Kernel, Precision, QkvLayout};
@@ -53,6 +54,7 @@ pub enum OpKind {
     PartitionLmHead,
     CascadeFfn,
     OmitPingpong,
+    FusedDecode,
     ProfileDecode,
     WriteArtifacts,
     RecordLessons,
@@ -62,7 +64,7 @@ pub enum OpKind {
 
 impl OpKind {
     /// Every operation, in table order.
-    pub const ALL: [OpKind; 38] = [
+    pub const ALL: [OpKind; 39] = [
         OpKind::CheckScope,
         OpKind::LoadWeights,
         OpKind::BuildReference,
@@ -96,6 +98,7 @@ impl OpKind {
         OpKind::PartitionLmHead,
         OpKind::CascadeFfn,
         OpKind::OmitPingpong,
+        OpKind::FusedDecode,
         OpKind::ProfileDecode,
         OpKind::WriteArtifacts,
         OpKind::RecordLessons,
@@ -126,8 +129,8 @@ impl OpKind {
             | PadHeads | BiasAfterRope | QkNorm | BuildModel | MergeLaunches | SplitLaunches
             | ReuseStaticWeights | MarkIntermediates | AlignLayout | LastTokenLmHead
             | TuneTiling | GemvDecode | CpuDecodeAttention | PretransposeWeights
-            | PartitionLmHead | CascadeFfn | OmitPingpong | WriteArtifacts | RecordLessons
-            | NoteHost => false,
+            | PartitionLmHead | CascadeFfn | OmitPingpong | FusedDecode | WriteArtifacts
+            | RecordLessons | NoteHost => false,
         }
     }
 
@@ -140,7 +143,9 @@ impl OpKind {
         match self {
             MergeLaunches | SplitLaunches | ReuseStaticWeights | MarkIntermediates
             | AlignLayout | LastTokenLmHead | TuneTiling | GemvDecode | CpuDecodeAttention
-            | PretransposeWeights | PartitionLmHead | CascadeFfn | OmitPingpong => true,
+            | PretransposeWeights | PartitionLmHead | CascadeFfn | OmitPingpong | FusedDecode => {
+                true
+            }
             CheckScope | LoadWeights | BuildReference | CompareReference | RopeConvention
             | RopeScaling | EnumerateKernels | SelectTiling | ValidateKernel | RegisterKernel
             | PadDims | BuildBlock | PadHeads | BiasAfterRope | QkNorm | ValidateBlock
@@ -376,6 +381,7 @@ const BUFFER_KEY: ParamKind = ParamKind::Enum(BufferKey::WORDS);
 const ROPE_CONVENTION: ParamKind = ParamKind::Enum(RopeConvention::WORDS);
 const ROPE_SCALING: ParamKind = ParamKind::Enum(RopeScaling::WORDS);
 const WEIGHT_SOURCE: ParamKind = ParamKind::Enum(WeightOrigin::WORDS);
+const FUSED_KV: ParamKind = ParamKind::Enum(FusedKv::WORDS);
 
 const SHAPE: ParamSpec = list(
     "shape",
@@ -504,7 +510,7 @@ pub const OPERATIONS: &[OpSpec] = &[
             opt("rtol", Float, "relative tolerance").bounded(Positive),
             opt("atol", Float, "absolute tolerance").bounded(NonNegative),
         ],
-        doc: "run one kernel on the emulator against the f32 reference, element-wise",
+        doc: "run one kernel on the NPU against the f32 reference, element-wise",
         weights: Independent,
     },
     OpSpec {
@@ -566,7 +572,7 @@ pub const OPERATIONS: &[OpSpec] = &[
             opt("cosine_min", Float, "whole-tensor cosine threshold").bounded(Cosine),
             opt("position_min", Float, "per-position cosine threshold").bounded(Cosine),
         ],
-        doc: "compare one block on the emulated NPU with the reference",
+        doc: "compare one block on the NPU with the reference",
         weights: Independent,
     },
     // Phase 3: whole model.
@@ -721,6 +727,17 @@ pub const OPERATIONS: &[OpSpec] = &[
         weights: Depends("single buffering exists to fit a weight row's bytes in L1"),
     },
     OpSpec {
+        kind: OpKind::FusedDecode,
+        name: "fused-decode",
+        phases: &[P::Decode],
+        params: &[
+            opt("kv", FUSED_KV, "KV cache on the device, appended in place (append), or uploaded per token (upload)"),
+            opt("channels", Int, "shim channels feeding each projection column's weights").bounded(Positive),
+        ],
+        doc: "one NPU dispatch per token: every layer and the LM head in one persistent design, attention on the NPU",
+        weights: Depends("the dispatch streams every projection's bytes over the projection columns' shim channels"),
+    },
+    OpSpec {
         kind: OpKind::ProfileDecode,
         name: "profile-decode",
         phases: &[P::Model, P::Decode, P::Finalize],
@@ -771,28 +788,5 @@ pub fn operation(name: &str) -> Option<&'static OpSpec> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::BTreeSet;
-
-    #[test]
-    fn components_resolve_to_their_slot() {
-        let op = operation("select-tiling").expect("select-tiling exists");
-        let (param, slot) = op.resolve_param("tile_n").expect("tile_n is a component");
-        assert_eq!((param.name, slot), ("tile", Some(3)));
-        assert!(op.resolve_param("tile_q").is_none());
-    }
-
-    #[test]
-    fn operation_names_are_unique_and_parse_to_their_kind() {
-        let names: BTreeSet<_> = OPERATIONS.iter().map(|o| o.name).collect();
-        assert_eq!(names.len(), OPERATIONS.len());
-        for kind in OpKind::ALL {
-            assert_eq!(kind.name().parse::<OpKind>(), Ok(kind));
-            let json = serde_json::to_string(&kind).expect("serialises");
-            assert_eq!(json, format!("\"{}\"", kind.name()));
-            assert_eq!(serde_json::from_str::<OpKind>(&json).ok(), Some(kind));
-        }
-        assert!(serde_json::from_str::<OpKind>("\"launch-rockets\"").is_err());
-    }
-}
+#[path = "operations_tests.rs"]
+mod tests;

@@ -13,6 +13,7 @@ use super::operations::{OpKind, ParamSpec};
 use super::words::{BufferKey, RopeConvention, RopeScaling, UnknownWord, WeightOrigin};
 use super::Value;
 use crate::xdna2::kernels::{Epilogue, Herd, Kernel, Precision, QkvLayout};
+use crate::xdna2::plan::FusedKv;
 
 /// One operation with its parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,6 +97,10 @@ pub enum Op {
         rows: usize,
     },
     OmitPingpong,
+    FusedDecode {
+        kv: Option<FusedKv>,
+        channels: Option<usize>,
+    },
     ProfileDecode {
         tokens: Option<usize>,
         seq_len: Option<usize>,
@@ -257,6 +262,10 @@ impl Op {
                 rows: r.int("rows")?,
             },
             K::OmitPingpong => Op::OmitPingpong,
+            K::FusedDecode => Op::FusedDecode {
+                kv: r.opt_word("kv")?,
+                channels: r.opt_int("channels")?,
+            },
             K::ProfileDecode => Op::ProfileDecode {
                 tokens: r.opt_int("tokens")?,
                 seq_len: r.opt_int("seq_len")?,
@@ -309,6 +318,7 @@ impl Op {
             Op::PartitionLmHead { .. } => K::PartitionLmHead,
             Op::CascadeFfn { .. } => K::CascadeFfn,
             Op::OmitPingpong => K::OmitPingpong,
+            Op::FusedDecode { .. } => K::FusedDecode,
             Op::ProfileDecode { .. } => K::ProfileDecode,
             Op::WriteArtifacts => K::WriteArtifacts,
             Op::RecordLessons => K::RecordLessons,
@@ -402,6 +412,10 @@ impl Op {
             Op::GemvDecode { herd } => w.dims("herd", herd.as_ref().map(|h| &h.0[..])),
             Op::PartitionLmHead { parts } => w.int("parts", Some(*parts)),
             Op::CascadeFfn { rows } => w.int("rows", Some(*rows)),
+            Op::FusedDecode { kv, channels } => {
+                w.word("kv", *kv);
+                w.int("channels", *channels);
+            }
             Op::ProfileDecode { tokens, seq_len } => {
                 w.int("tokens", *tokens);
                 w.int("seq_len", *seq_len);

@@ -10,6 +10,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::xdna2::kernels::{Epilogue, Kernel, Precision, QkvLayout};
+use crate::xdna2::plan::FusedKv;
 
 /// A word outside its closed set.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -90,6 +91,13 @@ spelled!(Kernel {
     Kernel::FlashAttention => "flash_attention",
     Kernel::Embedding => "embedding",
     Kernel::LmHeadGemv => "lm_head_gemv",
+    Kernel::DecodeAttention => "decode_attention",
+    Kernel::KvAppend => "kv_append",
+});
+
+spelled!(FusedKv {
+    FusedKv::Append => "append",
+    FusedKv::Upload => "upload",
 });
 
 /// Where `load-weights` takes the weights from.

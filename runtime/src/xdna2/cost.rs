@@ -21,7 +21,10 @@ use serde::{Deserialize, Serialize};
 use super::device::Device;
 use super::kernels::{FlashAttentionSpec, GemmSpec, GemvSpec, Kernel};
 use super::packed_cost::{packed_stream_s, PackedParams};
-use super::plan::{Binding, BufferClass, Call, HostOp, Launch, Phase, Plan, Role, Section, Step};
+use super::plan::{
+    Binding, BufferClass, Call, FusedKv, FusedLayout, HostOp, Launch, Phase, Plan, Role, Section,
+    Step, FUSED_HEAD_CALL, FUSED_KV_CACHE,
+};
 
 /// One fitted parameter's description.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -285,13 +288,40 @@ pub fn time_standalone(launch: &Launch, device: &Device, params: &Params) -> f64
 
 /// Modeled cost of a launch; `in_call` applies the multi-launch ELF factor.
 pub fn time_launch(launch: &Launch, device: &Device, params: &Params, in_call: bool) -> LaunchCost {
+    time_launch_fed(launch, device, params, in_call, 1)
+}
+
+/// [`time_launch`] with a GEMV's weights fed on `channels` shim channels per
+/// column (the fused decode's dual feed).
+fn time_launch_fed(
+    launch: &Launch,
+    device: &Device,
+    params: &Params,
+    in_call: bool,
+    channels: usize,
+) -> LaunchCost {
     let p = params;
     let dram = p.dram_bytes_per_s;
     let mut cost = match launch {
         Launch::Gemm { spec, .. } => gemm_cost(spec, device, p),
-        Launch::Gemv { spec, .. } => gemv_cost(spec, 1, device, p),
-        Launch::GemvSwiglu { spec, .. } => gemv_cost(spec, 2, device, p),
-        Launch::LmHeadGemv { spec, .. } => gemv_cost(&spec.part, 1, device, p),
+        Launch::Gemv { spec, .. } => gemv_cost(spec, (1, channels), device, p),
+        Launch::GemvSwiglu { spec, .. } => gemv_cost(spec, (2, channels), device, p),
+        Launch::LmHeadGemv { spec, .. } => gemv_cost(&spec.part, (1, channels), device, p),
+        // The fused decode's attention at the rate fitted on the published
+        // 4-bit sweeps (`packed_cost`), over every position the template reads.
+        Launch::DecodeAttention { spec, .. } => {
+            let elements = (spec.heads * spec.head_dim * spec.context) as f64;
+            let bytes = (2 * spec.context * spec.kv_heads * spec.head_dim * 2) as f64;
+            let mut cost = blank(spec.cus, 4.0 * elements, bytes, 0.0);
+            cost.data_s = p.packed.fused_attention_s_per_element * elements;
+            cost
+        }
+        Launch::KvAppend { spec, .. } => {
+            let bytes = (2 * spec.kv_width * 2) as f64;
+            let mut cost = blank(1, 0.0, bytes, 0.0);
+            cost.data_s = bytes / dram;
+            cost
+        }
         Launch::FlashAttention { spec, .. } => flash_cost(spec, device, p),
         Launch::Rmsnorm { spec, .. }
         | Launch::QkRmsnorm { spec, .. }
@@ -374,6 +404,8 @@ pub fn time_launch(launch: &Launch, device: &Device, params: &Params, in_call: b
         (true, Launch::Gemv { .. } | Launch::GemvSwiglu { .. } | Launch::LmHeadGemv { .. }) => {
             p.elf_gemv_factor
         }
+        // Its rate was fitted inside the dispatch.
+        (true, Launch::DecodeAttention { .. }) => 1.0,
         (true, _) => p.elf_factor,
     };
     cost.body_s = factor * cost.compute_s.max(cost.data_s);
@@ -425,8 +457,14 @@ fn gemm_cost(spec: &GemmSpec, device: &Device, p: &Params) -> LaunchCost {
 
 /// Weight streaming: each column streams at a per-tile rate; extra cascade
 /// rows add a fitted fraction of a row's rate (they split K but share the
-/// column's stream); the herd is capped by DRAM bandwidth. `matrices` is 2 for the fused gate/up launch.
-fn gemv_cost(spec: &GemvSpec, matrices: usize, device: &Device, p: &Params) -> LaunchCost {
+/// column's stream); the herd is capped by DRAM bandwidth and by the shim
+/// channels feeding each column. `matrices` is 2 for the fused gate/up launch.
+fn gemv_cost(
+    spec: &GemvSpec,
+    (matrices, channels): (usize, usize),
+    device: &Device,
+    p: &Params,
+) -> LaunchCost {
     let tiles = spec.herd.tiles();
     let single_buffered = if spec.omit_pingpong {
         p.gemv_no_pingpong_factor
@@ -446,8 +484,10 @@ fn gemv_cost(spec: &GemvSpec, matrices: usize, device: &Device, p: &Params) -> L
         Some(format) => single_buffered * packed_stream_s(spec, format, matrices, rows, &p.packed),
         None => weights / (spec.herd.cols() as f64 * rows * per_tile),
     };
-    // Each column's weights arrive over one channel.
-    let channel = weights / (spec.herd.cols() as f64 * device.channel_bytes_per_s());
+    // Each column's weights arrive over its feeding channels (one, unless
+    // the fused decode feeds both).
+    let feed = (spec.herd.cols() * channels.max(1)) as f64;
+    let channel = weights / (feed * device.channel_bytes_per_s());
     cost.data_s = stream.max(channel).max(bytes / p.dram_bytes_per_s);
     cost
 }
@@ -501,6 +541,7 @@ pub fn time_plan(plan: &Plan, device: &Device, params: &Params) -> Timing {
     let mut steps = Vec::new();
     let mut sums = [0.0f64; 3];
     let mut npu_calls = 0;
+    let fused = plan.fused.as_ref().filter(|_| plan.phase == Phase::Decode);
     // The published TTFT starts at the prompt's text (tokenize, EOS-pad,
     // prefill, LM head): tokenizing is a host step no plan lists.
     if plan.phase == Phase::Prefill {
@@ -520,12 +561,18 @@ pub fn time_plan(plan: &Plan, device: &Device, params: &Params) -> Timing {
             1
         };
         for step in list {
-            let timed = match step {
-                Step::Call(call) => {
+            let timed = match (step, fused) {
+                (Step::Call(call), Some(layout)) => {
+                    let timed =
+                        time_fused_call(plan, call, (section, repeats), device, params, layout);
+                    npu_calls += usize::from(timed.dispatch_s > 0.0);
+                    StepTiming::Call(timed)
+                }
+                (Step::Call(call), None) => {
                     npu_calls += repeats;
                     StepTiming::Call(time_call(plan, call, section, repeats, device, params))
                 }
-                Step::Host(op) => StepTiming::Host(HostTiming {
+                (Step::Host(op), _) => StepTiming::Host(HostTiming {
                     section,
                     op: op.name().to_string(),
                     repeats,
@@ -599,6 +646,68 @@ fn time_call(
         bytes_read: read,
         launches,
         total_s: p.dispatch_s + write_s + read_s + sync_s + body,
+    }
+}
+
+/// A call of the single-dispatch fused decode: its launches at their in-ELF
+/// bodies with no set-up of their own (the persistent design's herds stay
+/// configured across its layers) and no host traffic of their own; the call
+/// that ends the dispatch carries the one dispatch per token, one launch
+/// set-up, the token's activations in and its output out, and with the KV
+/// cache on the host every layer's attended window uploaded.
+fn time_fused_call(
+    plan: &Plan,
+    call: &Call,
+    (section, repeats): (Section, usize),
+    device: &Device,
+    params: &Params,
+    layout: &FusedLayout,
+) -> CallTiming {
+    let p = params;
+    let launches: Vec<LaunchCost> = call
+        .launches
+        .iter()
+        .map(|l| {
+            let mut cost = time_launch_fed(l, device, p, true, layout.weight_channels);
+            cost.overhead_s = 0.0;
+            cost.total_s = cost.body_s;
+            cost
+        })
+        .collect();
+    let body: f64 = launches.iter().map(|l| l.total_s).sum();
+    let (mut dispatch_s, mut write_s, mut read_s, mut written, mut read) =
+        (0.0, 0.0, 0.0, 0.0, 0.0);
+    if call.name == FUSED_HEAD_CALL {
+        dispatch_s = p.dispatch_s + p.elf_launch_s;
+        let bytes = |name: &str| plan.buffers.get(name).map_or(0.0, |b| b.bytes());
+        written = bytes("x");
+        read = call
+            .launches
+            .iter()
+            .find(|l| l.kernel() == Kernel::LmHeadGemv)
+            .map_or(bytes("xf"), |l| bytes(l.output()));
+        write_s = p.write_buffer_s + written / p.write_bytes_per_s;
+        read_s = p.read_buffer_s + read / p.read_bytes_per_s;
+        if layout.kv == FusedKv::Upload {
+            let window =
+                bytes(FUSED_KV_CACHE) * attended_context(plan) as f64 / plan.seq_len.max(1) as f64;
+            written += window * plan.num_layers as f64;
+            write_s += plan.num_layers as f64 * (p.write_buffer_s + window / p.write_bytes_per_s);
+        }
+    }
+    CallTiming {
+        section,
+        name: call.name.clone(),
+        group: call.group.clone(),
+        repeats,
+        dispatch_s,
+        write_s,
+        read_s,
+        sync_s: 0.0,
+        bytes_written: written,
+        bytes_read: read,
+        launches,
+        total_s: dispatch_s + write_s + read_s + body,
     }
 }
 

@@ -24,8 +24,8 @@ use rayon::prelude::*;
 use super::constraints::ConstraintViolation;
 use super::device::Device;
 use super::kernels::{
-    self, BOperand, EltwiseSpec, Epilogue, FlashAttentionSpec, Kernel, KernelError, NormSpec,
-    Precision, QkvLayout, RopeSpec,
+    self, BOperand, DecodeAttentionSpec, EltwiseSpec, Epilogue, FlashAttentionSpec, Kernel,
+    KernelError, NormSpec, Precision, QkvLayout, RopeSpec,
 };
 use super::numerics::{self, cosine, Deviation, Tolerance};
 use super::plan::Launch;
@@ -329,6 +329,18 @@ impl Harness<'_> {
                     reference,
                 ))
             }
+            Launch::DecodeAttention { spec, .. } => Ok(decode_attention_case(spec, seed)),
+            Launch::KvAppend { spec, .. } => {
+                // The row lands in the last slot of an empty region: every
+                // other slot stays zero.
+                let k = draws(seed, "kv-append-k", spec.kv_width, 1.0);
+                let slot = spec.context.saturating_sub(1);
+                let mut region = Vec::new();
+                kernels::append_rows(&mut region, slot * spec.kv_width, &k);
+                let mut reference = vec![0.0f32; spec.context * spec.kv_width];
+                reference[slot * spec.kv_width..].copy_from_slice(&bf16::to_f32_vec(&k));
+                Ok((bf16::to_f32_vec(&region), reference))
+            }
             Launch::LmHeadGemv { w, spec, part, .. } => {
                 let k = spec.part.k;
                 let rows = spec.rows(*part);
@@ -496,6 +508,8 @@ pub fn validation_launch(launch: &Launch, device: &Device) -> Launch {
             let len = spec.lq.min(need.div_ceil(block) * block);
             (spec.lq, spec.lk) = (len, len);
         }
+        Launch::DecodeAttention { spec, .. } => spec.context = spec.context.min(256),
+        Launch::KvAppend { spec, .. } => spec.context = spec.context.min(256),
         Launch::Gemv { .. }
         | Launch::GemvSwiglu { .. }
         | Launch::Rope { .. }
@@ -576,6 +590,39 @@ fn lcm(a: usize, b: usize) -> usize {
 }
 
 /// Causal GQA attention in f32 over bf16 inputs laid out as the spec says.
+/// The decode attention on seeded inputs against a reference in f64: one query
+/// per head, softmax over every cached position, its own group's KV head.
+fn decode_attention_case(spec: &DecodeAttentionSpec, seed: u64) -> (Vec<f32>, Vec<f32>) {
+    let (heads, kv, hd, n) = (spec.heads, spec.kv_heads, spec.head_dim, spec.context);
+    let q = draws(seed, "decode-attention-q", heads * hd, 1.0);
+    let k = draws(seed, "decode-attention-k", n * kv * hd, 1.0);
+    let v = draws(seed, "decode-attention-v", n * kv * hd, 1.0);
+    let scale_dim = spec.scale_dim.unwrap_or(hd);
+    let out = kernels::decode_attention(&q, (&k, &v), n, (heads, kv, hd, scale_dim), (0, None));
+    let f = |bits: u16| f64::from(bf16::to_f32(bits));
+    let group = heads / kv.max(1);
+    let mut reference = Vec::with_capacity(heads * hd);
+    for h in 0..heads {
+        let at = |p: usize| (p * kv + h / group.max(1)) * hd;
+        let scores: Vec<f64> = (0..n)
+            .map(|p| {
+                (0..hd)
+                    .map(|i| f(q[h * hd + i]) * f(k[at(p) + i]))
+                    .sum::<f64>()
+                    / (scale_dim as f64).sqrt()
+            })
+            .collect();
+        let top = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let weights: Vec<f64> = scores.iter().map(|s| (s - top).exp()).collect();
+        let total: f64 = weights.iter().sum();
+        reference.extend((0..hd).map(|i| {
+            let sum: f64 = (0..n).map(|p| weights[p] * f(v[at(p) + i])).sum();
+            (sum / total) as f32
+        }));
+    }
+    (bf16::to_f32_vec(&out), reference)
+}
+
 fn reference_attention(spec: &FlashAttentionSpec, q: &[u16], k: &[u16], v: &[u16]) -> Vec<f32> {
     let hd = spec.head_dim;
     let at = |len: usize, heads: usize, pos: usize, head: usize| match spec.layout {

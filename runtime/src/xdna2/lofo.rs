@@ -76,6 +76,11 @@ fn signature(launch: &Launch, lm_head_rows: usize) -> Signature {
         Launch::EltwiseAdd { spec, .. } => (Kernel::EltwiseAdd, vec![spec.n]),
         Launch::SiluMul { spec, .. } => (Kernel::SiluMul, vec![spec.n]),
         Launch::GeluMul { spec, .. } => (Kernel::GeluMul, vec![spec.n]),
+        Launch::KvAppend { spec, .. } => (Kernel::KvAppend, vec![spec.kv_width]),
+        Launch::DecodeAttention { spec, .. } => (
+            Kernel::DecodeAttention,
+            vec![spec.heads, spec.kv_heads, spec.head_dim, spec.context],
+        ),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The 4-bit kernels' part of the cost model: how fast a compute tile unpacks
-//! and multiplies packed weights in a GEMV, and the attention of the published
-//! single-dispatch fused decode, with the modeled time of that fused decode.
+//! and multiplies packed weights in a GEMV, and the attention of the
+//! single-dispatch fused decode (timed with the rest of a fused plan by
+//! `cost::time_plan`).
 //! These parameters are fitted apart from the bf16 ones
 //! (`data/xdna2/fitted_q4.json`, by `calibration::four_bit`, with every bf16
 //! parameter held at its committed value), so no bf16 figure depends on them:
@@ -10,10 +11,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::cost::{time_plan, ParamSpec, Params, StepTiming};
-use super::device::Device;
+use super::cost::ParamSpec;
 use super::kernels::{GemvSpec, PackedFormat};
-use super::plan::{HostOp, Launch, Plan, Section, Step};
+use super::plan::{Launch, Plan, Step};
 
 /// Inner-loop cost of Q4_0 over the unsigned affine form: the published Q4_0
 /// decode kernel's body is 140 bundles with its sign fix and 121 without it
@@ -139,80 +139,5 @@ pub fn pack_every_gemv(plan: &mut Plan, format: PackedFormat) {
                 _ => {}
             }
         }
-    }
-}
-
-/// Modeled time of one token of the published fused decode.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FusedDecode {
-    pub context: usize,
-    /// The one dispatch per token.
-    pub dispatch_s: f64,
-    /// The bodies of every launch of every layer and of the LM head, inside
-    /// the one ELF, and one launch overhead.
-    pub launches_s: f64,
-    /// Attention over `context` positions on the NPU, all layers.
-    pub attention_s: f64,
-    /// Host work between tokens (embedding, final norm) and the token's
-    /// activations in and logits out.
-    pub host_s: f64,
-    pub total_s: f64,
-}
-
-/// One token of the published fused decode (calibration §6: "single-dispatch
-/// fused decode"; mlir-air:programming_examples/fused_decode/README.md: one
-/// dispatch holds every layer and the LM head, attention included), timed
-/// from the launches of `plan` (a decode plan, its GEMVs packed): one
-/// dispatch, every launch's body at its in-ELF cost but one launch overhead
-/// for the whole token (the superkernel's herds stay configured across its
-/// layers; the README describes one module and one dispatch, and how many
-/// reconfigurations it holds is not published: an assumption), the attention
-/// on the NPU at the fitted per-element rate, and the plan's host steps
-/// outside the layers (the published host embeds, normalizes and samples
-/// between tokens). The plan's per-layer host steps (CPU attention, KV store,
-/// scheduling) and its per-call dispatches are what the fused design removed.
-pub fn fused_decode_time(
-    plan: &Plan,
-    device: &Device,
-    params: &Params,
-    context: usize,
-) -> FusedDecode {
-    let timing = time_plan(plan, device, params);
-    let mut launches_s = 0.0;
-    let mut host_s = 0.0;
-    for step in &timing.steps {
-        match step {
-            StepTiming::Call(c) => {
-                let body: f64 = c.launches.iter().map(|l| l.body_s).sum();
-                launches_s += body * c.repeats as f64;
-                if c.section != Section::Layer {
-                    host_s += c.write_s + c.read_s;
-                }
-            }
-            StepTiming::Host(h) if h.section != Section::Layer => host_s += h.seconds,
-            StepTiming::Host(_) => {}
-        }
-    }
-    let elements: usize = plan
-        .layer
-        .iter()
-        .filter_map(|s| match s {
-            Step::Host(HostOp::DecodeAttention {
-                heads, head_dim, ..
-            }) => Some(heads * head_dim),
-            _ => None,
-        })
-        .sum();
-    launches_s += params.elf_launch_s;
-    let attention_s =
-        params.packed.fused_attention_s_per_element * (plan.num_layers * elements * context) as f64;
-    let dispatch_s = params.dispatch_s;
-    FusedDecode {
-        context,
-        dispatch_s,
-        launches_s,
-        attention_s,
-        host_s,
-        total_s: dispatch_s + launches_s + attention_s + host_s,
     }
 }

@@ -25,6 +25,10 @@ pub struct Args {
     /// Files each synthetic trajectory is split into.
     #[arg(long, default_value_t = 8)]
     pub files: usize,
+    /// Percent of the synthetic steps that fail their gate and teach a lesson
+    /// (100: about one lesson per five entries).
+    #[arg(long, default_value_t = crate::synth::DEFAULT_FAILING_PERCENT, value_parser = clap::value_parser!(u64).range(0..=100))]
+    pub failing: u64,
     /// Seed of the synthetic trajectories.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -81,6 +85,7 @@ fn timed<T>(work: impl FnOnce() -> T) -> (T, Timed) {
 #[derive(Debug, Clone, Copy)]
 struct Run {
     entries: usize,
+    lessons: usize,
     files: usize,
     front: Timed,
     distill: Timed,
@@ -111,11 +116,16 @@ fn directory_case(dir: &Path) -> Result<Case, BenchError> {
     })
 }
 
-fn synthetic_case(entries: usize, files: usize, seed: u64) -> Case {
+fn synthetic_case(entries: usize, files: usize, seed: u64, failing: u64) -> Case {
+    let label = if failing == crate::synth::DEFAULT_FAILING_PERCENT {
+        format!("synthetic {entries}")
+    } else {
+        format!("synthetic {entries}, {failing}% failing")
+    };
     Case {
-        label: format!("synthetic {entries}"),
+        label,
         dir_name: "synthetic".to_string(),
-        sources: crate::synth::generate_files(entries, seed, files)
+        sources: crate::synth::generate_failing(entries, seed, files, failing)
             .into_iter()
             .map(|(path, text)| SourceFile { path, text })
             .collect(),
@@ -148,6 +158,10 @@ fn run_once(case: &Case) -> Result<Run, BenchError> {
     let rendered = rendered?;
     Ok(Run {
         entries: graph.node_count(),
+        lessons: graph
+            .nodes()
+            .filter(|(_, n)| n.kind == crate::syntax::ast::EntryKind::Lesson)
+            .count(),
         files: rendered.files.len(),
         front,
         distill,
@@ -161,8 +175,8 @@ fn ms(d: Duration) -> String {
 
 pub fn run(args: Args) -> ExitCode {
     let mut cases = Vec::new();
-    for dir in std::iter::once(Path::new("trajectories/example"))
-        .chain(args.dirs.iter().map(PathBuf::as_path))
+    for dir in
+        std::iter::once(Path::new("grammar/example")).chain(args.dirs.iter().map(PathBuf::as_path))
     {
         match directory_case(dir) {
             Ok(case) => cases.push(case),
@@ -175,7 +189,7 @@ pub fn run(args: Args) -> ExitCode {
     cases.extend(
         args.sizes
             .iter()
-            .map(|&n| synthetic_case(n, args.files, args.seed)),
+            .map(|&n| synthetic_case(n, args.files, args.seed, args.failing)),
     );
     let threads = rayon::current_num_threads();
     let mut out = super::Output::new("build", args.json);
@@ -190,6 +204,7 @@ pub fn run(args: Args) -> ExitCode {
         "{:<22} {:>8} {:>17} {:>15} {:>15} {:>17} {:>6}",
         "input", "entries", "parse+resolve", "distill", "emit", "total", "files"
     ));
+    let mut synthetic = Vec::new();
     for case in &cases {
         let mut best: Option<Run> = None;
         for _ in 0..args.runs.max(1) {
@@ -218,14 +233,78 @@ pub fn run(args: Args) -> ExitCode {
         out.row(serde_json::json!({
             "input": case.label,
             "entries": run.entries,
+            "lessons": run.lessons,
             "files": run.files,
             "parse_resolve": run.front.json(),
             "distill": run.distill.json(),
             "emit": run.emit.json(),
             "total": run.total().json(),
         }));
+        if case.dir_name == "synthetic" {
+            synthetic.push(run);
+        }
     }
+    let scaling = scaling(&synthetic);
+    for step in &scaling {
+        out.line(&step.line());
+    }
+    out.set(
+        "scaling",
+        serde_json::Value::Array(scaling.iter().map(Scaling::json).collect()),
+    );
     out.line("reproduce: cargo run --release -- bench build");
     out.finish();
     ExitCode::SUCCESS
+}
+
+/// How the cost grew from one synthetic size to the next: linear work grows
+/// as the entries do, quadratic work as their square.
+struct Scaling {
+    from: usize,
+    to: usize,
+    lessons: (usize, usize),
+    wall: f64,
+    cpu: Option<f64>,
+}
+
+impl Scaling {
+    fn line(&self) -> String {
+        let cpu = self
+            .cpu
+            .map_or_else(|| "-".to_string(), |c| format!("{c:.1}×"));
+        format!(
+            "{} → {} entries ({:.1}× the entries; lessons {} → {}): {:.1}× the wall time, {cpu} the CPU time",
+            self.from,
+            self.to,
+            self.to as f64 / self.from.max(1) as f64,
+            self.lessons.0,
+            self.lessons.1,
+            self.wall
+        )
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "from_entries": self.from,
+            "to_entries": self.to,
+            "wall_ratio": self.wall,
+            "cpu_ratio": self.cpu,
+        })
+    }
+}
+
+fn scaling(runs: &[Run]) -> Vec<Scaling> {
+    runs.windows(2)
+        .map(|pair| {
+            let (a, b) = (pair[0].total(), pair[1].total());
+            let ratio = |x: Duration, y: Duration| y.as_secs_f64() / x.as_secs_f64().max(1e-9);
+            Scaling {
+                from: pair[0].entries,
+                to: pair[1].entries,
+                lessons: (pair[0].lessons, pair[1].lessons),
+                wall: ratio(a.wall, b.wall),
+                cpu: a.cpu.zip(b.cpu).map(|(x, y)| ratio(x, y)),
+            }
+        })
+        .collect()
 }

@@ -10,6 +10,10 @@
 //! same model timed by the cost model in the same run, the ratio with the
 //! held-out error band, and a plan win only where the ratio exceeds the band.
 //!
+//! Then the 4-bit deployments (`super::four_bit`): skillc's decode plan against
+//! the published single-dispatch one and decode against context, also alone
+//! with `--four-bit` (no deploy; about a minute).
+//!
 //! Run with `cargo run --release -- bench deploy` (targets: under 3 minutes up to
 //! 1.7B parameters, under 6 minutes for 3B–4B, on 2 cores).
 
@@ -71,6 +75,14 @@ pub struct Args {
     /// The figures as JSON on stdout (the table goes to stderr).
     #[arg(long)]
     pub json: bool,
+    /// Only the 4-bit deployments' section: skillc's decode plan against the
+    /// published one and decode against context, no deploy of the nine.
+    #[arg(long)]
+    pub four_bit: bool,
+    /// Where the 4-bit section's plot (SVG) is written (relative to the
+    /// current directory).
+    #[arg(long, default_value = "target/bench-deploy/four-bit-decode.svg")]
+    pub plot: PathBuf,
 }
 
 struct Row {
@@ -142,6 +154,18 @@ impl Anchors {
 }
 
 pub fn bench(args: &Args) -> Result<(), BenchError> {
+    if args.four_bit {
+        let bundle = bundle_file::load(&args.inputs.bundle)?.bundle;
+        let mut out = super::Output::new("deploy", args.json);
+        out.line(&format!(
+            "skillc bench deploy --four-bit: bundle {}",
+            args.inputs.bundle.display()
+        ));
+        let comparisons = super::four_bit::compare(&bundle, &args.inputs.models, |_| true)?;
+        super::four_bit::print(&mut out, &comparisons, &args.plot)?;
+        out.finish();
+        return Ok(());
+    }
     let loaded = bundle_file::load(&args.inputs.bundle)?;
     let bundle_notes = loaded.report_notes(false)?;
     let bundle = loaded.bundle;
@@ -157,7 +181,15 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
     let mut rows = Vec::new();
     for model in models {
         progress.line(&format!("deploying {model}"));
-        // The bench's own folders under target/: replaced whatever is in them.
+        // The bench's own folders under target/: replaced whatever is in them,
+        // unless they hold what the bench reads.
+        crate::outdir::overlap::refuse_overlap(
+            &args.out.join(model),
+            &[
+                ("skill bundle", args.inputs.bundle.as_path()),
+                ("models folder", args.inputs.models.as_path()),
+            ],
+        )?;
         let claim = Claim::new(&args.out.join(model), Kind::Deploy, true, &mut |m| {
             progress.note(m)
         })?;
@@ -173,6 +205,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
             fixtures: crate::cli::deploy::default_fixtures(),
             stop_after: None,
             weights: Default::default(),
+            seeded_quant: None,
             bundle_notes: bundle_notes.clone(),
         };
         let load = load_average();
@@ -205,6 +238,11 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
     }
     let mut out = super::Output::new("deploy", args.json);
     print_table(&mut out, &rows, &published, &args.inputs.bundle);
+    // Only the models this run deployed: `--model` narrows the 4-bit table too.
+    let comparisons = super::four_bit::compare(&bundle, &args.inputs.models, |model| {
+        rows.iter().any(|row| row.model == model)
+    })?;
+    super::four_bit::print(&mut out, &comparisons, &args.plot)?;
     out.finish();
     Ok(())
 }

@@ -136,7 +136,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
     let faults = if args.no_faults {
         Vec::new()
     } else {
-        chosen_faults(&args.faults)?
+        chosen_faults(&args.faults, teaches_fused_decode(&bundle))?
     };
     let subjects = subjects(args)?;
     let program = std::env::current_exe().map_err(BenchError::Executable)?;
@@ -146,6 +146,16 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
             let tag = fault.map_or(format!("unplanted-{seed}"), |f| f.to_string());
             progress.line(&format!("{}: {tag}", subject.name));
             let out = args.out.join(&subject.name).join(&tag);
+            // The bench's own folders, replaced whatever is in them, unless
+            // they hold what the bench reads.
+            crate::outdir::overlap::refuse_overlap(
+                &out,
+                &[
+                    ("skill bundle", args.bundle.as_path()),
+                    ("fixtures folder", args.fixtures.as_path()),
+                    ("models folder", args.models.as_path()),
+                ],
+            )?;
             let claim = Claim::new(&out, Kind::Deploy, true, &mut |m| progress.note(m))?;
             let options = DeployOptions {
                 model_dir: subject.dir.clone(),
@@ -159,6 +169,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
                 fixtures: vec![args.fixtures.clone()],
                 stop_after: stop,
                 weights: Default::default(),
+                seeded_quant: None,
                 bundle_notes: notes.clone(),
             };
             let outcome = exec::deploy(&bundle, &options, &mut progress).map_err(|source| {
@@ -229,9 +240,23 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
     Ok(())
 }
 
-fn chosen_faults(names: &[String]) -> Result<Vec<Fault>, BenchError> {
+/// Whether the bundle's phase 5 has the single-dispatch fused decode among its
+/// techniques (then its scoped faults join the matrix).
+fn teaches_fused_decode(bundle: &skillc_runtime::bundle::Bundle) -> bool {
+    bundle
+        .phases
+        .iter()
+        .flat_map(|p| &p.steps)
+        .any(|s| s.op == skillc_runtime::ops::OpKind::FusedDecode)
+}
+
+fn chosen_faults(names: &[String], fused: bool) -> Result<Vec<Fault>, BenchError> {
     if names.is_empty() {
-        return Ok(Fault::ALL.to_vec());
+        let mut all = Fault::ALL.to_vec();
+        if fused {
+            all.extend(Fault::FUSED);
+        }
+        return Ok(all);
     }
     names.iter().map(|n| Ok(n.parse::<Fault>()?)).collect()
 }
@@ -266,8 +291,20 @@ fn subjects(args: &Args) -> Result<Vec<Subject>, BenchError> {
 }
 
 /// Caught when a gate of the fault's catching kind failed in its catching phase.
+/// A fault of the fused decode has nothing to act on where phase 5 never ran
+/// the fused plan's numerics (the bundle does not teach it, or the plan does
+/// not place on this model: no probe of it).
 fn judge(fault: Fault, report: &DeployReport) -> Cell {
     let phase = fault.catching_phase();
+    if Fault::FUSED.contains(&fault)
+        && !report
+            .gates()
+            .any(|(_, g)| g.name.starts_with(fault.catching_gate()))
+    {
+        return Cell::Inert(
+            "no fused plan probed: the bundle does not teach it or it does not place",
+        );
+    }
     let caught = report
         .gates()
         .find(|(p, g)| !g.passed && *p == phase && g.name.starts_with(fault.catching_gate()));

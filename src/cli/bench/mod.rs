@@ -13,6 +13,9 @@ pub mod contention;
 pub mod deploy;
 pub mod emulator;
 pub mod faults;
+pub mod four_bit;
+pub mod four_bit_svg;
+pub mod lodo;
 pub mod oracle;
 pub mod parse;
 pub mod plans;
@@ -27,12 +30,14 @@ pub enum BenchCommand {
     Oracle(oracle::Args),
     /// XDNA 2 emulator: functional decode step of a full-size model vs the CPU reference's, as a ratio.
     Emulator(emulator::Args),
-    /// Deploy the nine models from their configs; print wall time, phases and modeled figures.
+    /// Deploy the nine models from their configs; print wall time, phases and modeled figures, then the 4-bit deployments' plans against the published ones (`--four-bit`: only those, no deploy).
     Deploy(deploy::Args),
     /// The planted-fault matrix: each fault on the fixtures and the nine, caught in which phase and gate; unplanted runs with three seeds.
     Faults(faults::Args),
     /// A digest of every plan the phases can build for the nine configs and the fixtures: run it on two commits and compare.
     Plans(plans::Args),
+    /// Leave one deployment out: build the bundle without each trajectory and list the lessons no other deployment teaches.
+    Lodo(lodo::Args),
     /// The main job and a config-only Qwen2.5-0.5B deploy, idle and beside busy processes, in one run: wall times and their ratio.
     Contention(contention::Args),
     /// One busy process, until killed (the load `bench contention` runs beside).
@@ -49,6 +54,7 @@ pub fn run(cmd: BenchCommand) -> ExitCode {
         BenchCommand::Deploy(args) => exit_code(deploy::bench(&args)),
         BenchCommand::Faults(args) => exit_code(faults::bench(&args)),
         BenchCommand::Plans(args) => exit_code(plans::bench(&args)),
+        BenchCommand::Lodo(args) => lodo::run(args),
         BenchCommand::Contention(args) => exit_code(contention::bench(&args)),
         BenchCommand::Spin => contention::spin(),
     }
@@ -64,6 +70,8 @@ pub enum BenchError {
     Executable(#[source] std::io::Error),
     #[error(transparent)]
     Out(#[from] crate::outdir::OutError),
+    #[error(transparent)]
+    Overlap(#[from] crate::outdir::overlap::Overlap),
     /// One deploy of the bench (`subject` names the model, and the fault).
     #[error("{subject}: {source}")]
     Deploy {
@@ -105,6 +113,10 @@ pub enum BenchError {
     Calibration(#[source] skillc_runtime::xdna2::calibration::CalibrationError),
     #[error(transparent)]
     Published(#[from] skillc_runtime::xdna2::published::PublishedError),
+    /// The 4-bit section of `bench deploy`: a plan that does not build, or
+    /// the plot that cannot be written.
+    #[error("4-bit deployments: {0}")]
+    Fused(String),
 }
 
 impl BenchError {

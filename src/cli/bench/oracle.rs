@@ -433,7 +433,7 @@ fn print_table(out: &mut super::Output, args: &Args, model: &Model, timings: &Ti
 /// Where the benchmarked weights came from, in one phrase.
 fn weight_source(args: &Args, model: &Model) -> String {
     match &model.origin {
-        WeightOrigin::Random { seed } => {
+        WeightOrigin::Random { seed, .. } => {
             format!(
                 "{}, random bf16 weights, seed {seed}",
                 args.config.display()

@@ -19,6 +19,7 @@ impl Checker {
             cause: None,
             remedies: Vec::new(),
             conditions: conditions(entry),
+            condition: None,
         };
         for clause in &entry.clauses {
             match &clause.kind {
@@ -43,6 +44,10 @@ impl Checker {
                         expr::check(condition, &Scope::Cause, &mut self.diagnostics);
                     }
                     data.cause.get_or_insert_with(|| cause.clone());
+                }
+                ClauseKind::If(condition) => {
+                    expr::check_condition(condition, &mut self.diagnostics);
+                    data.condition.get_or_insert_with(|| condition.clone());
                 }
                 ClauseKind::Fix(fix) => {
                     if let Some(mut remedy) = self.remedy(&fix.op, &fix.assignments, clause.span) {

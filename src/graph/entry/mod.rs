@@ -128,6 +128,7 @@ pub(super) fn check_entry(entry: Entry, phase: Option<DeployPhase>) -> Checked {
                 cause: None,
                 remedies: Vec::new(),
                 conditions: Vec::new(),
+                condition: None,
             })))
         }
         EntryBody::Note { text, draft } => NodeData::Note {
@@ -200,7 +201,8 @@ fn allowed(clause: &ClauseKind, kind: EntryKind) -> bool {
         ClauseKind::Evidence(_)
         | ClauseKind::Symptom(_)
         | ClauseKind::Cause(_)
-        | ClauseKind::Fix(_) => kind == Lesson,
+        | ClauseKind::Fix(_)
+        | ClauseKind::If(_) => kind == Lesson,
         ClauseKind::Fixes { .. } => kind == Action,
         ClauseKind::Supersedes(_) => matches!(kind, Action | Lesson | Decision),
         ClauseKind::Reverts(_) => matches!(kind, Action | Decision),

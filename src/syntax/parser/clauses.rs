@@ -79,6 +79,10 @@ impl Builder<'_> {
                 Some(word) => ClauseKind::Weights(self.name(&word)),
                 None => return None,
             },
+            Rule::if_clause => match inner(pair).next() {
+                Some(condition) => ClauseKind::If(self.bounded_expr(condition)),
+                None => return None,
+            },
             Rule::source_clause => match inner(pair).next() {
                 Some(text) => ClauseKind::Source(self.text(text)),
                 None => return None,

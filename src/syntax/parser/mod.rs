@@ -164,6 +164,7 @@ fn is_keyword(rule: Rule) -> bool {
             | Rule::kw_trigger
             | Rule::kw_in
             | Rule::kw_weights
+            | Rule::kw_if
             | Rule::kw_source
             | Rule::EOI
     )

@@ -1,9 +1,11 @@
 //! What a run writes and reads back: the report record (`record`) and its Markdown
 //! (`report_md`), the run's trajectory (`trajectory`, timestamped by `clock`), the
 //! modeled roofline and trace (`perf`), `plan.json` (`production`) and the kernel
-//! registry (`registry`); this module holds the small helpers for those files.
+//! registry (`registry`), with bundle and model texts escaped for Markdown
+//! (`markdown`); this module holds the small helpers for those files.
 
 pub mod clock;
+pub mod markdown;
 pub mod perf;
 pub mod production;
 pub mod record;

@@ -38,10 +38,12 @@ pub struct ModelRef {
 #[serde(tag = "source", rename_all = "kebab-case")]
 pub enum WeightsRef {
     /// Safetensors files or a GGUF file (name and size in bytes).
-    Checkpoint {
-        files: Vec<(String, u64)>,
-    },
+    Checkpoint { files: Vec<(String, u64)> },
     Random {
         seed: u64,
+        /// The 4-bit format the projections were quantized to in memory
+        /// (`--seeded-weights`), when they were.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        quantized: Option<String>,
     },
 }

@@ -289,6 +289,23 @@ pub struct RemedyAttempt {
     pub after: Option<f64>,
     pub fixed: bool,
     pub note: String,
+    /// The deployments (bundle trajectories) that taught the lesson.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deployments: Vec<String>,
+}
+
+/// A lesson whose symptom matched a failure but whose condition is false on this
+/// model: not applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkippedLesson {
+    /// The failing gate's name.
+    pub gate: String,
+    pub lesson: String,
+    pub title: String,
+    /// The lesson's condition as the language writes it after `if`.
+    pub condition: String,
+    /// The model's values of the features the condition reads (`qk_norm = false`).
+    pub values: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -303,6 +320,9 @@ pub struct PhaseRecord {
     pub steps: Vec<StepRecord>,
     pub gates: Vec<GateCheck>,
     pub attempts: Vec<RemedyAttempt>,
+    /// Lessons matched by a failure but not applied: their condition is false here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedLesson>,
     /// Facts worth a reader's attention (what was re-verified and how, …).
     pub notes: Vec<String>,
 }
@@ -318,6 +338,7 @@ impl PhaseRecord {
             steps: Vec::new(),
             gates: Vec::new(),
             attempts: Vec::new(),
+            skipped: Vec::new(),
             notes: Vec::new(),
         }
     }

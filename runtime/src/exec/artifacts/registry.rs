@@ -22,7 +22,17 @@ pub enum RegistryError {
     Syntax { source: serde_json::Error },
     #[error("registry schema `{0}`, expected `{REGISTRY_SCHEMA}`")]
     Schema(String),
+    #[error("{0}")]
+    Unreadable(crate::input::Problem),
+    #[error(
+        "recorded on device `{found}`; this runtime validates kernels for `{expected}`, and \
+         another device's configurations prove nothing here"
+    )]
+    Device { found: String, expected: String },
 }
+
+/// Largest registry read: a run records a few hundred rows of about 1 KB.
+pub const MAX_REGISTRY_BYTES: u64 = 64 << 20;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Registry {
@@ -77,16 +87,27 @@ impl Registry {
         }
     }
 
+    /// Reads a registry given with `--registry`: a regular file (a FIFO would
+    /// block, a device never end) of at most [`MAX_REGISTRY_BYTES`], of this
+    /// schema, recorded on the device this runtime emulates.
     pub fn load(path: &Path) -> Result<Self, DeployError> {
-        let text = std::fs::read_to_string(path).map_err(|e| DeployError::io(path, e))?;
         let invalid = |source| DeployError::Registry {
             path: path.to_path_buf(),
             source,
         };
+        let text = crate::input::read_to_string_at_most(path, MAX_REGISTRY_BYTES)
+            .map_err(|e| invalid(RegistryError::Unreadable(e.problem)))?;
         let registry: Registry = serde_json::from_str(&text)
             .map_err(|e| invalid(RegistryError::Syntax { source: e }))?;
         if registry.schema_version != REGISTRY_SCHEMA {
             return Err(invalid(RegistryError::Schema(registry.schema_version)));
+        }
+        let device = Registry::new().device;
+        if registry.device != device {
+            return Err(invalid(RegistryError::Device {
+                found: registry.device,
+                expected: device,
+            }));
         }
         Ok(registry)
     }

@@ -2,10 +2,11 @@
 
 use std::fmt::Write as _;
 
+use super::markdown;
 use super::record::{
     DeployReport, ModeledTimes, Performance, PhaseStatus, StepOrigin, StepOutcome,
 };
-use crate::exec::gates::gate::{format_value, ThresholdSource};
+use crate::exec::gates::gate::{format_value, GateCheck, ThresholdSource};
 
 pub fn render(r: &DeployReport) -> String {
     let mut out = String::new();
@@ -13,7 +14,7 @@ pub fn render(r: &DeployReport) -> String {
         .model
         .as_ref()
         .map_or(r.model_dir.as_str(), |m| m.name.as_str());
-    let _ = writeln!(out, "# Deployment report: {name}\n");
+    let _ = writeln!(out, "# Deployment report: {}\n", markdown::name(name));
     let _ = writeln!(out, "Verdict: **{}**\n", r.verdict.label());
     if let Some(seed) = r
         .model
@@ -25,7 +26,12 @@ pub fn render(r: &DeployReport) -> String {
             "**Random weights**{seed}: the model directory holds a config and no checkpoint, so the weights are drawn under the seed. The gates show that the NPU path computes what this architecture computes on those weights; the generated text and the logits say nothing about a trained model.\n"
         );
     }
-    let _ = writeln!(out, "Bundle `{}`, {}.\n", r.bundle, sources(r));
+    let _ = writeln!(
+        out,
+        "Bundle {}, {}.\n",
+        markdown::code_span(&r.bundle),
+        sources(r)
+    );
     for note in &r.bundle_notes {
         let _ = writeln!(out, "**Bundle warning:** {note}\n");
     }
@@ -53,21 +59,26 @@ pub fn render(r: &DeployReport) -> String {
     }
     render_warnings(&mut out, r);
     let _ = writeln!(out, "## Phases\n");
-    let _ = writeln!(out, "| phase | status | gates passed | wall s |");
-    let _ = writeln!(out, "|---|---|---|---|");
+    let _ = writeln!(
+        out,
+        "| phase | status | gates passed | optimizations tried | wall s |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|");
     for p in &r.phases {
         let status = match p.status {
             PhaseStatus::Passed => "passed",
             PhaseStatus::Failed => "FAILED",
             PhaseStatus::NotRun => "not run",
         };
-        let passed = p.gates.iter().filter(|g| g.passed).count();
+        let checks: Vec<&GateCheck> = p.gates.iter().filter(|g| !g.attempt).collect();
+        let passed = checks.iter().filter(|g| g.passed).count();
+        let tried = p.gates.len() - checks.len();
         let _ = writeln!(
             out,
-            "| {} {} | {status} | {passed}/{} | {:.1} |",
+            "| {} {} | {status} | {passed}/{} | {tried} | {:.1} |",
             p.index,
             p.title,
-            p.gates.len(),
+            checks.len(),
             p.wall_s
         );
     }
@@ -86,6 +97,10 @@ pub fn render(r: &DeployReport) -> String {
     for p in r.phases.iter().filter(|p| p.status != PhaseStatus::NotRun) {
         let _ = writeln!(out, "### Phase {}: {}\n", p.index, p.title);
         for g in &p.gates {
+            if let Some(tried) = g.attempt_summary() {
+                let _ = writeln!(out, "- {tried} (modeled)");
+                continue;
+            }
             let _ = writeln!(
                 out,
                 "- {} `{}`: {}{}{}",
@@ -97,10 +112,28 @@ pub fn render(r: &DeployReport) -> String {
             );
         }
         for a in &p.attempts {
+            let from = if a.deployments.is_empty() {
+                String::new()
+            } else {
+                format!(" (learnt on {})", a.deployments.join(", "))
+            };
             let _ = writeln!(
                 out,
-                "- lesson `{}` on `{}`: {} → {}",
-                a.lesson, a.gate, a.fix, a.note
+                "- lesson {}{from} on {}: {} → {}",
+                markdown::code_span(&a.lesson),
+                markdown::code_span(&a.gate),
+                a.fix,
+                a.note
+            );
+        }
+        for s in &p.skipped {
+            let _ = writeln!(
+                out,
+                "- lesson {} skipped on {}: its condition {} is false on this model ({})",
+                markdown::code_span(&s.lesson),
+                markdown::code_span(&s.gate),
+                markdown::code_span(&format!("if {}", s.condition)),
+                s.values.join(", ")
             );
         }
         for n in &p.notes {
@@ -121,6 +154,10 @@ pub fn render(r: &DeployReport) -> String {
             };
             let (kind, why) = outcome_words(&s.outcome);
             let why = why.replace('|', "\\|");
+            let id = match id {
+                "" => String::new(),
+                id => markdown::name(id).replace('|', "\\|"),
+            };
             let _ = writeln!(out, "| {phase} | `{}` {id} | {kind} | {why} |", s.op);
         }
         out.push('\n');
@@ -137,8 +174,8 @@ fn sources(r: &DeployReport) -> String {
         .iter()
         .map(
             |s| match s.strip_prefix(&named).and_then(|m| m.strip_suffix(')')) {
-                Some(model) => format!("recorded on {model}"),
-                None => format!("from trajectory {s}"),
+                Some(model) => format!("recorded on {}", markdown::name(model)),
+                None => format!("from trajectory {}", markdown::name(s)),
             },
         )
         .collect();

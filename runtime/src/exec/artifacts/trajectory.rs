@@ -214,6 +214,9 @@ impl TrajectoryWriter {
             }
             let _ = writeln!(out, "{when}");
         }
+        if let Some(condition) = &lesson.condition {
+            let _ = writeln!(out, "    if {}", notation::condition(condition));
+        }
         if let Some(format) = lesson.weights {
             // Restated on the weights it was recorded on, so the next build keeps them.
             let _ = writeln!(out, "    weights {}", crate::ops::formats::word(format));

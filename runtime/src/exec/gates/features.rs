@@ -70,6 +70,15 @@ pub fn fixture_matches(dir: &Path, tolerance: f64) -> Arc<Vec<FixtureMatch>> {
 }
 
 fn check_fixtures(dir: &Path, tolerance: f64) -> Vec<FixtureMatch> {
+    fixture_dirs(dir)
+        .iter()
+        .filter_map(|d| check_fixture(d, tolerance))
+        .collect()
+}
+
+/// The fixtures of `dir`, sorted: its folders holding a config.json and a
+/// transformers `reference.safetensors`.
+pub fn fixture_dirs(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -78,9 +87,7 @@ fn check_fixtures(dir: &Path, tolerance: f64) -> Vec<FixtureMatch> {
         .filter(|p| p.join(REFERENCE_FILE).is_file() && p.join("config.json").is_file())
         .collect();
     dirs.sort();
-    dirs.iter()
-        .filter_map(|d| check_fixture(d, tolerance))
-        .collect()
+    dirs
 }
 
 fn check_fixture(dir: &Path, tolerance: f64) -> Option<FixtureMatch> {

@@ -49,6 +49,10 @@ pub struct GateCheck {
     /// Conditions the value was measured under (kernel, shape, layer, …).
     pub conditions: BTreeMap<String, Value>,
     pub source: ThresholdSource,
+    /// An optimization tried: the technique is kept when the gate holds and
+    /// reverted when it does not, which is no failure of the deployment.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attempt: bool,
 }
 
 impl GateCheck {
@@ -65,6 +69,29 @@ impl GateCheck {
     pub fn modeled(mut self) -> Self {
         self.modeled = true;
         self
+    }
+
+    /// Marks the gate as an optimization's try (see [`GateCheck::attempt`]).
+    pub fn attempt(mut self) -> Self {
+        self.attempt = true;
+        self
+    }
+
+    /// How a try reads: `tried omit-pingpong p5.x: 57.53 ms vs 57.08 ms kept →
+    /// reverted` (the new figure against the one kept so far, then what was
+    /// done); `None` for a check.
+    pub fn attempt_summary(&self) -> Option<String> {
+        if !self.attempt {
+            return None;
+        }
+        let unit = self.unit.map_or(String::new(), |u| format!(" {u}"));
+        Some(format!(
+            "tried {}: {}{unit} vs {}{unit} kept → {}",
+            self.name,
+            format_value(self.value),
+            format_value(self.threshold),
+            if self.passed { "faster" } else { "reverted" }
+        ))
     }
 
     /// `cosine = 0.9987 >= 0.99`.
@@ -137,6 +164,7 @@ impl Measured {
             modeled: false,
             conditions: self.conditions,
             source,
+            attempt: false,
         }
     }
 

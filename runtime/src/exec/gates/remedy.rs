@@ -11,15 +11,11 @@
 use std::collections::BTreeMap;
 
 use super::gate::GateCheck;
-use crate::bundle::{Bundle, EvalError, Expr, Lesson, LessonKind, Remedy, Value};
+use crate::bundle::{
+    Bundle, EvalError, Expr, Lesson, LessonKind, Remedy, Value, RECORDING_CONDITIONS,
+};
 use crate::exec::phases::DeployPhase;
-use crate::ops::OpKind;
-
-/// Condition keys that record where a lesson was observed, not what it is about.
-const RECORDING_CONDITIONS: &[&str] = &[
-    "shape", "seq_len", "model", "prompt", "prompts", "layer", "head_dim", "rtol", "atol",
-    "tokens", "top_k", "m", "k", "n",
-];
+use crate::ops::{Facts, OpKind};
 
 /// A failed gate with the parameters of the action it measured.
 #[derive(Debug, Clone, PartialEq)]
@@ -102,6 +98,36 @@ pub fn candidates<'b>(bundle: &'b Bundle, failure: &Failure) -> Vec<&'b Lesson> 
         .into_iter()
         .filter(|l| symptom_matches(l, failure))
         .collect()
+}
+
+/// Why a lesson that matched a failure is not applied to this model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotForThisModel {
+    /// The condition as the language writes it after `if`.
+    pub condition: String,
+    /// The model's values of the names it reads (`qk_norm = false`).
+    pub values: Vec<String>,
+}
+
+/// Whether `lesson` is for a model with these features: its condition holds (or it
+/// has none). A condition the model's features cannot decide (a name a hand-edited
+/// bundle made up) does not hold: a lesson is applied only where it is known to be
+/// meant.
+pub fn for_this_model(lesson: &Lesson, facts: &Facts) -> Result<(), NotForThisModel> {
+    let Some(condition) = &lesson.condition else {
+        return Ok(());
+    };
+    match condition.holds(facts.values()) {
+        Ok(true) => Ok(()),
+        Ok(false) | Err(_) => Err(NotForThisModel {
+            condition: crate::notation::condition(condition),
+            values: condition
+                .names()
+                .iter()
+                .map(|n| facts.describe(n))
+                .collect(),
+        }),
+    }
 }
 
 /// Why a fix could not be evaluated.
@@ -336,6 +362,8 @@ mod tests {
             weights: None,
             evidence: vec![],
             provenance: vec![],
+            condition: None,
+            deployments: Vec::new(),
         }
     }
 

@@ -41,7 +41,10 @@ pub(crate) fn run(
     let calibration = run.calibration_note();
     let (loaded, model) = (&run.loaded, &run.loaded.model);
     let weights = match &model.origin {
-        WeightOrigin::Random { seed } => WeightsRef::Random { seed: *seed },
+        WeightOrigin::Random { seed, quantized } => WeightsRef::Random {
+            seed: *seed,
+            quantized: quantized.map(|f| f.name().to_string()),
+        },
         WeightOrigin::Gguf { file, .. } => WeightsRef::Checkpoint {
             files: vec![(file.clone(), gguf_size(&run.options.model_dir, file))],
         },
@@ -144,7 +147,10 @@ pub(crate) fn run(
         .iter()
         .flat_map(|p| &p.attempts)
         .filter(|a| a.fixed)
-        .map(|a| format!("{} ({})", a.lesson, a.title))
+        .map(|a| match a.deployments.as_slice() {
+            [] => format!("{} ({})", a.lesson, a.title),
+            from => format!("{} ({}; learnt on {})", a.lesson, a.title, from.join(", ")),
+        })
         .collect();
     let a = run.traj.action(
         OpKind::RecordLessons,

@@ -185,17 +185,22 @@ pub(crate) fn run_verification(
 fn plant_decode_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
     let kv_heads = run.loaded.model.arch.num_kv_heads;
     let defects = &mut run.design.path.defects;
-    for fault in Fault::DECODE {
-        if !run.options.faults.contains(&fault) {
+    for planted in Fault::DECODE.into_iter().chain(Fault::FUSED) {
+        if !run.options.faults.contains(&planted) {
             continue;
         }
+        // A fused fault is its per-call twin acting in the fused plan alone.
+        if Fault::FUSED.contains(&planted) {
+            defects.fused_only = true;
+        }
+        let fault = planted.unscoped();
         let switch = match fault {
             Fault::DecodeRopeOffByOne => &mut defects.rope_position_off_by_one,
             Fault::KvWrongSlot => &mut defects.kv_wrong_slot,
             Fault::StaleKv => &mut defects.stale_kv,
             Fault::GqaMapping if kv_heads < 2 => {
                 rec.notes.push(format!(
-                    "planted fault {fault} does not apply: the model has one KV head"
+                    "planted fault {planted} does not apply: the model has one KV head"
                 ));
                 continue;
             }
@@ -203,8 +208,10 @@ fn plant_decode_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
             _ => &mut defects.drop_lm_head_partition,
         };
         *switch = true;
-        rec.notes
-            .push(format!("planted fault {fault}: {}", fault.description()));
+        rec.notes.push(format!(
+            "planted fault {planted}: {}",
+            planted.description()
+        ));
     }
 }
 

@@ -229,7 +229,11 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
     // transformers match reads the exact values (`compare`).
     let result = ModelSource::locate(&run.options.model_dir)
         .map_err(ModelError::from)
-        .and_then(|s| s.load(arch, Some(seed)));
+        .and_then(|s| s.load(arch, Some(seed)))
+        .and_then(|m| match run.options.seeded_quant {
+            Some(format) => m.with_seeded_quant(format),
+            None => Ok(m),
+        });
     let result = match result {
         Ok(model) => Ok(super::weight_path::model_for(run.options.weights, model)?),
         Err(e) => Err(e),
@@ -240,7 +244,7 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
                 WeightOrigin::Checkpoint { .. } | WeightOrigin::Gguf { .. } => {
                     (ops::WeightOrigin::Checkpoint, None)
                 }
-                WeightOrigin::Random { seed } => (ops::WeightOrigin::Random, Some(seed)),
+                WeightOrigin::Random { seed, .. } => (ops::WeightOrigin::Random, Some(seed)),
             };
             let op = Op::LoadWeights {
                 source: Some(source),
@@ -329,7 +333,17 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
                 ref file,
                 ref formats,
             } => gguf_summary(file, formats),
-            WeightOrigin::Random { seed } => format!("random (seed {seed})"),
+            WeightOrigin::Random {
+                seed,
+                quantized: None,
+            } => format!("random (seed {seed})"),
+            WeightOrigin::Random {
+                seed,
+                quantized: Some(f),
+            } => format!(
+                "random (seed {seed}), projections quantized to {}",
+                f.name()
+            ),
         };
     }
     Ok(Ok(model))

@@ -45,6 +45,12 @@ fn stored_summary(model: &Model) -> String {
             .collect::<Vec<_>>()
             .join(", "),
         WeightOrigin::Checkpoint { .. } => "a safetensors checkpoint".into(),
+        WeightOrigin::Random {
+            quantized: Some(f), ..
+        } => format!(
+            "seeded random weights, the decoder projections quantized to {} in memory (--seeded-weights)",
+            f.name()
+        ),
         WeightOrigin::Random { .. } => "seeded random bf16 weights".into(),
     }
 }
@@ -302,10 +308,18 @@ pub(crate) fn model_both_paths(run: &mut Run<'_>, calibration: &str) -> Result<(
         }
     }
     record.decode = decode;
-    record.calibration = format!(
-        "{calibration}. The packed GEMV's unpacking rate: {}. The plan structure these packed figures run, a dispatch per call with CPU decode attention and a bf16 LM head, is **uncalibrated** for 4-bit weights: every published 4-bit deployment fuses each token into one dispatch (calibration §6).",
-        crate::xdna2::calibration::FittedFourBit::committed().note()
-    );
+    let fitted = crate::xdna2::calibration::FittedFourBit::committed();
+    record.calibration = if run.design.options.fused_decode.is_some() {
+        format!(
+            "{calibration}. The packed GEMV's unpacking rate: {}. The bf16 rows run the same single-dispatch structure on the bf16 GEMV bodies, a combination no published deployment measured (**uncalibrated**).",
+            fitted.note()
+        )
+    } else {
+        format!(
+            "{calibration}. The packed GEMV's unpacking rate: {}. The plan structure these packed figures run, a dispatch per call with CPU decode attention and a bf16 LM head, is **uncalibrated** for 4-bit weights: every published 4-bit deployment fuses each token into one dispatch (calibration §6).",
+            fitted.note()
+        )
+    };
     Ok(())
 }
 

@@ -89,9 +89,36 @@ impl Config<'_> {
             attn_logit_softcap: self.softcap(gemma, "attn_logit_softcapping")?,
             final_logit_softcap: self.softcap(gemma, "final_logit_softcapping")?,
             fused_projections: family == Family::Phi3,
-            bos_token_id: self.opt_uint("bos_token_id")?,
-            eos_token_ids: self.eos_token_ids()?,
+            bos_token_id: self.token_id("bos_token_id", vocab_size)?,
+            eos_token_ids: self.eos_token_ids(vocab_size)?,
         })
+    }
+
+    /// A special token's id, which must name a row of the embedding: an id past
+    /// the vocabulary would index memory that holds no token.
+    fn token_id(&self, field: &str, vocab_size: usize) -> Result<Option<u64>, ConfigError> {
+        let id = self.opt_uint(field)?;
+        self.within_vocabulary(field, id.into_iter(), vocab_size)?;
+        Ok(id)
+    }
+
+    fn within_vocabulary(
+        &self,
+        field: &str,
+        mut ids: impl Iterator<Item = u64>,
+        vocab_size: usize,
+    ) -> Result<(), ConfigError> {
+        match ids.find(|&id| id >= vocab_size as u64) {
+            Some(id) => Err(self.invalid(
+                field,
+                id,
+                format!(
+                    "outside the vocabulary (vocab_size {vocab_size}: ids 0 to {})",
+                    vocab_size - 1
+                ),
+            )),
+            None => Ok(()),
+        }
     }
 
     fn head_dim(&self, hidden_size: usize, num_heads: usize) -> Result<usize, ConfigError> {
@@ -243,7 +270,13 @@ impl Config<'_> {
         }
     }
 
-    fn eos_token_ids(&self) -> Result<Vec<u64>, ConfigError> {
+    fn eos_token_ids(&self, vocab_size: usize) -> Result<Vec<u64>, ConfigError> {
+        let ids = self.eos_token_list()?;
+        self.within_vocabulary("eos_token_id", ids.iter().copied(), vocab_size)?;
+        Ok(ids)
+    }
+
+    fn eos_token_list(&self) -> Result<Vec<u64>, ConfigError> {
         match self.get("eos_token_id") {
             None => Ok(Vec::new()),
             Some(Value::Array(items)) => items

@@ -58,6 +58,7 @@ pub fn architecture(file: &GgufFile) -> Result<Architecture, GgufError> {
     config.optional("rope_theta", "rope.freq_base")?;
     config.optional("num_local_experts", "expert_count")?;
     config.vocab_size()?;
+    config.check_vocabulary_arrays()?;
     config.rope_scaling()?;
     config.token_ids()?;
     config.set(
@@ -119,14 +120,27 @@ impl<'f> Translation<'f> {
             return Ok(None);
         };
         let number = match value {
-            Value::F32(v) => json!(f64::from(*v)),
-            Value::F64(v) => json!(v),
+            Value::F32(v) => self.finite(key, f64::from(*v))?,
+            Value::F64(v) => self.finite(key, *v)?,
             v => match v.as_u64() {
                 Some(n) => json!(n),
                 None => return Err(self.file.key_type(key, "a number", v)),
             },
         };
         Ok(Some(number))
+    }
+
+    /// A float as JSON. NaN and infinity have no JSON form (serde_json writes
+    /// them as null, which would read as "absent" and fall back to a default),
+    /// so they are refused here, by key, as the config parser refuses zero.
+    fn finite(&self, key: &str, value: f64) -> Result<Json, GgufError> {
+        if value.is_finite() {
+            return Ok(json!(value));
+        }
+        Err(GgufError::Unsupported {
+            file: self.file.name.clone(),
+            message: format!("`{key}` = {value}: must be a finite number"),
+        })
     }
 
     fn optional(&mut self, field: &str, suffix: &str) -> Result<bool, GgufError> {
@@ -177,6 +191,42 @@ impl<'f> Translation<'f> {
                 hint: " (nor tokenizer.ggml.tokens nor token_embd.weight to count)".into(),
             }),
         }
+    }
+
+    /// The per-token arrays of the vocabulary (`tokenizer.ggml.tokens`,
+    /// `token_type`, `scores`) against the vocabulary size: llama.cpp itself
+    /// refuses a file whose token list is not one entry per embedding row, and a
+    /// shorter list would leave generated ids without text.
+    fn check_vocabulary_arrays(&self) -> Result<(), GgufError> {
+        let Some(vocab) = self.fields.get("vocab_size").and_then(Json::as_u64) else {
+            return Ok(());
+        };
+        let origin = self
+            .origin("vocab_size")
+            .unwrap_or_else(|| "`vocab_size`".into());
+        for key in [
+            "tokenizer.ggml.tokens",
+            "tokenizer.ggml.token_type",
+            "tokenizer.ggml.scores",
+        ] {
+            let Some(value) = self.file.get(key) else {
+                continue;
+            };
+            let list = value
+                .as_array()
+                .ok_or_else(|| self.file.key_type(key, "an array", value))?;
+            if list.len() as u64 != vocab {
+                return Err(GgufError::Unsupported {
+                    file: self.file.name.clone(),
+                    message: format!(
+                        "`{key}` holds {} entries but the vocabulary ({origin}) has {vocab}: \
+                         the tokenizer and the model disagree",
+                        list.len()
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// `<arch>.rope.scaling.type` and its factor, as `rope_scaling`.

@@ -17,11 +17,11 @@
 //! from the data section); the data section starts at the next multiple of
 //! `general.alignment` (32 by default).
 
+pub mod array;
 pub mod config;
 pub mod weights;
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -29,6 +29,7 @@ use memmap2::Mmap;
 use thiserror::Error;
 
 use super::quant::WeightFormat;
+pub use array::{Array, Strings};
 
 /// The file extension of GGUF files.
 pub const EXTENSION: &str = "gguf";
@@ -38,6 +39,10 @@ const DEFAULT_ALIGNMENT: u64 = 32;
 const MAX_DIMS: u32 = 4;
 /// Arrays nested deeper than this are refused (no real file nests at all).
 const MAX_NESTING: usize = 4;
+/// Most metadata keys and tensors a file may declare (real ones: about 50
+/// keys and a few thousand tensors).
+const MAX_METADATA: u64 = 1 << 16;
+const MAX_TENSORS: u64 = 1 << 16;
 
 /// Why a GGUF file was refused. `at` is a byte offset in the file.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -79,6 +84,25 @@ pub enum GgufError {
     },
     #[error("{file}: metadata `{key}` nests arrays deeper than {MAX_NESTING}")]
     Nesting { file: String, key: String },
+    #[error(
+        "{file}: metadata `{key}` declares {count} elements (byte {at}); arrays longer than \
+         {} are refused",
+        array::MAX_ARRAY_LEN
+    )]
+    ArrayTooLong {
+        file: String,
+        key: String,
+        count: u64,
+        at: u64,
+    },
+    #[error("{file}: {what} count {count} (byte {at}) is more than the {max} a model file holds")]
+    TooMany {
+        file: String,
+        what: &'static str,
+        count: u64,
+        at: u64,
+        max: u64,
+    },
     #[error("{file}: metadata key `{key}` appears twice")]
     DuplicateKey { file: String, key: String },
     #[error("{file}: tensor `{name}` appears twice in the tensor index")]
@@ -177,7 +201,7 @@ pub enum Value {
     F64(f64),
     Bool(bool),
     String(String),
-    Array(Vec<Value>),
+    Array(Array),
 }
 
 impl Value {
@@ -218,7 +242,7 @@ impl Value {
         }
     }
 
-    pub fn as_array(&self) -> Option<&[Value]> {
+    pub fn as_array(&self) -> Option<&Array> {
         match self {
             Value::Array(a) => Some(a),
             _ => None,
@@ -240,10 +264,8 @@ impl Value {
             Value::F64(_) => "f64".into(),
             Value::Bool(_) => "bool".into(),
             Value::String(_) => "string".into(),
-            Value::Array(items) => match items.first() {
-                Some(first) => format!("array of {}", first.kind()),
-                None => "empty array".into(),
-            },
+            Value::Array(items) if items.is_empty() => "empty array".into(),
+            Value::Array(items) => format!("array of {}", items.element_kind()),
         }
     }
 }
@@ -288,7 +310,11 @@ impl GgufFile {
             file: name.clone(),
             message: e.to_string(),
         };
-        let file = File::open(path).map_err(io)?;
+        // A FIFO or a device would block or never end: refused by its kind.
+        let file = crate::input::open_regular(path).map_err(|e| GgufError::Io {
+            file: name.clone(),
+            message: e.problem.to_string(),
+        })?;
         // SAFETY: the map is read-only; like every model loader we rely on the
         // file not being truncated or rewritten while the model is loaded.
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
@@ -420,6 +446,21 @@ impl<'a> Reader<'a> {
     }
 
     /// Refuses a count whose entries could not fit in the rest of the file.
+    /// Refuses a count above what any model file holds: each entry costs more
+    /// memory than the bytes it is read from, so the file size alone is no bound.
+    fn check_at_most(&self, what: &'static str, count: u64, max: u64) -> Result<(), GgufError> {
+        if count <= max {
+            return Ok(());
+        }
+        Err(GgufError::TooMany {
+            file: self.file.into(),
+            what,
+            count,
+            at: self.at as u64 - 8,
+            max,
+        })
+    }
+
     fn check_count(&self, what: &'static str, count: u64, min_each: u64) -> Result<(), GgufError> {
         if count.saturating_mul(min_each) > self.remaining() {
             return Err(GgufError::CountPastEnd {
@@ -454,6 +495,7 @@ impl<'a> Reader<'a> {
         // A key/value is at least an 8-byte key length, a 4-byte type and a
         // 1-byte value; a tensor info 8 + 4 + 8 + 4 + 8 bytes.
         self.check_count("metadata", kv_count, 13)?;
+        self.check_at_most("metadata", kv_count, MAX_METADATA)?;
         let mut metadata = BTreeMap::new();
         for i in 0..kv_count {
             let key = self.string(&|| format!("metadata key #{i}"))?;
@@ -466,6 +508,7 @@ impl<'a> Reader<'a> {
             }
         }
         self.check_count("tensor", tensor_count, 32)?;
+        self.check_at_most("tensor", tensor_count, MAX_TENSORS)?;
         let mut raw = Vec::with_capacity(tensor_count as usize);
         for i in 0..tensor_count {
             raw.push(self.tensor_info(i)?);
@@ -519,7 +562,7 @@ impl<'a> Reader<'a> {
             6 => Value::F32(f32::from_le_bytes(self.array(&what)?)),
             7 => Value::Bool(self.array::<1>(&what)?[0] != 0),
             8 => Value::String(self.string(&what)?),
-            9 => self.array_value(key, depth)?,
+            9 => Value::Array(self.metadata_array(key, depth)?),
             10 => Value::U64(u64::from_le_bytes(self.array(&what)?)),
             11 => Value::I64(i64::from_le_bytes(self.array(&what)?)),
             12 => Value::F64(f64::from_le_bytes(self.array(&what)?)),
@@ -532,32 +575,6 @@ impl<'a> Reader<'a> {
                 })
             }
         })
-    }
-
-    fn array_value(&mut self, key: &str, depth: usize) -> Result<Value, GgufError> {
-        if depth >= MAX_NESTING {
-            return Err(GgufError::Nesting {
-                file: self.file.into(),
-                key: key.into(),
-            });
-        }
-        let at = self.at as u64;
-        let code = self.u32(&|| format!("the element type of metadata `{key}`"))?;
-        let count = self.u64(&|| format!("the length of metadata `{key}`"))?;
-        let min_each = match code {
-            0 | 1 | 7 => 1,
-            2 | 3 => 2,
-            4..=6 => 4,
-            8 | 10..=12 => 8,
-            9 => 12,
-            _ => 1,
-        };
-        self.check_count("array element", count, min_each)?;
-        let mut items = Vec::with_capacity(count as usize);
-        for _ in 0..count {
-            items.push(self.value(key, code, at, depth + 1)?);
-        }
-        Ok(Value::Array(items))
     }
 
     fn tensor_info(&mut self, i: u64) -> Result<RawTensor, GgufError> {
@@ -731,22 +748,30 @@ fn ggml_type_name(code: u32) -> Option<&'static str> {
     })
 }
 
-/// The GGUF file a model path names: the path itself when it is a file, else
-/// the one `*.gguf` in the directory. `Ok(None)` for a directory without one.
-pub fn find(path: &Path) -> Result<Option<std::path::PathBuf>, GgufError> {
-    if path.is_file() {
-        return Ok(Some(path.to_path_buf()));
-    }
-    let entries = match std::fs::read_dir(path) {
-        Ok(entries) => entries,
-        Err(_) => return Ok(None),
+/// The `*.gguf` entries of a directory (whatever their kind: a FIFO named
+/// `.gguf` is refused when opened, not skipped), sorted; none for a
+/// directory that cannot be read.
+pub fn in_dir(dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
     };
     let mut files: Vec<std::path::PathBuf> = entries
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == EXTENSION) && p.is_file())
+        .filter(|p| p.extension().is_some_and(|e| e == EXTENSION) && !p.is_dir())
         .collect();
     files.sort();
+    files
+}
+
+/// The GGUF file a model path names: the path itself when it is a file, else
+/// the one `*.gguf` in the directory. `Ok(None)` for a directory without one.
+pub fn find(path: &Path) -> Result<Option<std::path::PathBuf>, GgufError> {
+    if !path.is_dir() && path.exists() {
+        // A file, or a FIFO or device that `open` refuses by name.
+        return Ok(Some(path.to_path_buf()));
+    }
+    let mut files = in_dir(path);
     match files.len() {
         0 => Ok(None),
         1 => Ok(files.pop()),

@@ -9,13 +9,14 @@
 //! undoes it when loading, and so does [`unpermute_order`] here, as a row
 //! order over the mapped rows rather than a copy.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::{GgufError, GgufFile};
 use crate::model::arch::{Architecture, Family};
 use crate::model::checkpoint::WeightsError;
 use crate::model::tensor::{BfTensor, PackedRows};
-use crate::model::weights::{build, TensorSpec, Weights};
+use crate::model::weights::{build, refuse_unused, TensorSpec, Weights};
 
 /// The GGUF name of a Hugging Face tensor name.
 pub fn gguf_name(hf: &str) -> Option<String> {
@@ -50,9 +51,46 @@ pub fn gguf_name(hf: &str) -> Option<String> {
 /// Every tensor `arch` needs, read from `file` (packed, mapped), with the
 /// same non-finite check as a safetensors checkpoint.
 pub fn weights(arch: &Architecture, file: &GgufFile) -> Result<Weights, WeightsError> {
-    let weights = build(arch, &mut |spec: &TensorSpec| tensor(arch, file, spec))?;
+    check_blocks(arch, file)?;
+    let mut read = BTreeSet::new();
+    let weights = build(arch, &mut |spec: &TensorSpec| {
+        read.insert(gguf_name(&spec.name).unwrap_or_else(|| spec.name.clone()));
+        tensor(arch, file, spec)
+    })?;
+    refuse_unused(&file.name, file.tensors.keys().map(String::as_str), &read)?;
     weights.check_finite()?;
     Ok(weights)
+}
+
+/// The block count the metadata declares against the blocks the tensors hold:
+/// a file with `blk.29.*` declaring 20 blocks would otherwise run 20 of 30.
+fn check_blocks(arch: &Architecture, file: &GgufFile) -> Result<(), WeightsError> {
+    let held = file
+        .tensors
+        .keys()
+        .filter_map(|name| {
+            name.strip_prefix("blk.")?
+                .split('.')
+                .next()?
+                .parse::<usize>()
+                .ok()
+        })
+        .max()
+        .map_or(0, |last| last + 1);
+    if held <= arch.num_layers {
+        // Fewer blocks than declared: the first missing tensor is named by `build`.
+        return Ok(());
+    }
+    let key = file.architecture().map_or_else(
+        |_| "block_count".to_string(),
+        |a| format!("{a}.block_count"),
+    );
+    Err(WeightsError::Blocks {
+        file: file.name.clone(),
+        key,
+        declared: arch.num_layers,
+        held,
+    })
 }
 
 fn tensor(

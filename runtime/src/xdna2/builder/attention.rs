@@ -33,7 +33,7 @@ impl Builder<'_> {
             launches.push(self.matmul(&xn, w, out, d.hidden, n));
         }
         let (mut q_in, mut k_in, mut v_out) = (q.clone(), k.clone(), v.clone());
-        if self.options.bias_on_npu && self.arch.qkv_bias {
+        if self.bias_on_npu() && self.arch.qkv_bias {
             let biased = self.npu_bias(&[q.clone(), k.clone(), v.clone()]);
             launches.extend(biased.iter().map(|(launch, _)| launch.clone()));
             [q_in, k_in, v_out] = biased.map(|(_, out)| out);
@@ -79,6 +79,14 @@ impl Builder<'_> {
             },
             [qr, kr, v_out],
         )
+    }
+
+    /// Whether the q/k/v bias is added on the NPU before RoPE: the published
+    /// Qwen2.5 plans, and the fused decode (no host step inside its dispatch;
+    /// the published builder adds it in the RoPE kernel,
+    /// mlir-air:programming_examples/fused_decode/fused_decode.py:422-426).
+    fn bias_on_npu(&self) -> bool {
+        self.options.bias_on_npu || self.fused().is_some()
     }
 
     /// Qwen2.5's q/k/v bias as broadcast adds on the NPU, before RoPE (the
@@ -137,7 +145,7 @@ impl Builder<'_> {
 
     /// Qwen2.5's q/k/v bias, added on the host after RoPE.
     pub(super) fn bias_after_rope(&mut self, qkv: &[String; 3]) {
-        if !self.arch.qkv_bias || self.options.bias_on_npu {
+        if !self.arch.qkv_bias || self.bias_on_npu() {
             return;
         }
         let d = self.dims;

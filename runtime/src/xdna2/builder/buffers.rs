@@ -23,8 +23,10 @@ impl Builder<'_> {
         name.to_string()
     }
 
+    /// How weights are held: static per-layer buffers when reused, and
+    /// always in the fused decode (its dispatch reads them on the device).
     pub(super) fn weight_class(&self) -> BufferClass {
-        if self.options.static_weights {
+        if self.options.static_weights || self.fused().is_some() {
             BufferClass::StaticWeight
         } else {
             BufferClass::Weight

@@ -86,7 +86,7 @@ impl Builder<'_> {
 
     /// The call running `range` of the group's launches, with the host
     /// traffic of every buffer it binds.
-    fn call(&self, group: &Group, range: std::ops::Range<usize>, name: String) -> Call {
+    pub(super) fn call(&self, group: &Group, range: std::ops::Range<usize>, name: String) -> Call {
         let o = self.options;
         let inside = &group.launches[range.clone()];
         let before = &group.launches[..range.start];

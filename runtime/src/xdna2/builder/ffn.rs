@@ -11,7 +11,7 @@ use crate::model::arch::{NormKind, NormWeight};
 
 /// The weights of a layer's O+FFN block: its four projections and the norm in
 /// front of its MLP.
-struct OFfnWeights {
+pub(super) struct OFfnWeights {
     wo: String,
     wg: String,
     wu: String,
@@ -23,7 +23,7 @@ impl Builder<'_> {
     /// A layer's o_proj, gate, up and down projections and the norm in front
     /// of its MLP (`post_attention_layernorm`, or Gemma's
     /// `pre_feedforward_layernorm`).
-    fn o_ffn_weights(&mut self) -> OFfnWeights {
+    pub(super) fn o_ffn_weights(&mut self) -> OFfnWeights {
         let d = self.dims;
         let wo = self.projection("wo", "self_attn.o_proj", d.hidden, d.q_dim());
         let wg = self.projection("wg", "mlp.gate_proj", d.ffn, d.hidden);
@@ -109,7 +109,7 @@ impl Builder<'_> {
     /// attention output's sandwich norm, the residual add, the MLP's norm, gate
     /// and up, the gated activation, down, the MLP output's sandwich norm and
     /// the residual add; GEMMs over the prompt in prefill, GEMVs in decode.
-    fn o_ffn_launches(&mut self, attn: &str, w: OFfnWeights) -> Vec<Launch> {
+    pub(super) fn o_ffn_launches(&mut self, attn: &str, w: OFfnWeights) -> Vec<Launch> {
         let d = self.dims;
         let rows = self.rows();
         let class = self.weight_class();

@@ -166,6 +166,7 @@ impl Builder<'_> {
     pub(super) fn matmul(&self, x: &str, w: &str, out: &str, k: usize, n: usize) -> Launch {
         match self.phase {
             Phase::Prefill => self.gemm(x, w, out, k, n),
+            Phase::Decode if self.fused().is_some() => self.projection_gemv(w, x, out),
             Phase::Decode => self.gemv(w, x, out, None, Herd::ROW),
         }
     }

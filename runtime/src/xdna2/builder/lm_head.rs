@@ -127,6 +127,32 @@ impl Builder<'_> {
     /// The partitioned LM-head GEMV on one normalized row `x` (NPU), or a
     /// CPU matvec.
     pub(super) fn lm_head_gemv(&mut self, x: &str) {
+        let launches = match self.lm_head(x) {
+            LmHead::Npu(launches) => launches,
+            LmHead::Host(matvec) => {
+                self.epilogue.push(Step::Host(matvec));
+                return;
+            }
+        };
+        // More partitions than one call may hold run as several calls.
+        let per_call = if self.options.lm_head_one_call {
+            launches.len()
+        } else {
+            self.device.limits.launches_per_call_max
+        };
+        for chunk in launches.chunks(per_call.max(1)) {
+            let group = Group {
+                name: "lm_head_gemv",
+                launches: chunk.to_vec(),
+                outputs: vec!["logits".to_string()],
+            };
+            self.emit_into(group, Part::Epilogue);
+        }
+    }
+
+    /// The LM head on one normalized row `x`, its buffers declared: the
+    /// partitions' GEMV launches on the NPU, or the CPU matvec.
+    pub(super) fn lm_head(&mut self, x: &str) -> LmHead {
         let d = self.dims;
         let tensor = self.output_projection_tensor();
         let logits = self.act("logits", d.vocab);
@@ -140,14 +166,13 @@ impl Builder<'_> {
                     .into_iter()
                     .collect(),
             );
-            self.epilogue.push(Step::Host(HostOp::Matvec {
+            return LmHead::Host(HostOp::Matvec {
                 w,
                 x: x.into(),
                 out: logits,
                 m: d.vocab,
                 k: d.hidden,
-            }));
-            return;
+            });
         }
         // Double-buffered whatever `omit_pingpong` says: the LM head is its
         // own module (the option is module-global), and the reference's
@@ -160,44 +185,40 @@ impl Builder<'_> {
             self.options.lm_head_parts.max(1),
         );
         let class = self.weight_class();
-        let launches: Vec<Launch> = (0..spec.parts)
-            .map(|part| {
-                let rows = spec.rows(part);
-                let mut transforms = vec![Transform::Rows {
-                    start: rows.start,
-                    rows: rows.len(),
-                    padded_rows: spec.part.m,
-                }];
-                transforms.extend(zero_pad(Vec::new(), d.hidden_levels()));
-                let w = self.tensor(
-                    &format!("lm_head.{part}"),
-                    class,
-                    tensor.clone(),
-                    spec.part.m * d.hidden,
-                    transforms,
-                );
-                Launch::LmHeadGemv {
-                    w,
-                    x: x.into(),
-                    out: logits.clone(),
-                    spec,
-                    part,
-                }
-            })
-            .collect();
-        // More partitions than one call may hold run as several calls.
-        let per_call = if self.options.lm_head_one_call {
-            launches.len()
-        } else {
-            self.device.limits.launches_per_call_max
-        };
-        for chunk in launches.chunks(per_call.max(1)) {
-            let group = Group {
-                name: "lm_head_gemv",
-                launches: chunk.to_vec(),
-                outputs: vec![logits.clone()],
-            };
-            self.emit_into(group, Part::Epilogue);
-        }
+        LmHead::Npu(
+            (0..spec.parts)
+                .map(|part| {
+                    let rows = spec.rows(part);
+                    let mut transforms = vec![Transform::Rows {
+                        start: rows.start,
+                        rows: rows.len(),
+                        padded_rows: spec.part.m,
+                    }];
+                    transforms.extend(zero_pad(Vec::new(), d.hidden_levels()));
+                    let w = self.tensor(
+                        &format!("lm_head.{part}"),
+                        class,
+                        tensor.clone(),
+                        spec.part.m * d.hidden,
+                        transforms,
+                    );
+                    Launch::LmHeadGemv {
+                        w,
+                        x: x.into(),
+                        out: logits.clone(),
+                        spec,
+                        part,
+                    }
+                })
+                .collect(),
+        )
     }
+}
+
+/// Where a plan's LM head runs.
+pub(super) enum LmHead {
+    /// The partitions' GEMVs.
+    Npu(Vec<Launch>),
+    /// A CPU matvec.
+    Host(HostOp),
 }

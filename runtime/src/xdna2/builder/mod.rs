@@ -19,6 +19,7 @@ mod buffers;
 mod calls;
 mod dims;
 mod ffn;
+mod fused;
 mod launches;
 mod lm_head;
 mod phases;
@@ -345,6 +346,7 @@ impl<'a> Builder<'a> {
     }
 
     fn finish(self) -> Plan {
+        let fused = self.fused_layout();
         Plan {
             model: self.model,
             phase: self.phase,
@@ -353,6 +355,7 @@ impl<'a> Builder<'a> {
             options: self.options.clone(),
             padding: self.padding,
             sliding: sliding_layers(self.arch),
+            fused,
             buffers: self.buffers,
             prologue: self.prologue,
             layer: self.layer,

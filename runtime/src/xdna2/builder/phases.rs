@@ -23,6 +23,10 @@ impl Builder<'_> {
     }
 
     pub(super) fn decode(&mut self) {
+        if let Some(fused) = self.fused() {
+            self.fused_decode(fused);
+            return;
+        }
         let d = self.dims;
         self.embed();
         let [qr, _, _] = self.attention_input();
@@ -46,7 +50,7 @@ impl Builder<'_> {
     }
 
     /// The prologue: the token embeddings of the phase's rows into `x`.
-    fn embed(&mut self) {
+    pub(super) fn embed(&mut self) {
         let d = self.dims;
         let rows = self.rows();
         let table = self.embedding_table();

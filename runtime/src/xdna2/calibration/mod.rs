@@ -12,8 +12,9 @@ mod prepared;
 mod summary;
 
 pub use packed::{
-    fit_four_bit, FittedFourBit, FourBitData, FourBitParam, FourBitPoint, FourBitReport,
-    FourBitResult, FourBitSet, PreparedFourBit, CALIBRATION_Q4_JSON, FITTED_Q4_JSON,
+    fit_four_bit, fused_plan, leave_one_family_out, published_fused_options, FittedFourBit,
+    FourBitData, FourBitFamilyOut, FourBitParam, FourBitPoint, FourBitReport, FourBitResult,
+    FourBitSet, FusedPlanError, PreparedFourBit, CALIBRATION_Q4_JSON, FITTED_Q4_JSON,
 };
 pub use plans::{
     ablation_options, build_plan_file, iron_baseline_options, ratio_checks, reference_plans,

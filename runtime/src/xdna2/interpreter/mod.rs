@@ -104,6 +104,10 @@ pub struct Defects {
     /// (weight `j + 16` of a block where weight `j` belongs, and back).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub packed_nibble_order: bool,
+    /// The defects act only in single-dispatch fused decode plans (the
+    /// planted faults that show the gates catch a bug of the fused path).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fused_only: bool,
 }
 
 impl Defects {
@@ -116,10 +120,20 @@ impl Defects {
         silu_for_gelu: false,
         window_off_by_one: false,
         packed_nibble_order: false,
+        fused_only: false,
     };
 
     pub fn none(&self) -> bool {
         *self == Defects::NONE
+    }
+
+    /// The defects that act on `plan`: none on a plan other than a fused
+    /// decode when they are scoped to it.
+    pub fn scoped(self, plan: &Plan) -> Defects {
+        match self.fused_only && plan.fused.is_none() {
+            true => Defects::NONE,
+            false => self,
+        }
     }
 }
 
@@ -432,11 +446,7 @@ impl KvCache {
             return;
         };
         for (cache, rows) in [(k, keys), (v, values)] {
-            let start = slot * width;
-            if cache.len() < start + rows.len() {
-                cache.resize(start + rows.len(), 0);
-            }
-            cache[start..start + rows.len()].copy_from_slice(rows);
+            kernels::append_rows(cache, slot * width, rows);
         }
     }
 

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::host::{add_bias, decode_attention, transpose};
+use super::host::{add_bias, transpose};
 use super::rows::{attention_rows, gemm_rows};
 use super::weights::{resolve, resolve_packed};
-use super::{ExecError, Interpreter};
+use super::{Defects, ExecError, Interpreter};
 use crate::bf16;
 use crate::model::arch::{NormKind, NormWeight};
 use crate::model::oracle::{blocks, linear};
@@ -35,7 +35,9 @@ pub(super) fn run(
         model.layer_outputs.clear();
     }
     let base = model.position;
+    let defects = model.path.defects.scoped(plan);
     let mut pass = Pass {
+        defects,
         model,
         plan,
         rows: ids.len(),
@@ -88,6 +90,8 @@ impl std::ops::Deref for WeightRef<'_> {
 
 /// One pass of a plan: the activation buffers and where the pass is.
 struct Pass<'p, 'm> {
+    /// The planted defects that act on this plan.
+    defects: Defects,
     model: &'p mut Interpreter<'m>,
     plan: &'p Plan,
     /// Real rows (prompt length in prefill, 1 in decode).
@@ -237,7 +241,7 @@ impl<'m> Pass<'_, 'm> {
                     .transpose()?;
                 let y = if spec.packed.is_some() {
                     let packed = resolve_packed(self.plan, w, self.layer, &self.model.index)?;
-                    let order = NibbleOrder::of(self.model.path.defects.packed_nibble_order);
+                    let order = NibbleOrder::of(self.defects.packed_nibble_order);
                     gemv_packed::gemv_packed_ordered(d, spec, packed, &xv, r.as_deref(), order)
                         .map_err(err)?
                 } else {
@@ -385,7 +389,7 @@ impl<'m> Pass<'_, 'm> {
                 let mut logits = self.bufs.remove(out.as_str()).unwrap_or_default();
                 logits.resize(spec.vocab, 0);
                 let last = spec.parts > 1 && *part + 1 == spec.parts;
-                if last && self.model.path.defects.drop_lm_head_partition {
+                if last && self.defects.drop_lm_head_partition {
                     // Planted fault: the partition is not launched.
                     self.put(out, logits);
                     return Ok(());
@@ -395,14 +399,83 @@ impl<'m> Pass<'_, 'm> {
                 self.put(out, logits);
                 result.map_err(err)?;
             }
+            Launch::KvAppend { k, v, spec, .. } => self.store_kv(k, v, spec.kv_width)?,
+            Launch::DecodeAttention { q, out, spec, .. } => {
+                let scale = spec.scale_dim.unwrap_or(spec.head_dim);
+                let shape = (spec.heads, spec.kv_heads, spec.head_dim, scale);
+                self.attend(q, out, shape, spec.softcap.map(f64::from))?;
+            }
         }
+        Ok(())
+    }
+
+    /// Stores this position's K and V rows of `k` and `v` in the KV cache
+    /// (prefill: every row, then the sliding window's drop); the host's KV
+    /// store and the fused decode's append alike. The planted decode defects
+    /// write a stale row or the wrong slot.
+    fn store_kv(&mut self, k: &str, v: &str, width: usize) -> Result<(), ExecError> {
+        let (mut keys, mut values) = (self.get(k)?.clone(), self.get(v)?.clone());
+        let defects = self.defects;
+        let decode = self.plan.phase == Phase::Decode;
+        let mut slot = self.base;
+        if decode && defects.stale_kv && slot > 0 {
+            (keys, values) = self.model.kv.row(self.layer, slot - 1, width);
+        }
+        if decode && defects.kv_wrong_slot {
+            slot += 1;
+        }
+        self.model.kv.write(self.layer, slot, width, &keys, &values);
+        // Prefill attends over its own rows, not the cache.
+        if !decode {
+            self.slide(width);
+        }
+        Ok(())
+    }
+
+    /// Decode attention of `q` over the cached positions this layer sees (the
+    /// window's on a sliding-window layer) into `out`: the host's and the
+    /// fused decode's alike.
+    fn attend(
+        &mut self,
+        q: &str,
+        out: &str,
+        (heads, kv_heads, head_dim, scale_dim): (usize, usize, usize, usize),
+        softcap: Option<f64>,
+    ) -> Result<(), ExecError> {
+        let qv = self.get(q)?;
+        let (keys, values) = self.model.kv.layer(self.layer);
+        let shift = usize::from(self.defects.gqa_mapping);
+        // Positions held from `first` on; the window sees the last ones.
+        let first = self.model.kv.first(self.layer);
+        let from = self
+            .window()
+            .map_or(0, |w| (self.base + 1).saturating_sub(w))
+            .max(first);
+        let positions = self.base + 1 - from;
+        let width = kv_heads * head_dim;
+        let start = (from - first) * width;
+        if keys.len() < start + positions * width {
+            return Err(ExecError::Unwritten(format!(
+                "KV cache slot {} of layer {}",
+                self.base, self.layer
+            )));
+        }
+        let y = kernels::decode_attention(
+            qv,
+            (&keys[start..], &values[start..]),
+            positions,
+            (heads, kv_heads, head_dim, scale_dim),
+            (shift, softcap.map(|c| c as f32)),
+        );
+        self.put(out, y);
+        self.slide(width);
         Ok(())
     }
 
     /// The attention window of the current layer, if it is a sliding-window
     /// layer (planted fault `window-off-by-one`: one position wider).
     fn window(&self) -> Option<usize> {
-        let widen = usize::from(self.model.path.defects.window_off_by_one);
+        let widen = usize::from(self.defects.window_off_by_one);
         self.plan.window_of(self.layer).map(|w| w + widen)
     }
 
@@ -419,8 +492,7 @@ impl<'m> Pass<'_, 'm> {
     /// The position RoPE rotates the first row at (planted fault: one too far in
     /// decode).
     fn rope_position(&self) -> usize {
-        let off =
-            self.plan.phase == Phase::Decode && self.model.path.defects.rope_position_off_by_one;
+        let off = self.plan.phase == Phase::Decode && self.defects.rope_position_off_by_one;
         self.base + usize::from(off)
     }
 
@@ -451,24 +523,7 @@ impl<'m> Pass<'_, 'm> {
                 }
                 self.put(out, y);
             }
-            HostOp::KvStore { k, v, kv_width, .. } => {
-                let (mut keys, mut values) = (self.get(k)?.clone(), self.get(v)?.clone());
-                let defects = self.model.path.defects;
-                let decode = self.plan.phase == Phase::Decode;
-                let mut slot = self.base;
-                if decode && defects.stale_kv && slot > 0 {
-                    (keys, values) = self.model.kv.row(self.layer, slot - 1, *kv_width);
-                }
-                if decode && defects.kv_wrong_slot {
-                    slot += 1;
-                }
-                let width = *kv_width;
-                self.model.kv.write(self.layer, slot, width, &keys, &values);
-                // Prefill attends over its own rows, not the cache.
-                if !decode {
-                    self.slide(width);
-                }
-            }
+            HostOp::KvStore { k, v, kv_width, .. } => self.store_kv(k, v, *kv_width)?,
             HostOp::DecodeAttention {
                 q,
                 out,
@@ -478,33 +533,8 @@ impl<'m> Pass<'_, 'm> {
                 scale_dim,
                 softcap,
             } => {
-                let qv = self.get(q)?;
-                let (keys, values) = self.model.kv.layer(self.layer);
-                let shift = usize::from(self.model.path.defects.gqa_mapping);
-                // Positions held from `first` on; the window sees the last ones.
-                let first = self.model.kv.first(self.layer);
-                let from = self
-                    .window()
-                    .map_or(0, |w| (self.base + 1).saturating_sub(w))
-                    .max(first);
-                let positions = self.base + 1 - from;
-                let width = *kv_heads * *head_dim;
-                let start = (from - first) * width;
-                if keys.len() < start + positions * width {
-                    return Err(ExecError::Unwritten(format!(
-                        "KV cache slot {} of layer {}",
-                        self.base, self.layer
-                    )));
-                }
-                let y = decode_attention(
-                    qv,
-                    (&keys[start..], &values[start..]),
-                    positions,
-                    (*heads, *kv_heads, *head_dim, scale_dim.unwrap_or(*head_dim)),
-                    (shift, softcap.map(|c| c as f32)),
-                );
-                self.put(out, y);
-                self.slide(width);
+                let shape = (*heads, *kv_heads, *head_dim, scale_dim.unwrap_or(*head_dim));
+                self.attend(q, out, shape, *softcap)?;
             }
             HostOp::Transpose {
                 from,

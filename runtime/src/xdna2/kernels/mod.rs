@@ -12,12 +12,14 @@ use serde::{Deserialize, Serialize};
 use super::constraints::ConstraintViolation;
 
 pub mod attention;
+pub mod decode_attention;
 pub mod elementwise;
 pub mod gemm;
 pub mod gemv;
 pub mod gemv_packed;
 
 pub use attention::{flash_attention, FlashAttentionSpec, FlashTile, QkvLayout};
+pub use decode_attention::{append_rows, decode_attention, DecodeAttentionSpec, KvAppendSpec};
 pub use elementwise::{
     eltwise_add, embedding, gelu_mul, layer_norm, qk_rms_norm, rms_norm, rope, rope_lut, silu_mul,
     softmax, EltwiseSpec, NormSpec, RopeSpec, RowTile,
@@ -47,10 +49,12 @@ pub enum Kernel {
     FlashAttention,
     Embedding,
     LmHeadGemv,
+    DecodeAttention,
+    KvAppend,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 14] = [
+    pub const ALL: [Kernel; 16] = [
         Kernel::Gemm,
         Kernel::Gemv,
         Kernel::GemvSwiglu,
@@ -65,6 +69,8 @@ impl Kernel {
         Kernel::FlashAttention,
         Kernel::Embedding,
         Kernel::LmHeadGemv,
+        Kernel::DecodeAttention,
+        Kernel::KvAppend,
     ];
 
     /// The kernel's name in the trajectory language (`ops::words` spells it).

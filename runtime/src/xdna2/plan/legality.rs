@@ -18,6 +18,9 @@ impl Plan {
         for (name, buffer) in &self.buffers {
             found.extend(self.check_buffer(device, name, buffer));
         }
+        if let Some(layout) = &self.fused {
+            found.extend(self.check_fused(device, layout));
+        }
         if found.is_empty() {
             Ok(())
         } else {
@@ -35,7 +38,9 @@ impl Plan {
         let first_kernel = call.launches.first().map_or(Kernel::Gemm, Launch::kernel);
         let call_at = format!("{}/{}", section.name(), call.name);
         let max = device.limits.launches_per_call_max;
-        if call.launches.len() > max {
+        // The fused dispatch is one persistent design whose herds stay
+        // configured, not a chain of launches: its limits are `check_fused`'s.
+        if call.launches.len() > max && self.fused.is_none() {
             found.push(violation(
                 Constraint::Merge,
                 first_kernel,
@@ -265,6 +270,23 @@ fn operand_sizes(launch: &Launch) -> Vec<(&str, usize)> {
             (w, spec.part.m * spec.part.k),
             (x, spec.part.k),
             (out, spec.vocab),
+        ],
+        Launch::KvAppend {
+            k, v, cache, spec, ..
+        } => vec![
+            (k, spec.kv_width),
+            (v, spec.kv_width),
+            (cache, 2 * spec.context * spec.kv_width),
+        ],
+        Launch::DecodeAttention {
+            q,
+            cache,
+            out,
+            spec,
+        } => vec![
+            (q, spec.heads * spec.head_dim),
+            (cache, 2 * spec.context * spec.kv_heads * spec.head_dim),
+            (out, spec.heads * spec.head_dim),
         ],
     }
 }

@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use super::constraints::ConstraintViolation;
 use super::device::Device;
 use super::kernels::{
-    gemv::check_swiglu, Dtype, EltwiseSpec, FlashAttentionSpec, GemmSpec, GemvSpec, Kernel,
-    LmHeadSpec, NormSpec, QkvLayout, RopeSpec,
+    gemv::check_swiglu, DecodeAttentionSpec, Dtype, EltwiseSpec, FlashAttentionSpec, GemmSpec,
+    GemvSpec, Kernel, KvAppendSpec, LmHeadSpec, NormSpec, QkvLayout, RopeSpec,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -100,6 +100,9 @@ pub struct PlanOptions {
     /// is split into even calls (skillc's own plans: Gemma's 10-launch `o_ffn`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub published_calls: bool,
+    /// Decode as one NPU dispatch per token (`fused`), where it places.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fused_decode: Option<FusedOptions>,
 }
 
 /// One call of a split launch group: its name and how many of the group's
@@ -141,6 +144,7 @@ impl PlanOptions {
             single_buffered_down: false,
             single_buffered_o_ffn: false,
             published_calls: false,
+            fused_decode: None,
         }
     }
 
@@ -400,6 +404,20 @@ pub enum Launch {
         spec: LmHeadSpec,
         part: usize,
     },
+    /// This token's K/V row into the device KV cache `cache` (fused decode).
+    KvAppend {
+        k: String,
+        v: String,
+        cache: String,
+        spec: KvAppendSpec,
+    },
+    /// One query per head over the device KV cache `cache` (fused decode).
+    DecodeAttention {
+        q: String,
+        cache: String,
+        out: String,
+        spec: DecodeAttentionSpec,
+    },
 }
 
 impl Launch {
@@ -418,6 +436,8 @@ impl Launch {
             Launch::Softmax { .. } => Kernel::Softmax,
             Launch::FlashAttention { .. } => Kernel::FlashAttention,
             Launch::LmHeadGemv { .. } => Kernel::LmHeadGemv,
+            Launch::KvAppend { .. } => Kernel::KvAppend,
+            Launch::DecodeAttention { .. } => Kernel::DecodeAttention,
         }
     }
 
@@ -453,6 +473,8 @@ impl Launch {
             Launch::Softmax { x, .. } => vec![x],
             Launch::FlashAttention { q, k, v, .. } => vec![q, k, v],
             Launch::LmHeadGemv { w, x, .. } => vec![w, x],
+            Launch::KvAppend { k, v, .. } => vec![k, v],
+            Launch::DecodeAttention { q, cache, .. } => vec![q, cache],
         }
     }
 
@@ -470,7 +492,9 @@ impl Launch {
             | Launch::EltwiseAdd { out, .. }
             | Launch::Softmax { out, .. }
             | Launch::FlashAttention { out, .. }
-            | Launch::LmHeadGemv { out, .. } => out,
+            | Launch::LmHeadGemv { out, .. }
+            | Launch::DecodeAttention { out, .. } => out,
+            Launch::KvAppend { cache, .. } => cache,
         }
     }
 
@@ -490,6 +514,8 @@ impl Launch {
             Launch::Softmax { spec, .. } => spec.check(device, Kernel::Softmax),
             Launch::FlashAttention { spec, .. } => spec.check(device),
             Launch::LmHeadGemv { spec, .. } => spec.check(device),
+            Launch::KvAppend { spec, .. } => spec.check(device),
+            Launch::DecodeAttention { spec, .. } => spec.check(device),
         }
     }
 
@@ -525,6 +551,11 @@ impl Launch {
                     spec.parts
                 )
             }
+            Launch::KvAppend { spec, .. } => format!("{} ctx {}", spec.kv_width, spec.context),
+            Launch::DecodeAttention { spec, .. } => format!(
+                "h{}/{} d{} ctx {} cu{}",
+                spec.heads, spec.kv_heads, spec.head_dim, spec.context, spec.cus
+            ),
         }
     }
 }
@@ -538,146 +569,6 @@ pub struct Call {
     pub group: String,
     pub launches: Vec<Launch>,
     pub bindings: Vec<Binding>,
-}
-
-/// Work the host does between calls.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum HostOp {
-    /// Token embedding gather of `rows` positions from `table`.
-    Embed {
-        table: String,
-        out: String,
-        rows: usize,
-        hidden: usize,
-        /// Each gathered row times this factor rounded to bf16, the product
-        /// rounded to bf16 (Gemma's `embed_scale`, which transformers casts to
-        /// the weights' dtype before multiplying).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        scale: Option<f32>,
-    },
-    /// Stores this layer's K and V rows in the host KV cache (prefill: all
-    /// rows with the head-major transpose; decode: one appended row).
-    KvStore {
-        k: String,
-        v: String,
-        rows: usize,
-        kv_width: usize,
-    },
-    /// Attention of one query per head over the host KV cache.
-    DecodeAttention {
-        q: String,
-        out: String,
-        heads: usize,
-        kv_heads: usize,
-        head_dim: usize,
-        /// The real head_dim of zero-padded heads, which scales the scores.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        scale_dim: Option<usize>,
-        /// Gemma-2's soft-cap on every score, `tanh(s / cap) · cap`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        softcap: Option<f64>,
-    },
-    /// Re-lays a `[rows, heads, head_dim]` tensor between seq-first and head-first.
-    Transpose {
-        from: String,
-        to: String,
-        rows: usize,
-        heads: usize,
-        head_dim: usize,
-        to_layout: QkvLayout,
-    },
-    /// Adds a projection bias after RoPE: RoPE(x + b) = RoPE(x) + RoPE(b), so
-    /// the rotated bias is added when `rotate`, the plain bias otherwise.
-    BiasAdd {
-        x: String,
-        bias: String,
-        rows: usize,
-        heads: usize,
-        head_dim: usize,
-        /// The RoPE table when the bias is rotated (q and k; not v).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        lut: Option<String>,
-        /// Dimensions of each head the table rotates, when the heads are
-        /// zero-padded past them.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        rotary_dim: Option<usize>,
-    },
-    /// Element-wise add on the host (decode glue).
-    Add {
-        a: String,
-        b: String,
-        out: String,
-        n: usize,
-    },
-    /// RMSNorm on the host: of the last real row in prefill (`last_row`), of
-    /// the single row in decode.
-    RmsNorm {
-        x: String,
-        weight: String,
-        out: String,
-        cols: usize,
-        eps: f64,
-        last_row: bool,
-        /// The real columns of a zero-padded row, over which the mean square
-        /// is taken.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        real_cols: Option<usize>,
-    },
-    /// LayerNorm on the host, as `RmsNorm` (the last real row in prefill, the
-    /// single row in decode), with the weight and bias the model has.
-    LayerNorm {
-        x: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        weight: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        bias: Option<String>,
-        out: String,
-        cols: usize,
-        eps: f64,
-        last_row: bool,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        real_cols: Option<usize>,
-    },
-    /// `tanh(x / cap) · cap` on every logit, on the host after the LM head
-    /// (Gemma-2's final logit soft-cap).
-    SoftCap { x: String, n: usize, cap: f64 },
-    /// SiLU·mul on the host (decode glue).
-    SiluMul {
-        gate: String,
-        up: String,
-        out: String,
-        n: usize,
-    },
-    /// A matrix-vector product on the CPU (unoptimized decode, CPU LM head).
-    Matvec {
-        w: String,
-        x: String,
-        out: String,
-        m: usize,
-        k: usize,
-    },
-    /// Host scheduling between calls (Python loop, argument set-up): time only.
-    Scheduling { what: String },
-}
-
-impl HostOp {
-    pub fn name(&self) -> &'static str {
-        match self {
-            HostOp::Embed { .. } => "embed",
-            HostOp::KvStore { .. } => "kv_store",
-            HostOp::DecodeAttention { .. } => "decode_attention",
-            HostOp::Transpose { .. } => "transpose",
-            HostOp::BiasAdd { .. } => "bias_add",
-            HostOp::Add { .. } => "add",
-            HostOp::RmsNorm { .. } => "rms_norm",
-            HostOp::LayerNorm { .. } => "layer_norm",
-            HostOp::SoftCap { .. } => "soft_cap",
-            HostOp::SiluMul { .. } => "silu_mul",
-            HostOp::Matvec { .. } => "matvec",
-            HostOp::Scheduling { .. } => "scheduling",
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -723,6 +614,9 @@ pub struct Plan {
     /// The layers that attend over a sliding window, when the model has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sliding: Option<SlidingLayers>,
+    /// The single-dispatch decode's layout, when the plan is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fused: Option<FusedLayout>,
     pub buffers: BTreeMap<String, Buffer>,
     pub prologue: Vec<Step>,
     pub layer: Vec<Step>,
@@ -805,10 +699,17 @@ impl Plan {
 }
 
 mod file;
+mod fused;
+mod host_op;
 mod legality;
 mod standalone;
 mod transform;
 
 pub use file::{json_file, PlanFileError};
+pub use fused::{
+    attention_cus, FusedKv, FusedLayout, FusedOptions, ATTENTION_CUS_MAX, GROUP as FUSED_GROUP,
+    HEAD_CALL as FUSED_HEAD_CALL, KV_CACHE as FUSED_KV_CACHE, PROJ_COLUMNS, PROJ_ROWS,
+};
+pub use host_op::HostOp;
 pub use standalone::Standalone;
 pub use transform::{axis_len, pad_heads, padded_index, zero_pad, TransformError};

@@ -235,12 +235,29 @@ def main():
     case("missing-tensor", mutated(lambda m: m.drop_tensor("blk.0.ffn_up.weight")))
     case("transposed-tensor", mutated(lambda m: replace_dims(m, "blk.0.ffn_up.weight", [FFN, HIDDEN])))
     case("nan-scale", mutated(nan_scale))
+    # Issue 27: values the config checks cannot see, and counts that disagree.
+    case("nan-rope-base", mutated(lambda m: m.set("llama.rope.freq_base", F32, float("nan"))))
+    case("inf-epsilon", mutated(lambda m: m.set("llama.attention.layer_norm_rms_epsilon", F32, float("inf"))))
+    case("more-blocks-than-declared", mutated(extra_block))
+    case("unused-tensor", mutated(
+        lambda m: m.tensors.append(("blk.0.attn_extra.weight", [HIDDEN], T_F32, f32_values([1.0] * HIDDEN)))))
+    case("bos-outside-vocab", mutated(lambda m: m.set("tokenizer.ggml.bos_token_id", U32, 1_000_000_000)))
+    case("eos-outside-vocab", mutated(lambda m: m.set("tokenizer.ggml.eos_token_id", U32, VOCAB)))
+    case("tokens-fewer-than-vocab", mutated(
+        lambda m: m.set("tokenizer.ggml.tokens", ARRAY, (STRING, [f"t{i}" for i in range(3)]))))
 
 
 def replace_dims(m, name, dims):
     i = m.tensor(name)
     n, _, kind, data = m.tensors[i]
     m.tensors[i] = (n, dims, kind, data)
+
+
+def extra_block(m):
+    """blk.1.* tensors (a copy of blk.0's) in a file declaring one block."""
+    copies = [(n.replace("blk.0.", "blk.1."), d, k, b) for n, d, k, b in m.tensors if n.startswith("blk.0.")]
+    at = m.tensor("output_norm.weight")
+    m.tensors[at:at] = copies
 
 
 def nan_scale(m):

@@ -126,7 +126,8 @@ fn attempt(
             before,
             ThresholdSource::rule("keep a change only when the modeled time strictly drops"),
         )
-        .modeled();
+        .modeled()
+        .attempt();
     run.traj.observe(None, &[&gate], Some(&action));
     run.gate(rec, gate);
     if t.revisit && times.ms_per_token > current.2.ms_per_token {
