@@ -169,13 +169,13 @@ fn metric_literals(text: &str) -> Vec<&'static str> {
         .collect()
 }
 
-/// Metrics are named once, in their table (`runtime/src/ops/metrics.rs`);
+/// Metrics are named once, in their table (`runtime/src/metrics.rs`);
 /// everywhere else code holds a `Metric` or a `GateMetric`, so a misspelled metric
 /// fails to compile instead of silently getting no unit.
 #[test]
 fn metric_names_are_spelled_only_in_their_table() {
     let root = repository();
-    let table = root.join("runtime/src/ops/metrics.rs");
+    let table = root.join("runtime/src/metrics.rs");
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
     rust_files(&root.join("runtime/src"), &mut files);
@@ -198,7 +198,7 @@ fn metric_names_are_spelled_only_in_their_table() {
         .collect();
     assert!(
         spelled.is_empty(),
-        "metric names written as literals outside runtime/src/ops/metrics.rs: {spelled:#?}"
+        "metric names written as literals outside runtime/src/metrics.rs: {spelled:#?}"
     );
 }
 
@@ -213,4 +213,258 @@ fn an_operation_literal_is_found_outside_test_code_only() {
     let text =
         "let op = \"select-tiling\";\n#[cfg(test)]\nmod tests { const X: &str = \"evaluate\"; }";
     assert_eq!(operation_literals(text), ["select-tiling"]);
+}
+
+/// The runtime's top-level modules, bottom layer first. A module imports from its
+/// own layer and the layers below it, never from one above: the model and its
+/// oracle know nothing of the NPU, the emulator nothing of the vocabulary, the
+/// vocabulary (whose parameters are the emulator's kernels, herds and tiles, and
+/// whose effects are plan changes) nothing of the bundle, and only the executor
+/// sees everything.
+const RUNTIME_LAYERS: &[&[&str]] = &[
+    &[
+        "bf16", "input", "metrics", "numbers", "phase", "rng", "threads",
+    ],
+    &["model"],
+    &["xdna2"],
+    &["ops"],
+    &["bundle", "bundle_integrity"],
+    &["notation"],
+    &["exec"],
+];
+
+/// The compiler's top-level modules, bottom layer first: `syntax` and `diag`
+/// share a layer (a diagnostic carries a span; the parser reports diagnostics),
+/// `outdir` sits below `emit`, which writes through it, `import` (which drafts
+/// trajectory text) beside `graph` on `syntax` alone, and `replay` above the
+/// pipeline it reads trajectories with. The runtime is below all of them.
+const COMPILER_LAYERS: &[&[&str]] = &[
+    &["digest", "synth"],
+    &["diag", "syntax"],
+    &["outdir"],
+    &["graph", "import"],
+    &["distill"],
+    &["emit"],
+    &["replay"],
+    &["cli"],
+];
+
+/// The files of the emulator that may call the oracle: the harness, which judges
+/// a kernel against it, the interpreter, which still borrows its norms, soft-cap,
+/// gated activation and dot product, and the decode-attention kernel, which still
+/// borrows its soft-cap and softmax (so a mistake there agrees with itself;
+/// making them the emulator's own removes them here).
+const ORACLE_USERS_IN_XDNA2: &[&str] = &[
+    "xdna2/harness.rs",
+    "xdna2/harness_packed.rs",
+    "xdna2/interpreter/pass.rs",
+    "xdna2/kernels/decode_attention.rs",
+];
+
+/// The module path of a source file relative to its crate's `src`
+/// (`exec/run.rs` → `exec::run`, `exec/mod.rs` → `exec`, `lib.rs` → the root).
+fn module_path(relative: &str) -> Vec<String> {
+    let mut parts: Vec<String> = relative
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(str::to_string)
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The first segment of every path that starts right after `at` in `code`:
+/// `exec::run` gives `exec`, `{bundle::Step, ops}` gives `bundle` and `ops`.
+fn first_segments(code: &str, at: usize) -> Vec<String> {
+    let rest = &code[at..];
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let Some(group) = rest.strip_prefix('{') else {
+        return vec![ident(rest)];
+    };
+    let (mut depth, mut start, mut out) = (0usize, 0usize, Vec::new());
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                out.push(ident(&group[start..i]));
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(ident(&group[start..i]));
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+/// The crate's top-level modules a file's code (before its test module, comments
+/// aside) names through `crate::…`, or through `super::…` climbing to the root.
+fn imported_modules(relative: &str, text: &str) -> BTreeSet<String> {
+    let code: String = text
+        .split("#[cfg(test)]")
+        .next()
+        .unwrap_or(text)
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let depth = module_path(relative).len();
+    let mut found = BTreeSet::new();
+    for (at, _) in code.match_indices("crate::") {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        found.extend(first_segments(&code, at + "crate::".len()));
+    }
+    for (at, _) in code.match_indices("super::") {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let mut end = at;
+        let mut climbs = 0;
+        while code[end..].starts_with("super::") {
+            end += "super::".len();
+            climbs += 1;
+        }
+        if climbs >= depth {
+            found.extend(first_segments(&code, end));
+        }
+    }
+    found
+}
+
+/// Every import of a crate's source files that runs up its layers, as
+/// `file: module imports module`. Names that are no top-level module (an item of
+/// the root, a false match) are not judged.
+fn layer_violations(files: &[(String, String)], layers: &[&[&str]]) -> Vec<String> {
+    let layer_of = |module: &str| layers.iter().position(|l| l.contains(&module));
+    let mut violations = Vec::new();
+    for (relative, text) in files {
+        let path = module_path(relative);
+        let Some(own) = path.first() else { continue };
+        let Some(own_layer) = layer_of(own) else {
+            violations.push(format!("{relative}: module `{own}` is in no layer"));
+            continue;
+        };
+        for imported in imported_modules(relative, text) {
+            if layer_of(&imported).is_some_and(|l| l > own_layer) {
+                violations.push(format!(
+                    "{relative}: `{own}` imports `{imported}`, a layer above it"
+                ));
+            }
+        }
+    }
+    violations
+}
+
+/// Every `.rs` file under `root`, as (path relative to `root`, text).
+fn crate_sources(root: &Path) -> Vec<(String, String)> {
+    let mut paths = Vec::new();
+    rust_files(root, &mut paths);
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let relative = path
+                .strip_prefix(root)
+                .expect("under the root")
+                .to_string_lossy()
+                .replace('\\', "/");
+            let text = std::fs::read_to_string(&path).expect("a source file");
+            (relative, text)
+        })
+        .collect()
+}
+
+/// ARCHITECTURE.md's layering, checked: no import in either crate runs up its
+/// layers.
+#[test]
+fn no_import_runs_up_the_layers() {
+    let root = repository();
+    for (dir, layers) in [("runtime/src", RUNTIME_LAYERS), ("src", COMPILER_LAYERS)] {
+        let files = crate_sources(&root.join(dir));
+        assert!(files.len() > 20, "{dir}: found {} files", files.len());
+        let violations = layer_violations(&files, layers);
+        assert!(
+            violations.is_empty(),
+            "{dir}: imports against the layering of ARCHITECTURE.md: {violations:#?}"
+        );
+    }
+}
+
+/// The emulator calls the oracle only where it is listed: the harness that judges
+/// against it, and the host operations that still borrow from it. A listed file
+/// that no longer calls it leaves the list.
+#[test]
+fn the_emulator_calls_the_oracle_only_where_listed() {
+    let root = repository().join("runtime/src");
+    let callers: Vec<String> = crate_sources(&root)
+        .into_iter()
+        .filter(|(relative, _)| relative.starts_with("xdna2/"))
+        .filter(|(_, text)| {
+            let code = text.split("#[cfg(test)]").next().unwrap_or(text);
+            code.lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .any(|l| l.contains("model::oracle"))
+        })
+        .map(|(relative, _)| relative)
+        .collect();
+    assert_eq!(callers, ORACLE_USERS_IN_XDNA2);
+}
+
+#[test]
+fn an_import_up_the_layers_is_found() {
+    let files = [
+        (
+            "ops/effect.rs",
+            "use crate::exec::run::Run;\nuse crate::xdna2::Device;",
+        ),
+        ("ops/mod.rs", "use crate::{metrics::Unit, bundle::Step};"),
+        (
+            "xdna2/plan/mod.rs",
+            "fn f() { super::super::ops::Op::Merge }",
+        ),
+        (
+            "xdna2/plan/fit.rs",
+            "use super::super::Device; // crate::exec in a comment",
+        ),
+        (
+            "exec/run.rs",
+            "use crate::ops::Op;\n#[cfg(test)]\nmod tests { use crate::notation; }",
+        ),
+        (
+            "model/oracle.rs",
+            "//! Judged by `crate::xdna2::harness`.\nuse crate::bf16;",
+        ),
+    ]
+    .map(|(p, t)| (p.to_string(), t.to_string()));
+    assert_eq!(
+        layer_violations(&files, RUNTIME_LAYERS),
+        [
+            "ops/effect.rs: `ops` imports `exec`, a layer above it",
+            "ops/mod.rs: `ops` imports `bundle`, a layer above it",
+            "xdna2/plan/mod.rs: `xdna2` imports `ops`, a layer above it",
+        ]
+    );
+    let stray = [("newmod/x.rs".to_string(), String::new())];
+    assert_eq!(
+        layer_violations(&stray, RUNTIME_LAYERS),
+        ["newmod/x.rs: module `newmod` is in no layer"]
+    );
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use build_support::{copy_dir, repo, scratch};
-use skillc::emit::check::read_tree;
+use skillc::emit::on_disk::read_tree;
 
 fn skillc(args: &[&str], threads: Option<&str>) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_skillc"));

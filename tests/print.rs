@@ -12,7 +12,7 @@ use skillc::graph::{self, export};
 use skillc::syntax::{self, SourceFile};
 use skillc_runtime::bundle::{Bundle, Comparison, Value};
 use skillc_runtime::exec::artifacts::trajectory::{ActionLinks, TrajectoryWriter};
-use skillc_runtime::exec::checks::gate::{GateCheck, ThresholdSource};
+use skillc_runtime::exec::gates::gate::{GateCheck, ThresholdSource};
 use skillc_runtime::ops::{GateMetric, Metric, OpKind, RuntimeMetric};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");

@@ -45,33 +45,6 @@ pub fn from_f32_vec(src: &[f32]) -> Vec<u16> {
     src.iter().map(|&v| from_f32(v)).collect()
 }
 
-/// Dot product of a bf16 row with an f32 vector, accumulated in f32 over eight
-/// independent lanes (the lane order is this kernel's numerics, and lets the
-/// compiler vectorise).
-#[inline]
-pub fn dot_bf16_f32(row: &[u16], x: &[f32]) -> f32 {
-    const LANES: usize = 8;
-    let n = row.len().min(x.len());
-    let mut acc = [0.0f32; LANES];
-    let chunks = n / LANES;
-    for c in 0..chunks {
-        let base = c * LANES;
-        for l in 0..LANES {
-            acc[l] += to_f32(row[base + l]) * x[base + l];
-        }
-    }
-    let mut tail = 0.0f32;
-    for i in chunks * LANES..n {
-        tail += to_f32(row[i]) * x[i];
-    }
-    let pair = |a: f32, b: f32| a + b;
-    let s = pair(
-        pair(pair(acc[0], acc[1]), pair(acc[2], acc[3])),
-        pair(pair(acc[4], acc[5]), pair(acc[6], acc[7])),
-    );
-    s + tail
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,17 +64,5 @@ mod tests {
         assert_eq!(from_f32(1.0 + 3.0 / 256.0), 0x3f82);
         assert_eq!(from_f32(1.0 + 1.0 / 256.0 + 1e-6), 0x3f81);
         assert!(to_f32(from_f32(f32::NAN)).is_nan());
-    }
-
-    #[test]
-    fn dot_matches_a_plain_sum() {
-        let row: Vec<u16> = (0..37).map(|i| from_f32(i as f32 * 0.25 - 3.0)).collect();
-        let x: Vec<f32> = (0..37).map(|i| 1.0 / (1.0 + i as f32)).collect();
-        let plain: f64 = row
-            .iter()
-            .zip(&x)
-            .map(|(&r, &v)| to_f32(r) as f64 * v as f64)
-            .sum();
-        assert!((dot_bf16_f32(&row, &x) as f64 - plain).abs() < 1e-5);
     }
 }

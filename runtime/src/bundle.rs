@@ -14,10 +14,15 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::bundle_integrity::IntegrityProblems;
+pub use crate::ops::Value;
 use crate::ops::{Metric, Op, OpKind, ParamError, Unit, WeightFormat};
+use crate::phase::DeployPhase;
 
 /// Bumped on any incompatible change; the executor refuses other versions.
 pub const SCHEMA_VERSION: &str = "skillc.bundle/1";
+
+/// The name of this file in a bundle's folder.
+pub const FILE_NAME: &str = "bundle.json";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bundle {
@@ -26,7 +31,7 @@ pub struct Bundle {
     pub name: String,
     pub sources: Vec<Source>,
     /// Exactly eight, in order 0..=7.
-    pub phases: Vec<Phase>,
+    pub phases: Vec<BundlePhase>,
     /// Every lesson, keyed by its stable id; phases and skills refer to these ids.
     pub lessons: BTreeMap<String, Lesson>,
     /// Cross-phase optimization and debugging skills (`opt-…`, `debug-…`).
@@ -43,16 +48,26 @@ impl Bundle {
     /// `parts=0`, `rtol=-1`, `tile=[0,0,0,0]` or `if qk_norms` is refused before
     /// anything runs. A bundle the compiler wrote has none.
     pub fn parameter_problems(&self) -> Vec<ParameterProblem> {
+        self.read_steps().1
+    }
+
+    /// Every step read as its typed operation, by phase in bundle order, and
+    /// every parameter problem of the bundle.
+    fn read_steps(&self) -> (Vec<Vec<ReadStep<'_>>>, Vec<ParameterProblem>) {
         let mut problems = Vec::new();
+        let mut phases = Vec::with_capacity(self.phases.len());
         for phase in &self.phases {
+            let mut steps = Vec::with_capacity(phase.steps.len());
             for step in &phase.steps {
-                if let Err(source) = Op::read(step.op, &step.params) {
-                    problems.push(ParameterProblem::Step {
+                match Op::read(step.op, &step.params) {
+                    Ok(op) => steps.push(ReadStep { step, op }),
+                    Err(source) => problems.push(ParameterProblem::Step {
                         id: step.id.clone(),
                         source,
-                    });
+                    }),
                 }
             }
+            phases.push(steps);
             for dead_end in &phase.dead_ends {
                 if let Err(source) = Op::read(dead_end.op, &dead_end.params) {
                     problems.push(ParameterProblem::DeadEnd {
@@ -83,12 +98,18 @@ impl Bundle {
                 }
             }
         }
-        problems
+        (phases, problems)
     }
 
     /// Whether the executor can run this bundle: its schema version, its eight
     /// phases in order, and every parameter it holds ([`Bundle::parameter_problems`]).
     pub fn check(&self) -> Result<(), BundleError> {
+        self.read().map(|_| ())
+    }
+
+    /// The bundle [`Bundle::check`] accepts, with every step read as its typed
+    /// operation: the one reading of the steps the executor runs from.
+    pub fn read(&self) -> Result<BundleSteps<'_>, BundleError> {
         if self.schema_version != SCHEMA_VERSION {
             return Err(BundleError::SchemaVersion {
                 found: self.schema_version.clone(),
@@ -98,7 +119,7 @@ impl Bundle {
         if found != (0..=7).collect::<Vec<u8>>() {
             return Err(BundleError::PhaseOrder { found });
         }
-        let problems = self.parameter_problems();
+        let (phases, problems) = self.read_steps();
         if !problems.is_empty() {
             return Err(BundleError::Parameters(ParameterProblems(problems)));
         }
@@ -106,7 +127,41 @@ impl Bundle {
         if !problems.is_empty() {
             return Err(BundleError::Integrity(IntegrityProblems(problems)));
         }
-        Ok(())
+        Ok(BundleSteps(phases))
+    }
+}
+
+/// A bundle step with its operation read once, typed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadStep<'b> {
+    pub step: &'b Step,
+    pub op: Op,
+}
+
+/// The steps of a checked bundle ([`Bundle::read`]), typed, by phase.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BundleSteps<'b>(Vec<Vec<ReadStep<'b>>>);
+
+impl<'b> BundleSteps<'b> {
+    /// Every step of `phase`, in order.
+    pub fn of(&self, phase: DeployPhase) -> &[ReadStep<'b>] {
+        self.0
+            .get(usize::from(phase.index()))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// The steps of `phase` running `op`, in order.
+    pub fn running(
+        &self,
+        phase: DeployPhase,
+        op: OpKind,
+    ) -> impl Iterator<Item = &ReadStep<'b>> + '_ {
+        self.of(phase).iter().filter(move |s| s.op.kind() == op)
+    }
+
+    /// Every step of every phase, in order.
+    pub fn all(&self) -> impl Iterator<Item = &ReadStep<'b>> + '_ {
+        self.0.iter().flatten()
     }
 }
 
@@ -231,7 +286,7 @@ pub struct Provenance {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Phase {
+pub struct BundlePhase {
     pub index: u8,
     /// Skill directory name, e.g. `phase-1-kernel-validation`.
     pub name: String,
@@ -343,7 +398,7 @@ pub struct Gate {
     pub comparison: Comparison,
     pub threshold: f64,
     /// Unit of `threshold`; none (`""` in the file) for unitless metrics.
-    #[serde(with = "crate::ops::metrics::optional_unit")]
+    #[serde(with = "crate::metrics::optional_unit")]
     pub unit: Option<Unit>,
     pub baseline: Baseline,
     /// The operation whose result the gate reads, e.g. `validate-kernel`.
@@ -440,7 +495,7 @@ impl fmt::Display for FigureSource {
 pub struct Target {
     pub metric: Metric,
     pub value: f64,
-    #[serde(with = "crate::ops::metrics::optional_unit")]
+    #[serde(with = "crate::metrics::optional_unit")]
     pub unit: Option<Unit>,
     pub conditions: BTreeMap<String, Value>,
     /// Whether the recorded figure was measured on hardware or modeled.
@@ -672,22 +727,6 @@ pub struct Hypothesis {
     pub lesson: String,
     pub check: String,
     pub evidence_count: u32,
-}
-
-/// A parameter value.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Value {
-    Bool(bool),
-    Int(i64),
-    Float(f64),
-    IntList(Vec<i64>),
-    /// Identifiers and free text alike; the operation's spec says which.
-    Text(String),
-    Quantity {
-        value: f64,
-        unit: String,
-    },
 }
 
 /// A remedy value: a closed expression language with no side effects.
@@ -975,6 +1014,25 @@ mod tests {
         );
         let text = std::fs::read_to_string(path).expect("the committed bundle");
         serde_json::from_str(&text).expect("it parses")
+    }
+
+    #[test]
+    fn a_read_bundle_holds_every_step_once_as_its_typed_operation() {
+        let bundle = committed();
+        let steps = bundle.read().expect("the committed bundle runs");
+        for phase in DeployPhase::ALL {
+            let recorded = &bundle.phases[usize::from(phase.index())].steps;
+            let read = steps.of(phase);
+            assert_eq!(read.len(), recorded.len(), "phase {phase}");
+            for (r, s) in read.iter().zip(recorded) {
+                assert!(std::ptr::eq(r.step, s));
+                assert_eq!(r.op.kind(), s.op);
+            }
+        }
+        assert_eq!(
+            steps.all().count(),
+            bundle.phases.iter().map(|p| p.steps.len()).sum::<usize>()
+        );
     }
 
     #[test]

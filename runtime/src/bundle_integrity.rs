@@ -21,7 +21,7 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use crate::bundle::Bundle;
-use crate::ops::metrics::{Metric, Unit};
+use crate::metrics::{Metric, Unit};
 
 /// The member of bundle.json holding its digest.
 pub const DIGEST_KEY: &str = "digest";
@@ -234,7 +234,7 @@ pub enum IntegrityProblem {
     LessonKey { key: String, id: String },
     #[error(
         "{at}: `{metric}` threshold {} is outside what the metric can be ({range})",
-        crate::notation::number(*.value)
+        crate::numbers::number(*.value)
     )]
     Threshold {
         at: String,
@@ -306,7 +306,7 @@ fn thresholds(bundle: &Bundle) -> Vec<IntegrityProblem> {
         if value.is_finite() && min <= value && value <= max {
             return;
         }
-        let number = crate::notation::number;
+        let number = crate::numbers::number;
         let range = if max == f64::MAX {
             format!("{} or more", number(min))
         } else {

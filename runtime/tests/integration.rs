@@ -13,7 +13,7 @@ mod smollm2;
 mod test_support;
 mod threads;
 mod xdna2_calibration;
-mod xdna2_calibration_q4;
+mod xdna2_calibration_packed;
 mod xdna2_constraints;
 mod xdna2_exec;
 mod xdna2_fused;

@@ -5,9 +5,9 @@
 //! decode gates' floor is measured with it.
 
 use skillc_runtime::bf16;
-use skillc_runtime::exec::checks::decode::{forced_run, reference_run};
-use skillc_runtime::exec::checks::floor::{storage_errors, DecodeLimits};
-use skillc_runtime::exec::checks::topk::TopKGate;
+use skillc_runtime::exec::gates::decode::{forced_run, reference_run};
+use skillc_runtime::exec::gates::floor::{storage_errors, DecodeLimits};
+use skillc_runtime::exec::gates::topk::TopKGate;
 use skillc_runtime::model::oracle::storage::{Bf16Storage, StoredTensor};
 use skillc_runtime::model::oracle::{LogitRows, Reference};
 use skillc_runtime::model::Model;

@@ -8,10 +8,10 @@
 //! plan. Padded vocabulary rows never reach the logits, so they never win an
 //! argmax.
 
-use skillc_runtime::exec::checks::decode::{reference_run, teacher_forced};
-use skillc_runtime::exec::checks::floor::DecodeLimits;
-use skillc_runtime::exec::checks::topk::TopKGate;
 use skillc_runtime::exec::design::Plans;
+use skillc_runtime::exec::gates::decode::{reference_run, teacher_forced};
+use skillc_runtime::exec::gates::floor::DecodeLimits;
+use skillc_runtime::exec::gates::topk::TopKGate;
 use skillc_runtime::model::config::parse_config;
 use skillc_runtime::model::oracle::blocks::argmax;
 use skillc_runtime::model::Model;

@@ -10,7 +10,7 @@ use skillc_runtime::bf16;
 use skillc_runtime::rng::SplitMix64;
 use skillc_runtime::xdna2::device::Device;
 use skillc_runtime::xdna2::kernels::*;
-use skillc_runtime::xdna2::numerics::{compare, tolerance, Comparison};
+use skillc_runtime::xdna2::numerics::{compare, tolerance, Deviation};
 
 fn normal(seed: u64, n: usize, scale: f32) -> Vec<u16> {
     let mut g = SplitMix64::new(seed);
@@ -30,7 +30,7 @@ fn f32s(bits: &[u16]) -> Vec<f32> {
     bf16::to_f32_vec(bits)
 }
 
-fn gate(kernel: Kernel, precision: Precision, out: &[u16], reference: &[f32]) -> Comparison {
+fn gate(kernel: Kernel, precision: Precision, out: &[u16], reference: &[f32]) -> Deviation {
     let c = compare(&f32s(out), reference, tolerance(kernel, precision));
     assert_eq!(c.mismatches, 0, "{} {:?}: {c:?}", kernel.name(), precision);
     c

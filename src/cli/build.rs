@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use super::render::{self, Sources};
 use super::{EXIT_FAILED, EXIT_USAGE};
 use crate::distill::{self, Distilled, Input};
-use crate::emit::{self, check, write, Rendered};
+use crate::emit::{self, on_disk, write, Rendered};
 use crate::graph::{self, Loaded};
 
 #[derive(Debug, clap::Args)]
@@ -306,7 +306,7 @@ fn check_only(out: &Path, rendered: &Rendered, mut report: Report) -> ExitCode {
         );
         return report.finish(&line, true, ExitCode::from(EXIT_FAILED));
     }
-    let differences = match check::compare(out, rendered) {
+    let differences = match on_disk::compare(out, rendered) {
         Err(error) => {
             eprintln!(
                 "error: cannot read {shown}: {}",
@@ -321,9 +321,9 @@ fn check_only(out: &Path, rendered: &Rendered, mut report: Report) -> ExitCode {
         .iter()
         .map(|d| {
             let (kind, path) = match d {
-                check::Difference::Missing(p) => ("missing", p),
-                check::Difference::Extra(p) => ("extra", p),
-                check::Difference::Changed { path, .. } => ("changed", path),
+                on_disk::Difference::Missing(p) => ("missing", p),
+                on_disk::Difference::Extra(p) => ("extra", p),
+                on_disk::Difference::Changed { path, .. } => ("changed", path),
             };
             serde_json::json!({ "kind": kind, "path": path })
         })
@@ -332,7 +332,7 @@ fn check_only(out: &Path, rendered: &Rendered, mut report: Report) -> ExitCode {
         return report.finish(&format!("{shown} is up to date"), false, ExitCode::SUCCESS);
     }
     if !report.as_json {
-        print!("{}", check::report(&differences, 40, 10));
+        print!("{}", on_disk::report(&differences, 40, 10));
     }
     let line = format!(
         "error: {shown} is stale: {} file(s) differ from what the trajectories produce; run `skillc build` without --check and commit the result",

@@ -183,7 +183,7 @@ fn calibrate(
     let report = prepared.report(&device, &params);
     let ratios = ratio_checks(data, &device, &params)?;
     let four_bit = PreparedFourBit::load(&device, data, models, &file.to_json())?;
-    let q4_file = match super::calibrate_four_bit::fitted(&four_bit, &device, &params, data, refit)
+    let q4_file = match super::calibrate_packed::fitted(&four_bit, &device, &params, data, refit)
         .map_err(CalibrateError::file(&data.join("fitted_q4.json")))?
     {
         Ok(file) => file,
@@ -224,7 +224,7 @@ fn calibrate(
         print_bounds(&file.bounds);
         print_families(&file.leave_one_family_out);
         print_ratios(&ratios);
-        super::calibrate_four_bit::print(&four_bit, &q4_report, &q4_file, &q4_families);
+        super::calibrate_packed::print(&four_bit, &q4_report, &q4_file, &q4_families);
     }
     let note = FittedFile {
         fit: report.fit.clone(),

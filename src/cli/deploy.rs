@@ -248,7 +248,7 @@ fn check_fixtures_dir(dir: &Path) -> Result<(), CommandError> {
         "no such file or directory"
     } else if !dir.is_dir() {
         "not a directory"
-    } else if skillc_runtime::exec::checks::features::fixture_dirs(dir).is_empty() {
+    } else if skillc_runtime::exec::gates::features::fixture_dirs(dir).is_empty() {
         "holds no transformers fixture (a folder with config.json and reference.safetensors)"
     } else {
         return Ok(());
@@ -341,9 +341,9 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
             stop.phase,
             stop.gate,
             stop.metric,
-            exec::checks::gate::format_value(stop.value),
+            exec::gates::gate::format_value(stop.value),
             stop.comparison.symbol(),
-            exec::checks::gate::format_value(stop.threshold),
+            exec::gates::gate::format_value(stop.threshold),
             stop.reason
         );
         for t in &stop.tried {

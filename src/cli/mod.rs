@@ -13,7 +13,7 @@ pub mod bench;
 pub mod build;
 pub mod bundle_file;
 pub mod calibrate;
-pub mod calibrate_four_bit;
+pub mod calibrate_packed;
 pub mod check;
 pub mod deploy;
 pub mod diff;

@@ -7,7 +7,7 @@ use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
 use skillc_runtime::exec::artifacts::record::PhaseStatus;
-use skillc_runtime::exec::checks::gate::GateCheck;
+use skillc_runtime::exec::gates::gate::GateCheck;
 use skillc_runtime::exec::Progress;
 use skillc_runtime::phase::DeployPhase;
 

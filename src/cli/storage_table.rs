@@ -9,12 +9,12 @@
 //! prefill of the whole teacher-forced sequence. The first row is the weights'
 //! own rounding (the stored model's exact values against their bf16 rounding).
 //! The row marked as the floor is what every deploy measures for its decode
-//! gates' limits (`exec::checks::floor`).
+//! gates' limits (`exec::gates::floor`).
 
-use skillc_runtime::exec::checks::decode::{forced_run, reference_run, DecodeErrors, Worst};
-use skillc_runtime::exec::checks::floor::{storage_errors, FLOOR_FACTOR};
-use skillc_runtime::exec::checks::gate::format_value;
-use skillc_runtime::exec::checks::topk::TopKGate;
+use skillc_runtime::exec::gates::decode::{forced_run, reference_run, DecodeErrors, Worst};
+use skillc_runtime::exec::gates::floor::{storage_errors, FLOOR_FACTOR};
+use skillc_runtime::exec::gates::gate::format_value;
+use skillc_runtime::exec::gates::topk::TopKGate;
 use skillc_runtime::model::oracle::storage::Bf16Storage;
 use skillc_runtime::model::oracle::{LogitRows, Reference, ReferenceError};
 use skillc_runtime::model::Model;

@@ -11,13 +11,13 @@ use petgraph::graph::NodeIndex;
 use rayon::prelude::*;
 use skillc_runtime::phase::DeployPhase;
 
-use super::checks;
 use super::ir::{
     DeadEndIr, DeadEndOutcome, DeclaredSkillIr, DroppedIr, EntryIr, LessonIr, NoteIr, NotePlace,
     PhaseIr, SourceIr, StepIr,
 };
 use super::lessons;
 use super::notes;
+use super::observed;
 use super::path::{self, action, Cx, Fate};
 use super::{catalog, values};
 use crate::diag::Diagnostic;
@@ -308,9 +308,9 @@ fn phase(
             title: spec.title.to_string(),
             sessions: path::session_titles(cx.g, spec.index),
             steps: order.iter().filter_map(|&a| step(cx, a, places)).collect(),
-            exit_gates: checks::gates(cx, p),
+            exit_gates: observed::gates(cx, p),
             lessons: Vec::new(),
-            targets: checks::targets(cx, p, model),
+            targets: observed::targets(cx, p, model),
             dead_ends,
             context: places.at(NotePlace::Phase(spec.index)),
         },
@@ -369,8 +369,8 @@ fn dead_end(
         op: data.op,
         params: values::params(&data.params),
         outcome: cx.outcome(outcome),
-        symptom: checks::dead_end_symptom(cx, index, data),
-        failed: checks::failed_checks(cx, index),
+        symptom: observed::dead_end_symptom(cx, index, data),
+        failed: observed::failed_checks(cx, index),
         explained_by: None,
         skill: None,
         provenance: vec![cx.provenance(node)],

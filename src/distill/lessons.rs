@@ -12,8 +12,8 @@ use skillc_runtime::bundle::{Comparison, Expr, LessonKind, Provenance, Remedy, S
 use skillc_runtime::ops::{Better, Metric, OpKind};
 use skillc_runtime::phase::DeployPhase;
 
-use super::checks;
 use super::ir::{DeadEndIr, DeadEndOutcome, LessonIr, LessonOrigin, PredicateIr, SymptomIr};
+use super::observed;
 use super::path::{action, Cx};
 use super::{skills, values};
 use crate::diag::{Code, Diagnostic};
@@ -255,7 +255,7 @@ pub fn from_dead_end(
     let replacement_step = cx.replacement(replacement);
     let mut phases = BTreeSet::from([dead_end.phase]);
     phases.extend(replacement_step.and_then(|s| g.node(s).phase));
-    let evidence: Vec<Provenance> = checks::failed(cx, index)
+    let evidence: Vec<Provenance> = observed::failed(cx, index)
         .into_iter()
         .map(|o| cx.provenance(g.node(o)))
         .collect();

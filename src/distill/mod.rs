@@ -27,7 +27,6 @@ use crate::graph::{Graph, NodeData};
 use crate::syntax::{SourceFile, Span};
 
 pub mod catalog;
-mod checks;
 mod drafts;
 mod extract;
 pub mod identity;
@@ -35,6 +34,7 @@ pub mod ir;
 mod lessons;
 pub mod lodo;
 mod notes;
+mod observed;
 mod path;
 pub mod placement;
 pub mod skills;
@@ -468,8 +468,8 @@ fn stricter(a: &GateIr, b: &GateIr) -> bool {
 
 fn merge_gates(gates: &mut Vec<GateIr>, incoming: Vec<GateIr>) {
     for gate in incoming {
-        let key = checks::gate_key(&gate);
-        match gates.iter_mut().find(|g| checks::gate_key(g) == key) {
+        let key = observed::gate_key(&gate);
+        match gates.iter_mut().find(|g| observed::gate_key(g) == key) {
             Some(existing) => {
                 let mut provenance = std::mem::take(&mut existing.provenance);
                 provenance.extend(gate.provenance.iter().cloned());
@@ -481,7 +481,7 @@ fn merge_gates(gates: &mut Vec<GateIr>, incoming: Vec<GateIr>) {
             None => gates.push(gate),
         }
     }
-    gates.sort_by_key(checks::gate_key);
+    gates.sort_by_key(observed::gate_key);
 }
 
 fn target_key(t: &TargetIr) -> (Metric, String) {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use crate::digest::sha256_hex;
 use rayon::prelude::*;
 use skillc_runtime::bundle::{
-    Bundle, DeadEnd, Gate, Hypothesis, Lesson, Phase, SkillSet, Source, Step, Target,
+    Bundle, BundlePhase, DeadEnd, Gate, Hypothesis, Lesson, SkillSet, Source, Step, Target,
     SCHEMA_VERSION,
 };
 use skillc_runtime::bundle_integrity;
@@ -76,8 +76,8 @@ pub fn lower(ir: &SkillIr) -> Bundle {
     }
 }
 
-fn phase(ir: &SkillIr, p: &PhaseIr) -> Phase {
-    Phase {
+fn phase(ir: &SkillIr, p: &PhaseIr) -> BundlePhase {
+    BundlePhase {
         index: p.index.index(),
         name: p.name.clone(),
         title: p.title.clone(),

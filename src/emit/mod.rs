@@ -16,13 +16,13 @@ use thiserror::Error;
 use crate::distill::ir::SkillIr;
 
 pub mod bundle_json;
-pub mod check;
 pub mod cite;
 mod entry_page;
 pub mod frontmatter;
 mod hardware;
 pub mod language;
 pub mod markdown;
+pub mod on_disk;
 mod page;
 mod phase_page;
 pub mod print;
@@ -32,7 +32,7 @@ mod skill_page;
 pub mod write;
 
 /// The machine-readable file at the bundle root.
-pub const BUNDLE_JSON: &str = "bundle.json";
+pub const BUNDLE_JSON: &str = skillc_runtime::bundle::FILE_NAME;
 
 #[derive(Debug, Error)]
 pub enum EmitError {

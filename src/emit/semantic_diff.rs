@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use skillc_runtime::bundle::{
-    Baseline, Bundle, DeadEnd, Gate, Lesson, Phase, Provenance, SkillSet, Step, Target, Value,
+    Baseline, Bundle, BundlePhase, DeadEnd, Gate, Lesson, Provenance, SkillSet, Step, Target, Value,
 };
 
 use super::print;
@@ -349,7 +349,7 @@ fn one_line(text: &str) -> String {
     }
 }
 
-fn phase_changes(o: &Phase, n: &Phase) -> Vec<Change> {
+fn phase_changes(o: &BundlePhase, n: &BundlePhase) -> Vec<Change> {
     let old_steps = by_key(&o.steps, |s| s.id.clone());
     let new_steps = by_key(&n.steps, |s| s.id.clone());
     let mut changes = keyed(

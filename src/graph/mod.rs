@@ -20,7 +20,7 @@
 //! placed (duplicate id, no session) are left out. A graph that came with errors is for
 //! inspection only: compile only when `diag::error_count` is zero.
 
-mod check;
+mod entry;
 pub mod export;
 mod expr;
 

@@ -14,7 +14,7 @@ use petgraph::visit::{EdgeFiltered, EdgeRef};
 use petgraph::Direction;
 use rayon::prelude::*;
 
-use super::check::{self, Checked, Reference};
+use super::entry::{self, Checked, Reference};
 use super::{Edge, EdgeKind, FileInfo, Graph, HeaderInfo, Node, NodeData, SessionInfo};
 use crate::diag::{self, Code, Diagnostic};
 use crate::syntax::{
@@ -67,7 +67,7 @@ pub(super) fn build(files: Vec<ParsedFile>) -> (Graph, Vec<Diagnostic>) {
     let placed = place(files, &mut graph, &mut broken, &mut diagnostics);
     let checked: Vec<(Checked, usize, Option<DeployPhase>)> = placed
         .into_par_iter()
-        .map(|p| (check::check_entry(p.entry, p.phase), p.session, p.phase))
+        .map(|p| (entry::check_entry(p.entry, p.phase), p.session, p.phase))
         .collect();
 
     let mut references = Vec::with_capacity(checked.len());
@@ -156,7 +156,7 @@ fn place(
                         .weights
                         .as_ref()
                         .and_then(|w| super::weights::read_name(w, diagnostics));
-                    diagnostics.extend(check::draft_session(&session));
+                    diagnostics.extend(entry::draft_session(&session));
                     graph.sessions.push(SessionInfo {
                         timestamp: session.timestamp.text.clone(),
                         phase: session_phase(session.phase),
@@ -279,18 +279,10 @@ fn header_info(header: &Header, diagnostics: &mut Vec<Diagnostic>) -> HeaderInfo
         span: header.span,
     };
     for (i, field) in header.fields.iter().enumerate() {
-        if let Some(first) = header.fields[..i]
-            .iter()
-            .find(|f| f.key.text == field.key.text)
-        {
-            diagnostics.push(
-                Diagnostic::new(
-                    Code::HeaderField,
-                    field.key.span,
-                    format!("header field `{}` given twice", field.key.text),
-                )
-                .with_related(first.key.span, "first given here"),
-            );
+        if let Some(first) = entry::earlier(&header.fields, i, |f| &f.key) {
+            let message = format!("header field `{}` given twice", field.key.text);
+            let diagnostic = Diagnostic::new(Code::HeaderField, field.key.span, message);
+            diagnostics.push(diagnostic.with_related(first.span, "first given here"));
             continue;
         }
         let text = value_text(&field.value);
@@ -470,7 +462,7 @@ fn resolve_references(
                         format!(
                             "`{}` is {}; {problem}",
                             name.text,
-                            check::article(target_kind)
+                            entry::article(target_kind)
                         ),
                     )
                     .with_related(graph.inner[target].span, "defined here"),
@@ -528,13 +520,10 @@ fn derive_measured_actions(graph: &mut Graph, diagnostics: &mut Vec<Diagnostic>)
     let mut report = |unobserved: &mut Vec<NodeIndex>, graph: &Graph| {
         for action in unobserved.drain(..) {
             let node = &graph.inner[action];
+            let message = format!("no observation follows action `{}` in its session", node.id);
             diagnostics.push(
-                Diagnostic::new(
-                    Code::ActionWithoutObservation,
-                    keyword_span(node.span, &node.id),
-                    format!("no observation follows action `{}` in its session", node.id),
-                )
-                .with_hint("record what the action did with an `observe` entry"),
+                at_id(node, Code::ActionWithoutObservation, message)
+                    .with_hint("record what the action did with an `observe` entry"),
             );
         }
     };
@@ -563,16 +552,22 @@ fn derive_measured_actions(graph: &mut Graph, diagnostics: &mut Vec<Diagnostic>)
         }
     }
     report(&mut unobserved, graph);
-    for (observation, action) in derived {
-        graph.inner.add_edge(
-            observation,
-            action,
-            Edge {
-                kind: EdgeKind::After,
-                derived: true,
-                span: None,
-            },
-        );
+    // In node order already, each observation once: adding sorts nothing.
+    let edges = derived.into_iter().map(|(o, a)| (o, a, EdgeKind::After));
+    add_derived(graph, edges.collect());
+}
+
+/// Adds `edges` to the graph as derived edges, sorted, each once.
+fn add_derived(graph: &mut Graph, mut edges: Vec<(NodeIndex, NodeIndex, EdgeKind)>) {
+    edges.sort();
+    edges.dedup();
+    for (source, target, kind) in edges {
+        let edge = Edge {
+            kind,
+            derived: true,
+            span: None,
+        };
+        graph.inner.add_edge(source, target, edge);
     }
 }
 
@@ -596,19 +591,7 @@ fn derive_lesson_edges(graph: &mut Graph, diagnostics: &mut Vec<Diagnostic>) {
             }
         }
     }
-    new_edges.sort();
-    new_edges.dedup();
-    for (source, target, kind) in new_edges.drain(..) {
-        graph.inner.add_edge(
-            source,
-            target,
-            Edge {
-                kind,
-                derived: true,
-                span: None,
-            },
-        );
-    }
+    add_derived(graph, std::mem::take(&mut new_edges));
 
     let mut actions_by_op: HashMap<OpKind, Vec<NodeIndex>> = HashMap::new();
     for (index, node) in graph.nodes() {
@@ -622,13 +605,10 @@ fn derive_lesson_edges(graph: &mut Graph, diagnostics: &mut Vec<Diagnostic>) {
         };
         let evidence = graph.targets(index, EdgeKind::Evidence);
         if evidence.is_empty() {
+            let message = format!("lesson `{}` cites no evidence", node.id);
             diagnostics.push(
-                Diagnostic::new(
-                    Code::LessonWithoutEvidence,
-                    keyword_span(node.span, &node.id),
-                    format!("lesson `{}` cites no evidence", node.id),
-                )
-                .with_hint("add `evidence <id>…` naming the observations behind it"),
+                at_id(node, Code::LessonWithoutEvidence, message)
+                    .with_hint("add `evidence <id>…` naming the observations behind it"),
             );
         }
         let measured: Vec<NodeIndex> = evidence
@@ -660,19 +640,7 @@ fn derive_lesson_edges(graph: &mut Graph, diagnostics: &mut Vec<Diagnostic>) {
             }
         }
     }
-    new_edges.sort();
-    new_edges.dedup();
-    for (source, target, kind) in new_edges {
-        graph.inner.add_edge(
-            source,
-            target,
-            Edge {
-                kind,
-                derived: true,
-                span: None,
-            },
-        );
-    }
+    add_derived(graph, new_edges);
 }
 
 fn warn_fixed_passes(graph: &Graph, diagnostics: &mut Vec<Diagnostic>) {
@@ -786,6 +754,11 @@ fn mark_effective(graph: &mut Graph) {
     for index in graph.inner.node_indices() {
         graph.inner[index].effective = effective[index.index()];
     }
+}
+
+/// A diagnostic at the start of `node`'s entry, as long as its id.
+fn at_id(node: &Node, code: Code, message: String) -> Diagnostic {
+    Diagnostic::new(code, keyword_span(node.span, &node.id), message)
 }
 
 /// The span of the first token of a node or clause, `word` long.

@@ -1,6 +1,6 @@
 //! Tables of measured figures → `observe` entries. A value cell's figures are the
 //! numbers written with a unit (`1.27s`, `92ms/token`, `10.8 tok/s`); each gets a
-//! metric of the language's table (`runtime/src/ops/metrics.rs`) from its unit and
+//! metric of the language's table (`runtime/src/metrics.rs`) from its unit and
 //! the words of its row and column headers (rules in [`metric_for`], documented in
 //! grammar/README.md). Conditions come from `key=value` and `(2048 tokens)` in the
 //! headers and the headings above the table, and from the row's item when the first

@@ -158,7 +158,7 @@ fn one(path: &Path, cite: String, out: &mut Read) {
             why: why.to_string(),
         })
     };
-    // Its entries' `source` must be a valid citation (`graph::check`, E0061).
+    // Its entries' `source` must be a valid citation (`graph::entry`, E0061).
     if cite.chars().any(char::is_control) || cite.chars().count() > MAX_CITATION_CHARS {
         return skip(
             "its path cannot be cited (a control character, or too long)",

@@ -115,16 +115,7 @@ fn fresh_id(taken: &mut BTreeSet<String>, slug: &str, line: u32) -> String {
 
 fn session(date: &str, placement: Placement, title: &str) -> Session {
     Session {
-        timestamp: Timestamp {
-            text: date.to_string(),
-            year: 0,
-            month: 0,
-            day: 0,
-            hour: 0,
-            minute: 0,
-            second: 0,
-            span: NOWHERE,
-        },
+        timestamp: Timestamp::unread(date.to_string(), NOWHERE),
         phase: u64::from(placement.phase().index()),
         phase_span: NOWHERE,
         weights: None,

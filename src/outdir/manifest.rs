@@ -138,7 +138,7 @@ pub fn verify(dir: &Path, listed: &Hashes, own: &[&str]) -> io::Result<Verificat
 }
 
 /// The file names of the two manifests skillc keeps.
-pub const BUNDLE_MANIFEST: &str = crate::emit::BUNDLE_JSON;
+pub const BUNDLE_MANIFEST: &str = skillc_runtime::bundle::FILE_NAME;
 pub const OWNED_MANIFEST: &str = ".skillc-owned.json";
 
 /// `.skillc-owned.json`: what a deploy run wrote (a bundle's own manifest is

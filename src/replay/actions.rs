@@ -3,7 +3,7 @@
 //! check, a model-level numerical run), and leaves an [`ActionResult`] that the
 //! observations after it read.
 
-use skillc_runtime::exec::checks::topk::TopKGate;
+use skillc_runtime::exec::gates::topk::TopKGate;
 use skillc_runtime::model::oracle::compare::{
     check_reference, ReferenceTensors, DEFAULT_TOLERANCE, REFERENCE_FILE,
 };

@@ -7,7 +7,7 @@
 use skillc_runtime::model::arch::Architecture;
 use skillc_runtime::xdna2::device::Device;
 use skillc_runtime::xdna2::harness::{DrawnWeights, Harness, HarnessError, RunOutcome, Scale};
-use skillc_runtime::xdna2::numerics::{Comparison, Tolerance};
+use skillc_runtime::xdna2::numerics::{Deviation, Tolerance};
 use skillc_runtime::xdna2::plan::Launch;
 
 use super::measure;
@@ -15,7 +15,7 @@ use super::measure;
 /// What one validation run measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct KernelCheck {
-    pub comparison: Comparison,
+    pub comparison: Deviation,
     /// Cosine similarity of the output with the reference.
     pub cosine: f64,
 }

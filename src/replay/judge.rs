@@ -137,25 +137,20 @@ fn gate(recorded: Recorded, value: f64) -> Judgement {
             "a functional value without a threshold cannot be compared across weights",
         );
     };
-    let was = op.holds(recorded.value, limit);
-    let now = op.holds(value, limit);
-    if was == now {
-        Judgement::new(
-            Outcome::Agree,
-            format!("{} {} {}", verdict(now), op.symbol(), number(limit)),
-        )
-    } else {
-        Judgement::new(
-            Outcome::Disagree,
-            format!(
-                "recorded {} but replayed {} against {} {}",
-                verdict(was),
-                verdict(now),
-                op.symbol(),
-                number(limit)
-            ),
-        )
-    }
+    let (was, now) = match verdicts(op, limit, recorded.value, value) {
+        Ok(agreed) => return agreed,
+        Err(differ) => differ,
+    };
+    Judgement::new(
+        Outcome::Disagree,
+        format!(
+            "recorded {} but replayed {} against {} {}",
+            verdict(was),
+            verdict(now),
+            op.symbol(),
+            number(limit)
+        ),
+    )
 }
 
 fn count(recorded: Recorded, value: f64) -> Judgement {
@@ -191,24 +186,31 @@ fn timing(recorded: Recorded, value: f64, band: f64) -> Judgement {
 /// `Some` when a threshold was written: agreement of its verdicts.
 fn threshold_agrees(recorded: Recorded, value: f64) -> Option<Judgement> {
     let (op, limit) = recorded.threshold?;
-    let (was, now) = (op.holds(recorded.value, limit), op.holds(value, limit));
-    Some(if was == now {
-        Judgement::new(
-            Outcome::Agree,
-            format!("{} {} {}", verdict(now), op.symbol(), number(limit)),
-        )
-    } else {
-        Judgement::new(
-            Outcome::Disagree,
-            format!(
-                "threshold {} {}: recorded {}, replayed {}",
-                op.symbol(),
-                number(limit),
-                verdict(was),
-                verdict(now)
-            ),
-        )
-    })
+    Some(
+        verdicts(op, limit, recorded.value, value).unwrap_or_else(|(was, now)| {
+            Judgement::new(
+                Outcome::Disagree,
+                format!(
+                    "threshold {} {}: recorded {}, replayed {}",
+                    op.symbol(),
+                    number(limit),
+                    verdict(was),
+                    verdict(now)
+                ),
+            )
+        }),
+    )
+}
+
+/// The threshold's verdicts on the recorded and the replayed value: their
+/// agreement when they are the same, else both (recorded first).
+fn verdicts(op: CmpOp, limit: f64, recorded: f64, value: f64) -> Result<Judgement, (bool, bool)> {
+    let (was, now) = (op.holds(recorded, limit), op.holds(value, limit));
+    if was != now {
+        return Err((was, now));
+    }
+    let agreed = format!("{} {} {}", verdict(now), op.symbol(), number(limit));
+    Ok(Judgement::new(Outcome::Agree, agreed))
 }
 
 /// The verdict of a whole observation: the written one against the replayed one.
@@ -278,77 +280,46 @@ pub fn canonical(metric: Metric, value: f64, unit: Option<Unit>) -> Option<f64> 
 mod tests {
     use super::*;
 
+    /// A recorded `value`, judged against `threshold` when it has one.
+    fn recorded(value: f64, threshold: Option<(CmpOp, f64)>) -> Recorded {
+        Recorded { value, threshold }
+    }
+
+    /// The outcome of replaying `value` against `rec` within `band`.
+    fn outcome(m: Metric, rec: Recorded, value: f64, band: f64) -> Outcome {
+        judge(m, rec, &Replayed::Value(value), band).outcome
+    }
+
     #[test]
     fn times_agree_inside_the_band_only() {
-        let rec = Recorded {
-            value: 100.0,
-            threshold: None,
-        };
-        let m = Metric::KernelMs;
-        assert_eq!(
-            judge(m, rec, &Replayed::Value(109.0), 0.1).outcome,
-            Outcome::Agree
-        );
-        assert_eq!(
-            judge(m, rec, &Replayed::Value(91.0), 0.1).outcome,
-            Outcome::Agree
-        );
-        assert_eq!(
-            judge(m, rec, &Replayed::Value(89.0), 0.1).outcome,
-            Outcome::Disagree
-        );
-        assert_eq!(
-            judge(m, rec, &Replayed::Value(300.0), 0.1).outcome,
-            Outcome::Disagree
-        );
+        let (rec, m) = (recorded(100.0, None), Metric::KernelMs);
+        assert_eq!(outcome(m, rec, 109.0, 0.1), Outcome::Agree);
+        assert_eq!(outcome(m, rec, 91.0, 0.1), Outcome::Agree);
+        assert_eq!(outcome(m, rec, 89.0, 0.1), Outcome::Disagree);
+        assert_eq!(outcome(m, rec, 300.0, 0.1), Outcome::Disagree);
     }
 
     #[test]
     fn a_time_inside_the_band_still_needs_its_threshold_verdict() {
-        let rec = Recorded {
-            value: 92.0,
-            threshold: Some((CmpOp::Lt, 93.0)),
-        };
+        let rec = recorded(92.0, Some((CmpOp::Lt, 93.0)));
         let j = judge(Metric::MsPerToken, rec, &Replayed::Value(95.0), 0.1);
         assert_eq!(j.outcome, Outcome::Disagree, "{}", j.reason);
     }
 
     #[test]
     fn gates_compare_verdicts_not_values() {
-        let rec = Recorded {
-            value: 0.0,
-            threshold: Some((CmpOp::Eq, 0.0)),
-        };
-        let m = Metric::Mismatches;
-        assert_eq!(
-            judge(m, rec, &Replayed::Value(0.0), 0.1).outcome,
-            Outcome::Agree
-        );
-        assert_eq!(
-            judge(m, rec, &Replayed::Value(3.0), 0.1).outcome,
-            Outcome::Disagree
-        );
-        let failed = Recorded {
-            value: 917504.0,
-            threshold: Some((CmpOp::Eq, 0.0)),
-        };
-        assert_eq!(
-            judge(m, failed, &Replayed::Value(12.0), 0.1).outcome,
-            Outcome::Agree
-        );
+        let (rec, m) = (recorded(0.0, Some((CmpOp::Eq, 0.0))), Metric::Mismatches);
+        assert_eq!(outcome(m, rec, 0.0, 0.1), Outcome::Agree);
+        assert_eq!(outcome(m, rec, 3.0, 0.1), Outcome::Disagree);
+        let failed = recorded(917504.0, Some((CmpOp::Eq, 0.0)));
+        assert_eq!(outcome(m, failed, 12.0, 0.1), Outcome::Agree);
     }
 
     #[test]
     fn a_refusal_agrees_only_with_a_recorded_failure() {
         let m = Metric::Mismatches;
-        let failed = Recorded {
-            value: 1.0,
-            threshold: Some((CmpOp::Eq, 0.0)),
-        };
-        let passed = Recorded {
-            value: 0.0,
-            threshold: Some((CmpOp::Eq, 0.0)),
-        };
+        let failed = recorded(1.0, Some((CmpOp::Eq, 0.0)));
+        let passed = recorded(0.0, Some((CmpOp::Eq, 0.0)));
         let r = Replayed::Refused("L1".into());
         assert_eq!(judge(m, failed, &r, 0.1).outcome, Outcome::Agree);
         assert_eq!(judge(m, passed, &r, 0.1).outcome, Outcome::Disagree);
@@ -358,19 +329,9 @@ mod tests {
 
     #[test]
     fn counts_must_be_equal() {
-        let rec = Recorded {
-            value: 15.0,
-            threshold: None,
-        };
-        let m = Metric::CallsPerLayer;
-        assert_eq!(
-            judge(m, rec, &Replayed::Value(15.0), 0.5).outcome,
-            Outcome::Agree
-        );
-        assert_eq!(
-            judge(m, rec, &Replayed::Value(14.0), 0.5).outcome,
-            Outcome::Disagree
-        );
+        let (rec, m) = (recorded(15.0, None), Metric::CallsPerLayer);
+        assert_eq!(outcome(m, rec, 15.0, 0.5), Outcome::Agree);
+        assert_eq!(outcome(m, rec, 14.0, 0.5), Outcome::Disagree);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! deployment's plans on the model's weights (`xdna2::interpreter`) and the CPU f32
 //! reference runs the same prompts; the block, diagnosis and verify gates are
 //! recomputed from the two by the executor's own definitions of them
-//! (`exec::checks::block`, `exec::checks::verify`).
+//! (`exec::gates::block`, `exec::gates::verify`).
 //!
 //! Prompts are seeded token ids (no tokenizer is needed). Prefill plans run at
 //! [`PROMPT_ROWS`] rows: the deployment pads prompts to its fixed row count, and
@@ -19,15 +19,15 @@
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
-use skillc_runtime::exec::checks::block::{BlockComparison, BlockThresholds};
-use skillc_runtime::exec::checks::decode::ReferenceRun;
-use skillc_runtime::exec::checks::floor::DecodeLimits;
-use skillc_runtime::exec::checks::gate::{min_or_nan, GateCheck, ThresholdSource};
-use skillc_runtime::exec::checks::topk::TopKGate;
-use skillc_runtime::exec::checks::verify::{
+use skillc_runtime::exec::design::Plans;
+use skillc_runtime::exec::gates::block::{BlockComparison, BlockThresholds};
+use skillc_runtime::exec::gates::decode::ReferenceRun;
+use skillc_runtime::exec::gates::floor::DecodeLimits;
+use skillc_runtime::exec::gates::gate::{min_or_nan, GateCheck, ThresholdSource};
+use skillc_runtime::exec::gates::topk::TopKGate;
+use skillc_runtime::exec::gates::verify::{
     diagnose_layers, reference_runs, verify_gates, verify_on,
 };
-use skillc_runtime::exec::design::Plans;
 use skillc_runtime::model::arch::Architecture;
 use skillc_runtime::model::oracle::{LogitRows, Reference, ReferenceError};
 use skillc_runtime::model::tensor::BfTensor;

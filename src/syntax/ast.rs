@@ -147,6 +147,23 @@ pub struct Timestamp {
     pub span: Span,
 }
 
+impl Timestamp {
+    /// A timestamp with its text only and no fields read: one the parser
+    /// recovered from, or a date an importer writes as it found it.
+    pub fn unread(text: String, span: Span) -> Timestamp {
+        Timestamp {
+            text,
+            year: 0,
+            month: 0,
+            day: 0,
+            hour: 0,
+            minute: 0,
+            second: 0,
+            span,
+        }
+    }
+}
+
 /// `<id> <kind> … <clauses>`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Entry {

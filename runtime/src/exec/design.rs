@@ -28,6 +28,11 @@ use crate::xdna2::plan::{Launch, Phase, Plan, PlanOptions, Step};
 /// published figures.
 pub const SEQ_LEN: usize = 2048;
 
+/// The conditions of a figure modeled at [`SEQ_LEN`]: `seq_len=…`.
+pub fn at_seq_len() -> BTreeMap<String, Value> {
+    BTreeMap::from([("seq_len".to_string(), Value::Int(SEQ_LEN as i64))])
+}
+
 /// A kernel configuration chosen for one kernel × shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kernel", rename_all = "snake_case")]

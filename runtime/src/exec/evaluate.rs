@@ -25,10 +25,10 @@ use super::artifacts::record::{
 };
 use super::artifacts::registry::Registry;
 use super::artifacts::sha256_file;
-use super::checks::floor::DecodeLimits;
-use super::checks::topk::{TopKGate, GATE_K, GATE_N_TOKENS};
-use super::checks::verify::{reference_runs, verify_npu};
 use super::design::{self, fingerprint, Plans};
+use super::gates::floor::DecodeLimits;
+use super::gates::topk::{TopKGate, GATE_K, GATE_N_TOKENS};
+use super::gates::verify::{reference_runs, verify_npu};
 use super::{files, DeployError};
 use crate::model::source::ModelSource;
 use crate::ops::{Metric, OpKind};
@@ -420,7 +420,7 @@ fn render(e: &Evaluation) -> String {
         let _ = writeln!(
             out,
             "- {}: {}",
-            super::phases::phase3::prompt_note(p),
+            super::phases::full_model::prompt_note(p),
             if p.check.passed { "pass" } else { "FAIL" }
         );
     }

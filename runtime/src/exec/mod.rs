@@ -6,16 +6,16 @@
 //! applies the bundle's optimizations one at a time (4, 5), writes the production
 //! plan, the report and a trajectory of the run (6), and hands the written artifacts
 //! to an independent evaluator in a fresh process (7). A failed gate is matched
-//! against the bundle's debugging lessons ([`checks::remedy`]); fixes are applied in order
+//! against the bundle's debugging lessons ([`gates::remedy`]); fixes are applied in order
 //! and re-checked; when none works the run stops with a report naming the phase,
 //! gate, value, threshold and what was tried.
 //!
 //! Module map: `run` drives the phases over the shared state; `phases/` holds one
-//! runner per phase (`phase0` … `phase3`, `optimize` for 4 and 5, `finalize` for 6,
-//! `phase7`) and `steps`, which accounts for the bundle steps they leave; [`design`]
+//! runner per phase (`reference` … `full_model`, `optimize` for 4 and 5, `finalize` for 6,
+//! `evaluate`) and `steps`, which accounts for the bundle steps they leave; [`design`]
 //! turns the executor's decisions into the builder's plans, which the backend's plan
 //! interpreter (`xdna2::interpreter`) runs over the model's weights; [`fault`] plants
-//! the faults the gate tests use; [`checks`] is the checking machinery (gates, the top-k gate,
+//! the faults the gate tests use; [`gates`] is the checking machinery (gates, the top-k gate,
 //! verification, phase 1's kernel harness, remedies); [`artifacts`] writes what
 //! happened (report, trajectory, roofline and trace, `plan.json`, the kernel
 //! registry); [`evaluate`] is phase 7's fresh-process evaluator.
@@ -23,11 +23,11 @@
 use crate::model::memory::human_bytes;
 
 pub mod artifacts;
-pub mod checks;
 pub mod design;
 pub mod estimate;
 pub mod evaluate;
 pub mod fault;
+pub mod gates;
 mod phases;
 mod preflight;
 pub mod progress;

@@ -9,7 +9,7 @@
 //! A model that cannot be located or whose architecture cannot be read is left
 //! to phase 0, which reports it as a failed gate.
 
-use super::checks::topk::GATE_N_TOKENS;
+use super::gates::topk::GATE_N_TOKENS;
 use super::phases::prompts::default_prompts;
 use super::{DeployError, DeployOptions};
 use std::path::Path;

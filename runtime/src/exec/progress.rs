@@ -2,7 +2,7 @@
 //! emits them; the command line decides how to show them.
 
 use super::artifacts::record::PhaseStatus;
-use super::checks::gate::GateCheck;
+use super::gates::gate::GateCheck;
 use crate::phase::DeployPhase;
 
 pub trait Progress {

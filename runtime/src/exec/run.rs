@@ -20,17 +20,18 @@ use super::artifacts::record::{
 use super::artifacts::registry::Registry;
 use super::artifacts::report_md;
 use super::artifacts::trajectory::{self, ActionLinks, TrajectoryWriter};
-use super::checks::decode::ReferenceRun;
-use super::checks::floor::DecodeLimits;
-use super::checks::gate::GateCheck;
-use super::checks::remedy::{apply_remedy, candidates, for_this_model, Failure, NotForThisModel};
 use super::design::{Design, Plans};
+use super::gates::decode::ReferenceRun;
+use super::gates::floor::DecodeLimits;
+use super::gates::gate::GateCheck;
+use super::gates::remedy::{apply_remedy, candidates, for_this_model, Failure, NotForThisModel};
 use super::phases::{
-    finalize, optimize, phase0, phase1, phase2, phase3, phase7, recorded_format, steps, DeployPhase,
+    block, evaluate, finalize, full_model, kernels, optimize, recorded_format, reference, steps,
+    DeployPhase,
 };
 use super::progress::Progress;
 use super::{files, DeployError, DeployOptions, DeployOutcome};
-use crate::bundle::{Bundle, Step, Value};
+use crate::bundle::{Bundle, BundleSteps, ReadStep, Value};
 use crate::model::oracle::compare::ReferenceTensors;
 use crate::model::oracle::{LogitRows, PrefillOutput, Reference};
 use crate::model::Model;
@@ -53,6 +54,8 @@ pub(crate) enum PhaseEnd {
 /// Everything the phases share, with what phase 0 loaded (`S`).
 pub(crate) struct Run<'a, S = Loaded> {
     pub bundle: &'a Bundle,
+    /// The bundle's steps, each read as its typed operation once ([`Bundle::read`]).
+    pub steps: &'a BundleSteps<'a>,
     pub options: &'a DeployOptions,
     pub progress: &'a mut dyn Progress,
     pub report: DeployReport,
@@ -112,7 +115,12 @@ impl Loaded {
 }
 
 impl<'a> Run<'a, Unloaded> {
-    fn new(bundle: &'a Bundle, options: &'a DeployOptions, progress: &'a mut dyn Progress) -> Self {
+    fn new(
+        bundle: &'a Bundle,
+        steps: &'a BundleSteps<'a>,
+        options: &'a DeployOptions,
+        progress: &'a mut dyn Progress,
+    ) -> Self {
         let name = model_name(&options.model_dir);
         let report = DeployReport {
             schema_version: REPORT_SCHEMA.to_string(),
@@ -152,6 +160,7 @@ impl<'a> Run<'a, Unloaded> {
         );
         Self {
             bundle,
+            steps,
             options,
             progress,
             report,
@@ -175,6 +184,7 @@ impl<'a, S> Run<'a, S> {
     fn replace<T>(self, loaded: T) -> (Run<'a, T>, S) {
         let Run {
             bundle,
+            steps,
             options,
             progress,
             report,
@@ -192,6 +202,7 @@ impl<'a, S> Run<'a, S> {
         } = self;
         let run = Run {
             bundle,
+            steps,
             options,
             progress,
             report,
@@ -211,13 +222,9 @@ impl<'a, S> Run<'a, S> {
     }
 
     /// Every bundle step of `phase` running `op`, in order.
-    pub fn bundle_steps(&self, phase: DeployPhase, op: OpKind) -> Vec<&'a Step> {
-        let bundle: &'a Bundle = self.bundle;
-        bundle
-            .phases
-            .get(usize::from(phase.index()))
-            .map(|p| p.steps.iter().filter(|s| s.op == op).collect())
-            .unwrap_or_default()
+    pub fn bundle_steps(&self, phase: DeployPhase, op: OpKind) -> Vec<&'a ReadStep<'a>> {
+        let steps: &'a BundleSteps<'a> = self.steps;
+        steps.running(phase, op).collect()
     }
 
     /// Records every bundle step of `op` in `phase` with `outcome`.
@@ -228,20 +235,18 @@ impl<'a, S> Run<'a, S> {
         op: OpKind,
         outcome: StepOutcome,
     ) {
-        for step in self.bundle_steps(phase, op) {
+        for read in self.bundle_steps(phase, op) {
             rec.steps
-                .push(StepRecord::from_bundle(step, outcome.clone()));
+                .push(StepRecord::from_bundle(read.step, outcome.clone()));
         }
     }
 
     /// The parameters the bundle recorded for `op` in any phase (a fix's base).
     pub fn any_bundle_params(&self, op: OpKind) -> BTreeMap<String, Value> {
-        self.bundle
-            .phases
-            .iter()
-            .flat_map(|p| &p.steps)
-            .find(|s| s.op == op)
-            .map(|s| s.params.clone())
+        self.steps
+            .all()
+            .find(|s| s.op.kind() == op)
+            .map(|s| s.step.params.clone())
             .unwrap_or_default()
     }
 
@@ -275,12 +280,9 @@ impl<'a, S> Run<'a, S> {
     }
 
     /// The first bundle step of `phase` running `op`.
-    pub fn bundle_step(&self, phase: DeployPhase, op: OpKind) -> Option<&'a Step> {
-        let bundle: &'a Bundle = self.bundle;
-        bundle
-            .phases
-            .get(usize::from(phase.index()))
-            .and_then(|p| p.steps.iter().find(|s| s.op == op))
+    pub fn bundle_step(&self, phase: DeployPhase, op: OpKind) -> Option<&'a ReadStep<'a>> {
+        let steps: &'a BundleSteps<'a> = self.steps;
+        steps.running(phase, op).next()
     }
 
     /// Records a gate in the phase and shows it.
@@ -573,7 +575,7 @@ impl Run<'_, Loaded> {
         &self,
         remedies: &[&crate::bundle::Remedy],
         action: (OpKind, &BTreeMap<String, Value>),
-    ) -> Result<Vec<Change>, crate::exec::checks::remedy::RemedyError> {
+    ) -> Result<Vec<Change>, crate::exec::gates::remedy::RemedyError> {
         remedies
             .iter()
             .map(|r| {
@@ -620,7 +622,7 @@ pub fn deploy(
     options: &DeployOptions,
     progress: &mut dyn Progress,
 ) -> Result<DeployOutcome, DeployError> {
-    bundle.check()?;
+    let steps = bundle.read()?;
     let checked = super::preflight::preflight(options)?;
     // Read before anything is written: a registry that cannot be used stops
     // the run with nothing in the output folder.
@@ -631,15 +633,16 @@ pub fn deploy(
         .transpose()?;
     match checked {
         Some(checked) => crate::model::memory::checked_as_a_whole(|| {
-            run_phases(bundle, options, progress, Some(&checked), registry)
+            run_phases(bundle, &steps, options, progress, Some(&checked), registry)
         }),
-        None => run_phases(bundle, options, progress, None, registry),
+        None => run_phases(bundle, &steps, options, progress, None, registry),
     }
 }
 
 /// The phases of [`deploy`], once its inputs passed the preflight.
 fn run_phases(
     bundle: &Bundle,
+    steps: &BundleSteps<'_>,
     options: &DeployOptions,
     progress: &mut dyn Progress,
     checked: Option<&super::preflight::Checked>,
@@ -647,7 +650,7 @@ fn run_phases(
 ) -> Result<DeployOutcome, DeployError> {
     std::fs::create_dir_all(&options.out_dir).map_err(|e| DeployError::io(&options.out_dir, e))?;
     let started = Instant::now();
-    let mut run = Run::new(bundle, options, progress);
+    let mut run = Run::new(bundle, steps, options, progress);
     if let Some(checked) = checked {
         let estimate = super::estimate::RunEstimate::of(&checked.arch, &checked.memory);
         run.progress.estimate(&estimate);
@@ -660,7 +663,7 @@ fn run_phases(
         run.input_registry = Some(given);
     }
     let mut end = PhaseEnd::Passed;
-    let loaded = run_phase(&mut run, &mut end, DeployPhase::Reference, phase0::run)?;
+    let loaded = run_phase(&mut run, &mut end, DeployPhase::Reference, reference::run)?;
     let mut run = match loaded {
         Some(loaded) => {
             let (mut run, Unloaded) = run.replace(loaded);
@@ -681,7 +684,7 @@ fn run_phases(
         }
     };
     run_phase(&mut run, &mut end, DeployPhase::Evaluate, |run, rec| {
-        passed(phase7::run(run, rec)?)
+        passed(evaluate::run(run, rec)?)
     })?;
     run.report.verdict = match &end {
         PhaseEnd::Passed => run.report.verdict,
@@ -729,7 +732,7 @@ fn run_phase<S, T>(
     };
     *end = phase_end;
     if matches!(end, PhaseEnd::Passed) {
-        steps::account(recorded, &mut rec, &run.model_shapes);
+        steps::account(phase, run.steps.of(phase), &mut rec, &run.model_shapes);
     }
     rec.wall_s = t.elapsed().as_secs_f64();
     rec.status = match end {
@@ -775,8 +778,8 @@ type OnBaseline =
 
 /// Phases 1 and 2, in order, with their runners.
 const BEFORE_BASELINE: [(DeployPhase, Runner); 2] = [
-    (DeployPhase::Kernels, phase1::run),
-    (DeployPhase::Block, phase2::run),
+    (DeployPhase::Kernels, kernels::run),
+    (DeployPhase::Block, block::run),
 ];
 
 /// Phases 4 to 6, in order, with their runners.
@@ -792,7 +795,7 @@ fn on_the_model(run: &mut Run<'_>, end: &mut PhaseEnd) -> Result<(), DeployError
     for (phase, runner) in BEFORE_BASELINE {
         run_phase(run, end, phase, |run, rec| passed(runner(run, rec)?))?;
     }
-    let baseline = run_phase(run, end, DeployPhase::Model, phase3::run)?;
+    let baseline = run_phase(run, end, DeployPhase::Model, full_model::run)?;
     for (phase, runner) in ON_BASELINE {
         match &baseline {
             Some(baseline) => {

@@ -327,8 +327,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::bundle::Value;
     use crate::model::config::load_config;
+    use crate::ops::Value;
     use crate::ops::{OpKind, ParamError, ParamKind, ParamSpec};
     use crate::xdna2::interpreter::Defects;
 

@@ -12,6 +12,7 @@
 //!   `key=value` parameters and written back;
 //! - [`effect`]: what each operation does to a deployment's design, the one
 //!   definition the executor and replay apply;
+//! - [`value`]: a parameter value, as the files write it;
 //! - [`words`]: the closed sets parameters take (`layout=seq-first`, …) as enums;
 //! - [`metrics`]: observation metrics and units;
 //! - [`expressions`]: the functions and variables of remedy expressions;
@@ -26,11 +27,17 @@ pub mod effect;
 pub mod expressions;
 pub mod formats;
 pub mod keywords;
-pub mod metrics;
 pub mod operations;
 pub mod typed;
+pub mod value;
 pub mod words;
 
+/// The metrics and units, a module of their own below everything (`crate::metrics`).
+pub use crate::metrics;
+pub use crate::metrics::{
+    convert, metric_spec, unit_spec, Better, Dimension, GateMetric, Metric, MetricSpec,
+    RuntimeMetric, Unit, UnitSpec, UnknownMetric, METRICS, UNITS,
+};
 pub use conditions::{fact_spec, facts, FactKind, FactSpec, Facts};
 pub use effect::{effect, ApplyError, Effect, KernelSettings, PathChange, PlanChange, PlanScope};
 pub use expressions::{
@@ -38,12 +45,9 @@ pub use expressions::{
 };
 pub use formats::{FormatDependence, WeightFormat};
 pub use keywords::{is_keyword, KEYWORDS};
-pub use metrics::{
-    convert, metric_spec, unit_spec, Better, Dimension, GateMetric, Metric, MetricSpec,
-    RuntimeMetric, Unit, UnitSpec, UnknownMetric, METRICS, UNITS,
-};
 pub use operations::{
     operation, Bound, OpKind, OpSpec, ParamKind, ParamSpec, UnknownOperation, KERNELS, OPERATIONS,
 };
 pub use typed::{KernelCheck, KernelChoice, Op, ParamError};
+pub use value::Value;
 pub use words::{BufferKey, RopeConvention, RopeScaling, UnknownWord, WeightOrigin};

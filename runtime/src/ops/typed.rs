@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use super::operations::{OpKind, ParamSpec};
 use super::words::{BufferKey, RopeConvention, RopeScaling, UnknownWord, WeightOrigin};
-use crate::bundle::Value;
+use super::Value;
 use crate::xdna2::kernels::{Epilogue, Herd, Kernel, Precision, QkvLayout};
 use crate::xdna2::plan::FusedKv;
 

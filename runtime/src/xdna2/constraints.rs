@@ -136,6 +136,21 @@ impl<'d> Checker<'d> {
         });
     }
 
+    /// The output rows split into whole blocks of `tile_m` rows per herd column
+    /// (GEMM and GEMV alike).
+    pub fn whole_row_blocks(&mut self, m: usize, tile_m: usize, cols: usize) {
+        let m_block = tile_m * cols;
+        self.require(
+            m_block > 0 && m % m_block == 0,
+            Constraint::Alignment,
+            || {
+                format!(
+                    "M {m} is not a multiple of tile_m {tile_m} x herd columns {cols} = {m_block}"
+                )
+            },
+        );
+    }
+
     /// Herd within the array.
     pub fn herd_fits(&mut self, cols: usize, rows: usize) {
         let (max_c, max_r) = (self.device.columns, self.device.compute_rows);

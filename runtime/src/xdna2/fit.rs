@@ -168,9 +168,7 @@ impl FittedFile {
     }
 
     pub fn to_json(&self) -> String {
-        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
-        text.push('\n');
-        text
+        super::plan::json_file(self)
     }
 
     pub fn params(&self) -> Result<Params, FitFileError> {

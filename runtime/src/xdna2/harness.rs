@@ -27,7 +27,7 @@ use super::kernels::{
     self, BOperand, DecodeAttentionSpec, EltwiseSpec, Epilogue, FlashAttentionSpec, Kernel,
     KernelError, NormSpec, Precision, QkvLayout, RopeSpec,
 };
-use super::numerics::{self, cosine, Comparison, Tolerance};
+use super::numerics::{self, cosine, Deviation, Tolerance};
 use super::plan::Launch;
 use crate::bf16;
 use crate::model::arch::{Architecture, NormKind, NormWeight};
@@ -126,7 +126,7 @@ pub struct KernelRun {
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunOutcome {
     Compared {
-        comparison: Comparison,
+        comparison: Deviation,
         /// Cosine of the output with the reference (diagnosis, not the verdict).
         cosine: f64,
     },
@@ -140,7 +140,7 @@ impl KernelRun {
         matches!(&self.outcome, RunOutcome::Compared { comparison, .. } if comparison.passed())
     }
 
-    pub fn comparison(&self) -> Option<&Comparison> {
+    pub fn comparison(&self) -> Option<&Deviation> {
         match &self.outcome {
             RunOutcome::Compared { comparison, .. } => Some(comparison),
             RunOutcome::Refused(_) => None,
@@ -362,8 +362,7 @@ impl Harness<'_> {
         w: Option<&[u16]>,
         kernel: Kernel,
     ) -> Result<(Vec<f32>, Vec<f32>), HarnessError> {
-        let x = draws(self.seed, kernel.name(), spec.rows * spec.cols, 2.0);
-        let xf = bf16::to_f32_vec(&x);
+        let (x, xf) = self.norm_input(spec, kernel.name());
         let ones;
         let weight_bits = match w.filter(|_| spec.weighted) {
             Some(w) => w,
@@ -375,18 +374,14 @@ impl Harness<'_> {
         // A padded row's mean is over its real columns; the rest are normalised
         // by the same factor (the kernel's inputs there are zeros in a plan).
         let real = spec.mean_cols();
-        let mut reference = vec![0.0f32; xf.len()];
-        for (o, row) in reference
-            .chunks_mut(spec.cols.max(1))
-            .zip(xf.chunks(spec.cols.max(1)))
-        {
+        let reference = per_row(spec, &xf, |o, row| {
             blocks::rms_norm(&row[..real], &weight_bits[..real], eps, &mut o[..real]);
             let mean_square = row[..real].iter().map(|v| v * v).sum::<f32>() / real.max(1) as f32;
             let inv = 1.0 / (mean_square + eps).sqrt();
             for ((slot, &x), &w) in o.iter_mut().zip(row).zip(weight_bits).skip(real) {
                 *slot = bf16::to_f32(w) * (x * inv);
             }
-        }
+        });
         let out = match kernel {
             Kernel::QkRmsnorm => kernels::qk_rms_norm(self.device, spec, eps, &x, weight_bits),
             _ => kernels::rms_norm(self.device, spec, eps, &x, w),
@@ -403,26 +398,28 @@ impl Harness<'_> {
         w: Option<&[u16]>,
         b: Option<&[u16]>,
     ) -> Result<(Vec<f32>, Vec<f32>), HarnessError> {
-        let x = draws(self.seed, "layernorm", spec.rows * spec.cols, 2.0);
-        let xf = bf16::to_f32_vec(&x);
+        let (x, xf) = self.norm_input(spec, "layernorm");
         let real = spec.mean_cols();
         let out = kernels::layer_norm(self.device, spec, eps, &x, (w, b));
         let w = w.filter(|_| spec.weighted).map(bf16::to_f32_vec);
         let b = b.map(bf16::to_f32_vec);
         let how = (NormKind::Layer, NormWeight::Direct, eps);
-        let mut reference = vec![0.0f32; xf.len()];
-        for (o, row) in reference
-            .chunks_mut(spec.cols.max(1))
-            .zip(xf.chunks(spec.cols.max(1)))
-        {
+        let reference = per_row(spec, &xf, |o, row| {
             o[..real].copy_from_slice(&row[..real]);
             let (wr, br) = (
                 w.as_ref().map(|v| &v[..real]),
                 b.as_ref().map(|v| &v[..real]),
             );
             blocks::norm_rows_in_place(&mut o[..real], real, how, wr, br);
-        }
+        });
         Ok((bf16_out(out)?, reference))
+    }
+
+    /// A norm's input: `spec`'s rows of seeded bf16 values, and as f32.
+    fn norm_input(&self, spec: &NormSpec, stream: &str) -> (Vec<u16>, Vec<f32>) {
+        let x = draws(self.seed, stream, spec.rows * spec.cols, 2.0);
+        let xf = bf16::to_f32_vec(&x);
+        (x, xf)
     }
 
     fn rope(&self, spec: &RopeSpec) -> Result<(Vec<f32>, Vec<f32>), HarnessError> {
@@ -554,6 +551,17 @@ pub(crate) fn draws(seed: u64, stream: &str, n: usize, scale: f32) -> Vec<u16> {
     (0..n)
         .map(|_| bf16::from_f32(scale * rng.next_normal()))
         .collect()
+}
+
+/// A row-wise reference over `spec`'s rows of `x`: `row` fills each output
+/// row from its input row.
+fn per_row(spec: &NormSpec, x: &[f32], mut row: impl FnMut(&mut [f32], &[f32])) -> Vec<f32> {
+    let width = spec.cols.max(1);
+    let mut reference = vec![0.0f32; x.len()];
+    for (o, r) in reference.chunks_mut(width).zip(x.chunks(width)) {
+        row(o, r);
+    }
+    reference
 }
 
 /// `x · Wᵀ` in f32 with the oracle's linear layer (`w` holds `[N, K]`).

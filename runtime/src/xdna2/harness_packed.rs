@@ -1,4 +1,4 @@
-//! The harness's check of the packed 4-bit GEMV (`kernels::gemv_q4`): the launch
+//! The harness's check of the packed 4-bit GEMV (`kernels::gemv_packed`): the launch
 //! checked against the device at its own shape (a refusal is a result), run on
 //! the stored blocks, and compared with the oracle's f32 product on the exact
 //! dequantized weights (`w = d·q + m` from the same bytes, `linear::packed_gemv`),
@@ -11,8 +11,8 @@
 //! the atol (the registry's rtol stays for the bf16 output).
 
 use super::harness::{draws, Harness, HarnessError, KernelRun, RunOutcome};
-use super::kernels::gemv_q4::NibbleOrder;
-use super::kernels::{gemv_q4, GemvSpec, Kernel, KernelError, Precision};
+use super::kernels::gemv_packed::NibbleOrder;
+use super::kernels::{gemv_packed, GemvSpec, Kernel, KernelError, Precision};
 use super::numerics::{self, cosine, Tolerance};
 use crate::bf16;
 use crate::model::oracle::linear;
@@ -59,8 +59,8 @@ impl Harness<'_> {
         let tolerance = packed_tolerance(reference_w, &x32);
         let run = |outcome| KernelRun {
             kernel: Kernel::Gemv,
-            shape: gemv_q4::label(spec),
-            ran_shape: gemv_q4::label(spec),
+            shape: gemv_packed::label(spec),
+            ran_shape: gemv_packed::label(spec),
             tolerance,
             outcome,
         };
@@ -76,7 +76,7 @@ impl Harness<'_> {
                 *y += bf16::to_f32(b);
             }
         }
-        let out = match gemv_q4::gemv_q4_ordered(
+        let out = match gemv_packed::gemv_packed_ordered(
             self.device,
             spec,
             kernel_w,
@@ -152,8 +152,8 @@ mod tests {
         let device = Device::npu2();
         let arch = smollm2();
         let (m, k) = (128, 576);
-        let w = crate::xdna2::kernels::gemv_q4::tests::q4_1_rows(m, k, 11);
-        let spec = gemv_q4::select(&device, m, k, Herd::ROW, PackedFormat::Q4_1);
+        let w = crate::xdna2::kernels::gemv_packed::tests::q4_1_rows(m, k, 11);
+        let spec = gemv_packed::select(&device, m, k, Herd::ROW, PackedFormat::Q4_1);
         let harness = harness_on(&device, &arch);
         let run = harness.check_packed_gemv(&spec, &w).unwrap();
         assert!(run.passed(), "{run:?}");
@@ -185,8 +185,8 @@ mod tests {
     fn a_packed_launch_the_device_refuses_is_a_result() {
         let device = Device::npu2();
         let arch = smollm2();
-        let w = crate::xdna2::kernels::gemv_q4::tests::q4_1_rows(64, 576, 2);
-        let mut spec = gemv_q4::select(&device, 64, 576, Herd::ROW, PackedFormat::Q4_1);
+        let w = crate::xdna2::kernels::gemv_packed::tests::q4_1_rows(64, 576, 2);
+        let mut spec = gemv_packed::select(&device, 64, 576, Herd::ROW, PackedFormat::Q4_1);
         spec.tile.k_split = 36;
         let run = harness_on(&device, &arch)
             .check_packed_gemv(&spec, &w)

@@ -128,7 +128,7 @@ pub fn tolerance(kernel: Kernel, precision: Precision) -> Tolerance {
 
 /// Result of the element-wise gate.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Comparison {
+pub struct Deviation {
     pub elements: usize,
     /// Elements outside `atol + rtol·|ref|` (non-finite outputs count).
     pub mismatches: usize,
@@ -140,16 +140,16 @@ pub struct Comparison {
     pub non_finite: usize,
 }
 
-impl Comparison {
+impl Deviation {
     pub fn passed(&self) -> bool {
         self.mismatches == 0
     }
 }
 
 /// Compares `out` with `reference` element by element.
-pub fn compare(out: &[f32], reference: &[f32], tol: Tolerance) -> Comparison {
+pub fn compare(out: &[f32], reference: &[f32], tol: Tolerance) -> Deviation {
     let n = out.len().min(reference.len());
-    let mut result = Comparison {
+    let mut result = Deviation {
         elements: n,
         mismatches: out.len().abs_diff(reference.len()),
         first_mismatch: None,

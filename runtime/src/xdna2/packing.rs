@@ -1,5 +1,5 @@
 //! The 4-bit weight path's plan decision: which decode GEMVs read their weights
-//! in the 4-bit blocks the model file stores (`kernels::gemv_q4`) instead of a
+//! in the 4-bit blocks the model file stores (`kernels::gemv_packed`) instead of a
 //! bf16 copy. The decision is driven by the weights as stored, per GEMV weight
 //! buffer: packed when every layer's tensor of the buffer is Q4_0 or Q4_1 (one
 //! format throughout), the buffer's setup leaves the data as stored (a

@@ -177,8 +177,8 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
             "skillc bench deploy --four-bit: bundle {}",
             args.inputs.bundle.display()
         ));
-        let comparisons = super::four_bit::compare(&bundle, &args.inputs.models, |_| true)?;
-        super::four_bit::print(&mut out, &comparisons, &args.plot)?;
+        let comparisons = super::packed::compare(&bundle, &args.inputs.models, |_| true)?;
+        super::packed::print(&mut out, &comparisons, &args.plot)?;
         out.finish();
         return Ok(());
     }
@@ -251,10 +251,10 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
     let mut out = super::Output::new("deploy", args.json);
     print_table(&mut out, &rows, &published, &args.inputs.bundle);
     // Only the models this run deployed: `--model` narrows the 4-bit table too.
-    let comparisons = super::four_bit::compare(&bundle, &args.inputs.models, |model| {
+    let comparisons = super::packed::compare(&bundle, &args.inputs.models, |model| {
         rows.iter().any(|row| row.model == model)
     })?;
-    super::four_bit::print(&mut out, &comparisons, &args.plot)?;
+    super::packed::print(&mut out, &comparisons, &args.plot)?;
     out.finish();
     Ok(())
 }

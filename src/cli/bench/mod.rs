@@ -13,10 +13,10 @@ pub mod contention;
 pub mod deploy;
 pub mod emulator;
 pub mod faults;
-pub mod four_bit;
-pub mod four_bit_svg;
 pub mod lodo;
 pub mod oracle;
+pub mod packed;
+pub mod packed_svg;
 pub mod parse;
 pub mod plans;
 

@@ -128,19 +128,11 @@ impl Builder<'_> {
     }
 
     pub(super) fn assignment(&mut self, pair: Pair<'_, Rule>) -> Assignment {
-        let span = self.spans.span(&pair);
-        let mut parts = inner(pair);
-        let key = parts.next().map(|p| self.name(&p)).unwrap_or(Name {
-            text: String::new(),
+        let missing = |span| Expr {
+            kind: ExprKind::Bool(false),
             span,
-        });
-        let value = parts.next().map_or_else(
-            || Expr {
-                kind: ExprKind::Bool(false),
-                span,
-            },
-            |p| self.fix_value(p),
-        );
+        };
+        let (key, value, span) = self.key_value(pair, missing, Self::fix_value);
         Assignment { key, value, span }
     }
 }

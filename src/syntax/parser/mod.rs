@@ -347,16 +347,7 @@ impl Builder<'_> {
             }
         }
         Session {
-            timestamp: timestamp.unwrap_or_else(|| Timestamp {
-                text: String::new(),
-                year: 0,
-                month: 0,
-                day: 0,
-                hour: 0,
-                minute: 0,
-                second: 0,
-                span,
-            }),
+            timestamp: timestamp.unwrap_or_else(|| Timestamp::unread(String::new(), span)),
             phase: phase.0,
             phase_span: phase.1,
             weights,

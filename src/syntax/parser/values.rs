@@ -114,20 +114,32 @@ impl Builder<'_> {
     }
 
     pub(super) fn param(&mut self, pair: Pair<'_, Rule>) -> Param {
+        let missing = |span| Value {
+            kind: ValueKind::Bool(false),
+            span,
+        };
+        let (key, value, span) = self.key_value(pair, missing, Self::value);
+        Param { key, value, span }
+    }
+
+    /// A `key=value` pair's key, value and span: an empty key, or `missing`'s
+    /// value, where the grammar recovered from one left out.
+    pub(super) fn key_value<'i, T>(
+        &mut self,
+        pair: Pair<'i, Rule>,
+        missing: impl FnOnce(Span) -> T,
+        read: impl FnOnce(&mut Self, Pair<'i, Rule>) -> T,
+    ) -> (Name, T, Span) {
         let span = self.spans.span(&pair);
         let mut parts = inner(pair);
         let key = parts.next().map(|p| self.name(&p)).unwrap_or(Name {
             text: String::new(),
             span,
         });
-        let value = parts.next().map_or_else(
-            || Value {
-                kind: ValueKind::Bool(false),
-                span,
-            },
-            |p| self.value(p),
-        );
-        Param { key, value, span }
+        let value = parts
+            .next()
+            .map_or_else(|| missing(span), |p| read(self, p));
+        (key, value, span)
     }
 
     pub(super) fn value(&mut self, pair: Pair<'_, Rule>) -> Value {

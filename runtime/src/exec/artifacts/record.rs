@@ -9,11 +9,11 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::bundle::{Comparison, Provenance, Value};
-use crate::exec::checks::decode::DecodeErrors;
-use crate::exec::checks::floor::DecodeLimits;
-use crate::exec::checks::gate::{format_value, GateCheck};
-use crate::exec::checks::topk::TopKCheck;
 use crate::exec::fault::Fault;
+use crate::exec::gates::decode::DecodeErrors;
+use crate::exec::gates::floor::DecodeLimits;
+use crate::exec::gates::gate::{format_value, GateCheck};
+use crate::exec::gates::topk::TopKCheck;
 use crate::ops::{GateMetric, Metric, RuntimeMetric};
 use crate::phase::DeployPhase;
 use crate::xdna2::plan::Phase;
@@ -568,11 +568,11 @@ pub struct DeployReport {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub texts: Vec<PromptText>,
     /// Per-layer cosines of the first prompt (phase 3 diagnosis, not a gate).
-    pub diagnosis: Vec<crate::exec::checks::verify::LayerDiagnosis>,
+    pub diagnosis: Vec<crate::exec::gates::verify::LayerDiagnosis>,
     /// For a model without transformers outputs: each code path it takes and the
     /// fixtures that prove it (phase 0).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub feature_proofs: Vec<crate::exec::checks::features::FeatureProof>,
+    pub feature_proofs: Vec<crate::exec::gates::features::FeatureProof>,
     /// Which weights the decode GEMVs read, for a model with 4-bit weights.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight_path: Option<super::weight_path::WeightPathRecord>,

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::exec::checks::validate::{CheckOutcome, KernelCheck};
+use crate::exec::gates::validate::{CheckOutcome, KernelCheck};
 use crate::exec::DeployError;
 use crate::xdna2::plan::Launch;
 

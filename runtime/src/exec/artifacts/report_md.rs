@@ -6,7 +6,7 @@ use super::markdown;
 use super::record::{
     DeployReport, ModeledTimes, Performance, PhaseStatus, StepOrigin, StepOutcome,
 };
-use crate::exec::checks::gate::{format_value, GateCheck, ThresholdSource};
+use crate::exec::gates::gate::{format_value, GateCheck, ThresholdSource};
 
 pub fn render(r: &DeployReport) -> String {
     let mut out = String::new();
@@ -280,39 +280,46 @@ fn render_performance(out: &mut String, perf: &Performance) {
         perf.calibration
     );
     let (b, p) = (&perf.baseline, &perf.production);
-    let decode =
-        |t: &ModeledTimes| format!("{:.1} ms/token ({:.2} tok/s)", t.ms_per_token, t.tok_s);
+    let decode = |ms: f64, tok_s: f64| format!("{ms:.1} ms/token ({tok_s:.2} tok/s)");
+    let calls = |t: &ModeledTimes| {
+        let (prefill, decode) = (t.calls_per_layer_prefill, t.calls_per_layer_decode);
+        format!("{prefill} / {decode}")
+    };
+    let mut figures = vec![
+        [
+            format!("TTFT, prompt of {} tokens", p.seq_len),
+            format!("{:.3} s", b.ttft_s),
+            format!("{:.3} s", p.ttft_s),
+        ],
+        [
+            format!("decode at context {}", p.seq_len),
+            decode(b.ms_per_token, b.tok_s),
+            decode(p.ms_per_token, p.tok_s),
+        ],
+    ];
+    if let Some(c) = &perf.published_context_decode {
+        figures.push([
+            format!(
+                "decode at context {} (where the published decode figures were measured)",
+                c.context
+            ),
+            "-".to_string(),
+            decode(c.ms_per_token, c.tok_s),
+        ]);
+    }
+    figures.push([
+        "NPU calls per layer, prefill / decode".to_string(),
+        calls(b),
+        calls(p),
+    ]);
     let _ = writeln!(
         out,
         "| figure | baseline (phase 3) | production |\n|---|---|---|"
     );
-    let _ = writeln!(
-        out,
-        "| TTFT, prompt of {} tokens | {:.3} s | {:.3} s |",
-        p.seq_len, b.ttft_s, p.ttft_s
-    );
-    let _ = writeln!(
-        out,
-        "| decode at context {} | {} | {} |",
-        p.seq_len,
-        decode(b),
-        decode(p)
-    );
-    if let Some(c) = &perf.published_context_decode {
-        let _ = writeln!(
-            out,
-            "| decode at context {} (where the published decode figures were measured) | - | {:.1} ms/token ({:.2} tok/s) |",
-            c.context, c.ms_per_token, c.tok_s
-        );
+    for [figure, baseline, production] in figures {
+        let _ = writeln!(out, "| {figure} | {baseline} | {production} |");
     }
-    let _ = writeln!(
-        out,
-        "| NPU calls per layer, prefill / decode | {} / {} | {} / {} |\n",
-        b.calls_per_layer_prefill,
-        b.calls_per_layer_decode,
-        p.calls_per_layer_prefill,
-        p.calls_per_layer_decode
-    );
+    out.push('\n');
     let mut rows: Vec<_> = perf.roofline.iter().collect();
     rows.sort_by(|x, y| y.ms.total_cmp(&x.ms));
     let _ = writeln!(

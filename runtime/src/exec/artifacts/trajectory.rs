@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use crate::bundle::{Lesson, LessonKind, Remedy, SkillSet, Symptom, Value};
-use crate::exec::checks::gate::GateCheck;
+use crate::exec::gates::gate::GateCheck;
 use crate::notation;
 use crate::ops::{is_keyword, OpKind, Unit};
 use crate::phase::DeployPhase;

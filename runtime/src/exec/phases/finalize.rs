@@ -7,14 +7,14 @@
 use std::collections::BTreeMap;
 
 use super::DeployPhase;
-use crate::bundle::{Comparison, Value};
+use crate::bundle::Value;
 use crate::exec::artifacts::perf::{roofline, trace};
 use crate::exec::artifacts::production::{ModelRef, ProductionPlan, WeightsRef, PLAN_SCHEMA};
 use crate::exec::artifacts::record::{ModeledTimes, Performance, PhaseRecord, StepOutcome};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::gate::{GateCheck, ThresholdSource};
-use crate::exec::checks::topk::{GATE_K, GATE_N_TOKENS};
 use crate::exec::design::{fingerprint, modeled};
+use crate::exec::gates::gate::GateCheck;
+use crate::exec::gates::topk::{GATE_K, GATE_N_TOKENS};
 use crate::exec::run::{write, write_report, PhaseEnd, Run};
 use crate::exec::{files, DeployError};
 use crate::model::WeightOrigin;
@@ -129,25 +129,13 @@ pub(crate) fn run(
         GateCheck::named("plan.json reloads to the verified fingerprint", OpKind::WriteArtifacts)
             .measures(Metric::Errors, f64::from(u8::from(!round_trip)))
             .when(BTreeMap::from([("fingerprint".to_string(), Value::Text(fp[..16].to_string()))]))
-            .against(
-                Comparison::Eq,
-                0.0,
-                ThresholdSource::rule("the written plan parses back equal and hashes to the fingerprint the run verified"),
-            ),
+            .must_be_zero("the written plan parses back equal and hashes to the fingerprint the run verified"),
         GateCheck::named("production numerics verified", OpKind::WriteArtifacts)
             .measures(Metric::Unverified, f64::from(u8::from(!verified)))
-            .against(
-                Comparison::Eq,
-                0.0,
-                ThresholdSource::rule("the production fingerprint passed the greedy verification or is bit-identical to one that did"),
-            ),
+            .must_be_zero("the production fingerprint passed the greedy verification or is bit-identical to one that did"),
         GateCheck::named("production kernels in the registry", OpKind::WriteArtifacts)
             .measures(Metric::UnvalidatedKernels, unvalidated as f64)
-            .against(
-                Comparison::Eq,
-                0.0,
-                ThresholdSource::rule("every kernel configuration of the production plans has a passing registry row"),
-            ),
+            .must_be_zero("every kernel configuration of the production plans has a passing registry row"),
     ];
     let refs: Vec<&GateCheck> = gates.iter().collect();
     run.traj
@@ -186,7 +174,7 @@ pub(crate) fn run(
     );
     write_report(run)?;
     if let Some(gate) = failed {
-        let failure = crate::exec::checks::remedy::Failure {
+        let failure = crate::exec::gates::remedy::Failure {
             phase: DeployPhase::Finalize,
             op: OpKind::WriteArtifacts,
             params: BTreeMap::new(),

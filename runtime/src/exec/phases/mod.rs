@@ -1,19 +1,19 @@
 //! The eight phases, one runner each over the run's shared state: the CPU reference
-//! (`phase0`), kernel validation (`phase1`), one block (`phase2`), the full model
-//! (`phase3`), prefill and decode optimization (`optimize`, phases 4 and 5), finalize
-//! (`finalize`, phase 6) and the fresh-process evaluation (`phase7`); `prompts` draws
+//! (`reference`), kernel validation (`kernels`), one block (`block`), the full model
+//! (`full_model`), prefill and decode optimization (`optimize`, phases 4 and 5), finalize
+//! (`finalize`, phase 6) and the fresh-process evaluation (`evaluate`); `prompts` draws
 //! phase 0's verification prompts and `steps` accounts for the bundle steps a phase
 //! leaves.
 
+pub(crate) mod block;
+pub(crate) mod evaluate;
 pub(crate) mod finalize;
+pub(crate) mod full_model;
+pub(crate) mod kernels;
 pub(crate) mod optimize;
-pub(crate) mod phase0;
-pub(crate) mod phase1;
-pub(crate) mod phase2;
-pub(crate) mod phase3;
-pub(crate) mod phase7;
 pub(crate) mod prompts;
 pub(crate) mod recorded_format;
+pub(crate) mod reference;
 pub(crate) mod steps;
 pub(crate) mod weight_path;
 

@@ -123,7 +123,7 @@ pub(crate) fn for_packed_site(
 }
 
 fn design_label(spec: &GemvSpec) -> String {
-    crate::xdna2::kernels::gemv_q4::label(spec)
+    crate::xdna2::kernels::gemv_packed::label(spec)
 }
 
 /// Records an item applied to other weights than it was recorded on in the
@@ -146,7 +146,7 @@ pub(crate) fn packed_format(run: &Run<'_>) -> Option<WeightFormat> {
 pub(crate) fn adapt_lesson(
     run: &Run<'_>,
     lesson: &crate::bundle::Lesson,
-    failure: &crate::exec::checks::remedy::Failure,
+    failure: &crate::exec::gates::remedy::Failure,
     changes: Vec<Change>,
 ) -> (Vec<Change>, Option<OtherFormat>) {
     let Some(deployed) = packed_format(run) else {
@@ -239,7 +239,7 @@ pub(crate) fn record_technique(
 mod tests {
     use super::*;
     use crate::bundle::Expr;
-    use crate::exec::checks::remedy::apply_remedy;
+    use crate::exec::gates::remedy::apply_remedy;
     use crate::xdna2::kernels::{Herd, PackedFormat};
 
     /// The llama1b lesson p1.lesson.gemv-l2, recorded on bf16: `tile_m =
@@ -291,8 +291,13 @@ mod tests {
     fn a_bf16_footprint_fix_is_re_derived_for_packed_blocks_and_kept_for_bf16() {
         let device = Device::npu2();
         let herd = Herd([8, 1]);
-        let packed =
-            crate::xdna2::kernels::gemv_q4::select(&device, 2048, 8192, herd, PackedFormat::Q4_1);
+        let packed = crate::xdna2::kernels::gemv_packed::select(
+            &device,
+            2048,
+            8192,
+            herd,
+            PackedFormat::Q4_1,
+        );
         let fix = gemv_l2_fix();
         assert!(matches!(fix.set.get("tile_m"), Some(Expr::Call { .. })));
         let as_recorded = apply_remedy(&fix, &action(&packed), &BTreeMap::new())

@@ -6,14 +6,23 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::bundle::{Phase, Step, Value};
+use crate::bundle::ReadStep;
 use crate::exec::artifacts::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord};
-use crate::ops::OpKind;
+use crate::ops::{Op, OpKind, RopeConvention};
+use crate::phase::DeployPhase;
+use crate::xdna2::kernels::Kernel;
 
 /// Kernel × shape keys of this model (`gemm [2048, 2048, 512]`), from phase 1.
 pub type ModelShapes = BTreeMap<String, BTreeSet<Vec<i64>>>;
 
-pub fn account(phase: &Phase, rec: &mut PhaseRecord, shapes: &ModelShapes) {
+/// Records every bundle step of `phase` (`steps`) that its runner did not, with
+/// what became of it.
+pub fn account(
+    phase: DeployPhase,
+    steps: &[ReadStep<'_>],
+    rec: &mut PhaseRecord,
+    shapes: &ModelShapes,
+) {
     let recorded: BTreeSet<String> = rec
         .steps
         .iter()
@@ -23,57 +32,48 @@ pub fn account(phase: &Phase, rec: &mut PhaseRecord, shapes: &ModelShapes) {
         })
         .collect();
     let mut seen_ops: BTreeSet<OpKind> = BTreeSet::new();
-    for step in &phase.steps {
-        if recorded.contains(&step.id) {
+    for read in steps {
+        if recorded.contains(&read.step.id) {
             continue;
         }
-        let repeat = !seen_ops.insert(step.op);
-        let outcome = outcome(phase.index, step, shapes, repeat);
-        rec.steps.push(StepRecord::from_bundle(step, outcome));
+        let repeat = !seen_ops.insert(read.op.kind());
+        let outcome = outcome(phase.index(), &read.op, shapes, repeat);
+        rec.steps.push(StepRecord::from_bundle(read.step, outcome));
     }
 }
 
-fn text(step: &Step, key: &str) -> Option<String> {
-    match step.params.get(key) {
-        Some(Value::Text(t)) => Some(t.clone()),
-        _ => None,
-    }
-}
-
-fn outcome(phase: u8, step: &Step, shapes: &ModelShapes, repeat: bool) -> StepOutcome {
+fn outcome(phase: u8, op: &Op, shapes: &ModelShapes, repeat: bool) -> StepOutcome {
     let na = |why: &str| StepOutcome::NotApplicable {
         why: why.to_string(),
     };
     let done = StepOutcome::AsRecorded;
-    match step.op {
-        OpKind::VerifyModel | OpKind::DiagnoseLayers | OpKind::BuildModel | OpKind::BuildBlock | OpKind::ValidateBlock => done,
-        OpKind::ProfilePrefill | OpKind::ProfileDecode => done,
-        OpKind::WriteArtifacts | OpKind::RecordLessons | OpKind::EnumerateKernels | OpKind::CheckScope => done,
-        OpKind::PretransposeWeights => done,
-        OpKind::Evaluate if repeat => na("one fresh-process evaluation per run"),
-        OpKind::Evaluate => done,
-        OpKind::NoteHost => na("a host-side change with no effect on the emulated NPU or its cost model"),
-        OpKind::RopeConvention => match text(step, "convention").as_deref() {
-            Some("half-split") => done,
-            _ => na("the runtime's RoPE kernel pairs dimension i with i + head_dim/2 (half-split), as the checkpoints do"),
-        },
-        OpKind::SelectTiling | OpKind::ValidateKernel | OpKind::RegisterKernel | OpKind::TuneTiling => {
-            configuration(phase, step, shapes)
+    match op {
+        Op::VerifyModel { .. } | Op::DiagnoseLayers | Op::BuildModel | Op::BuildBlock { .. } | Op::ValidateBlock { .. } => done,
+        Op::ProfilePrefill { .. } | Op::ProfileDecode { .. } => done,
+        Op::WriteArtifacts | Op::RecordLessons | Op::EnumerateKernels | Op::CheckScope => done,
+        Op::PretransposeWeights => done,
+        Op::Evaluate { .. } if repeat => na("one fresh-process evaluation per run"),
+        Op::Evaluate { .. } => done,
+        Op::NoteHost { .. } => na("a host-side change with no effect on the emulated NPU or its cost model"),
+        Op::RopeConvention { convention: RopeConvention::HalfSplit } => done,
+        Op::RopeConvention { .. } => {
+            na("the runtime's RoPE kernel pairs dimension i with i + head_dim/2 (half-split), as the checkpoints do")
         }
-        other => na(&format!("`{other}` is not executed by this runtime's phase {phase}")),
+        Op::SelectTiling(choice) => configuration(phase, choice.kernel, &choice.shape, shapes),
+        Op::ValidateKernel(check) => configuration(phase, check.kernel, &check.shape, shapes),
+        Op::RegisterKernel { kernel, shape } => {
+            configuration(phase, *kernel, shape.as_deref().unwrap_or_default(), shapes)
+        }
+        Op::TuneTiling { kernel, .. } => configuration(phase, *kernel, &[], shapes),
+        other => na(&format!("`{}` is not executed by this runtime's phase {phase}", other.kind())),
     }
 }
 
-/// A per-kernel step of a shape this model may not have.
-fn configuration(phase: u8, step: &Step, shapes: &ModelShapes) -> StepOutcome {
-    let Some(kernel) = text(step, "kernel") else {
-        return StepOutcome::AsRecorded;
-    };
-    let shape = match step.params.get("shape") {
-        Some(Value::IntList(s)) => s.clone(),
-        _ => Vec::new(),
-    };
-    let ours = shapes.get(&kernel);
+/// A per-kernel step of a shape this model may not have (no shape: any of them).
+fn configuration(phase: u8, kernel: Kernel, shape: &[usize], shapes: &ModelShapes) -> StepOutcome {
+    let kernel = kernel.name();
+    let shape: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+    let ours = shapes.get(kernel);
     match ours {
         Some(set) if shape.is_empty() || set.contains(&shape) => StepOutcome::AsRecorded,
         Some(set) => StepOutcome::Rederived {

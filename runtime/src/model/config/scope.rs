@@ -42,6 +42,17 @@ struct ComputeKey {
 
 use Family::*;
 
+/// Partial rotation, which two spellings of the key ask for.
+const PARTIAL_ROTARY: ComputeKey = ComputeKey {
+    field: "",
+    feature: "partial rotary embeddings",
+    honoured_by: &[StableLm, Phi3],
+    reason: "this family's attention rotates every dimension of a head, so the factor would \
+             be dropped (or only half applied to the frequencies)",
+    lift: "set `model_type` to a family that rotates part of each head (stablelm, phi3), or \
+           add the partial rotation to this family's path",
+};
+
 const COMPUTE_KEYS: &[ComputeKey] = &[
     ComputeKey {
         field: "sliding_window",
@@ -63,21 +74,11 @@ const COMPUTE_KEYS: &[ComputeKey] = &[
     },
     ComputeKey {
         field: "partial_rotary_factor",
-        feature: "partial rotary embeddings",
-        honoured_by: &[StableLm, Phi3],
-        reason: "this family's attention rotates every dimension of a head, so the factor would \
-                 be dropped (or only half applied to the frequencies)",
-        lift: "set `model_type` to a family that rotates part of each head (stablelm, phi3), or \
-               add the partial rotation to this family's path",
+        ..PARTIAL_ROTARY
     },
     ComputeKey {
         field: "rope_parameters.partial_rotary_factor",
-        feature: "partial rotary embeddings",
-        honoured_by: &[StableLm, Phi3],
-        reason: "this family's attention rotates every dimension of a head, so the factor would \
-                 be dropped (or only half applied to the frequencies)",
-        lift: "set `model_type` to a family that rotates part of each head (stablelm, phi3), or \
-               add the partial rotation to this family's path",
+        ..PARTIAL_ROTARY
     },
     ComputeKey {
         field: "rotary_pct",

@@ -5,7 +5,7 @@
 //! stays f32. With nothing named it is the plain oracle, bit for bit.
 //!
 //! It measures the error floor of bf16 storage on a model and its tokens: the
-//! decode gates' limits are derived from it (`exec::checks::decode`), and
+//! decode gates' limits are derived from it (`exec::gates::decode`), and
 //! `skillc reference --bf16-storage-table` prints the diagnosis table of the
 //! README's real-model section.
 

@@ -5,13 +5,13 @@
 //! evaluation of the cost model against them. `fit` chooses the parameters;
 //! this module only compares.
 
-mod four_bit;
 mod launch;
+mod packed;
 mod plans;
 mod prepared;
 mod summary;
 
-pub use four_bit::{
+pub use packed::{
     fit_four_bit, fused_plan, leave_one_family_out, published_fused_options, FittedFourBit,
     FourBitData, FourBitFamilyOut, FourBitParam, FourBitPoint, FourBitReport, FourBitResult,
     FourBitSet, FusedPlanError, PreparedFourBit, CALIBRATION_Q4_JSON, FITTED_Q4_JSON,
@@ -28,9 +28,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::Unit;
 use crate::model::arch::Architecture;
 use crate::model::config::{load_config, ConfigError};
-use crate::ops::Unit;
 use crate::xdna2::builder::PlanError;
 use crate::xdna2::constraints::ConstraintViolation;
 use crate::xdna2::kernels::{Epilogue, Herd, Kernel};

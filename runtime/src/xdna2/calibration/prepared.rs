@@ -7,7 +7,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::ops::Unit;
+use crate::metrics::Unit;
 use crate::xdna2::cost::{host_attention_time, time_plan, time_standalone, Params, Timing};
 use crate::xdna2::device::Device;
 use crate::xdna2::plan::{Launch, Phase, Plan};

@@ -16,8 +16,8 @@ use crate::model::arch::{NormKind, NormWeight};
 use crate::model::oracle::{blocks, linear};
 use crate::threads;
 use crate::xdna2::kernels::{
-    self, gemv_q4, gemv_q4::NibbleOrder, EltwiseSpec, FlashAttentionSpec, Herd, KernelError,
-    NormSpec, RopeSpec,
+    self, gemv_packed, gemv_packed::NibbleOrder, EltwiseSpec, FlashAttentionSpec, Herd,
+    KernelError, NormSpec, RopeSpec,
 };
 use crate::xdna2::plan::{Buffer, HostOp, Launch, Phase, Plan, Step, Transform, WeightSource};
 
@@ -242,7 +242,7 @@ impl<'m> Pass<'_, 'm> {
                 let y = if spec.packed.is_some() {
                     let packed = resolve_packed(self.plan, w, self.layer, &self.model.index)?;
                     let order = NibbleOrder::of(self.defects.packed_nibble_order);
-                    gemv_q4::gemv_q4_ordered(d, spec, packed, &xv, r.as_deref(), order)
+                    gemv_packed::gemv_packed_ordered(d, spec, packed, &xv, r.as_deref(), order)
                         .map_err(err)?
                 } else {
                     let wb = self.full_weight(w, spec.m * spec.k)?;
@@ -325,16 +325,14 @@ impl<'m> Pass<'_, 'm> {
                 let y = kernels::rope(d, &small, &xv, &table, self.rope_position()).map_err(err)?;
                 self.put(out, y);
             }
-            Launch::SiluMul { gate, up, out, .. } => {
+            Launch::SiluMul { gate, up, out, .. } | Launch::GeluMul { gate, up, out, .. } => {
+                let gated = match launch {
+                    Launch::SiluMul { .. } => kernels::silu_mul,
+                    _ => kernels::gelu_mul,
+                };
                 let (g, u) = (self.get(gate)?, self.get(up)?);
                 let small = EltwiseSpec::select(d, g.len(), Herd::SINGLE);
-                let y = kernels::silu_mul(d, &small, g, u).map_err(err)?;
-                self.put(out, y);
-            }
-            Launch::GeluMul { gate, up, out, .. } => {
-                let (g, u) = (self.get(gate)?, self.get(up)?);
-                let small = EltwiseSpec::select(d, g.len(), Herd::SINGLE);
-                let y = kernels::gelu_mul(d, &small, g, u).map_err(err)?;
+                let y = gated(d, &small, g, u).map_err(err)?;
                 self.put(out, y);
             }
             Launch::EltwiseAdd { a, b, out, .. } => {

@@ -158,7 +158,7 @@ pub fn decode_attention(
         let qh = bf16::to_f32_vec(&q[h * head_dim..(h + 1) * head_dim]);
         let offset = ((h / group.max(1) + shift) % kv_heads.max(1)) * head_dim;
         for (p, s) in scores.iter_mut().enumerate() {
-            *s = bf16::dot_bf16_f32(&keys[p * kv_width + offset..][..head_dim], &qh) * scale;
+            *s = dot_bf16_f32(&keys[p * kv_width + offset..][..head_dim], &qh) * scale;
             if let Some(cap) = softcap {
                 *s = blocks::softcap(*s, cap);
             }
@@ -176,6 +176,33 @@ pub fn decode_attention(
         }
     }
     out
+}
+
+/// Dot product of a bf16 row with an f32 vector, accumulated in f32 over eight
+/// independent lanes (the lane order is this kernel's numerics, and lets the
+/// compiler vectorise).
+#[inline]
+pub fn dot_bf16_f32(row: &[u16], x: &[f32]) -> f32 {
+    const LANES: usize = 8;
+    let n = row.len().min(x.len());
+    let mut acc = [0.0f32; LANES];
+    let chunks = n / LANES;
+    for c in 0..chunks {
+        let base = c * LANES;
+        for l in 0..LANES {
+            acc[l] += bf16::to_f32(row[base + l]) * x[base + l];
+        }
+    }
+    let mut tail = 0.0f32;
+    for i in chunks * LANES..n {
+        tail += bf16::to_f32(row[i]) * x[i];
+    }
+    let pair = |a: f32, b: f32| a + b;
+    let s = pair(
+        pair(pair(acc[0], acc[1]), pair(acc[2], acc[3])),
+        pair(pair(acc[4], acc[5]), pair(acc[6], acc[7])),
+    );
+    s + tail
 }
 
 #[cfg(test)]
@@ -226,5 +253,19 @@ mod tests {
         };
         assert!(row(512).check(&device).is_empty());
         assert_eq!(row(63).check(&device).len(), 1);
+    }
+
+    #[test]
+    fn dot_matches_a_plain_sum() {
+        let row: Vec<u16> = (0..37)
+            .map(|i| bf16::from_f32(i as f32 * 0.25 - 3.0))
+            .collect();
+        let x: Vec<f32> = (0..37).map(|i| 1.0 / (1.0 + i as f32)).collect();
+        let plain: f64 = row
+            .iter()
+            .zip(&x)
+            .map(|(&r, &v)| bf16::to_f32(r) as f64 * v as f64)
+            .sum();
+        assert!((dot_bf16_f32(&row, &x) as f64 - plain).abs() < 1e-5);
     }
 }

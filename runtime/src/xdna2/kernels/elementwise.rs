@@ -392,14 +392,26 @@ pub fn silu_mul(
     gate: &[u16],
     up: &[u16],
 ) -> Result<Vec<u16>, KernelError> {
-    refuse_if_any(Kernel::SiluMul, spec.check(device, Kernel::SiluMul))?;
-    operand(Kernel::SiluMul, "gate", gate, spec.n)?;
-    operand(Kernel::SiluMul, "up", up, spec.n)?;
+    gated(Kernel::SiluMul, device, spec, (gate, up), silu_mul_value)
+}
+
+/// A gated product of `kernel`: placed and its operands checked, then `value`
+/// of each gate and up element.
+fn gated(
+    kernel: Kernel,
+    device: &Device,
+    spec: &EltwiseSpec,
+    (gate, up): (&[u16], &[u16]),
+    value: impl Fn(u16, u16) -> u16 + Sync + Send,
+) -> Result<Vec<u16>, KernelError> {
+    refuse_if_any(kernel, spec.check(device, kernel))?;
+    operand(kernel, "gate", gate, spec.n)?;
+    operand(kernel, "up", up, spec.n)?;
     Ok(gate
         .par_iter()
         .zip(up.par_iter())
         .with_min_len(threads::MIN_TASK_WORK)
-        .map(|(&g, &u)| silu_mul_value(g, u))
+        .map(|(&g, &u)| value(g, u))
         .collect())
 }
 
@@ -419,15 +431,7 @@ pub fn gelu_mul(
     gate: &[u16],
     up: &[u16],
 ) -> Result<Vec<u16>, KernelError> {
-    refuse_if_any(Kernel::GeluMul, spec.check(device, Kernel::GeluMul))?;
-    operand(Kernel::GeluMul, "gate", gate, spec.n)?;
-    operand(Kernel::GeluMul, "up", up, spec.n)?;
-    Ok(gate
-        .par_iter()
-        .zip(up.par_iter())
-        .with_min_len(threads::MIN_TASK_WORK)
-        .map(|(&g, &u)| gelu_mul_value(g, u))
-        .collect())
+    gated(Kernel::GeluMul, device, spec, (gate, up), gelu_mul_value)
 }
 
 /// One element of GELU(tanh)·mul with the vector unit's bf16 roundings: the

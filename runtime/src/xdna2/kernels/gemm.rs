@@ -156,17 +156,7 @@ impl GemmSpec {
                 t.tile_m, t.tile_k_l1, t.tile_n
             )
         });
-        let m_block = t.tile_m * cols;
-        c.require(
-            m_block > 0 && self.m % m_block == 0,
-            Constraint::Alignment,
-            || {
-                format!(
-                    "M {} is not a multiple of tile_m {} x herd columns {cols} = {m_block}",
-                    self.m, t.tile_m
-                )
-            },
-        );
+        c.whole_row_blocks(self.m, t.tile_m, cols);
         let k_ok = t.tile_k_l1 > 0 && t.tile_k_l2 % t.tile_k_l1 == 0 && self.k % t.tile_k_l2 == 0;
         c.require(k_ok, Constraint::Alignment, || {
             format!(

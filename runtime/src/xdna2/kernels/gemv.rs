@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::elementwise::{rms_norm_row, silu_mul_value};
-use super::gemv_q4::PackedFormat;
+use super::gemv_packed::PackedFormat;
 use super::{operand, refuse_if_any, Herd, Kernel, KernelError};
 use crate::bf16;
 use crate::threads;
@@ -37,7 +37,7 @@ pub struct GemvSpec {
     pub omit_pingpong: bool,
     /// Fused residual add.
     pub residual: bool,
-    /// Weights kept in their 4-bit blocks (`gemv_q4`); bf16 when absent.
+    /// Weights kept in their 4-bit blocks (`gemv_packed`); bf16 when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packed: Option<PackedFormat>,
 }
@@ -126,7 +126,7 @@ impl GemvSpec {
 
     fn check_into(&self, c: &mut Checker<'_>) {
         if let Some(format) = self.packed {
-            super::gemv_q4::check_blocks(self, format, c);
+            super::gemv_packed::check_blocks(self, format, c);
         }
         let weight_bytes = |n| self.row_bytes(n);
         let device = c.device;
@@ -183,17 +183,7 @@ impl GemvSpec {
             Constraint::Alignment,
             || format!("m_input {} does not divide tile_m {}", t.m_input, t.tile_m),
         );
-        let m_block = t.tile_m * cols;
-        c.require(
-            m_block > 0 && self.m % m_block == 0,
-            Constraint::Alignment,
-            || {
-                format!(
-                    "M {} is not a multiple of tile_m {} x herd columns {cols} = {m_block}",
-                    self.m, t.tile_m
-                )
-            },
-        );
+        c.whole_row_blocks(self.m, t.tile_m, cols);
         c.l2(&[
             ("A panel", cols * t.tile_m * weight_bytes(k_seg)),
             ("y", cols * t.tile_m * 2),

@@ -16,7 +16,7 @@ pub mod decode_attention;
 pub mod elementwise;
 pub mod gemm;
 pub mod gemv;
-pub mod gemv_q4;
+pub mod gemv_packed;
 
 pub use attention::{flash_attention, FlashAttentionSpec, FlashTile, QkvLayout};
 pub use decode_attention::{append_rows, decode_attention, DecodeAttentionSpec, KvAppendSpec};
@@ -28,7 +28,7 @@ pub use gemm::{gemm, gemm_f32, gemm_into, BOperand, Epilogue, GemmSpec, GemmTile
 pub use gemv::{
     gemv, gemv_swiglu, lm_head_gemv, lm_head_partition, GemvSpec, GemvTile, LmHeadSpec,
 };
-pub use gemv_q4::PackedFormat;
+pub use gemv_packed::PackedFormat;
 
 /// Kernel names, spelled in `ops::words` (`ops::KERNELS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -1,6 +1,8 @@
 //! `plan.json`: a plan written as pretty JSON and read back with its position
 //! on a syntax error.
 
+use serde::Serialize;
+
 use super::Plan;
 
 #[derive(Debug, thiserror::Error)]
@@ -21,9 +23,7 @@ pub enum PlanFileError {
 
 impl Plan {
     pub fn to_json(&self) -> String {
-        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
-        text.push('\n');
-        text
+        json_file(self)
     }
 
     pub fn from_json(path: &str, text: &str) -> Result<Plan, PlanFileError> {
@@ -41,4 +41,11 @@ impl Plan {
         })?;
         Self::from_json(&shown, &text)
     }
+}
+
+/// The text of a committed JSON file: pretty-printed, ending in a newline.
+pub fn json_file(value: &impl Serialize) -> String {
+    let mut text = serde_json::to_string_pretty(value).unwrap_or_default();
+    text.push('\n');
+    text
 }

@@ -523,7 +523,7 @@ impl Launch {
     pub fn shape_label(&self) -> String {
         match self {
             Launch::Gemm { spec, .. } => format!("{}x{}x{}", spec.m, spec.k, spec.n),
-            Launch::Gemv { spec, .. } => super::kernels::gemv_q4::label(spec),
+            Launch::Gemv { spec, .. } => super::kernels::gemv_packed::label(spec),
             Launch::GemvSwiglu { spec, .. } => format!("{}x{}", spec.m, spec.k),
             Launch::Rmsnorm { spec, .. }
             | Launch::Layernorm { spec, .. }
@@ -698,14 +698,14 @@ impl Plan {
     }
 }
 
-mod check;
 mod file;
 mod fused;
 mod host_op;
+mod legality;
 mod standalone;
 mod transform;
 
-pub use file::PlanFileError;
+pub use file::{json_file, PlanFileError};
 pub use fused::{
     attention_cus, FusedKv, FusedLayout, FusedOptions, ATTENTION_CUS_MAX, GROUP as FUSED_GROUP,
     HEAD_CALL as FUSED_HEAD_CALL, KV_CACHE as FUSED_KV_CACHE, PROJ_COLUMNS, PROJ_ROWS,

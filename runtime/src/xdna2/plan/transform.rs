@@ -132,45 +132,39 @@ pub fn pad_heads(
         });
     }
     let (group, padded_group) = (heads / kv, padded_heads / kv);
-    // Index of each real head in the padded order.
-    let target = |h: usize| (h / group) * padded_group + h % group;
+    // Each real head's `block` of `src` to its place in the padded order in `dst`.
+    let place_heads = |dst: &mut [u16], src: &[u16], block: usize| {
+        for h in 0..heads {
+            let t = (h / group) * padded_group + h % group;
+            dst[t * block..(t + 1) * block].copy_from_slice(&src[h * block..(h + 1) * block]);
+        }
+    };
+    let whole_heads = |len: usize, axis: &'static str| {
+        if len == heads * head_dim {
+            return Ok(());
+        }
+        Err(TransformError::HeadAxis {
+            len,
+            axis,
+            heads,
+            head_dim,
+        })
+    };
     match axis {
         0 => {
-            if rows != heads * head_dim {
-                return Err(TransformError::HeadAxis {
-                    len: rows,
-                    axis: "rows",
-                    heads,
-                    head_dim,
-                });
-            }
+            whole_heads(rows, "rows")?;
             let block = head_dim * cols;
             let mut out = vec![0u16; padded_heads * block];
-            for h in 0..heads {
-                let t = target(h);
-                out[t * block..(t + 1) * block].copy_from_slice(&bits[h * block..(h + 1) * block]);
-            }
+            place_heads(&mut out, bits, block);
             Ok((out, padded_heads * head_dim, cols))
         }
         1 => {
-            if cols != heads * head_dim {
-                return Err(TransformError::HeadAxis {
-                    len: cols,
-                    axis: "columns",
-                    heads,
-                    head_dim,
-                });
-            }
+            whole_heads(cols, "columns")?;
             let new_cols = padded_heads * head_dim;
             let mut out = vec![0u16; rows * new_cols];
             for r in 0..rows {
-                let src = &bits[r * cols..(r + 1) * cols];
                 let dst = &mut out[r * new_cols..(r + 1) * new_cols];
-                for h in 0..heads {
-                    let t = target(h);
-                    dst[t * head_dim..(t + 1) * head_dim]
-                        .copy_from_slice(&src[h * head_dim..(h + 1) * head_dim]);
-                }
+                place_heads(dst, &bits[r * cols..(r + 1) * cols], head_dim);
             }
             Ok((out, rows, new_cols))
         }

@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use crate::bundle::{Comparison, Step, Value};
-use crate::exec::checks::decode::ReferenceRun;
-use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::design::{self, modeled, Design, Plans};
+use crate::exec::gates::decode::ReferenceRun;
+use crate::exec::gates::gate::{GateCheck, ThresholdSource};
 use crate::exec::run::Run;
 use crate::exec::{DeployError, Internal};
 use crate::model::Model;
@@ -27,7 +27,7 @@ pub(super) struct KeptPlanInputs<'r> {
     prompt: &'r [u32],
     reference: &'r ReferenceRun,
     /// The teacher-forced logits limit (phase 0's floor).
-    limit: &'r crate::exec::checks::floor::DerivedLimit,
+    limit: &'r crate::exec::gates::floor::DerivedLimit,
 }
 
 impl<'r> KeptPlanInputs<'r> {
@@ -72,10 +72,7 @@ pub(super) fn kept_plan_gates(
         t.profile_op,
     )
     .measures(t.metric, value_of(t, &times))
-    .when(BTreeMap::from([(
-        "seq_len".to_string(),
-        Value::Int(design::SEQ_LEN as i64),
-    )]))
+    .when(design::at_seq_len())
     .against(Comparison::Le, baseline, threshold)
     .modeled();
     Ok([numerics, time])
@@ -110,7 +107,7 @@ pub(super) fn teacher_forced_gate(
     design: &Design,
     name: &str,
 ) -> Result<GateCheck, DeployError> {
-    use crate::exec::checks::decode::teacher_forced_logits;
+    use crate::exec::gates::decode::teacher_forced_logits;
     use crate::xdna2::interpreter::Interpreter;
     let model = inputs.model;
     let mut npu = Interpreter::new(inputs.device, &model.arch, &model.weights, design.path);
@@ -180,7 +177,7 @@ pub(super) fn short_check(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::checks::verify::reference_runs;
+    use crate::exec::gates::verify::reference_runs;
     use crate::exec::phases::optimize::target;
     use crate::exec::phases::DeployPhase;
     use crate::xdna2::fit::committed_params;
@@ -197,13 +194,10 @@ mod tests {
         let params = committed_params();
         let prompt: Vec<u32> = vec![3, 17, 29, 41, 5, 11, 7, 23];
         let prompts = std::slice::from_ref(&prompt);
-        let (runs, _) = reference_runs(
-            &model,
-            prompts,
-            crate::exec::checks::topk::TopKGate::DEFAULT,
-        )
-        .expect("reference");
-        let limits = crate::exec::checks::floor::DecodeLimits::measure(&model, prompts, &runs)
+        let (runs, _) =
+            reference_runs(&model, prompts, crate::exec::gates::topk::TopKGate::DEFAULT)
+                .expect("reference");
+        let limits = crate::exec::gates::floor::DecodeLimits::measure(&model, prompts, &runs)
             .expect("floor");
         let inputs = KeptPlanInputs {
             device: &device,

@@ -23,11 +23,11 @@ use technique::try_technique;
 
 use std::collections::BTreeMap;
 
-use crate::bundle::{Comparison, Step, Value};
+use crate::bundle::BundleSteps;
 use crate::exec::artifacts::record::{ModeledTimes, PhaseRecord, StepRecord};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::design::{self, fingerprint, modeled, Design, Plans};
+use crate::exec::gates::gate::{GateCheck, ThresholdSource};
 use crate::exec::phases::DeployPhase;
 use crate::exec::run::{PhaseEnd, Run};
 use crate::exec::DeployError;
@@ -44,7 +44,7 @@ struct Target {
 impl Target {
     /// The unit its figures are in, as the notes write it.
     fn unit(&self) -> &'static str {
-        crate::ops::metrics::unit_symbol(self.metric.canonical_unit())
+        crate::metrics::unit_symbol(self.metric.canonical_unit())
     }
 }
 
@@ -106,23 +106,19 @@ fn optimize(
     let baseline = value_of(&t, baseline);
     profile(run, &t, &start, "before");
     let mut current = (run.design.clone(), plans, start.clone());
-    let steps: Vec<&Step> = run
-        .bundle
-        .phases
-        .get(usize::from(phase.index()))
-        .map(|p| p.steps.iter().filter(|s| s.op.is_technique()).collect())
-        .unwrap_or_default();
-    for step in steps {
+    let all: &BundleSteps<'_> = run.steps;
+    let techniques = all.of(phase).iter().filter(|s| s.op.kind().is_technique());
+    for read in techniques {
         run.progress.step(&format!(
             "{} {}",
-            step.op,
-            crate::notation::text_value(&step.id)
+            read.step.op,
+            crate::notation::text_value(&read.step.id)
         ));
-        let (outcome, next) = try_technique(run, rec, &t, step, &current)?;
+        let (outcome, next) = try_technique(run, rec, &t, read, &current)?;
         if let Some(next) = next {
             current = next;
         }
-        rec.steps.push(StepRecord::from_bundle(step, outcome));
+        rec.steps.push(StepRecord::from_bundle(read.step, outcome));
     }
     if phase == DeployPhase::Decode {
         current = revisit_prefill(run, rec, current)?;
@@ -135,7 +131,7 @@ fn optimize(
         rec.notes.push(format!(
             "no technique lowered the modeled {} below the phase-3 plan's {} {}: the phase keeps that plan (each technique tried is listed with its modeled figure and why it was reverted)",
             t.metric,
-            crate::exec::checks::gate::format_value(baseline),
+            crate::exec::gates::gate::format_value(baseline),
             t.unit()
         ));
     }
@@ -165,8 +161,8 @@ fn optimize(
     rec.notes.push(format!(
         "{}: {} -> {} {} (modeled at seq {}; {})",
         t.metric,
-        crate::exec::checks::gate::format_value(baseline),
-        crate::exec::checks::gate::format_value(final_value),
+        crate::exec::gates::gate::format_value(baseline),
+        crate::exec::gates::gate::format_value(final_value),
         t.unit(),
         design::SEQ_LEN,
         run.calibration_note()
@@ -179,7 +175,7 @@ fn optimize(
     } else {
         "the plan kept fails the teacher-forced numerics check"
     };
-    let failure = crate::exec::checks::remedy::Failure {
+    let failure = crate::exec::gates::remedy::Failure {
         phase,
         op: gate.op,
         params: BTreeMap::new(),
@@ -203,7 +199,7 @@ fn exit_threshold(run: &Run<'_>, t: &Target) -> ThresholdSource {
             why: format!(
                 "the bundle's gate is relative to the previous phase (recorded {}); here {rule}",
                 g.recorded
-                    .map_or("-".to_string(), crate::exec::checks::gate::format_value)
+                    .map_or("-".to_string(), crate::exec::gates::gate::format_value)
             ),
             provenance: g.provenance.clone(),
         },
@@ -212,7 +208,7 @@ fn exit_threshold(run: &Run<'_>, t: &Target) -> ThresholdSource {
 }
 
 fn profile(run: &mut Run<'_>, t: &Target, times: &ModeledTimes, when: &str) {
-    let params = BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]);
+    let params = design::at_seq_len();
     let a = run
         .traj
         .action(t.profile_op, &params, &ActionLinks::default());
@@ -221,16 +217,8 @@ fn profile(run: &mut Run<'_>, t: &Target, times: &ModeledTimes, when: &str) {
         t.profile_op,
     )
     .measures(t.metric, value_of(t, times))
-    .when(BTreeMap::from([(
-        "seq_len".to_string(),
-        Value::Int(design::SEQ_LEN as i64),
-    )]))
-    .against(
-        Comparison::Gt,
-        0.0,
-        ThresholdSource::rule("a modeled figure, recorded"),
-    )
-    .modeled();
+    .when(design::at_seq_len())
+    .recorded("a modeled figure, recorded");
     run.traj.observe(
         Some(&format!("{when} the phase's techniques")),
         &[&g],

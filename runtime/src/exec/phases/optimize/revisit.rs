@@ -2,7 +2,7 @@
 //! after phase 5 changed what both plans share; a step kept then amends its phase-4
 //! record.
 
-use crate::bundle::Step;
+use crate::bundle::ReadStep;
 use crate::exec::artifacts::record::{PhaseRecord, Reversion, StepOrigin, StepOutcome, StepRecord};
 use crate::exec::phases::DeployPhase;
 use crate::exec::run::Run;
@@ -36,18 +36,13 @@ pub(super) fn revisit_prefill(
             _ => None,
         })
         .collect();
-    let steps: Vec<Step> = run
-        .bundle
-        .phases
-        .get(4)
-        .map(|p| {
-            p.steps
-                .iter()
-                .filter(|s| reverted.contains(&s.id))
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
+    let steps: Vec<ReadStep<'_>> = run
+        .steps
+        .of(DeployPhase::Prefill)
+        .iter()
+        .filter(|s| reverted.contains(&s.step.id))
+        .cloned()
+        .collect();
     if steps.is_empty() {
         return Ok(current);
     }
@@ -63,10 +58,11 @@ pub(super) fn revisit_prefill(
         DeployPhase::Prefill,
         "Prefill optimization, re-tried after phase 5",
     );
-    for step in steps {
+    for read in &steps {
+        let step = read.step;
         run.progress
             .step(&format!("{} {} (re-tried after phase 5)", step.op, step.id));
-        let (outcome, next) = try_technique(run, rec, &t, &step, &current)?;
+        let (outcome, next) = try_technique(run, rec, &t, read, &current)?;
         if let Some(next) = next {
             current = next;
         }

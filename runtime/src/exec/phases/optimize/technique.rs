@@ -3,21 +3,19 @@
 //! configurations validated, its numerics proven by fingerprint or probed, and kept
 //! only when the modeled time strictly drops.
 
-use std::collections::BTreeMap;
-
-use crate::bundle::{Comparison, Step, Value};
+use crate::bundle::{Comparison, ReadStep};
 use crate::exec::artifacts::record::{PhaseRecord, Reversion, StepOutcome};
 use crate::exec::artifacts::registry::RegistryRow;
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::gate::{GateCheck, ThresholdSource};
-use crate::exec::design::{self, fingerprint, modeled, DesignError, Plans};
-use crate::exec::phases::phase1::{check_site, kernel_gate};
-use crate::exec::phases::phase3::{run_gates, run_verification};
+use crate::exec::design::{self, fingerprint, modeled, Plans};
+use crate::exec::gates::gate::{GateCheck, ThresholdSource};
+use crate::exec::phases::full_model::{run_gates, run_verification};
+use crate::exec::phases::kernels::{check_site, kernel_gate};
 use crate::exec::phases::recorded_format;
 use crate::exec::run::Run;
 use crate::exec::DeployError;
 use crate::model::arch::Architecture;
-use crate::ops::{Op, OpKind};
+use crate::ops::Op;
 use crate::xdna2::device::Device;
 use crate::xdna2::kernels::LmHeadSpec;
 
@@ -31,13 +29,13 @@ pub(super) fn try_technique(
     run: &mut Run<'_>,
     rec: &mut PhaseRecord,
     t: &Target,
-    step: &Step,
+    read: &ReadStep<'_>,
     current: &State,
 ) -> Result<(StepOutcome, Option<State>), DeployError> {
     let mut met = None;
-    let result = attempt(run, rec, t, step, current, &mut met)?;
+    let result = attempt(run, rec, t, read, current, &mut met)?;
     if let Some(formats) = met {
-        recorded_format::record_technique(run, step, &result.0, formats);
+        recorded_format::record_technique(run, read.step, &result.0, formats);
     }
     Ok(result)
 }
@@ -46,18 +44,16 @@ fn attempt(
     run: &mut Run<'_>,
     rec: &mut PhaseRecord,
     t: &Target,
-    step: &Step,
+    read: &ReadStep<'_>,
     current: &State,
     met: &mut Option<(crate::ops::WeightFormat, crate::ops::WeightFormat)>,
 ) -> Result<(StepOutcome, Option<State>), DeployError> {
+    let step = read.step;
     let (arch, name) = (run.loaded.model.arch.clone(), run.loaded.name.clone());
     let mut d = current.0.clone();
-    let site = tune_site(&current.1, step);
     let mut rederived = None;
-    let applied = Op::read(step.op, &step.params)
-        .map_err(DesignError::from)
-        .map(|op| fit_to_model(op, &arch, &run.device, &mut rederived))
-        .and_then(|op| design::apply_change(&mut d, &arch, &run.device, &op, site.as_ref()));
+    let op = fit_to_model(read.op.clone(), &arch, &run.device, &mut rederived);
+    let applied = design::apply_change(&mut d, &arch, &run.device, &op, None);
     if let Err(why) = applied {
         let why = why.to_string();
         return Ok((StepOutcome::NotApplicable { why }, None));
@@ -124,10 +120,7 @@ fn attempt(
     let (before, after) = (value_of(t, &current.2), value_of(t, &times));
     let gate = GateCheck::named(format!("{} {}", step.op, step.id), t.profile_op)
         .measures(t.metric, after)
-        .when(BTreeMap::from([(
-            "seq_len".to_string(),
-            Value::Int(design::SEQ_LEN as i64),
-        )]))
+        .when(design::at_seq_len())
         .against(
             Comparison::Lt,
             before,
@@ -196,7 +189,7 @@ fn attempt(
         }
         format!(
             "numerics changed: new kernel configurations validated, greedy {} tokens re-verified on {} prompts",
-            crate::exec::checks::topk::GATE_N_TOKENS,
+            crate::exec::gates::topk::GATE_N_TOKENS,
             run.report.prompts.len()
         )
     };
@@ -213,8 +206,8 @@ fn attempt(
             crate::ops::formats::word(d)
         )),
         t.metric,
-        crate::exec::checks::gate::format_value(before),
-        crate::exec::checks::gate::format_value(after),
+        crate::exec::gates::gate::format_value(before),
+        crate::exec::gates::gate::format_value(after),
         t.unit()
     );
     Ok((StepOutcome::Kept { why }, Some((d, plans, times))))
@@ -238,23 +231,6 @@ fn fit_to_model(op: Op, arch: &Architecture, device: &Device, why: &mut Option<S
         }
         other => other,
     }
-}
-
-/// The GEMM site a `tune-tiling` step names (kernel and shape), if it exists here.
-fn tune_site(plans: &Plans, step: &Step) -> Option<crate::xdna2::plan::Launch> {
-    if step.op != OpKind::TuneTiling {
-        return None;
-    }
-    let shape = match step.params.get("shape") {
-        Some(Value::IntList(s)) => s.iter().map(|&v| v as usize).collect::<Vec<_>>(),
-        _ => return None,
-    };
-    design::sites(plans)
-        .into_values()
-        .map(|(_, l)| l)
-        .find(|l| {
-            matches!(l, crate::xdna2::plan::Launch::Gemm { .. }) && design::shape_of(l) == shape
-        })
 }
 
 /// Validates configurations the registry has not seen, and with `packed_again`

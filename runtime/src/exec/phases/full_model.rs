@@ -1,25 +1,25 @@
 //! Phase 3, the full model: every layer and the LM head on the NPU path, verified
 //! over `GATE_N_TOKENS` decode steps per prompt fed the reference's greedy tokens:
 //! the teacher-forced logits of every step and the KV cache of every layer after
-//! prefill and after decode against the reference's (`checks::decode`), and the
-//! greedy top-k set check at every step (`checks::topk`); with the per-layer cosine
+//! prefill and after decode against the reference's (`gates::decode`), and the
+//! greedy top-k set check at every step (`gates::topk`); with the per-layer cosine
 //! table kept as diagnosis only, and the unoptimized plan's modeled figures as the
 //! baseline phases 4 and 5 must beat.
 
 use std::collections::BTreeMap;
 
-use super::phase2::first_prompt;
+use super::block::first_prompt;
 use super::DeployPhase;
-use crate::bundle::{Comparison, Value};
+use crate::bundle::Value;
 use crate::exec::artifacts::record::PromptVerdict;
 use crate::exec::artifacts::record::{ModeledTimes, PhaseRecord, StepOutcome};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::gate::{format_value, GateCheck, ThresholdSource};
-use crate::exec::checks::remedy::Failure;
-use crate::exec::checks::topk::{rank_words, TopKGate, GATE_K, GATE_N_TOKENS};
-use crate::exec::checks::verify::{verify_gates, verify_npu, NpuVerification};
 use crate::exec::design::{self, fingerprint, modeled};
 use crate::exec::fault::Fault;
+use crate::exec::gates::gate::{format_value, GateCheck, ThresholdSource};
+use crate::exec::gates::remedy::Failure;
+use crate::exec::gates::topk::{rank_words, TopKGate, GATE_K, GATE_N_TOKENS};
+use crate::exec::gates::verify::{verify_gates, verify_npu, NpuVerification};
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::DeployError;
 use crate::ops::{Metric, OpKind};
@@ -125,34 +125,18 @@ pub(crate) fn run(
         ),
     );
     let times = modeled(&plans, &run.device, &run.params);
-    let profile = BTreeMap::from([("seq_len".to_string(), Value::Int(design::SEQ_LEN as i64))]);
+    let profile = design::at_seq_len();
     let a = run
         .traj
         .action(OpKind::ProfilePrefill, &profile, &ActionLinks::default());
     let ttft = GateCheck::named("baseline TTFT", OpKind::ProfilePrefill)
         .measures(Metric::TtftS, times.ttft_s)
-        .when(BTreeMap::from([(
-            "seq_len".to_string(),
-            Value::Int(design::SEQ_LEN as i64),
-        )]))
-        .against(
-            Comparison::Gt,
-            0.0,
-            ThresholdSource::rule("recorded as the baseline phase 4 must beat"),
-        )
-        .modeled();
+        .when(design::at_seq_len())
+        .recorded("recorded as the baseline phase 4 must beat");
     let mpt = GateCheck::named("baseline decode", OpKind::ProfileDecode)
         .measures(Metric::MsPerToken, times.ms_per_token)
-        .when(BTreeMap::from([(
-            "seq_len".to_string(),
-            Value::Int(design::SEQ_LEN as i64),
-        )]))
-        .against(
-            Comparison::Gt,
-            0.0,
-            ThresholdSource::rule("recorded as the baseline phase 5 must beat"),
-        )
-        .modeled();
+        .when(design::at_seq_len())
+        .recorded("recorded as the baseline phase 5 must beat");
     run.traj.observe(None, &[&ttft, &mpt], Some(&a));
     rec.notes.push(format!(
         "baseline plan, modeled at seq {}: TTFT {:.3} s, {:.1} ms/token ({:.2} tok/s), {} / {} NPU calls per layer",
@@ -235,7 +219,7 @@ fn plant_decode_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
 pub(crate) const VERIFY_OBSERVATION: &str =
     "decode fed the reference's tokens: logits and KV cache against the reference, top-k set check at every step";
 
-/// The verification gates of `v` (`checks::verify`), the top-k threshold's
+/// The verification gates of `v` (`gates::verify`), the top-k threshold's
 /// source read from the bundle.
 pub(crate) fn run_gates(run: &Run<'_>, v: &NpuVerification) -> Vec<GateCheck> {
     let prompts = run.report.prompts.len();

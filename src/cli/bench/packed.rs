@@ -281,7 +281,7 @@ pub fn print(out: &mut Output, comparisons: &[Comparison], svg: &Path) -> Result
         out.line(&row);
     }
     std::fs::create_dir_all(svg.parent().unwrap_or(Path::new(".")))
-        .and_then(|()| std::fs::write(svg, super::four_bit_svg::plot(comparisons)))
+        .and_then(|()| std::fs::write(svg, super::packed_svg::plot(comparisons)))
         .map_err(|e| BenchError::Fused(format!("{}: {e}", svg.display())))?;
     out.line("");
     out.line(&format!("plot: {}", svg.display()));

@@ -4,7 +4,7 @@
 
 use super::super::constraints::{locate, Constraint, ConstraintViolation};
 use super::super::device::Device;
-use super::super::kernels::Kernel;
+use super::super::kernels::{Kernel, NormSpec};
 use super::{Buffer, Call, Launch, Plan, Section, Transform, WeightSource};
 
 impl Plan {
@@ -217,14 +217,7 @@ fn operand_sizes(launch: &Launch) -> Vec<(&str, usize)> {
             out,
             spec,
             ..
-        } => {
-            let mut v = vec![
-                (x.as_str(), spec.rows * spec.cols),
-                (out.as_str(), spec.rows * spec.cols),
-            ];
-            v.extend(weight.as_deref().map(|w| (w, spec.cols)));
-            v
-        }
+        } => norm_operands(x, out, spec, [weight.as_deref(), None]),
         Launch::Layernorm {
             x,
             weight,
@@ -232,28 +225,18 @@ fn operand_sizes(launch: &Launch) -> Vec<(&str, usize)> {
             out,
             spec,
             ..
-        } => {
-            let mut v = vec![
-                (x.as_str(), spec.rows * spec.cols),
-                (out.as_str(), spec.rows * spec.cols),
-            ];
-            v.extend(weight.as_deref().map(|w| (w, spec.cols)));
-            v.extend(bias.as_deref().map(|b| (b, spec.cols)));
-            v
-        }
+        } => norm_operands(x, out, spec, [weight.as_deref(), bias.as_deref()]),
         Launch::QkRmsnorm {
             x,
             weight,
             out,
             spec,
             ..
-        } => {
-            vec![
-                (x, spec.rows * spec.cols),
-                (weight, spec.cols),
-                (out, spec.rows * spec.cols),
-            ]
-        }
+        } => vec![
+            (x, spec.rows * spec.cols),
+            (weight, spec.cols),
+            (out, spec.rows * spec.cols),
+        ],
         Launch::Rope { x, out, spec, .. } => {
             let n = spec.rows * spec.heads * spec.head_dim;
             vec![(x, n), (out, n)]
@@ -306,4 +289,17 @@ fn operand_sizes(launch: &Launch) -> Vec<(&str, usize)> {
             (out, spec.heads * spec.head_dim),
         ],
     }
+}
+
+/// A norm's operands: input and output rows, and the weight and bias
+/// vectors it has.
+fn norm_operands<'l>(
+    x: &'l str,
+    out: &'l str,
+    spec: &NormSpec,
+    vectors: [Option<&'l str>; 2],
+) -> Vec<(&'l str, usize)> {
+    let mut v = vec![(x, spec.rows * spec.cols), (out, spec.rows * spec.cols)];
+    v.extend(vectors.into_iter().flatten().map(|name| (name, spec.cols)));
+    v
 }

@@ -10,8 +10,8 @@ use super::DeployPhase;
 use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::{EvaluationSummary, EvaluatorVerdict, PhaseRecord};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::gate::{GateCheck, ThresholdSource};
 use crate::exec::evaluate::Evaluation;
+use crate::exec::gates::gate::{GateCheck, ThresholdSource};
 use crate::exec::run::{PhaseEnd, Run, Unloaded};
 use crate::exec::{files, DeployError, EvaluatorLaunch, EVALUATOR_COMMAND};
 use crate::ops::{Metric, OpKind};
@@ -84,11 +84,7 @@ pub(crate) fn run(
         GateCheck::named("evaluator exit code", OpKind::Evaluate)
             .measures(Metric::ExitCode, f64::from(code))
             .when(BTreeMap::from([("verdict".to_string(), Value::Text(verdict.to_string()))]))
-            .against(
-                Comparison::Eq,
-                0.0,
-                ThresholdSource::rule("a fresh process re-verifies the written artifacts; its exit code drives the verdict"),
-            ),
+            .must_be_zero("a fresh process re-verifies the written artifacts; its exit code drives the verdict"),
         GateCheck::named("evaluator: fresh top-k set check", OpKind::Evaluate)
             .measures(Metric::TopKAgree, passed_prompts as f64)
             .when(BTreeMap::from([("fresh_process".to_string(), Value::Bool(true))]))
@@ -112,7 +108,7 @@ pub(crate) fn run(
             Ok(PhaseEnd::Passed)
         }
         Some(gate) => {
-            let failure = crate::exec::checks::remedy::Failure {
+            let failure = crate::exec::gates::remedy::Failure {
                 phase: DeployPhase::Evaluate,
                 op: OpKind::Evaluate,
                 params,

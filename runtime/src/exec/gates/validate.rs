@@ -17,7 +17,7 @@ use crate::xdna2::harness::{
     tolerance_of, Harness, HarnessError, KernelRun, RunOutcome, Scale, WeightOperands, WeightRole,
 };
 use crate::xdna2::interpreter::weights::{resolve, resolve_packed, TensorIndex};
-use crate::xdna2::kernels::gemv_q4::NibbleOrder;
+use crate::xdna2::kernels::gemv_packed::NibbleOrder;
 use crate::xdna2::plan::{Launch, Plan};
 
 /// What phase 1 needs to run one launch.

@@ -121,18 +121,18 @@ impl NibbleOrder {
 }
 
 /// `y = W·x (+ residual)`, bf16 out, with `w` the packed rows (`m × k`).
-pub fn gemv_q4(
+pub fn gemv_packed(
     device: &Device,
     spec: &GemvSpec,
     w: &PackedRows,
     x: &[u16],
     residual: Option<&[u16]>,
 ) -> Result<Vec<u16>, KernelError> {
-    gemv_q4_ordered(device, spec, w, x, residual, NibbleOrder::Gguf)
+    gemv_packed_ordered(device, spec, w, x, residual, NibbleOrder::Gguf)
 }
 
-/// [`gemv_q4`] reading the nibbles in `order`.
-pub fn gemv_q4_ordered(
+/// [`gemv_packed`] reading the nibbles in `order`.
+pub fn gemv_packed_ordered(
     device: &Device,
     spec: &GemvSpec,
     w: &PackedRows,
@@ -222,7 +222,7 @@ pub(crate) mod tests {
         let x: Vec<u16> = (0..k)
             .map(|i| bf16::from_f32(((i * 37 % 101) as f32 - 50.0) / 25.0))
             .collect();
-        let packed = gemv_q4(&device, &spec, &w, &x, None).unwrap();
+        let packed = gemv_packed(&device, &spec, &w, &x, None).unwrap();
         let rounded = unpack_rows(&w, 0, m, NibbleOrder::Gguf);
         let bf16_spec = GemvSpec {
             packed: None,
@@ -233,7 +233,7 @@ pub(crate) mod tests {
         assert_eq!(spec.weight_bytes(), (m * k / 32 * 20) as f64);
         assert_eq!(bf16_spec.weight_bytes(), (m * k * 2) as f64);
         // The bf16 GEMV refuses packed weights' spec mismatch: no silent fallback.
-        assert!(gemv_q4(&device, &bf16_spec, &w, &x, None).is_err());
+        assert!(gemv_packed(&device, &bf16_spec, &w, &x, None).is_err());
     }
 
     #[test]

@@ -27,13 +27,13 @@ struct Recorded<'b> {
 fn recorded_gemm_tilings<'b>(run: &Run<'b>) -> Vec<Recorded<'b>> {
     let mut out = Vec::new();
     for phase in [DeployPhase::Kernels, DeployPhase::Prefill] {
-        for step in run.bundle_steps(phase, OpKind::SelectTiling) {
-            let Ok(Op::SelectTiling(choice)) = Op::read(step.op, &step.params) else {
+        for read in run.bundle_steps(phase, OpKind::SelectTiling) {
+            let Op::SelectTiling(choice) = &read.op else {
                 continue;
             };
             if let (Kernel::Gemm, &[m, k, n]) = (choice.kernel, &choice.shape[..]) {
                 out.push(Recorded {
-                    step,
+                    step: read.step,
                     shape: [m, k, n],
                     settings: choice.settings(),
                 });

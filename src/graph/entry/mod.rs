@@ -279,18 +279,19 @@ impl Checker {
 
     fn no_duplicate_keys(&mut self, params: &[Param], what: &str) {
         for (i, param) in params.iter().enumerate() {
-            if let Some(first) = params[..i].iter().find(|p| p.key.text == param.key.text) {
-                self.push(
-                    Diagnostic::new(
-                        Code::DuplicateParameter,
-                        param.key.span,
-                        format!("{what} `{}` given twice", param.key.text),
-                    )
-                    .with_related(first.key.span, "first given here"),
-                );
+            if let Some(first) = earlier(params, i, |p| &p.key) {
+                let message = format!("{what} `{}` given twice", param.key.text);
+                let diagnostic = Diagnostic::new(Code::DuplicateParameter, param.key.span, message);
+                self.push(diagnostic.with_related(first.span, "first given here"));
             }
         }
     }
+}
+
+/// The first of `items` before `items[i]` with the same name, if one is.
+pub(super) fn earlier<T>(items: &[T], i: usize, name: impl Fn(&T) -> &Name) -> Option<&Name> {
+    let again = &name(&items[i]).text;
+    items[..i].iter().map(name).find(|n| n.text == *again)
 }
 
 /// The span of a clause's keyword (its first token).
@@ -301,6 +302,7 @@ fn keyword_span(clause: Span, keyword: &str) -> Span {
     }
 }
 
+/// The kind of entry with its article, as a sentence names it: "an action".
 pub(super) fn article(kind: EntryKind) -> &'static str {
     match kind {
         EntryKind::Action => "an action",

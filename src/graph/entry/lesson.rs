@@ -102,18 +102,11 @@ impl Checker {
         let spec = self.operation(op)?;
         let mut changes = Vec::new();
         for (i, assignment) in assignments.iter().enumerate() {
-            if let Some(first) = assignments[..i]
-                .iter()
-                .find(|a| a.key.text == assignment.key.text)
-            {
-                self.push(
-                    Diagnostic::new(
-                        Code::DuplicateParameter,
-                        assignment.key.span,
-                        format!("`{}` assigned twice in one fix", assignment.key.text),
-                    )
-                    .with_related(first.key.span, "first assigned here"),
-                );
+            if let Some(first) = super::earlier(assignments, i, |a| &a.key) {
+                let (key, span) = (&assignment.key.text, assignment.key.span);
+                let message = format!("`{key}` assigned twice in one fix");
+                let diagnostic = Diagnostic::new(Code::DuplicateParameter, span, message);
+                self.push(diagnostic.with_related(first.span, "first assigned here"));
             }
             let Some((param, slot)) = spec.resolve_param(&assignment.key.text) else {
                 self.unknown_parameter(spec, &assignment.key, true);

@@ -280,7 +280,6 @@ pub fn action_vars(op: OpKind, action: &BTreeMap<String, Value>) -> BTreeMap<Str
 mod tests {
     use super::*;
     use crate::bundle::{BinaryOp, Comparison, Symptom};
-    use crate::exec::checks::gate::ThresholdSource;
     use crate::ops::Metric;
 
     fn gemm_action(tile_n: i64) -> BTreeMap<String, Value> {
@@ -334,7 +333,7 @@ mod tests {
                     "kernel".into(),
                     Value::Text(kernel.into()),
                 )]))
-                .against(Comparison::Eq, 0.0, ThresholdSource::rule("r")),
+                .must_be_zero("r"),
             op: OpKind::ValidateKernel,
             params: gemm_action(128),
         }

@@ -41,7 +41,7 @@ pub struct GateCheck {
     pub threshold: f64,
     /// Unit of value and threshold (the metric's canonical one); none (`""` in
     /// the file) for unitless metrics.
-    #[serde(with = "crate::ops::metrics::optional_unit")]
+    #[serde(with = "crate::metrics::optional_unit")]
     pub unit: Option<Unit>,
     pub passed: bool,
     /// Figures from the cost model rather than from emulated numerics.
@@ -166,6 +166,19 @@ impl Measured {
             source,
             attempt: false,
         }
+    }
+
+    /// The gate of a count that must be zero (non-finite values, errors,
+    /// refusals), by a rule of the runtime.
+    pub fn must_be_zero(self, rule: impl Into<String>) -> GateCheck {
+        self.against(Comparison::Eq, 0.0, ThresholdSource::rule(rule))
+    }
+
+    /// A modeled figure recorded for later phases rather than judged: it only
+    /// has to be positive.
+    pub fn recorded(self, rule: impl Into<String>) -> GateCheck {
+        self.against(Comparison::Gt, 0.0, ThresholdSource::rule(rule))
+            .modeled()
     }
 }
 

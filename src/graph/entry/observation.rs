@@ -31,18 +31,13 @@ impl Checker {
         let mut any_threshold = false;
         let mut undecidable = false;
         for (i, measurement) in measurements.iter().enumerate() {
-            if let Some(first) = measurements[..i]
-                .iter()
-                .find(|m| m.metric.text == measurement.metric.text)
-            {
+            if let Some(first) = super::earlier(measurements, i, |m| &m.metric) {
+                let metric = &measurement.metric;
+                let message = format!("metric `{}` measured twice", metric.text);
                 self.push(
-                    Diagnostic::new(
-                        Code::DuplicateParameter,
-                        measurement.metric.span,
-                        format!("metric `{}` measured twice", measurement.metric.text),
-                    )
-                    .with_related(first.metric.span, "first measured here")
-                    .with_hint("record a second measurement in its own observation"),
+                    Diagnostic::new(Code::DuplicateParameter, metric.span, message)
+                        .with_related(first.span, "first measured here")
+                        .with_hint("record a second measurement in its own observation"),
                 );
             }
             let Some(metric) = self.metric(&measurement.metric) else {

@@ -437,7 +437,7 @@ impl<'de> Deserialize<'de> for Unit {
 }
 
 /// A unit that may be absent, as the files write it: its symbol, or `""` for
-/// none (`#[serde(with = "crate::ops::metrics::optional_unit")]`).
+/// none (`#[serde(with = "crate::metrics::optional_unit")]`).
 pub mod optional_unit {
     use serde::{Deserialize, Deserializer, Serializer};
 

@@ -204,10 +204,6 @@ pub fn verify_gates(
         GateCheck::named("verify: NaN in NPU logits", OpKind::VerifyModel)
             .measures(Metric::NanCount, v.non_finite as f64)
             .when(conditions)
-            .against(
-                Comparison::Eq,
-                0.0,
-                ThresholdSource::rule("no NaN or infinite logit"),
-            ),
+            .must_be_zero("no NaN or infinite logit"),
     ]
 }

@@ -12,7 +12,7 @@ use skillc_runtime::xdna2::calibration::{
 use skillc_runtime::xdna2::cost::{time_launch, Params};
 use skillc_runtime::xdna2::device::Device;
 use skillc_runtime::xdna2::fit::{committed_params, FittedFile};
-use skillc_runtime::xdna2::kernels::{gemv_q4, Herd, PackedFormat};
+use skillc_runtime::xdna2::kernels::{gemv_packed, Herd, PackedFormat};
 use skillc_runtime::xdna2::packed_cost::{PackedParams, Q4_0_BODY_RATIO};
 use skillc_runtime::xdna2::plan::Launch;
 
@@ -110,7 +110,7 @@ fn a_packed_gemv_is_timed_by_its_unpacking_rate_and_format() {
     let device = Device::npu2();
     let params = committed_params();
     let time = |format: PackedFormat, p: &Params| {
-        let spec = gemv_q4::select(&device, 2048, 2048, Herd::ROW, format);
+        let spec = gemv_packed::select(&device, 2048, 2048, Herd::ROW, format);
         let launch = Launch::Gemv {
             w: "w".into(),
             x: "x".into(),

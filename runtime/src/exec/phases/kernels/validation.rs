@@ -5,14 +5,14 @@
 
 use std::collections::BTreeMap;
 
-use crate::bundle::{Comparison, Value};
+use crate::bundle::Value;
 use crate::exec::artifacts::record::PhaseRecord;
 use crate::exec::artifacts::registry::RegistryRow;
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::gate::{GateCheck, ThresholdSource};
-use crate::exec::checks::remedy::Failure;
-use crate::exec::checks::validate::{validate, CheckOutcome, KernelCheck, ValidationContext};
 use crate::exec::design::{self, site_key, tiling_params, Plans};
+use crate::exec::gates::gate::GateCheck;
+use crate::exec::gates::remedy::Failure;
+use crate::exec::gates::validate::{validate, CheckOutcome, KernelCheck, ValidationContext};
 use crate::exec::phases::DeployPhase;
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::{DeployError, Internal};
@@ -56,7 +56,7 @@ pub(crate) fn check_site(
         arch,
         lut: &lut,
         seed: run.options.seed,
-        nibbles: kernels::gemv_q4::NibbleOrder::of(run.design.path.defects.packed_nibble_order),
+        nibbles: kernels::gemv_packed::NibbleOrder::of(run.design.path.defects.packed_nibble_order),
     };
     Ok(validate(&ctx, launch)?)
 }
@@ -87,14 +87,10 @@ pub(crate) fn kernel_gate(key: &str, launch: &Launch, check: &KernelCheck) -> Ga
             GateCheck::named(format!("kernel {key}"), OpKind::ValidateKernel)
                 .measures(Metric::Mismatches, *mismatches as f64)
                 .when(conditions)
-                .against(
-                    Comparison::Eq,
-                    0.0,
-                    ThresholdSource::rule(format!(
+                .must_be_zero(format!(
                         "element-wise |out - ref| <= atol + rtol*|ref| against the f32 reference on {} (registry tolerance)",
                         check.validated_shape
-                    )),
-                )
+                    ))
         }
         CheckOutcome::Refused {
             violations,
@@ -106,11 +102,7 @@ pub(crate) fn kernel_gate(key: &str, launch: &Launch, check: &KernelCheck) -> Ga
             GateCheck::named(format!("placement {key}"), OpKind::SelectTiling)
                 .measures(RuntimeMetric::Violations, violations.len() as f64)
                 .when(conditions)
-                .against(
-                    Comparison::Eq,
-                    0.0,
-                    ThresholdSource::rule(format!("the device refuses: {}", violations.join("; "))),
-                )
+                .must_be_zero(format!("the device refuses: {}", violations.join("; ")))
         }
     }
 }

@@ -18,8 +18,8 @@ use sha2::{Digest, Sha256};
 
 use super::summary::Summary;
 use super::{load_model, read, CalibrationError, Measured};
+use crate::metrics::Unit;
 use crate::model::arch::Architecture;
-use crate::ops::Unit;
 use crate::xdna2::builder::plan_for;
 use crate::xdna2::cost::{time_plan, Params};
 use crate::xdna2::device::Device;
@@ -311,9 +311,7 @@ impl FittedFourBit {
     }
 
     pub fn to_json(&self) -> String {
-        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
-        text.push('\n');
-        text
+        crate::xdna2::plan::json_file(self)
     }
 
     /// The parameters, in `PackedParams::SPECS` order (a missing one at its

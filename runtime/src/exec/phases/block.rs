@@ -10,13 +10,13 @@ use super::DeployPhase;
 use crate::bundle::Value;
 use crate::exec::artifacts::record::{PhaseRecord, StepOrigin, StepOutcome, StepRecord, Stop};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::block::{
-    position_cosine_floor, BlockComparison, BlockThresholds, BLOCK_COSINE_MIN, BLOCK_RULE,
-};
-use crate::exec::checks::gate::{GateCheck, ThresholdSource};
-use crate::exec::checks::remedy::Failure;
 use crate::exec::design::Design;
 use crate::exec::fault::Fault;
+use crate::exec::gates::block::{
+    position_cosine_floor, BlockComparison, BlockThresholds, BLOCK_COSINE_MIN, BLOCK_RULE,
+};
+use crate::exec::gates::gate::{GateCheck, ThresholdSource};
+use crate::exec::gates::remedy::Failure;
 use crate::exec::run::{Attempt, Change, PhaseEnd, Run};
 use crate::exec::{DeployError, Internal};
 use crate::ops::{Metric, OpKind};
@@ -214,7 +214,7 @@ fn prerequisites(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<(), DeployE
                     why: format!("this model does not need `{op}`"),
                 }
             };
-            rec.steps.push(StepRecord::from_bundle(step, outcome));
+            rec.steps.push(StepRecord::from_bundle(step.step, outcome));
         }
     }
     Ok(())

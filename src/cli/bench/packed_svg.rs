@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::four_bit::{Comparison, CONTEXTS};
+use super::packed::{Comparison, CONTEXTS};
 
 const WIDTH: f64 = 760.0;
 const HEIGHT: f64 = 480.0;

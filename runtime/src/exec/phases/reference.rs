@@ -13,12 +13,12 @@ use crate::bundle::{Comparison, Value};
 use crate::exec::artifacts::record::DecodeLimitsRecord;
 use crate::exec::artifacts::record::{ModelInfo, PhaseRecord, StepOrigin, StepOutcome, Stop};
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::checks::decode::ReferenceRun;
-use crate::exec::checks::features::{fixture_matches, proofs, FixtureMatch};
-use crate::exec::checks::floor::DecodeLimits;
-use crate::exec::checks::gate::{non_finite, GateCheck, ThresholdSource};
-use crate::exec::checks::topk::{TopKGate, GATE_N_TOKENS};
-use crate::exec::checks::verify::reference_runs;
+use crate::exec::gates::decode::ReferenceRun;
+use crate::exec::gates::features::{fixture_matches, proofs, FixtureMatch};
+use crate::exec::gates::floor::DecodeLimits;
+use crate::exec::gates::gate::{non_finite, GateCheck, ThresholdSource};
+use crate::exec::gates::topk::{TopKGate, GATE_N_TOKENS};
+use crate::exec::gates::verify::reference_runs;
 use crate::exec::run::{Loaded, PhaseEnd, Run, Unloaded};
 use crate::exec::DeployError;
 use crate::model::arch::Architecture;
@@ -33,7 +33,7 @@ use crate::model::oracle::{LogitRows, Reference, ReferenceError};
 use crate::model::scope::check_scope;
 use crate::model::source::ModelSource;
 use crate::model::{Model, ModelError, WeightOrigin};
-use crate::ops::{Metric, OpKind};
+use crate::ops::{self, Metric, Op, OpKind};
 use crate::xdna2::builder::unsupported_features;
 
 /// Phase 0 on a run without a model: the model it loaded and checked, which
@@ -73,19 +73,26 @@ pub(crate) fn run(
 /// What a part of phase 0 gives the next one, or how the phase ended.
 type Part<T> = Result<Result<T, PhaseEnd>, DeployError>;
 
-fn origin(run: &Run<'_, Unloaded>, op: OpKind) -> (StepOrigin, Option<BTreeMap<String, Value>>) {
+/// Where phase 0's `op` step comes from, with the parameters the bundle
+/// recorded for it, and its operation as the bundle recorded it.
+fn origin<'a>(
+    run: &Run<'a, Unloaded>,
+    op: OpKind,
+) -> (StepOrigin, Option<BTreeMap<String, Value>>, Option<&'a Op>) {
     match run.bundle_step(DeployPhase::Reference, op) {
-        Some(step) => (
+        Some(read) => (
             StepOrigin::Bundle {
-                step: step.id.clone(),
-                provenance: step.provenance.clone(),
+                step: read.step.id.clone(),
+                provenance: read.step.provenance.clone(),
             },
-            Some(step.params.clone()),
+            Some(read.step.params.clone()),
+            Some(&read.op),
         ),
         None => (
             StepOrigin::Derived {
                 why: format!("the bundle has no `{op}` step; phase 0 always runs it"),
             },
+            None,
             None,
         ),
     }
@@ -100,10 +107,8 @@ fn refuse(
 ) -> PhaseEnd {
     let gate = GateCheck::named("scope check", OpKind::CheckScope)
         .measures(Metric::Blockers, blockers as f64)
-        .against(
-            Comparison::Eq,
-            0.0,
-            ThresholdSource::rule("MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused"),
+        .must_be_zero(
+            "MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused",
         );
     run.traj
         .verdict(&format!("scope check: {reason}"), false, Some(action));
@@ -125,7 +130,7 @@ fn scope(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord) -> Part<(Architectu
             dir: run.options.model_dir.clone(),
         });
     }
-    let (origin, recorded) = origin(run, OpKind::CheckScope);
+    let (origin, recorded, _) = origin(run, OpKind::CheckScope);
     let action = run.traj.action(
         OpKind::CheckScope,
         &BTreeMap::new(),
@@ -186,10 +191,8 @@ fn scope(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord) -> Part<(Architectu
     rec.steps.push(step(StepOutcome::AsRecorded));
     let gate = GateCheck::named("scope check", OpKind::CheckScope)
         .measures(Metric::Blockers, 0.0)
-        .against(
-            Comparison::Eq,
-            0.0,
-            ThresholdSource::rule("MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused"),
+        .must_be_zero(
+            "MoE, MLA, encoder-decoder and architectures the reference cannot execute are refused",
         );
     run.traj.verdict(
         &format!("scope check: {}", scope.notes.join("; ")),
@@ -218,7 +221,7 @@ fn scope(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord) -> Part<(Architectu
 
 fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architecture) -> Part<Model> {
     run.progress.step(OpKind::LoadWeights.name());
-    let (origin, recorded) = origin(run, OpKind::LoadWeights);
+    let (origin, recorded, recorded_op) = origin(run, OpKind::LoadWeights);
     let seed = run.options.seed;
     // Packed (GGUF) weights run on the bf16 path as their bf16 rounding, and so
     // does the oracle of every later gate (the same weights on both sides); on
@@ -236,20 +239,20 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
         Err(e) => Err(e),
     };
     let (source, params) = match &result {
-        Ok(m) => match &m.origin {
-            WeightOrigin::Checkpoint { .. } | WeightOrigin::Gguf { .. } => (
-                "checkpoint",
-                BTreeMap::from([("source".to_string(), Value::Text("checkpoint".into()))]),
-            ),
-            WeightOrigin::Random { seed, .. } => (
-                "random",
-                BTreeMap::from([
-                    ("source".to_string(), Value::Text("random".into())),
-                    ("seed".to_string(), Value::Int(*seed as i64)),
-                ]),
-            ),
-        },
-        Err(_) => ("", BTreeMap::new()),
+        Ok(m) => {
+            let (source, seed) = match m.origin {
+                WeightOrigin::Checkpoint { .. } | WeightOrigin::Gguf { .. } => {
+                    (ops::WeightOrigin::Checkpoint, None)
+                }
+                WeightOrigin::Random { seed, .. } => (ops::WeightOrigin::Random, Some(seed)),
+            };
+            let op = Op::LoadWeights {
+                source: Some(source),
+                seed,
+            };
+            (Some(source), op.params())
+        }
+        Err(_) => (None, BTreeMap::new()),
     };
     let action = run
         .traj
@@ -285,17 +288,14 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
             return Ok(Err(PhaseEnd::Failed(stop)));
         }
     };
-    let recorded_source = recorded
-        .as_ref()
-        .and_then(|r| r.get("source"))
-        .and_then(|v| match v {
-            Value::Text(t) => Some(t.as_str()),
-            _ => None,
-        });
+    let recorded_source = match recorded_op {
+        Some(Op::LoadWeights { source, .. }) => *source,
+        _ => None,
+    };
     let outcome = match recorded_source {
-        Some(r) if r != source => StepOutcome::Rederived {
+        Some(r) if Some(r) != source => StepOutcome::Rederived {
             why: match source {
-                "random" => format!(
+                Some(ops::WeightOrigin::Random) => format!(
                     "the bundle loaded a {r} but this directory has no *.safetensors: seeded random weights (seed {seed})"
                 ),
                 _ => format!("the bundle used {r} weights; this directory has a checkpoint"),
@@ -316,13 +316,9 @@ fn weights(run: &mut Run<'_, Unloaded>, rec: &mut PhaseRecord, arch: Architectur
         .measures(Metric::NanCount, 0.0)
         .when(BTreeMap::from([(
             "source".to_string(),
-            Value::Text(source.into()),
+            Value::Text(source.map_or("", ops::WeightOrigin::word).into()),
         )]))
-        .against(
-            Comparison::Eq,
-            0.0,
-            ThresholdSource::rule("every weight value finite (the loader scans them all)"),
-        );
+        .must_be_zero("every weight value finite (the loader scans them all)");
     let label = format!(
         "{} weight tensors loaded, {} bf16 bytes",
         model.weights.tensors().len(),
@@ -401,7 +397,7 @@ fn reference(
     };
     check_prompts(&prompts, arch.vocab_size)?;
     run.report.prompts = prompts.clone();
-    let (origin, recorded) = origin(run, OpKind::BuildReference);
+    let (origin, recorded, _) = origin(run, OpKind::BuildReference);
     let action = run.traj.action(
         OpKind::BuildReference,
         &BTreeMap::new(),
@@ -427,11 +423,7 @@ fn reference(
             "tokens".into(),
             Value::Int(GATE_N_TOKENS as i64),
         )]))
-        .against(
-            Comparison::Eq,
-            0.0,
-            ThresholdSource::rule("no NaN or infinite logit in the reference's greedy runs"),
-        );
+        .must_be_zero("no NaN or infinite logit in the reference's greedy runs");
     let top1 = GateCheck::named("reference sanity: stable top-1", OpKind::BuildReference)
         .measures(Metric::TopKAgree, f64::from(u8::from(stable.agree)))
         .when(
@@ -459,7 +451,7 @@ fn reference(
 }
 
 /// The decode gates' limits, from the bf16-storage floor of the model on the
-/// prompts' teacher-forced tokens (`checks::floor`), measured in every
+/// prompts' teacher-forced tokens (`gates::floor`), measured in every
 /// deployment before any NPU result exists.
 fn decode_limits(
     run: &mut Run<'_, Unloaded>,
@@ -512,15 +504,11 @@ fn compare(
     loaded: &Loaded,
 ) -> Result<PhaseEnd, DeployError> {
     let model = &loaded.model;
-    let (origin, recorded) = origin(run, OpKind::CompareReference);
-    let bundle_tol = recorded
-        .as_ref()
-        .and_then(|r| r.get("tol"))
-        .and_then(|v| match v {
-            Value::Float(f) => Some(*f),
-            Value::Int(i) => Some(*i as f64),
-            _ => None,
-        });
+    let (origin, recorded, recorded_op) = origin(run, OpKind::CompareReference);
+    let bundle_tol = match recorded_op {
+        Some(Op::CompareReference { tol, .. }) => *tol,
+        _ => None,
+    };
     let Some(fixture) = loaded.fixture.as_ref() else {
         if recorded.is_some() {
             rec.steps.push(crate::exec::artifacts::record::StepRecord {
@@ -587,18 +575,12 @@ fn compare(
         ("tensors".to_string(), Value::Int(agreement.tensors as i64)),
         ("prompts".to_string(), Value::Int(agreement.prompts as i64)),
     ]);
-    let error = GateCheck::named(
-        "transformers match: worst tensor error",
-        OpKind::CompareReference,
-    )
-    .measures(Metric::MaxRel, worst)
-    .when(conditions.clone())
-    .against(
-        Comparison::Le,
+    let error = tensor_error_gate(
+        "transformers match: worst tensor error".into(),
+        worst,
+        conditions.clone(),
         tol,
-        ThresholdSource::rule(
-            "max |ours - transformers| / max |transformers| over every reference tensor",
-        ),
+        "every reference tensor",
     );
     let tokens = GateCheck::named(
         "transformers match: greedy tokens",
@@ -606,22 +588,14 @@ fn compare(
     )
     .measures(Metric::Mismatches, mismatched as f64)
     .when(conditions.clone())
-    .against(
-        Comparison::Eq,
-        0.0,
-        ThresholdSource::rule("the reference's greedy tokens equal transformers' exactly"),
-    );
+    .must_be_zero("the reference's greedy tokens equal transformers' exactly");
     let nan = GateCheck::named(
         "transformers match: non-finite values",
         OpKind::CompareReference,
     )
     .measures(Metric::NanCount, agreement.non_finite as f64)
     .when(conditions)
-    .against(
-        Comparison::Eq,
-        0.0,
-        ThresholdSource::rule("no NaN or infinite value in any tensor the reference computed"),
-    );
+    .must_be_zero("no NaN or infinite value in any tensor the reference computed");
     run.traj.observe(
         Some("CPU reference vs transformers"),
         &[&error, &tokens, &nan],
@@ -701,6 +675,27 @@ fn prove_features(
     )))
 }
 
+/// The worst relative error of the reference's tensors against transformers'
+/// `over` the tensors named, within `tol`.
+fn tensor_error_gate(
+    name: String,
+    worst: f64,
+    conditions: BTreeMap<String, Value>,
+    tol: f64,
+    over: &str,
+) -> GateCheck {
+    GateCheck::named(name, OpKind::CompareReference)
+        .measures(Metric::MaxRel, worst)
+        .when(conditions)
+        .against(
+            Comparison::Le,
+            tol,
+            ThresholdSource::rule(format!(
+                "max |ours - transformers| / max |transformers| over {over}"
+            )),
+        )
+}
+
 /// The error and token gates of one fixture, naming the paths it proves here.
 fn fixture_gates(m: &FixtureMatch, used: &BTreeSet<Feature>, tol: f64) -> [GateCheck; 2] {
     let paths: Vec<&str> = m
@@ -717,27 +712,19 @@ fn fixture_gates(m: &FixtureMatch, used: &BTreeSet<Feature>, tol: f64) -> [GateC
         Err(_) => (f64::NAN, f64::NAN),
     };
     [
-        GateCheck::named(
+        tensor_error_gate(
             format!("feature proof: {} worst tensor error", m.fixture),
-            OpKind::CompareReference,
-        )
-            .measures(Metric::MaxRel, worst)
-            .when(conditions.clone())
-            .against(
-                Comparison::Le,
-                tol,
-                ThresholdSource::rule("max |ours - transformers| / max |transformers| over every reference tensor of the fixture"),
-            ),
+            worst,
+            conditions.clone(),
+            tol,
+            "every reference tensor of the fixture",
+        ),
         GateCheck::named(
             format!("feature proof: {} greedy tokens", m.fixture),
             OpKind::CompareReference,
         )
-            .measures(Metric::Mismatches, wrong)
-            .when(conditions)
-            .against(
-                Comparison::Eq,
-                0.0,
-                ThresholdSource::rule("the fixture's greedy tokens equal transformers' and nothing is non-finite"),
-            ),
+        .measures(Metric::Mismatches, wrong)
+        .when(conditions)
+        .must_be_zero("the fixture's greedy tokens equal transformers' and nothing is non-finite"),
     ]
 }

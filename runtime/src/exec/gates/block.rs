@@ -92,11 +92,7 @@ impl BlockComparison {
             GateCheck::named("block NaN", OpKind::ValidateBlock)
                 .measures(Metric::NanCount, self.non_finite as f64)
                 .when(conditions)
-                .against(
-                    Comparison::Eq,
-                    0.0,
-                    ThresholdSource::rule("no NaN or infinite value in the block's output"),
-                ),
+                .must_be_zero("no NaN or infinite value in the block's output"),
         ]
     }
 }
