@@ -106,6 +106,21 @@ fn bench_help_lists_every_bench() {
 
 /// The README's command table and bench paragraph name every command and every
 /// flag a user sees: the guide cannot fall behind the binary.
+/// `--model` of the benches over the nine names one of them; any other name is
+/// refused (exit 2) before anything runs, never run silently as no model.
+#[test]
+fn a_bench_refuses_a_model_that_is_not_one_of_the_nine() {
+    for bench in ["faults", "deploy"] {
+        let run = skillc(&["bench", bench, "--model", "smollm2-135m-instruct-q4_1"]);
+        assert_eq!(run.status.code(), Some(2), "{}", stderr(&run));
+        assert!(
+            stderr(&run).contains("is not one of the nine models"),
+            "{}",
+            stderr(&run)
+        );
+    }
+}
+
 #[test]
 fn the_readme_names_every_command_and_flag() {
     let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");

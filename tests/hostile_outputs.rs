@@ -72,6 +72,29 @@ fn item03_force_never_deletes_an_input() {
     assert_eq!(contents(&root), before, "every input is as it was");
 }
 
+/// Items 2 and 3 for the other writers: `import` never drafts into or over a
+/// record it reads, and the evaluator never writes its files into the model it
+/// audits; both refuse through the one overlap rule every command uses.
+#[test]
+fn import_and_evaluate_never_write_into_an_input() {
+    let root = scratch("overlap-writers");
+    let records = root.join("records");
+    std::fs::create_dir_all(&records).expect("records dir");
+    std::fs::write(records.join("README.md"), "# Notes\n\n- a finding\n").expect("record");
+    let model = failing_model(&root);
+    let before = contents(&root);
+    for out in ["records", "records/draft", "."] {
+        let refused = skillc_in(&root, &["import", "records", "--out", out, "--force"]);
+        assert_refused(&refused, 2, &["refusing to write", "the record `records`"]);
+    }
+    let shown = model.to_string_lossy().into_owned();
+    for out in [shown.clone(), format!("{shown}/run")] {
+        let refused = skillc_in(&root, &["evaluate", &out, "--model", &shown]);
+        assert_refused(&refused, 2, &["refusing to write", "the model directory"]);
+    }
+    assert_eq!(contents(&root), before, "every input is as it was");
+}
+
 /// Item 5: report.md copied the bundle's trajectory name raw: an unclosed fence
 /// swallowed the rest of the report, raw HTML and headings appeared. Now the
 /// name is one code span on one line.

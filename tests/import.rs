@@ -405,7 +405,7 @@ fn the_command_never_writes_into_an_input() {
         .expect("skillc runs");
     assert_eq!(run.status.code(), Some(2), "{}", text(&run.stdout));
     assert!(
-        text(&run.stderr).contains("into or over the input"),
+        text(&run.stderr).contains("lies inside the record"),
         "{}",
         text(&run.stderr)
     );

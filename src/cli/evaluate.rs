@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use skillc_runtime::exec::evaluate::evaluate;
 
 use super::{EXIT_FAILED, EXIT_USAGE};
+use crate::outdir::overlap::refuse_overlap;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -20,6 +21,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
+    // The evaluation files are written into OUT: never into the model it audits.
+    if let Err(error) = refuse_overlap(&args.out, &[("model directory", &args.model)]) {
+        eprintln!("error: {error}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     match evaluate(&args.out, &args.model) {
         Ok(e) => {
             println!("{}", e.verdict);

@@ -15,6 +15,7 @@ use super::render::{self, Sources};
 use super::{EXIT_FAILED, EXIT_USAGE};
 use crate::import::records::{self, CiteRoot, Skipped};
 use crate::import::{self, Imported, Options, RecordSummary};
+use crate::outdir::overlap::refuse_overlap;
 use crate::outdir::{Claim, Kind};
 
 #[derive(Debug, clap::Args)]
@@ -58,8 +59,8 @@ enum ImportCommandError {
     Import(#[from] import::ImportError),
     #[error(transparent)]
     Out(#[from] crate::outdir::OutError),
-    #[error("refusing to write `{out}`: it would write into or over the input `{input}`")]
-    IntoInput { out: String, input: String },
+    #[error(transparent)]
+    Overlap(#[from] crate::outdir::overlap::Overlap),
     #[error("{0}")]
     Name(String),
     #[error("cannot write `{path}`: {message}")]
@@ -118,12 +119,12 @@ fn import_and_write(args: &Args) -> Result<(Imported, Vec<Skipped>), ImportComma
         .iter()
         .map(|spec| CiteRoot::parse(spec))
         .collect::<Result<Vec<_>, _>>()?;
-    if let Some(input) = records::overlap(&args.out, &args.records) {
-        return Err(ImportCommandError::IntoInput {
-            out: crate::syntax::display_path(&args.out),
-            input,
-        });
-    }
+    let inputs: Vec<(&'static str, &Path)> = args
+        .records
+        .iter()
+        .map(|record| ("record", record.as_path()))
+        .collect();
+    refuse_overlap(&args.out, &inputs)?;
     let name = trajectory_name(&args.out)?;
     let read = records::read(&args.records, &roots)?;
     let model = args.model.clone().unwrap_or_else(|| name.clone());

@@ -40,7 +40,7 @@ pub enum EmitError {
     Template(Box<handlebars::TemplateError>),
     #[error("template rendering failed: {0}")]
     Render(Box<handlebars::RenderError>),
-    #[error("SKILL.md of `{skill}` has a {lines}-line body even with every long section in references/ (limit {limit})", limit = page::BODY_MAX_LINES)]
+    #[error("SKILL.md of `{skill}` is {lines} lines long even with every long section in references/ (limit {limit})", limit = page::SKILL_MD_MAX_LINES)]
     BodyTooLong { skill: String, lines: usize },
     #[error("two skills would share the directory `{0}`")]
     DuplicateSkill(String),

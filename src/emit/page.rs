@@ -1,6 +1,6 @@
 //! Assembling one skill directory: front matter, title, intro and `##` sections
 //! drafted by the page builders, laid out by the `page` template. A SKILL.md stays
-//! under [`BODY_MAX_LINES`]: while it is longer, its longest section moves whole to
+//! within [`SKILL_MD_MAX_LINES`]: while it is longer, its longest section moves whole to
 //! `references/<section>.md` and the SKILL.md points to it (progressive disclosure),
 //! which decides placement from the sections' own sizes only. The directory's
 //! `references/provenance.md` holds the text of every entry its files cite.
@@ -13,9 +13,10 @@ use super::cite::{self, Cites, Location};
 use super::frontmatter::FrontMatter;
 use super::EmitError;
 
-/// Longest SKILL.md body kept; the Agent Skills spec allows 500, progressive
-/// disclosure asks for much less.
-pub const BODY_MAX_LINES: usize = 199;
+/// Longest SKILL.md kept, front matter included (an agent loads the whole file, so the
+/// whole file is what counts: fewer than 200 lines); the Agent Skills spec allows a
+/// 500-line body, progressive disclosure asks for much less.
+pub const SKILL_MD_MAX_LINES: usize = 199;
 
 /// Templates, kept as files in the repository and embedded in the binary.
 const TEMPLATES: &[(&str, &str)] = &[
@@ -112,7 +113,7 @@ struct SectionView {
 pub fn assemble(t: &Templates, page: Page<'_>) -> Result<SkillDir, EmitError> {
     let mut moved = vec![false; page.drafts.len()];
     let mut skill_md = render_skill_md(t, &page, &moved)?;
-    while body_line_count(&skill_md) > BODY_MAX_LINES {
+    while skill_md.lines().count() > SKILL_MD_MAX_LINES {
         let longest = page
             .drafts
             .iter()
@@ -125,8 +126,8 @@ pub fn assemble(t: &Templates, page: Page<'_>) -> Result<SkillDir, EmitError> {
         moved[i] = true;
         skill_md = render_skill_md(t, &page, &moved)?;
     }
-    let lines = body_line_count(&skill_md);
-    if lines > BODY_MAX_LINES {
+    let lines = skill_md.lines().count();
+    if lines > SKILL_MD_MAX_LINES {
         return Err(EmitError::BodyTooLong {
             skill: page.name,
             lines,
@@ -194,12 +195,4 @@ fn render_skill_md(t: &Templates, page: &Page<'_>, moved: &[bool]) -> Result<Str
 /// One trailing newline, no trailing blank lines.
 fn finish(text: &str) -> String {
     format!("{}\n", text.trim_end())
-}
-
-/// Lines after the closing `---` of the front matter.
-pub fn body_line_count(skill_md: &str) -> usize {
-    skill_md
-        .splitn(3, "---\n")
-        .nth(2)
-        .map_or(0, |body| body.lines().count())
 }

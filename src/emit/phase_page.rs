@@ -118,6 +118,23 @@ fn groups(steps: &[StepIr]) -> Vec<(OpKind, Vec<&StepIr>)> {
     groups
 }
 
+/// The model the steps were recorded on, or how many models when a merged bundle
+/// recorded them on several (each step's model is its deployment's, never the
+/// bundle's first).
+fn models_of(ir: &SkillIr, steps: &[&StepIr]) -> String {
+    let mut models: Vec<&str> = steps
+        .iter()
+        .filter_map(|step| step.provenance.first())
+        .map(|p| print::model_of(ir, print::deployment_of(p)))
+        .collect();
+    models.sort_unstable();
+    models.dedup();
+    match models.as_slice() {
+        [one] => code_span(one),
+        several => format!("{} models", several.len()),
+    }
+}
+
 /// The recorded steps as a procedure for any model.
 fn procedure(ir: &SkillIr, phase: &PhaseIr) -> String {
     if phase.steps.is_empty() {
@@ -126,17 +143,13 @@ fn procedure(ir: &SkillIr, phase: &PhaseIr) -> String {
             phase.index
         );
     }
-    let model = ir
-        .sources
-        .first()
-        .map_or_else(String::new, |s| code_span(&s.model));
     let mut out = Vec::new();
     for (i, (op, steps)) in groups(&phase.steps).into_iter().enumerate() {
         let doc = op.spec().doc;
         let times = if steps.len() == 1 {
             String::new()
         } else {
-            format!(" ({} times on {model})", steps.len())
+            format!(" ({} times on {})", steps.len(), models_of(ir, &steps))
         };
         out.push(format!(
             "{}. {}{times}: {doc}; on the NPU: {}.",
@@ -173,7 +186,8 @@ fn procedure(ir: &SkillIr, phase: &PhaseIr) -> String {
         for step in &steps {
             for lesson in step.applies.iter().filter_map(|l| ir.lessons.get(l)) {
                 out.push(format!(
-                    "   - recorded on {model} because {} ({}): do it when that lesson's symptom shows",
+                    "   - recorded on {} because {} ({}): do it when that lesson's symptom shows",
+                    models_of(ir, &[step]),
                     code_span(&print::title(ir, lesson)),
                     cite::skill(&lesson.skill)
                 ));
@@ -187,8 +201,12 @@ fn procedure(ir: &SkillIr, phase: &PhaseIr) -> String {
         }
     }
     out.push(String::new());
+    let recorded_on = match ir.sources.as_slice() {
+        [one] => code_span(&one.model),
+        _ => "each recorded model".to_string(),
+    };
     out.push(format!(
-        "The values {model} used for every step of phase {} are in {}.",
+        "The values {recorded_on} used for every step of phase {} are in {}.",
         phase.index,
         cite::reference("worked-example.md", "references/worked-example.md")
     ));

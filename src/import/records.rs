@@ -261,48 +261,6 @@ fn sanitize(part: &str) -> String {
         .collect()
 }
 
-/// Why writing `out` would touch an input: it is one, lies inside one, or holds one.
-pub fn overlap(out: &Path, inputs: &[PathBuf]) -> Option<String> {
-    let out = resolved(out)?;
-    for input in inputs {
-        let Ok(input) = input.canonicalize() else {
-            continue;
-        };
-        if out.starts_with(&input) || input.starts_with(&out) {
-            return Some(display_path(&input));
-        }
-    }
-    None
-}
-
-/// `path` made absolute through its nearest existing ancestor.
-fn resolved(path: &Path) -> Option<PathBuf> {
-    let absolute = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        std::env::current_dir().ok()?.join(path)
-    };
-    let mut rest = Vec::new();
-    let mut base = absolute.as_path();
-    loop {
-        if let Ok(real) = base.canonicalize() {
-            let mut out = real;
-            for part in rest.iter().rev() {
-                match part {
-                    Component::ParentDir => {
-                        out.pop();
-                    }
-                    Component::CurDir => {}
-                    other => out.push(other.as_os_str()),
-                }
-            }
-            return Some(out);
-        }
-        rest.push(base.components().next_back()?);
-        base = base.parent()?;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

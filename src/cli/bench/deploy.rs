@@ -48,6 +48,22 @@ pub const MODELS: [&str; 9] = [
     "qwen3-4b",
 ];
 
+/// The nine narrowed to `--model`, in the nine's order. A name that is not one of
+/// them is refused: run silently as nothing, a typo would read as a clean bench.
+pub fn selected_models(only: &[String]) -> Result<Vec<&'static str>, BenchError> {
+    if let Some(unknown) = only.iter().find(|o| !MODELS.contains(&o.as_str())) {
+        return Err(BenchError::UnknownModel {
+            name: unknown.clone(),
+            known: MODELS.join(", "),
+        });
+    }
+    Ok(MODELS
+        .iter()
+        .copied()
+        .filter(|m| only.is_empty() || only.iter().any(|o| o == m))
+        .collect())
+}
+
 /// What the benches over the nine models read: a bundle and the models' configs.
 #[derive(Debug, clap::Args)]
 pub struct Inputs {
@@ -173,11 +189,7 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
     let program = std::env::current_exe().map_err(BenchError::Executable)?;
     let published = published_figures();
     let anchors = Anchors::load()?;
-    let models: Vec<&str> = MODELS
-        .iter()
-        .copied()
-        .filter(|m| args.only.is_empty() || args.only.iter().any(|o| o == m))
-        .collect();
+    let models = selected_models(&args.only)?;
     let mut rows = Vec::new();
     for model in models {
         progress.line(&format!("deploying {model}"));

@@ -19,7 +19,7 @@ use skillc_runtime::exec::{self, DeployOptions, EvaluatorLaunch, Fault};
 use skillc_runtime::model::config::load_config;
 use skillc_runtime::phase::DeployPhase;
 
-use super::deploy::{load_average, MODELS};
+use super::deploy::{load_average, selected_models};
 use super::BenchError;
 use crate::cli::bundle_file;
 use crate::cli::progress::Display;
@@ -271,16 +271,11 @@ fn subjects(args: &Args) -> Result<Vec<Subject>, BenchError> {
         })
         .collect();
     if !args.no_models {
-        out.extend(
-            MODELS
-                .iter()
-                .filter(|m| args.only.is_empty() || args.only.iter().any(|o| o == *m))
-                .map(|m| Subject {
-                    name: m.to_string(),
-                    dir: args.models.join(m),
-                    full_size: true,
-                }),
-        );
+        out.extend(selected_models(&args.only)?.into_iter().map(|m| Subject {
+            name: m.to_string(),
+            dir: args.models.join(m),
+            full_size: true,
+        }));
     }
     for s in &out {
         if !s.dir.join("config.json").is_file() {

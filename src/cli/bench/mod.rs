@@ -87,6 +87,8 @@ pub enum BenchError {
     },
     #[error("{}: no config.json", .0.display())]
     NoConfig(std::path::PathBuf),
+    #[error("`--model {name}` is not one of the nine models this bench runs ({known}); deploy another model with `skillc deploy` (and `--plant FAULT` for a fault)")]
+    UnknownModel { name: String, known: String },
     #[error("{}: {source}", path.display())]
     Model {
         path: std::path::PathBuf,
