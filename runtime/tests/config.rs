@@ -88,3 +88,29 @@ fn scope_of_real_configs() {
     }
     insta::assert_json_snapshot!("scope", report);
 }
+
+/// The real Gemma-2-2B config resolves, the NPU plans place every feature of
+/// it, and it states its size,
+/// memory and time before a run: its parameter count is the published one
+/// (2,614,341,888: the 256000 × 2304 embedding tied to the head, counted once,
+/// and 26 layers of 77,865,984), so the estimate is computed from the right
+/// model.
+#[test]
+fn the_real_gemma2_config_states_its_size_memory_and_time() {
+    use skillc_runtime::exec::estimate::RunEstimate;
+    use skillc_runtime::model::memory::DeployEstimate;
+    let dir = crate::test_support::workspace_root().join("tests/data/models/gemma-2-2b");
+    let arch = load_config(&dir.join("config.json")).unwrap();
+    assert!(skillc_runtime::xdna2::builder::unsupported_features(&arch).is_empty());
+    let memory = DeployEstimate::new(skillc_runtime::model::default_estimate(&arch), 0);
+    let estimate = RunEstimate::of(&arch, &memory);
+    assert_eq!(estimate.parameters, 2_614_341_888);
+    assert_eq!(estimate.weight_bytes, 2 * 2_614_341_888);
+    assert!(estimate.memory_bytes > estimate.weight_bytes);
+    let text = estimate.summary();
+    assert!(
+        text.contains("2.61 B parameters") && text.contains("min"),
+        "{text}"
+    );
+    eprintln!("gemma-2-2b: {text}");
+}

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use skillc_runtime::model::arch::{Architecture, NormKind, NormWeight, RopeScaling};
+use skillc_runtime::model::arch::{Activation, Architecture, NormKind, NormWeight, RopeScaling};
 use skillc_runtime::model::checkpoint::WeightsError;
 use skillc_runtime::model::config::load_config;
 use skillc_runtime::model::oracle::compare::{
@@ -203,6 +203,45 @@ fn dropping_any_gemma3_feature_fails_the_check() {
 fn reading_gemma3_as_a_plain_pre_norm_model_fails_the_check() {
     let check = check_without("gemma3-tiny", |a| a.sandwich_norms = false);
     assert!(!check.passed());
+    assert!(check.worst_ratio() > 1e-2, "{:.3e}", check.worst_ratio());
+}
+
+/// Each Gemma-2 feature, dropped from `gemma2-tiny`'s architecture, fails the
+/// transformers check far beyond its tolerance (`reference.json` →
+/// `sensitivity_max_abs_prefill_logit_delta` has the transformers side of the
+/// soft-caps, the window, the activation and the attention scalar): the soft-caps
+/// are reached, the window is crossed by prompt and decode, and it alternates.
+#[test]
+fn dropping_any_gemma2_feature_fails_the_check() {
+    type Drop = fn(&mut Architecture);
+    let drops: [(&str, Drop); 8] = [
+        ("attention soft-cap", |a| a.attn_logit_softcap = None),
+        ("final logit soft-cap", |a| a.final_logit_softcap = None),
+        ("sliding window", |a| a.sliding_window = None),
+        ("alternation (window on every layer)", |a| {
+            let window = a.sliding_window.as_mut().unwrap();
+            window.layers = (0..4).collect();
+        }),
+        ("embedding scale", |a| a.scale_embeddings = false),
+        ("(1 + w) norms", |a| a.norm_weight = NormWeight::Direct),
+        ("GELU-tanh", |a| a.activation = Activation::Silu),
+        ("attention scalar", |a| {
+            a.query_pre_attn_scalar = Some(256.0)
+        }),
+    ];
+    for (feature, drop) in drops {
+        let error = prefill_error_without("gemma2-tiny", drop);
+        eprintln!("gemma2-tiny without the {feature}: max |Δ prefill logit| {error:.3e}");
+        assert!(
+            error > 1e-2,
+            "gemma2-tiny without the {feature}: {error:.3e}"
+        );
+    }
+    let check = check_without("gemma2-tiny", |a| a.sandwich_norms = false);
+    assert!(
+        !check.passed(),
+        "gemma2-tiny read as a plain pre-norm model"
+    );
     assert!(check.worst_ratio() > 1e-2, "{:.3e}", check.worst_ratio());
 }
 

@@ -18,7 +18,13 @@ pub const FIXTURES: [&str; 7] = [
 /// The model families' fixtures this repository makes itself
 /// (`scripts/fixtures/make_fixture.py`), in `tests/data/fixtures`: the same
 /// layout and reference tensors as `shared/fixtures`.
-pub const FAMILY_FIXTURES: [&str; 4] = ["mistral-tiny", "olmo-tiny", "phi3-tiny", "stablelm-tiny"];
+pub const FAMILY_FIXTURES: [&str; 5] = [
+    "gemma2-tiny",
+    "mistral-tiny",
+    "olmo-tiny",
+    "phi3-tiny",
+    "stablelm-tiny",
+];
 
 /// The workspace root, found from either package's manifest directory (it
 /// holds `Cargo.lock`).
