@@ -43,9 +43,16 @@ pub fn skillc_bin() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_skillc")))
 }
 
-/// `skillc ARGS` from `cwd`, killed (and the test failed) after a minute: a
+/// `skillc ARGS` from `cwd`, killed (and the test failed) after two minutes: a
 /// hang is the bug some cases are about.
 pub fn skillc_in(cwd: &Path, args: &[&str]) -> Output {
+    skillc_within(cwd, args, Duration::from_secs(120))
+}
+
+/// `skillc ARGS` from `cwd`, killed (and the test failed) after `limit`. Its
+/// output is read while it runs: a child whose output outgrows the pipe would
+/// otherwise wait on a reader that only reads after it exits.
+pub fn skillc_within(cwd: &Path, args: &[&str], limit: Duration) -> Output {
     let mut child = Command::new(skillc_bin())
         .args(args)
         .current_dir(cwd)
@@ -53,8 +60,22 @@ pub fn skillc_in(cwd: &Path, args: &[&str]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the skillc binary runs");
-    wait_at_most(&mut child, args, Duration::from_secs(120));
-    child.wait_with_output().expect("output")
+    let stdout = drain(child.stdout.take().expect("piped stdout"));
+    let stderr = drain(child.stderr.take().expect("piped stderr"));
+    let status = wait_at_most(&mut child, args, limit);
+    Output {
+        status,
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
+    }
+}
+
+fn drain(mut pipe: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        bytes
+    })
 }
 
 /// `sh -c SCRIPT` from `cwd` (for `ulimit`), where `$SKILLC` is the binary.
@@ -68,9 +89,16 @@ pub fn shell_in(cwd: &Path, script: &str) -> Output {
         .expect("sh runs")
 }
 
-fn wait_at_most(child: &mut std::process::Child, args: &[&str], limit: Duration) {
+fn wait_at_most(
+    child: &mut std::process::Child,
+    args: &[&str],
+    limit: Duration,
+) -> std::process::ExitStatus {
     let started = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
         if started.elapsed() > limit {
             let _ = child.kill();
             panic!("`skillc {}` still running after {limit:?}", args.join(" "));

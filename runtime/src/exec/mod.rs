@@ -28,6 +28,7 @@ pub mod estimate;
 pub mod evaluate;
 pub mod fault;
 pub mod gates;
+mod phase_loop;
 mod phases;
 mod preflight;
 pub mod progress;
@@ -39,9 +40,9 @@ use crate::phase::DeployPhase;
 
 pub use artifacts::record::{DeployReport, Verdict};
 pub use fault::Fault;
+pub use phase_loop::deploy;
 pub use phases::prompts::PromptCheckError;
 pub use progress::{Progress, Silent};
-pub use run::deploy;
 
 /// Files a run writes into its output directory.
 pub mod files {
