@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use skillc_runtime::bundle::{BinaryOp, Comparison, Condition, Expr, Relation, Remedy, Value};
+use skillc_runtime::bundle::{BinaryOp, Comparison, Condition, Expr, Remedy, Value};
 use skillc_runtime::ops::{Metric, Unit};
 
 use crate::graph;
@@ -135,24 +135,13 @@ pub fn condition(e: &syntax::Expr) -> Result<Condition, LowerError> {
             }
             syntax::BinaryOp::Cmp(cmp) => Condition::Compare {
                 lhs: expr(lhs)?,
-                relation: relation(*cmp),
+                relation: *cmp,
                 rhs: expr(rhs)?,
             },
             _ => return Err(LowerError::NotACondition),
         },
         _ => return Err(LowerError::NotACondition),
     })
-}
-
-fn relation(op: CmpOp) -> Relation {
-    match op {
-        CmpOp::Lt => Relation::Lt,
-        CmpOp::Le => Relation::Le,
-        CmpOp::Gt => Relation::Gt,
-        CmpOp::Ge => Relation::Ge,
-        CmpOp::Eq => Relation::Eq,
-        CmpOp::Ne => Relation::Ne,
-    }
 }
 
 /// A fix clause as a bundle remedy. A list value for a parameter with named slots

@@ -306,45 +306,9 @@ pub struct Threshold {
     pub span: Span,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum CmpOp {
-    #[serde(rename = "<")]
-    Lt,
-    #[serde(rename = "<=")]
-    Le,
-    #[serde(rename = ">")]
-    Gt,
-    #[serde(rename = ">=")]
-    Ge,
-    #[serde(rename = "==")]
-    Eq,
-    #[serde(rename = "!=")]
-    Ne,
-}
-
-impl CmpOp {
-    pub fn symbol(self) -> &'static str {
-        match self {
-            CmpOp::Lt => "<",
-            CmpOp::Le => "<=",
-            CmpOp::Gt => ">",
-            CmpOp::Ge => ">=",
-            CmpOp::Eq => "==",
-            CmpOp::Ne => "!=",
-        }
-    }
-
-    pub fn holds(self, lhs: f64, rhs: f64) -> bool {
-        match self {
-            CmpOp::Lt => lhs < rhs,
-            CmpOp::Le => lhs <= rhs,
-            CmpOp::Gt => lhs > rhs,
-            CmpOp::Ge => lhs >= rhs,
-            CmpOp::Eq => lhs == rhs,
-            CmpOp::Ne => lhs != rhs,
-        }
-    }
-}
+/// A threshold's or condition's comparison: the runtime's own type, so the
+/// compiler and the bundle's reader cannot disagree on a symbol or its meaning.
+pub use skillc_runtime::bundle::Relation as CmpOp;
 
 /// A literal value in an action parameter, condition or header field.
 #[derive(Debug, Clone, Serialize)]
