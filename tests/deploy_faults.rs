@@ -431,3 +431,56 @@ fn gemma3_faults_are_caught_and_inert_elsewhere() {
         assert!(said, "{fault}:\n{}", summary(r));
     }
 }
+
+/// The merged bundle teaches the single-dispatch fused decode, and phase 5 keeps it
+/// on smollm2-tiny. Each fault planted in the fused plan alone (`Fault::FUSED`:
+/// RoPE position, KV slot, stale KV, grouped-query mapping) leaves phases 1–4 as
+/// they were, so only the teacher-forced probe of the fused plan can see it: the
+/// probe fails, the technique is reverted and the deploy warns, never keeps it.
+#[test]
+fn faults_in_the_fused_decode_are_caught_by_its_phase_5_probe() {
+    let bundle = deploy_support::load_bundle(&deploy_support::repo("generated-skills/npu2-llms"));
+    let model = fixture("smollm2-tiny");
+    let fused_step = |r: &skillc_runtime::exec::artifacts::record::DeployReport| {
+        r.phases
+            .iter()
+            .flat_map(|p| &p.steps)
+            .find(|s| s.op == "fused-decode")
+            .map(|s| s.outcome.clone())
+    };
+    let clean = deploy(&bundle, &model, &scratch("fused-clean"), &[]);
+    assert!(
+        matches!(fused_step(&clean.report), Some(StepOutcome::Kept { .. })),
+        "unplanted:\n{}",
+        summary(&clean.report)
+    );
+    for fault in Fault::FUSED {
+        let name = fault.name();
+        let outcome = deploy(
+            &bundle,
+            &model,
+            &scratch(&format!("fused-{name}")),
+            &[fault],
+        );
+        let r = &outcome.report;
+        assert!(
+            matches!(
+                fused_step(r),
+                Some(StepOutcome::Reverted {
+                    why: Reversion::NumericsFailed { .. }
+                })
+            ),
+            "{name}:\n{}",
+            summary(r)
+        );
+        let caught = r
+            .gates()
+            .any(|(p, g)| p == DeployPhase::Decode && !g.passed && g.name.contains("fused-decode"));
+        assert!(caught, "{name}:\n{}", summary(r));
+        let warnings = &r.evaluation.as_ref().expect("phase 7 ran").warnings;
+        assert!(
+            warnings.iter().any(|w| w.contains("fused-decode")),
+            "{name}: {warnings:?}"
+        );
+    }
+}
