@@ -181,6 +181,7 @@ fn every_link_and_citation_resolves_inside_the_bundle() {
     let files = &built.rendered.files;
     let locations: BTreeSet<String> = skillc::emit::cite::by_location(&built.distilled.ir)
         .into_keys()
+        .map(|(file, line)| format!("{file}:{line}"))
         .collect();
     let mut checked = 0;
     for (path, text) in files.iter().filter(|(p, _)| p.ends_with(".md")) {

@@ -30,7 +30,7 @@ const DIGEST_PREFIX: &str = "sha256:";
 /// The digest of a bundle document: `sha256:` and the hex SHA-256 of its
 /// canonical form, without the top-level [`DIGEST_KEY`].
 pub fn digest(document: &Value) -> String {
-    let mut canonical = String::new();
+    let mut canonical = Vec::new();
     match document {
         Value::Object(members) => {
             let kept: Vec<(&String, &Value)> =
@@ -39,40 +39,51 @@ pub fn digest(document: &Value) -> String {
         }
         other => write_canonical(&mut canonical, other),
     }
-    let hash = Sha256::digest(canonical.as_bytes());
+    let hash = Sha256::digest(&canonical);
     let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
     format!("{DIGEST_PREFIX}{hex}")
 }
 
-fn write_canonical(out: &mut String, value: &Value) {
+// The canonical form is written straight into one buffer: a string per key and per
+// scalar (`Value::to_string`) was most of what digesting a large bundle cost
+// (issue 27, item 11). `serde_json::to_writer` writes the same compact, escaped
+// text as `Display`, so the digest of a bundle is unchanged.
+fn write_canonical(out: &mut Vec<u8>, value: &Value) {
     match value {
         Value::Object(members) => write_object(out, members.iter().collect()),
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(out, item);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => write_json(out, scalar),
     }
 }
 
-fn write_object(out: &mut String, mut members: Vec<(&String, &Value)>) {
+fn write_object(out: &mut Vec<u8>, mut members: Vec<(&String, &Value)>) {
     members.sort_by(|a, b| a.0.cmp(b.0));
-    out.push('{');
+    out.push(b'{');
     for (i, (key, value)) in members.into_iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        out.push_str(&Value::String(key.clone()).to_string());
-        out.push(':');
+        write_json(out, key);
+        out.push(b':');
         write_canonical(out, value);
     }
-    out.push('}');
+    out.push(b'}');
+}
+
+/// A string or a scalar as compact JSON. Writing to memory cannot fail, and
+/// neither can serialising a string or a `Value` scalar.
+fn write_json(out: &mut Vec<u8>, value: &(impl serde::Serialize + ?Sized)) {
+    let written = serde_json::to_writer(&mut *out, value);
+    debug_assert!(written.is_ok(), "JSON into memory: {written:?}");
 }
 
 /// How a document's recorded digest compares with its content.

@@ -10,7 +10,8 @@
 //! were diagnosed and applied, the trajectory text of every cited entry, and whether a
 //! figure was measured or modeled.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, DefaultHasher};
 
 use skillc_runtime::bundle::{
     Baseline, Comparison, Condition, LessonKind, Provenance, Remedy, Symptom, Value,
@@ -42,10 +43,17 @@ pub struct SkillIr {
     /// Every note and decision by id, with the place it lands.
     pub notes: BTreeMap<String, NoteIr>,
     /// The trajectory text of every entry, by id, for the bundle's provenance files.
-    pub entries: BTreeMap<String, EntryIr>,
+    /// Only looked up, never listed: hashed, where an ordered map's string
+    /// comparisons grew faster than the entries (issue 27, item 11).
+    pub entries: ById<EntryIr>,
     /// Recorded items that reach no page, each with the reason.
     pub dropped: Vec<DroppedIr>,
 }
+
+/// A map by id that is only looked up, never iterated into output. The hasher is
+/// fixed (SipHash with zero keys) so that even its iteration order is the same on
+/// every run.
+pub type ById<V> = HashMap<String, V, BuildHasherDefault<DefaultHasher>>;
 
 /// One trajectory the bundle was built from.
 #[derive(Debug, Clone, PartialEq)]

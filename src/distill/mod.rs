@@ -134,7 +134,7 @@ struct Merged<'a> {
     sources: Vec<ir::SourceIr>,
     declared: BTreeMap<String, ir::DeclaredSkillIr>,
     notes: BTreeMap<String, ir::NoteIr>,
-    entries: BTreeMap<String, ir::EntryIr>,
+    entries: ir::ById<ir::EntryIr>,
     dropped: Vec<ir::DroppedIr>,
     phases: Vec<PhaseIr>,
     lessons: BTreeMap<String, LessonIr>,

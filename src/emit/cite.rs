@@ -9,7 +9,8 @@
 //! markers that [`resolve`] turns into the right relative path for the file they end
 //! up in.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 
 use skillc_runtime::bundle::Provenance;
 
@@ -49,19 +50,39 @@ pub fn reference(file: &str, text: &str) -> String {
     format!("[{text}]({REFERENCES}{file})")
 }
 
+/// The entries of a bundle by file and line, for [`Cites`]. Keyed by borrowed
+/// parts, not by a `file:line` string: a string per entry of the bundle was an
+/// allocation per entry on every build, whatever the pages cite.
+pub type ByLocation<'a> = HashMap<(&'a str, u32), &'a EntryIr>;
+
 /// The provenance records a page cites, and what lets it link them.
 pub struct Cites<'a> {
-    /// Entry text by `file:line` (only looked up: the order pages cite in is `cited`'s).
-    entries: &'a HashMap<String, &'a EntryIr>,
-    cited: BTreeSet<String>,
+    /// Entry text by location (only looked up: the order pages cite in is `cited`'s).
+    entries: &'a ByLocation<'a>,
+    /// `file:line` of every cited entry with its text, in the order
+    /// `references/provenance.md` lists them.
+    cited: BTreeMap<String, &'a EntryIr>,
 }
 
-/// The entries of a bundle by `file:line`, for [`Cites`].
-pub fn by_location(ir: &SkillIr) -> HashMap<String, &EntryIr> {
-    ir.entries
-        .values()
-        .map(|e| (location(&e.provenance), e))
-        .collect()
+/// The entries of a bundle by location. Two entries at one location (trajectory
+/// folders of one name in different places) keep the one with the greater id, as
+/// listing them by id and keeping the last did.
+pub fn by_location(ir: &SkillIr) -> ByLocation<'_> {
+    let mut by: ByLocation<'_> = HashMap::with_capacity(ir.entries.len());
+    for e in ir.entries.values() {
+        let key = (e.provenance.file.as_str(), e.provenance.line);
+        match by.entry(key) {
+            Entry::Occupied(mut kept) => {
+                if kept.get().id < e.id {
+                    kept.insert(e);
+                }
+            }
+            Entry::Vacant(slot) => {
+                slot.insert(e);
+            }
+        }
+    }
+    by
 }
 
 fn location(p: &Provenance) -> String {
@@ -86,21 +107,22 @@ pub fn anchor(heading: &str) -> String {
 const CITED_MAX: usize = 3;
 
 impl<'a> Cites<'a> {
-    pub fn new(entries: &'a HashMap<String, &'a EntryIr>) -> Self {
+    pub fn new(entries: &'a ByLocation<'a>) -> Self {
         Cites {
             entries,
-            cited: BTreeSet::new(),
+            cited: BTreeMap::new(),
         }
     }
 
     /// One provenance record as a link into `references/provenance.md`.
     pub fn one(&mut self, p: &Provenance) -> String {
         let at = location(p);
-        if !self.entries.contains_key(&at) {
+        let Some(&entry) = self.entries.get(&(p.file.as_str(), p.line)) else {
             return code_span(&at);
-        }
-        self.cited.insert(at.clone());
-        format!("[{at}]({REFERENCES}provenance.md#{})", anchor(&at))
+        };
+        let link = format!("[{at}]({REFERENCES}provenance.md#{})", anchor(&at));
+        self.cited.insert(at, entry);
+        link
     }
 
     /// Several records, at most `max` of them linked.
@@ -148,8 +170,15 @@ impl<'a> Cites<'a> {
         match ir.entries.get(id) {
             Some(e) => {
                 let at = location(&e.provenance);
-                self.cited.insert(at.clone());
-                format!("[{}]({REFERENCES}provenance.md#{})", id, anchor(&at))
+                let link = format!("[{}]({REFERENCES}provenance.md#{})", id, anchor(&at));
+                // The text listed at a location is the one `by_location` kept there.
+                if let Some(&kept) = self
+                    .entries
+                    .get(&(e.provenance.file.as_str(), e.provenance.line))
+                {
+                    self.cited.insert(at, kept);
+                }
+                link
             }
             None => code_span(id),
         }
@@ -164,10 +193,7 @@ impl<'a> Cites<'a> {
         let mut out = format!(
             "# {title}: provenance\n\nThe recorded text of the entries this skill links, by `file:line`.\n"
         );
-        for at in &self.cited {
-            let Some(entry) = self.entries.get(at) else {
-                continue;
-            };
+        for (at, entry) in &self.cited {
             let record = entry
                 .provenance
                 .source

@@ -4,7 +4,7 @@
 //! features they need), the sources and what became of everything they recorded, and
 //! the shipped summary of the trajectory language.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde_json::json;
 use skillc_runtime::bundle::{LessonKind, SCHEMA_VERSION};
@@ -17,7 +17,7 @@ use super::page::{assemble, Draft, Page, SkillDir, Templates};
 use super::print;
 use super::EmitError;
 use crate::distill::catalog::ENTRY_SKILL;
-use crate::distill::ir::{EntryIr, SkillIr};
+use crate::distill::ir::SkillIr;
 use crate::distill::placement;
 
 /// Metadata every generated SKILL.md carries.
@@ -45,7 +45,7 @@ pub fn part_of() -> String {
 pub fn page(
     t: &Templates,
     ir: &SkillIr,
-    entries: &HashMap<String, &EntryIr>,
+    entries: &cite::ByLocation<'_>,
 ) -> Result<SkillDir, EmitError> {
     let sources = print::sources(ir);
     let front_matter = FrontMatter {

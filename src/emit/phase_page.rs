@@ -6,7 +6,7 @@
 //! context notes and its dead ends. The concrete steps of the recorded model, with
 //! their notes and figures, go to `references/worked-example.md`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use skillc_runtime::bundle::Value;
 use skillc_runtime::ops::OpKind;
@@ -21,7 +21,7 @@ use super::page::{assemble, Draft, Page, SkillDir, Templates};
 use super::print;
 use super::EmitError;
 use crate::distill::catalog;
-use crate::distill::ir::{DeadEndIr, EntryIr, PhaseIr, SkillIr, StepIr};
+use crate::distill::ir::{DeadEndIr, PhaseIr, SkillIr, StepIr};
 
 /// Parameters whose values are the recorded model's own (its shapes and tilings):
 /// the procedure names them, the worked example gives them.
@@ -31,7 +31,7 @@ pub fn page(
     t: &Templates,
     ir: &SkillIr,
     phase: &PhaseIr,
-    entries: &HashMap<String, &EntryIr>,
+    entries: &cite::ByLocation<'_>,
 ) -> Result<SkillDir, EmitError> {
     let spec = catalog::phase(phase.index);
     let mut meta = metadata(ir, "phase");

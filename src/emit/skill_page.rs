@@ -22,7 +22,7 @@ use super::phase_page;
 use super::print;
 use super::EmitError;
 use crate::distill::catalog;
-use crate::distill::ir::{EntryIr, LessonIr, PhaseIr, SkillIr, SkillSetIr, StepIr};
+use crate::distill::ir::{LessonIr, PhaseIr, SkillIr, SkillSetIr, StepIr};
 
 /// Every step of the bundle by id, built once for all skill pages: a page
 /// looks up the steps its lessons were applied by, and scanning every phase
@@ -55,7 +55,7 @@ pub fn page(
     t: &Templates,
     ir: &SkillIr,
     skill: &SkillSetIr,
-    entries: &HashMap<String, &EntryIr>,
+    entries: &cite::ByLocation<'_>,
     steps: &Steps<'_>,
 ) -> Result<SkillDir, EmitError> {
     let kind = match skill.kind {
