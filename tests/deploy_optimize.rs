@@ -2,9 +2,8 @@
 //! order of the bundle's steps matters (except between alternatives, techniques that
 //! replace the same part of the plan, tried from one plan: the last test): on a model
 //! with a wide LM head (tests/data/deploy/wide-lm-head), the last-token LM head loses
-//! in phase 4 (one
-//! unpartitioned GEMV is slower than the prefill GEMM) and wins once phase 5 has
-//! partitioned the LM head. The executor re-tries it after phase 5, keeps it, says so
+//! in phase 4 (one unpartitioned GEMV is slower than the prefill GEMM) and wins once
+//! phase 5 has partitioned the LM head. The executor re-tries it after phase 5, keeps it, says so
 //! in the report, and writes the re-try in a phase-4 session of the run's trajectory.
 
 use crate::deploy_support;
