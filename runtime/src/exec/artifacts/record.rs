@@ -151,6 +151,10 @@ pub enum Reversion {
     NoSpeedup { metric: Metric, change: String },
     /// A new kernel configuration of the change fails validation.
     SiteFails { site: String },
+    /// One of alternatives that replace the same part of the plan, tried from
+    /// the same plan: `kept` (`op id`) was kept, modeled faster or, at the same
+    /// figure, listed first in the bundle; `figures` is `this vs kept unit`.
+    OtherAlternative { kept: String, figures: String },
     /// A sentence none of the above writes (a report of another version).
     Other(String),
 }
@@ -182,6 +186,16 @@ impl Reversion {
         if let Some(site) = between("its new configuration ", " fails validation") {
             return Reversion::SiteFails { site };
         }
+        let alternative = between(OTHER_ALTERNATIVE, ")").and_then(|t| {
+            let (kept, figures) = t.split_once(" was kept (modeled ")?;
+            Some(Reversion::OtherAlternative {
+                kept: kept.to_string(),
+                figures: figures.to_string(),
+            })
+        });
+        if let Some(alternative) = alternative {
+            return alternative;
+        }
         let unplaced = text
             .strip_prefix("the ")
             .and_then(|t| t.split_once(" plan does not place: "));
@@ -212,6 +226,9 @@ impl Reversion {
 /// How a reversion for broken numerics begins (`report.json` and the trajectory).
 pub const NUMERICS_FAILED: &str = "verification fails after it";
 
+/// How the reversion of an alternative not kept begins.
+const OTHER_ALTERNATIVE: &str = "an alternative replacing the same part of the plan, ";
+
 impl fmt::Display for Reversion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -228,6 +245,9 @@ impl fmt::Display for Reversion {
             }
             Reversion::SiteFails { site } => {
                 write!(f, "its new configuration {site} fails validation")
+            }
+            Reversion::OtherAlternative { kept, figures } => {
+                write!(f, "{OTHER_ALTERNATIVE}{kept} was kept (modeled {figures})")
             }
             Reversion::Other(text) => f.write_str(text),
         }
@@ -654,6 +674,10 @@ mod tests {
             },
             Reversion::SiteFails {
                 site: "gemm 16x128x384".into(),
+            },
+            Reversion::OtherAlternative {
+                kept: "cascade-ffn p5-p5.cascade".into(),
+                figures: "12.5 vs 11.9 ms".into(),
             },
             Reversion::Other("reverted by hand".into()),
         ];

@@ -234,7 +234,8 @@ fn render_texts(out: &mut String, r: &DeployReport) {
     out.push('\n');
 }
 
-fn outcome_words(outcome: &StepOutcome) -> (&'static str, String) {
+/// A step's outcome as the report's table words it: the verdict and why.
+pub(crate) fn outcome_words(outcome: &StepOutcome) -> (&'static str, String) {
     match outcome {
         StepOutcome::AsRecorded => ("as recorded", String::new()),
         StepOutcome::Rederived { why } => ("re-derived", why.clone()),

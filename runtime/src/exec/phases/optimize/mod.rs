@@ -1,7 +1,11 @@
 //! Phases 4 and 5, prefill and decode optimization: the bundle's techniques applied
 //! one at a time; a change is kept only when the plans still place, verification
 //! still passes and the modeled time (TTFT for phase 4, ms/token for phase 5, at
-//! seq_len 2048 like the published figures) strictly drops. The exit gates are
+//! seq_len 2048 like the published figures) strictly drops. Techniques that
+//! replace the same part of the plan (the fused decode and the decode cascade)
+//! are tried as alternatives from one plan and the fastest kept
+//! (`alternatives.rs`), so the plan kept does not depend on which the bundle
+//! lists first. The exit gates are
 //! about the plan kept, which is the phase-3 plan when no technique wins under
 //! the model: its numerics and a modeled time not above the phase-3 plan's.
 //!
@@ -13,6 +17,7 @@
 //! configuration with the phase-1 harness and re-runs the NPU side of the full
 //! greedy verification against the reference's cached runs.
 
+mod alternatives;
 mod gates;
 mod revisit;
 mod technique;
@@ -23,7 +28,7 @@ use technique::try_technique;
 
 use std::collections::BTreeMap;
 
-use crate::bundle::BundleSteps;
+use crate::bundle::{BundleSteps, ReadStep};
 use crate::exec::artifacts::record::{ModeledTimes, PhaseRecord, StepRecord};
 use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::design::{self, fingerprint, modeled, Design, Plans};
@@ -107,18 +112,42 @@ fn optimize(
     profile(run, &t, &start, "before");
     let mut current = (run.design.clone(), plans, start.clone());
     let all: &BundleSteps<'_> = run.steps;
-    let techniques = all.of(phase).iter().filter(|s| s.op.kind().is_technique());
-    for read in techniques {
-        run.progress.step(&format!(
-            "{} {}",
-            read.step.op,
-            crate::notation::text_value(&read.step.id)
-        ));
-        let (outcome, next) = try_technique(run, rec, &t, read, &current)?;
+    let techniques: Vec<&ReadStep<'_>> = all
+        .of(phase)
+        .iter()
+        .filter(|s| s.op.kind().is_technique())
+        .collect();
+    // In bundle order: a technique alone is kept greedily; one that excludes
+    // later ones is tried with them as alternatives from the same plan.
+    let mut tried = vec![false; techniques.len()];
+    while let Some(first) = tried.iter().position(|done| !done) {
+        let remaining: Vec<usize> = (first..techniques.len()).filter(|&i| !tried[i]).collect();
+        let members = alternatives::group(run, &t, &current.0, &techniques, &remaining);
+        if let [only] = members[..] {
+            let read = techniques[only];
+            run.progress.step(&format!(
+                "{} {}",
+                read.step.op,
+                crate::notation::text_value(&read.step.id)
+            ));
+            let (outcome, next) = try_technique(run, rec, &t, read, &current)?;
+            if let Some(next) = next {
+                current = next;
+            }
+            rec.steps.push(StepRecord::from_bundle(read.step, outcome));
+            tried[only] = true;
+            continue;
+        }
+        let reads: Vec<&ReadStep<'_>> = members.iter().map(|&i| techniques[i]).collect();
+        let (outcomes, next) = alternatives::try_alternatives(run, rec, &t, &reads, &current)?;
+        for (&i, outcome) in members.iter().zip(outcomes) {
+            rec.steps
+                .push(StepRecord::from_bundle(techniques[i].step, outcome));
+            tried[i] = true;
+        }
         if let Some(next) = next {
             current = next;
         }
-        rec.steps.push(StepRecord::from_bundle(read.step, outcome));
     }
     if phase == DeployPhase::Decode {
         current = revisit_prefill(run, rec, current)?;

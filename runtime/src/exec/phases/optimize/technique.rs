@@ -2,12 +2,19 @@
 //! to this model where the recorded value only bounds it), its new kernel
 //! configurations validated, its numerics proven by fingerprint or probed, and kept
 //! only when the modeled time strictly drops.
+//!
+//! A try has two halves so that alternatives (`alternatives.rs`) can be timed
+//! side by side before any is confirmed: [`time_technique`] applies the change
+//! and runs the checks that come before the modeled figure (the plans build and
+//! place, the numerics probe, the strict-drop gate), and [`confirm`] runs the
+//! ones that cost a verification (new kernel configurations, the short check or
+//! the full re-verification) and keeps the change.
 
 use crate::bundle::{Comparison, ReadStep};
-use crate::exec::artifacts::record::{PhaseRecord, Reversion, StepOutcome};
+use crate::exec::artifacts::record::{ModeledTimes, PhaseRecord, Reversion, StepOutcome};
 use crate::exec::artifacts::registry::RegistryRow;
 use crate::exec::artifacts::trajectory::ActionLinks;
-use crate::exec::design::{self, fingerprint, modeled, Plans};
+use crate::exec::design::{self, fingerprint, modeled, Design, Plans};
 use crate::exec::gates::gate::{GateCheck, ThresholdSource};
 use crate::exec::phases::full_model::{run_gates, run_verification};
 use crate::exec::phases::kernels::{check_site, kernel_gate};
@@ -15,12 +22,37 @@ use crate::exec::phases::recorded_format;
 use crate::exec::run::Run;
 use crate::exec::DeployError;
 use crate::model::arch::Architecture;
-use crate::ops::Op;
+use crate::ops::{Op, WeightFormat};
 use crate::xdna2::device::Device;
 use crate::xdna2::kernels::LmHeadSpec;
 
 use super::gates::{probe_gate, short_check, SHORT_STEPS};
 use super::{value_of, State, Target};
+
+/// A change that built, placed, passed its numerics probe and lowered the
+/// modeled figure: what [`confirm`] needs to keep it.
+pub(super) struct Timed {
+    pub(super) design: Design,
+    pub(super) plans: Plans,
+    pub(super) times: ModeledTimes,
+    /// The trajectory action that applied it.
+    pub(super) action: String,
+    /// Why the recorded parameters were scaled to this model, if they were.
+    rederived: Option<String>,
+    /// Recorded on other weights than the packed GEMVs it changes.
+    pub(super) other: Option<(WeightFormat, WeightFormat)>,
+}
+
+/// How far a try got before its modeled figure was known.
+pub(super) enum Timing {
+    /// Decided before any confirmation: not applicable, covered or reverted;
+    /// `other` as in [`Timed`], once the plans were built.
+    Decided {
+        outcome: StepOutcome,
+        other: Option<(WeightFormat, WeightFormat)>,
+    },
+    Timed(Box<Timed>),
+}
 
 /// Applies one technique; returns the step's outcome and the new state when kept.
 /// A technique recorded on other weights than the packed GEMVs it changes goes
@@ -32,77 +64,95 @@ pub(super) fn try_technique(
     read: &ReadStep<'_>,
     current: &State,
 ) -> Result<(StepOutcome, Option<State>), DeployError> {
-    let mut met = None;
-    let result = attempt(run, rec, t, read, current, &mut met)?;
-    if let Some(formats) = met {
-        recorded_format::record_technique(run, read.step, &result.0, formats);
-    }
-    Ok(result)
+    let (outcome, other, next) = match time_technique(run, rec, t, read, current)? {
+        Timing::Decided { outcome, other } => (outcome, other, None),
+        Timing::Timed(timed) => {
+            let other = timed.other;
+            let (outcome, next) = confirm(run, rec, t, read, current, *timed)?;
+            (outcome, other, next)
+        }
+    };
+    finish(run, read, &outcome, other);
+    Ok((outcome, next))
 }
 
-fn attempt(
+/// Records a technique recorded on other weights with its final outcome.
+pub(super) fn finish(
+    run: &mut Run<'_>,
+    read: &ReadStep<'_>,
+    outcome: &StepOutcome,
+    other: Option<(WeightFormat, WeightFormat)>,
+) {
+    if let Some(formats) = other {
+        recorded_format::record_technique(run, read.step, outcome, formats);
+    }
+}
+
+/// The reversion of `action` with `why`, as the trajectory decides it.
+pub(super) fn revert(run: &mut Run<'_>, action: &str, why: Reversion) -> StepOutcome {
+    run.traj.decision(&format!("reverted: {why}"), &[action]);
+    StepOutcome::Reverted { why }
+}
+
+/// Applies `read` to the current design and runs every check that comes before
+/// keeping it: the plans build and place, a fingerprint change passes the
+/// numerics probe, and the modeled figure strictly drops (its gate recorded).
+pub(super) fn time_technique(
     run: &mut Run<'_>,
     rec: &mut PhaseRecord,
     t: &Target,
     read: &ReadStep<'_>,
     current: &State,
-    met: &mut Option<(crate::ops::WeightFormat, crate::ops::WeightFormat)>,
-) -> Result<(StepOutcome, Option<State>), DeployError> {
+) -> Result<Timing, DeployError> {
     let step = read.step;
     let (arch, name) = (run.loaded.model.arch.clone(), run.loaded.name.clone());
     let mut d = current.0.clone();
     let mut rederived = None;
     let op = fit_to_model(read.op.clone(), &arch, &run.device, &mut rederived);
     let applied = design::apply_change(&mut d, &arch, &run.device, &op, None);
+    let decided = |outcome| Timing::Decided {
+        outcome,
+        other: None,
+    };
     if let Err(why) = applied {
         let why = why.to_string();
-        return Ok((StepOutcome::NotApplicable { why }, None));
+        return Ok(decided(StepOutcome::NotApplicable { why }));
     }
     if d == current.0 {
-        return Ok((
-            StepOutcome::Covered {
-                why: "already in the plan (an earlier step or the baseline applied it)".into(),
-            },
-            None,
-        ));
+        return Ok(decided(StepOutcome::Covered {
+            why: "already in the plan (an earlier step or the baseline applied it)".into(),
+        }));
     }
     let action = run
         .traj
         .action(step.op, &step.params, &ActionLinks::default());
-    let revert = |run: &mut Run<'_>, why: Reversion| {
-        run.traj.decision(&format!("reverted: {why}"), &[&action]);
-        Ok((StepOutcome::Reverted { why }, None))
-    };
     let plans = match d.plans(&name, &arch, &run.device) {
         Ok(p) => p,
         Err(e) => {
-            let why = e.to_string();
-            return revert(run, Reversion::Unbuildable { why });
+            let why = Reversion::Unbuildable { why: e.to_string() };
+            return Ok(decided(revert(run, &action, why)));
         }
     };
     // Recorded on other weights and changing packed GEMVs: their kernels are
     // checked again before the change is kept.
     let other = recorded_format::technique_mismatch(run, step)
         .filter(|_| recorded_format::changes_packed(&current.1, &plans));
-    *met = other;
+    let reverted = |run: &mut Run<'_>, why: Reversion| -> Result<Timing, DeployError> {
+        let outcome = revert(run, &action, why);
+        Ok(Timing::Decided { outcome, other })
+    };
     for plan in [&plans.prefill, &plans.decode] {
         if let Err(v) = plan.check(&run.device) {
             let why: Vec<String> = v.iter().take(3).map(|v| v.to_string()).collect();
             let violations = why.join("; ");
-            return revert(
-                run,
-                Reversion::Unplaced {
-                    plan: plan.phase,
-                    violations,
-                },
-            );
+            let why = Reversion::Unplaced {
+                plan: plan.phase,
+                violations,
+            };
+            return reverted(run, why);
         }
     }
-    let (old_fp, new_fp) = (
-        fingerprint(&current.1, &current.0.path),
-        fingerprint(&plans, &d.path),
-    );
-    if old_fp != new_fp {
+    if fingerprint(&current.1, &current.0.path) != fingerprint(&plans, &d.path) {
         let probe = probe_gate(run, &plans, &d, step)?;
         let passed = probe.passed;
         let summary = probe.summary();
@@ -113,7 +163,7 @@ fn attempt(
         );
         run.gate(rec, probe);
         if !passed {
-            return revert(run, Reversion::NumericsFailed { failed: summary });
+            return reverted(run, Reversion::NumericsFailed { failed: summary });
         }
     }
     let times = modeled(&plans, &run.device, &run.params);
@@ -132,21 +182,53 @@ fn attempt(
     run.gate(rec, gate);
     if t.revisit && times.ms_per_token > current.2.ms_per_token {
         let change = Reversion::change(current.2.ms_per_token, times.ms_per_token, "ms");
-        return revert(run, Reversion::DecodeSlower { change });
+        return reverted(run, Reversion::DecodeSlower { change });
     }
     if after >= before {
         let change = Reversion::change(before, after, t.unit());
-        return revert(
-            run,
-            Reversion::NoSpeedup {
-                metric: t.metric,
-                change,
-            },
-        );
+        let why = Reversion::NoSpeedup {
+            metric: t.metric,
+            change,
+        };
+        return reverted(run, why);
     }
+    Ok(Timing::Timed(Box::new(Timed {
+        design: d,
+        plans,
+        times,
+        action,
+        rederived,
+        other,
+    })))
+}
+
+/// Keeps a timed change once its new kernel configurations validate and its
+/// numerics are proven: by an unchanged fingerprint, a bit-identical short
+/// check, or the full greedy re-verification.
+pub(super) fn confirm(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    t: &Target,
+    read: &ReadStep<'_>,
+    current: &State,
+    timed: Timed,
+) -> Result<(StepOutcome, Option<State>), DeployError> {
+    let step = read.step;
+    let Timed {
+        design: d,
+        plans,
+        times,
+        action,
+        rederived,
+        other,
+    } = timed;
+    let (old_fp, new_fp) = (
+        fingerprint(&current.1, &current.0.path),
+        fingerprint(&plans, &d.path),
+    );
     if old_fp != new_fp || other.is_some() {
         if let Some(why) = validate_new_sites(run, rec, &plans, other.is_some())? {
-            return revert(run, why);
+            return Ok((revert(run, &action, why), None));
         }
     }
     let short_identical = old_fp != new_fp && {
@@ -185,7 +267,8 @@ fn attempt(
         run.record_gates(rec, gates);
         if !failed.is_empty() {
             let failed = failed.join("; ");
-            return revert(run, Reversion::NumericsFailed { failed });
+            let why = Reversion::NumericsFailed { failed };
+            return Ok((revert(run, &action, why), None));
         }
         format!(
             "numerics changed: new kernel configurations validated, greedy {} tokens re-verified on {} prompts",
@@ -197,6 +280,7 @@ fn attempt(
         .entry(new_fp)
         .or_insert_with(|| format!("phase {}: {} ({how})", rec.index, step.op));
     rec.notes.push(format!("{} {}: {how}", step.op, step.id));
+    let (before, after) = (value_of(t, &current.2), value_of(t, &times));
     let why = format!(
         "{}{}modeled {} {} -> {} {}",
         rederived.map_or(String::new(), |r| format!("{r}; ")),
@@ -217,7 +301,12 @@ fn attempt(
 /// recorded value only bounds it: an LM head partitioned into more parts than
 /// this model's vocabulary has row blocks is partitioned into as many as it has
 /// (`why` says so).
-fn fit_to_model(op: Op, arch: &Architecture, device: &Device, why: &mut Option<String>) -> Op {
+pub(super) fn fit_to_model(
+    op: Op,
+    arch: &Architecture,
+    device: &Device,
+    why: &mut Option<String>,
+) -> Op {
     match op {
         Op::PartitionLmHead { parts } => {
             let most = LmHeadSpec::max_parts(device, arch.vocab_size, arch.hidden_size);
