@@ -196,10 +196,9 @@ impl Fault {
             | Fault::NoLlama3Rope
             | Fault::SiluForGelu
             | Fault::PackedNibbleOrder => DeployPhase::Kernels,
-            Fault::ParamEps
-            | Fault::ParamRopeBase
-            | Fault::ParamScale
-            | Fault::ParamGateUpSwap => DeployPhase::Kernels,
+            Fault::ParamEps | Fault::ParamRopeBase | Fault::ParamScale | Fault::ParamGateUpSwap => {
+                DeployPhase::Kernels
+            }
             Fault::DropQkvBias | Fault::SkipQkNorm | Fault::WindowOffByOne => DeployPhase::Block,
             Fault::DecodeRopeOffByOne | Fault::KvWrongSlot | Fault::StaleKv | Fault::GqaMapping => {
                 DeployPhase::Model

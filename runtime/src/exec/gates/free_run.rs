@@ -70,9 +70,10 @@ impl FreeRun {
 
     /// One sentence for a phase note.
     pub fn note(&self) -> String {
-        let tie = self
-            .first_near_tie
-            .map_or_else(|| "no near-tie".to_string(), |t| format!("first near-tie at step {t}"));
+        let tie = self.first_near_tie.map_or_else(
+            || "no near-tie".to_string(),
+            |t| format!("first near-tie at step {t}"),
+        );
         match &self.first_difference {
             None => format!(
                 "prompt {}: free-running greedy decode on the final plan equals the oracle's over {} tokens ({tie})",
@@ -147,7 +148,9 @@ pub fn free_run(
         first_difference: None,
     };
     let mut logits = npu.prefill(&plans.prefill, prompt)?;
-    for (step, (expected, oracle_logits)) in reference.steps.iter().zip(&reference.logits).enumerate() {
+    for (step, (expected, oracle_logits)) in
+        reference.steps.iter().zip(&reference.logits).enumerate()
+    {
         let token = blocks::argmax(&logits) as u32;
         run.tokens.push(token);
         if token != expected.token && run.first_difference.is_none() {

@@ -190,7 +190,9 @@ pub(crate) fn run(
             gate,
         };
         let reason = match failure.gate.name == super::text::FREE_RUNNING_GATE {
-            true => "the final plan's own greedy text leaves the oracle's before its first near-tie",
+            true => {
+                "the final plan's own greedy text leaves the oracle's before its first near-tie"
+            }
             false => "the artifacts do not hold what the run verified",
         };
         return Ok(PhaseEnd::Failed(run.stop(rec, &failure, reason)));

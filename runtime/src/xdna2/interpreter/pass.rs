@@ -15,8 +15,8 @@ use crate::bf16;
 use crate::model::arch::Activation;
 use crate::threads;
 use crate::xdna2::kernels::{
-    self, elementwise, gemv_packed, gemv_packed::NibbleOrder, EltwiseSpec, FlashAttentionSpec, Herd,
-    KernelError, NormSpec, RopeSpec,
+    self, elementwise, gemv_packed, gemv_packed::NibbleOrder, EltwiseSpec, FlashAttentionSpec,
+    Herd, KernelError, NormSpec, RopeSpec,
 };
 use crate::xdna2::plan::{Buffer, HostOp, Launch, Phase, Plan, Step, Transform, WeightSource};
 
@@ -600,7 +600,13 @@ impl<'m> Pass<'_, 'm> {
                 let mut y = vec![0u16; rows.len()];
                 for (o, r) in y.chunks_mut(*cols).zip(rows.chunks(*cols)) {
                     let weight = Some(&w[..real]);
-                    elementwise::rms_norm_row(&r[..real], real, weight, *eps as f32, &mut o[..real]);
+                    elementwise::rms_norm_row(
+                        &r[..real],
+                        real,
+                        weight,
+                        *eps as f32,
+                        &mut o[..real],
+                    );
                 }
                 self.put(out, y);
             }
@@ -638,7 +644,13 @@ impl<'m> Pass<'_, 'm> {
                         w.as_deref().map(|v| &v[..real]),
                         b.as_deref().map(|v| &v[..real]),
                     );
-                    elementwise::layer_norm_row(&r[..real], real, vectors, *eps as f32, &mut o[..real]);
+                    elementwise::layer_norm_row(
+                        &r[..real],
+                        real,
+                        vectors,
+                        *eps as f32,
+                        &mut o[..real],
+                    );
                 }
                 self.put(out, y);
             }

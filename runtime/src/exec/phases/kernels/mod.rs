@@ -111,7 +111,10 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
 /// passed (a wrong RoPE table kind is the RoPE kernel check's, with its lesson):
 /// a mismatch ends the phase, naming the parameter, the plan's value and the
 /// config's.
-fn check_parameters(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<PhaseEnd>, DeployError> {
+fn check_parameters(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+) -> Result<Option<PhaseEnd>, DeployError> {
     let plans = run.plans()?;
     let gates = params::parameter_gates(run, &plans);
     let action = run.traj.action(
@@ -134,11 +137,8 @@ fn check_parameters(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<Option<P
         params: BTreeMap::new(),
         gate,
     };
-    let stop = run.stop(
-        rec,
-        &failure,
-        "the plans carry a parameter the model's config does not have",
-    );
+    let reason = params::mismatch(&failure.gate);
+    let stop = run.stop(rec, &failure, &reason);
     Ok(Some(PhaseEnd::Failed(stop)))
 }
 

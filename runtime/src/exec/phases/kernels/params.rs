@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use crate::bundle::{Comparison, Value};
 use crate::exec::design::Plans;
-use crate::exec::gates::gate::{GateCheck, ThresholdSource};
+use crate::exec::gates::gate::{format_value, GateCheck, ThresholdSource};
 use crate::exec::run::Run;
 use crate::model::arch::{Architecture, RopeScaling};
 use crate::model::oracle::blocks;
@@ -39,6 +39,29 @@ pub(super) fn parameter_gates(run: &Run<'_>, plans: &Plans) -> Vec<GateCheck> {
     gates.push(wiring_gate(&both));
     gates.push(final_norm_gate(&both));
     gates
+}
+
+/// A failed parameter gate in words: the parameter, the plans' value and the
+/// config's (the stop's reason).
+pub(super) fn mismatch(gate: &GateCheck) -> String {
+    let words = |key: &str| {
+        gate.conditions.get(key).map(|v| match v {
+            Value::Float(x) => format_value(*x),
+            Value::Int(n) => n.to_string(),
+            Value::Text(t) => t.clone(),
+            other => format!("{other:?}"),
+        })
+    };
+    let plan = words("plan").or_else(|| words("plan_base").map(|b| format!("base {b}")));
+    let config = words("config").or_else(|| words("config_base").map(|b| format!("base {b}")));
+    match (plan, config, words("first")) {
+        (Some(plan), Some(config), _) => format!(
+            "{}: the plans hold {plan}, the model's config gives {config}",
+            gate.name
+        ),
+        (_, _, Some(first)) => format!("{}: {first}", gate.name),
+        _ => format!("{}: {}", gate.name, gate.summary()),
+    }
 }
 
 /// `|plan − config| / |config|`.
@@ -147,7 +170,9 @@ fn scale_gate(arch: &Architecture, plans: &[&Plan]) -> GateCheck {
         }
         for op in host_ops(plan) {
             if let HostOp::DecodeAttention {
-                scale_dim, head_dim, ..
+                scale_dim,
+                head_dim,
+                ..
             } = op
             {
                 values.push(scale(*scale_dim, *head_dim));
@@ -175,7 +200,12 @@ fn implied_base(freqs: &[f32]) -> f64 {
 /// The RoPE tables the NPU path builds (global, and the local one of a model
 /// with a local base) against the reference's frequencies from the config.
 fn rope_gates(arch: &Architecture, path: &NpuPath) -> Vec<GateCheck> {
-    let mut tables = vec![(false, blocks::inv_freq(arch), arch.rope_theta, &arch.rope_scaling)];
+    let mut tables = vec![(
+        false,
+        blocks::inv_freq(arch),
+        arch.rope_theta,
+        &arch.rope_scaling,
+    )];
     if let Some(local) = &arch.local_rope {
         let freqs = blocks::rope_inv_freq(local, arch.rotary_dim());
         tables.push((true, freqs, local.theta, &local.scaling));
