@@ -122,12 +122,11 @@ fn check_parameters(
         &BTreeMap::new(),
         &ActionLinks::default(),
     );
-    let refs: Vec<&crate::exec::gates::gate::GateCheck> = gates.iter().collect();
-    run.traj.observe(
-        Some("plan parameters against the config"),
-        &refs,
-        Some(&action),
-    );
+    // One observation per gate: the trajectory language measures a metric once
+    // per observation.
+    for gate in &gates {
+        run.traj.observe(Some(&gate.name), &[gate], Some(&action));
+    }
     let Some(gate) = run.record_gates(rec, gates) else {
         return Ok(None);
     };
