@@ -89,7 +89,7 @@ fn passing_report(run: &std::process::Output, out: &std::path::Path) -> String {
     );
     assert!(
         stdout.contains(&format!(
-            "  text, prompt 1: {ANSWER} (the CPU oracle's too)\n"
+            "  text, prompt 1 (final plan, free-running): {ANSWER} (the CPU oracle's too)\n"
         )),
         "{stdout}"
     );

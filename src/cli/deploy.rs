@@ -381,21 +381,34 @@ fn print_summary(report: &exec::DeployReport, out: &Path) {
     );
 }
 
-/// What the deployed model said: the NPU path's text for one prompt, and the
-/// oracle's beside it only where the two differ (one line each, newlines shown
+/// What the deployed model said: the final plan's free-running text for one
+/// prompt, and the oracle's beside it only where the two differ, then the first
+/// step where they differ with both sides' top-5 (one line each, newlines shown
 /// as ⏎ as in report.md).
 fn print_text(stdout: &mut impl Write, t: &exec::artifacts::record::PromptText) {
     let line = |s: &str| s.trim_end().replace('\n', "⏎");
     let npu = line(&t.npu_text);
+    let label = format!("text, prompt {} (final plan, free-running)", t.prompt);
     if t.npu_text == t.oracle_text {
+        let _ = writeln!(stdout, "  {label}: {npu} (the CPU oracle's too)");
+    } else {
+        let _ = writeln!(stdout, "  {label}: {npu}");
+        let _ = writeln!(stdout, "    CPU oracle: {}", line(&t.oracle_text));
+    }
+    if let Some(d) = &t.first_difference {
+        let top = |c: &[exec::gates::free_run::Candidate]| {
+            c.iter()
+                .map(|c| format!("{} {:?} {:.3}", c.token, c.text, c.logit))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let _ = writeln!(
             stdout,
-            "  text, prompt {}: {npu} (the CPU oracle's too)",
-            t.prompt
+            "    first difference at step {} (oracle top-1/top-2 gap {:.3}, tie margin {:.3}):",
+            d.step, d.oracle_gap, d.tie_margin
         );
-    } else {
-        let _ = writeln!(stdout, "  text, prompt {}: {npu}", t.prompt);
-        let _ = writeln!(stdout, "    CPU oracle: {}", line(&t.oracle_text));
+        let _ = writeln!(stdout, "      CPU oracle top-5: {}", top(&d.oracle));
+        let _ = writeln!(stdout, "      NPU top-5: {}", top(&d.npu));
     }
 }
 
@@ -413,8 +426,9 @@ pub fn default_fixtures() -> Vec<PathBuf> {
 mod tests {
     use super::print_text;
     use skillc_runtime::exec::artifacts::record::PromptText;
+    use skillc_runtime::exec::gates::free_run::{Candidate, FirstDifference};
 
-    fn text(oracle: &str, npu: &str) -> String {
+    fn text(oracle: &str, npu: &str, first_difference: Option<FirstDifference>) -> String {
         let t = PromptText {
             prompt: 1,
             prompt_text: "Q".into(),
@@ -422,21 +436,37 @@ mod tests {
             oracle_text: oracle.into(),
             npu_tokens: Vec::new(),
             npu_text: npu.into(),
+            first_difference,
         };
         let mut out = Vec::new();
         print_text(&mut out, &t);
         String::from_utf8(out).expect("utf-8")
     }
 
+    fn candidate(token: u32, text: &str, logit: f32) -> Candidate {
+        Candidate {
+            token,
+            logit,
+            text: text.into(),
+        }
+    }
+
     #[test]
     fn the_oracle_text_is_printed_only_where_it_differs() {
         assert_eq!(
-            text("Paris.\n", "Paris.\n"),
-            "  text, prompt 1: Paris. (the CPU oracle's too)\n"
+            text("Paris.\n", "Paris.\n", None),
+            "  text, prompt 1 (final plan, free-running): Paris. (the CPU oracle's too)\n"
         );
+        let d = FirstDifference {
+            step: 0,
+            oracle: vec![candidate(7, "Paris", 9.5), candidate(8, "Lyon", 9.0)],
+            npu: vec![candidate(8, "Lyon", 9.25), candidate(7, "Paris", 9.125)],
+            oracle_gap: 0.5,
+            tie_margin: 1.0,
+        };
         assert_eq!(
-            text("Paris.\nThe", "Lyon.\nThe"),
-            "  text, prompt 1: Lyon.⏎The\n    CPU oracle: Paris.⏎The\n"
+            text("Paris.\nThe", "Lyon.\nThe", Some(d)),
+            "  text, prompt 1 (final plan, free-running): Lyon.⏎The\n    CPU oracle: Paris.⏎The\n    first difference at step 0 (oracle top-1/top-2 gap 0.500, tie margin 1.000):\n      CPU oracle top-5: 7 \"Paris\" 9.500, 8 \"Lyon\" 9.000\n      NPU top-5: 8 \"Lyon\" 9.250, 7 \"Paris\" 9.125\n"
         );
     }
 }

@@ -150,7 +150,70 @@ impl Design {
                 plant_silu_for_gelu(launch);
             }
         }
+        plant_param_defects(&mut plan, &self.path.defects);
         Ok(plan)
+    }
+}
+
+/// The planted plan-parameter faults (`param-eps`, `param-scale`,
+/// `param-gate-up-swap`) written into the plan's launches and host ops, as a
+/// plan builder that got them wrong would; phase 1 checks them against the
+/// config (`phases::kernels::params`).
+fn plant_param_defects(plan: &mut Plan, defects: &crate::xdna2::interpreter::Defects) {
+    use crate::xdna2::plan::HostOp;
+    let scale_dim = |scale_dim: &mut Option<usize>, head_dim: usize| {
+        *scale_dim = Some(2 * scale_dim.unwrap_or(head_dim));
+    };
+    for launch in launches_mut(plan) {
+        match launch {
+            Launch::Rmsnorm { eps, .. }
+            | Launch::Layernorm { eps, .. }
+            | Launch::QkRmsnorm { eps, .. }
+            | Launch::GemvSwiglu { eps, .. }
+                if defects.param_eps =>
+            {
+                *eps *= 100.0;
+            }
+            Launch::FlashAttention { spec, .. } if defects.param_scale => {
+                scale_dim(&mut spec.scale_dim, spec.head_dim);
+            }
+            Launch::DecodeAttention { spec, .. } if defects.param_scale => {
+                scale_dim(&mut spec.scale_dim, spec.head_dim);
+            }
+            Launch::SiluMul { gate, up, .. } | Launch::GeluMul { gate, up, .. }
+                if defects.param_gate_up_swap =>
+            {
+                std::mem::swap(gate, up);
+            }
+            _ => {}
+        }
+        if let Launch::GemvSwiglu { gate, up, .. } = launch {
+            if defects.param_gate_up_swap {
+                std::mem::swap(gate, up);
+            }
+        }
+    }
+    let steps = plan
+        .prologue
+        .iter_mut()
+        .chain(plan.layer.iter_mut())
+        .chain(plan.epilogue.iter_mut());
+    for step in steps {
+        let Step::Host(op) = step else { continue };
+        match op {
+            HostOp::RmsNorm { eps, .. } | HostOp::LayerNorm { eps, .. } if defects.param_eps => {
+                *eps *= 100.0;
+            }
+            HostOp::DecodeAttention {
+                scale_dim: dim,
+                head_dim,
+                ..
+            } if defects.param_scale => scale_dim(dim, *head_dim),
+            HostOp::SiluMul { gate, up, .. } if defects.param_gate_up_swap => {
+                std::mem::swap(gate, up);
+            }
+            _ => {}
+        }
     }
 }
 

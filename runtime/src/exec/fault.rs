@@ -53,6 +53,14 @@ pub enum Fault {
     FusedKvWrongSlot,
     FusedStaleKv,
     FusedGqaMapping,
+    /// The plan's norms run with an epsilon 100 times the config's.
+    ParamEps,
+    /// The NPU path's RoPE tables are built from twice the config's base.
+    ParamRopeBase,
+    /// The attention launches scale their scores by `(2 · head_dim)^-1/2`.
+    ParamScale,
+    /// The gated MLP reads its gate and up operands the other way round.
+    ParamGateUpSwap,
 }
 
 impl Fault {
@@ -81,6 +89,15 @@ impl Fault {
         Fault::FusedKvWrongSlot,
         Fault::FusedStaleKv,
         Fault::FusedGqaMapping,
+    ];
+
+    /// The plan parameters phase 1 checks against the config (epsilon, RoPE
+    /// base, softmax scale, gate/up wiring), each set wrong in the plans.
+    pub const PARAM: [Fault; 4] = [
+        Fault::ParamEps,
+        Fault::ParamRopeBase,
+        Fault::ParamScale,
+        Fault::ParamGateUpSwap,
     ];
 
     /// The per-call decode fault a fused one plants in the fused plan alone.
@@ -122,6 +139,10 @@ impl Fault {
             Fault::FusedKvWrongSlot => "fused-kv-wrong-slot",
             Fault::FusedStaleKv => "fused-stale-kv",
             Fault::FusedGqaMapping => "fused-gqa-mapping",
+            Fault::ParamEps => "param-eps",
+            Fault::ParamRopeBase => "param-rope-base",
+            Fault::ParamScale => "param-scale",
+            Fault::ParamGateUpSwap => "param-gate-up-swap",
         }
     }
 
@@ -155,6 +176,10 @@ impl Fault {
             Fault::FusedGqaMapping => {
                 "the fused decode's attention pairs each query head with the next KV group"
             }
+            Fault::ParamEps => "the plan's norms run with 100 x the config's epsilon",
+            Fault::ParamRopeBase => "the RoPE tables are built from 2 x the config's base",
+            Fault::ParamScale => "attention scales its scores by (2 x head_dim)^-1/2",
+            Fault::ParamGateUpSwap => "the gated MLP reads its gate and up operands swapped",
         }
     }
 }
@@ -171,6 +196,9 @@ impl Fault {
             | Fault::NoLlama3Rope
             | Fault::SiluForGelu
             | Fault::PackedNibbleOrder => DeployPhase::Kernels,
+            Fault::ParamEps | Fault::ParamRopeBase | Fault::ParamScale | Fault::ParamGateUpSwap => {
+                DeployPhase::Kernels
+            }
             Fault::DropQkvBias | Fault::SkipQkNorm | Fault::WindowOffByOne => DeployPhase::Block,
             Fault::DecodeRopeOffByOne | Fault::KvWrongSlot | Fault::StaleKv | Fault::GqaMapping => {
                 DeployPhase::Model
@@ -200,6 +228,10 @@ impl Fault {
             | Fault::FusedKvWrongSlot
             | Fault::FusedStaleKv
             | Fault::FusedGqaMapping => "probe: teacher-forced logits after fused-decode",
+            Fault::ParamEps => "param rms_norm_eps",
+            Fault::ParamRopeBase => "param rope frequencies",
+            Fault::ParamScale => "param attention scale",
+            Fault::ParamGateUpSwap => "param gate/up wiring",
         }
     }
 
@@ -230,7 +262,7 @@ impl fmt::Display for Fault {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown fault `{0}` (known: {known}, {packed}, {fused})", known = Fault::ALL.map(Fault::name).join(", "), packed = Fault::PACKED.map(Fault::name).join(", "), fused = Fault::FUSED.map(Fault::name).join(", "))]
+#[error("unknown fault `{0}` (known: {known}, {packed}, {fused}, {param})", known = Fault::ALL.map(Fault::name).join(", "), packed = Fault::PACKED.map(Fault::name).join(", "), fused = Fault::FUSED.map(Fault::name).join(", "), param = Fault::PARAM.map(Fault::name).join(", "))]
 pub struct UnknownFault(pub String);
 
 impl FromStr for Fault {
@@ -241,6 +273,7 @@ impl FromStr for Fault {
             .into_iter()
             .chain(Fault::PACKED)
             .chain(Fault::FUSED)
+            .chain(Fault::PARAM)
             .find(|f| f.name() == s)
             .ok_or_else(|| UnknownFault(s.to_string()))
     }
@@ -256,6 +289,7 @@ mod tests {
             .into_iter()
             .chain(Fault::PACKED)
             .chain(Fault::FUSED)
+            .chain(Fault::PARAM)
         {
             assert_eq!(fault.name().parse::<Fault>(), Ok(fault));
             let json = serde_json::to_string(&fault).unwrap();

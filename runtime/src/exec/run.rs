@@ -137,6 +137,7 @@ impl<'a> Run<'a, Unloaded> {
             phases: Vec::new(),
             verification: Vec::new(),
             texts: Vec::new(),
+            free_running: Vec::new(),
             diagnosis: Vec::new(),
             feature_proofs: Vec::new(),
             weight_path: None,

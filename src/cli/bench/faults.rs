@@ -253,6 +253,7 @@ fn teaches_fused_decode(bundle: &skillc_runtime::bundle::Bundle) -> bool {
 fn chosen_faults(names: &[String], fused: bool) -> Result<Vec<Fault>, BenchError> {
     if names.is_empty() {
         let mut all = Fault::ALL.to_vec();
+        all.extend(Fault::PARAM);
         if fused {
             all.extend(Fault::FUSED);
         }

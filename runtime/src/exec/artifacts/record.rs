@@ -488,9 +488,11 @@ pub struct PromptVerdict {
     pub npu_tokens: Vec<u32>,
 }
 
-/// A prompt and what the oracle and the NPU path generated from it, as text
-/// (the model's tokenizer), each cut after its first end-of-sequence token.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A prompt and what the oracle and the deployed model generated from it, as
+/// text (the model's tokenizer), each cut after its first end-of-sequence token:
+/// the oracle's greedy decode and the final plan's free-running greedy decode on
+/// the NPU path (`gates::free_run`), with the first step where they differ.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PromptText {
     pub prompt: usize,
     pub prompt_text: String,
@@ -498,6 +500,9 @@ pub struct PromptText {
     pub oracle_text: String,
     pub npu_tokens: Vec<u32>,
     pub npu_text: String,
+    /// Where the two texts first differ, both sides' top-5 with their text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_difference: Option<crate::exec::gates::free_run::FirstDifference>,
 }
 
 /// Modeled figures of one plan (from the emulator's cost model).
@@ -587,6 +592,10 @@ pub struct DeployReport {
     /// Prompts and generated text side by side, when the model has a tokenizer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub texts: Vec<PromptText>,
+    /// The final plan's free-running greedy decode of every prompt against the
+    /// oracle's (phase 6).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub free_running: Vec<crate::exec::gates::free_run::FreeRun>,
     /// Per-layer cosines of the first prompt (phase 3 diagnosis, not a gate).
     pub diagnosis: Vec<crate::exec::gates::verify::LayerDiagnosis>,
     /// For a model without transformers outputs: each code path it takes and the

@@ -198,7 +198,6 @@ fn render_warnings(out: &mut String, r: &DeployReport) {
     out.push('\n');
 }
 
-/// Prompts and the text each side generated, in a table.
 /// For a limit derived from this deployment's bf16-storage floor: the floor,
 /// the factor and the fixed limit it is the larger of (the derivation itself
 /// is phase 3's note).
@@ -209,6 +208,8 @@ fn derived_limit(source: &ThresholdSource) -> String {
     }
 }
 
+/// Prompts and the text each side generated, in a table, then where the
+/// final plan's free-running text first leaves the oracle's.
 fn render_texts(out: &mut String, r: &DeployReport) {
     if r.texts.is_empty() {
         return;
@@ -216,8 +217,10 @@ fn render_texts(out: &mut String, r: &DeployReport) {
     let cell = |t: &str| t.replace('|', "\\|").replace('\n', "⏎");
     let _ = writeln!(out, "## Text\n");
     let npu = match &r.weight_path {
-        Some(w) if w.buffers.iter().any(|b| b.packed.is_some()) => "NPU path (4-bit packed GEMVs)",
-        _ => "NPU path",
+        Some(w) if w.buffers.iter().any(|b| b.packed.is_some()) => {
+            "NPU path (final plan, free-running, 4-bit packed GEMVs)"
+        }
+        _ => "NPU path (final plan, free-running)",
     };
     let _ = writeln!(out, "| prompt | text | CPU oracle | {npu} |");
     let _ = writeln!(out, "|---|---|---|---|");
@@ -232,6 +235,27 @@ fn render_texts(out: &mut String, r: &DeployReport) {
         );
     }
     out.push('\n');
+    for t in &r.texts {
+        let Some(d) = &t.first_difference else {
+            continue;
+        };
+        let top = |c: &[crate::exec::gates::free_run::Candidate]| {
+            c.iter()
+                .map(|c| format!("{} `{}` {:.3}", c.token, cell(&c.text), c.logit))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(
+            out,
+            "Prompt {}: the texts first differ at step {} (oracle top-1/top-2 gap {:.3}, tie margin {:.3}). CPU oracle top-5: {}. NPU top-5: {}.\n",
+            t.prompt,
+            d.step,
+            d.oracle_gap,
+            d.tie_margin,
+            top(&d.oracle),
+            top(&d.npu)
+        );
+    }
 }
 
 /// A step's outcome as the report's table words it: the verdict and why.

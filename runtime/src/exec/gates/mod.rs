@@ -2,13 +2,15 @@
 //! with where it came from), one block against the reference's (`block`), the
 //! teacher-forced decode comparison, its limits derived from
 //! the bf16-storage floor (`floor`), the greedy
-//! top-k gate that verification runs, phase 1's kernel harness, and the debugging
+//! top-k gate that verification runs, the final plan's free-running text against
+//! the oracle's (`free_run`), phase 1's kernel harness, and the debugging
 //! lessons a failed gate matches.
 
 pub mod block;
 pub mod decode;
 pub mod features;
 pub mod floor;
+pub mod free_run;
 pub mod gate;
 pub mod remedy;
 pub mod topk;

@@ -1,8 +1,10 @@
-//! Phase 6, finalize: writes the production plan, the kernel registry, the modeled
-//! trace and the report so far, then gates on what the evaluator will rely on: the
-//! plan file reloads to the same numerics fingerprint, that fingerprint passed
-//! verification, and every production kernel configuration has a passing registry
-//! row.
+//! Phase 6, finalize: greedy-decodes every prompt free-running on the final plan
+//! (the deployed model's own text, `text`), writes the production plan, the kernel
+//! registry, the modeled trace and the report so far, then gates on what the
+//! evaluator will rely on: the plan file reloads to the same numerics fingerprint,
+//! that fingerprint passed verification, every production kernel configuration has
+//! a passing registry row, and the final plan's own text leaves the oracle's only
+//! at or after the oracle's first near-tie.
 
 use std::collections::BTreeMap;
 
@@ -36,6 +38,12 @@ pub(crate) fn run(
     baseline: &ModeledTimes,
 ) -> Result<PhaseEnd, DeployError> {
     let plans = run.plans()?;
+    run.progress
+        .step("free-running greedy decode of every prompt on the final plan");
+    let free = super::text::free_running(run, &plans)?;
+    rec.notes.extend(free.iter().map(|f| f.note()));
+    run.report.texts = super::text::prompt_texts(run, &free);
+    run.report.free_running = free;
     let fp = fingerprint(&plans, &run.design.path);
     let times = modeled(&plans, &run.device, &run.params);
     let calibration = run.calibration_note();
@@ -136,6 +144,7 @@ pub(crate) fn run(
         GateCheck::named("production kernels in the registry", OpKind::WriteArtifacts)
             .measures(Metric::UnvalidatedKernels, unvalidated as f64)
             .must_be_zero("every kernel configuration of the production plans has a passing registry row"),
+        super::text::free_running_gate(&run.report.free_running),
     ];
     let refs: Vec<&GateCheck> = gates.iter().collect();
     run.traj
@@ -180,11 +189,13 @@ pub(crate) fn run(
             params: BTreeMap::new(),
             gate,
         };
-        return Ok(PhaseEnd::Failed(run.stop(
-            rec,
-            &failure,
-            "the artifacts do not hold what the run verified",
-        )));
+        let reason = match failure.gate.name == super::text::FREE_RUNNING_GATE {
+            true => {
+                "the final plan's own greedy text leaves the oracle's before its first near-tie"
+            }
+            false => "the artifacts do not hold what the run verified",
+        };
+        return Ok(PhaseEnd::Failed(run.stop(rec, &failure, reason)));
     }
     Ok(PhaseEnd::Passed)
 }

@@ -67,7 +67,6 @@ pub(crate) fn run(
         .traj
         .observe(Some(VERIFY_OBSERVATION), &refs, Some(&action));
     run.report.verification = verification.prompts.clone();
-    run.report.texts = prompt_texts(run);
     run.report.diagnosis = verification.diagnosis.clone();
     diagnosis_notes(run, rec);
     let failed = run.record_gates(rec, gates);
@@ -297,50 +296,4 @@ pub(crate) fn prompt_note(p: &PromptVerdict) -> String {
         ),
     };
     format!("prompt {}: {errors}; {greedy}", p.prompt)
-}
-
-/// The verified prompts and both sides' generations as text, when the model
-/// has a tokenizer (tokenizer.json beside it, or a GGUF vocabulary).
-fn prompt_texts(run: &Run<'_>) -> Vec<crate::exec::artifacts::record::PromptText> {
-    use crate::model::prompt::ModelText;
-    use crate::model::source::ModelSource;
-    let Ok(source) = ModelSource::locate(&run.options.model_dir) else {
-        return Vec::new();
-    };
-    let text = ModelText::for_model(&run.options.model_dir, source.gguf());
-    if text.tokenizer().is_none() {
-        return Vec::new();
-    }
-    let eos: Vec<u32> = run
-        .loaded
-        .model
-        .arch
-        .eos_token_ids
-        .iter()
-        .map(|&t| t as u32)
-        .collect();
-    let until_eos = |tokens: &[u32]| -> Vec<u32> {
-        match tokens.iter().position(|t| eos.contains(t)) {
-            Some(end) => tokens[..=end].to_vec(),
-            None => tokens.to_vec(),
-        }
-    };
-    run.report
-        .verification
-        .iter()
-        .zip(&run.report.prompts)
-        .zip(&run.loaded.reference_runs)
-        .map(|((verdict, prompt), reference)| {
-            let oracle: Vec<u32> = reference.steps.iter().map(|s| s.token).collect();
-            let (oracle, npu) = (until_eos(&oracle), until_eos(&verdict.npu_tokens));
-            crate::exec::artifacts::record::PromptText {
-                prompt: verdict.prompt,
-                prompt_text: text.decode_with_special(prompt).unwrap_or_default(),
-                oracle_text: text.decode(&oracle).unwrap_or_default(),
-                npu_text: text.decode(&npu).unwrap_or_default(),
-                oracle_tokens: oracle,
-                npu_tokens: npu,
-            }
-        })
-        .collect()
 }

@@ -108,6 +108,18 @@ pub struct Defects {
     /// planted faults that show the gates catch a bug of the fused path).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fused_only: bool,
+    /// The plans' norms run with 100 × the config's epsilon (`param-eps`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub param_eps: bool,
+    /// The RoPE tables are built from twice the config's base (`param-rope-base`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub param_rope_base: bool,
+    /// Attention scales its scores by `(2 · head_dim)^-1/2` (`param-scale`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub param_scale: bool,
+    /// The gated MLP reads its gate and up operands swapped (`param-gate-up-swap`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub param_gate_up_swap: bool,
 }
 
 impl Defects {
@@ -121,6 +133,10 @@ impl Defects {
         window_off_by_one: false,
         packed_nibble_order: false,
         fused_only: false,
+        param_eps: false,
+        param_rope_base: false,
+        param_scale: false,
+        param_gate_up_swap: false,
     };
 
     pub fn none(&self) -> bool {
@@ -150,6 +166,21 @@ pub fn layer_table_frequencies(arch: &Architecture, kind: RopeTable, local: bool
         RopeTable::Scaled => rope::scaled_frequencies(arch, local),
         RopeTable::Unscaled => rope::unscaled_frequencies(arch, local),
     }
+}
+
+/// The inverse frequencies the tables of `path` hold (what the interpreter's
+/// RoPE reads): [`layer_table_frequencies`] of its table kind, from twice the
+/// config's base under the planted `param-rope-base`.
+pub fn path_table_frequencies(arch: &Architecture, path: &NpuPath, local: bool) -> Vec<f32> {
+    if !path.defects.param_rope_base {
+        return layer_table_frequencies(arch, path.rope, local);
+    }
+    let mut wrong = arch.clone();
+    wrong.rope_theta *= 2.0;
+    if let Some(rope) = wrong.local_rope.as_mut() {
+        rope.theta *= 2.0;
+    }
+    layer_table_frequencies(&wrong, path.rope, local)
 }
 
 /// Whether the model's scaling changes any frequency (only then the two tables differ).
@@ -370,11 +401,11 @@ impl<'m> Interpreter<'m> {
     /// The RoPE table over `positions` positions for this path (of the local
     /// base when `local`).
     fn lut(&mut self, positions: usize, local: bool) -> Arc<Vec<u16>> {
-        let (arch, rope) = (self.arch, self.path.rope);
+        let (arch, path) = (self.arch, self.path);
         self.luts
             .entry((positions, local))
             .or_insert_with(|| {
-                let freqs = layer_table_frequencies(arch, rope, local);
+                let freqs = path_table_frequencies(arch, &path, local);
                 Arc::new(kernels::rope_lut(&freqs, positions))
             })
             .clone()

@@ -12,12 +12,11 @@ use super::rows::{attention_rows, gemm_rows};
 use super::weights::{resolve, resolve_packed};
 use super::{Defects, ExecError, Interpreter};
 use crate::bf16;
-use crate::model::arch::{NormKind, NormWeight};
-use crate::model::oracle::{blocks, linear};
+use crate::model::arch::Activation;
 use crate::threads;
 use crate::xdna2::kernels::{
-    self, gemv_packed, gemv_packed::NibbleOrder, EltwiseSpec, FlashAttentionSpec, Herd,
-    KernelError, NormSpec, RopeSpec,
+    self, elementwise, gemv_packed, gemv_packed::NibbleOrder, EltwiseSpec, FlashAttentionSpec,
+    Herd, KernelError, NormSpec, RopeSpec,
 };
 use crate::xdna2::plan::{Buffer, HostOp, Launch, Phase, Plan, Step, Transform, WeightSource};
 
@@ -590,19 +589,26 @@ impl<'m> Pass<'_, 'm> {
                 real_cols,
             } => {
                 let xv = self.get(x)?;
-                let rows: Vec<f32> = if *last_row {
-                    bf16::to_f32_vec(&xv[xv.len() - cols..])
+                let rows: Vec<u16> = if *last_row {
+                    xv[xv.len() - cols..].to_vec()
                 } else {
-                    bf16::to_f32_vec(xv)
+                    xv.clone()
                 };
                 let w = self.weight(weight)?;
                 // Padded columns are zeros in and out: the mean is over the real ones.
                 let real = real_cols.unwrap_or(*cols).min(*cols);
-                let mut y = vec![0.0f32; rows.len()];
+                let mut y = vec![0u16; rows.len()];
                 for (o, r) in y.chunks_mut(*cols).zip(rows.chunks(*cols)) {
-                    blocks::rms_norm(&r[..real], &w[..real], *eps as f32, &mut o[..real]);
+                    let weight = Some(&w[..real]);
+                    elementwise::rms_norm_row(
+                        &r[..real],
+                        real,
+                        weight,
+                        *eps as f32,
+                        &mut o[..real],
+                    );
                 }
-                self.put(out, bf16::from_f32_vec(&y));
+                self.put(out, y);
             }
             HostOp::LayerNorm {
                 x,
@@ -614,50 +620,61 @@ impl<'m> Pass<'_, 'm> {
                 last_row,
                 real_cols,
             } => {
-                let rows: Vec<f32> = {
+                let rows: Vec<u16> = {
                     let xv = self.get(x)?;
                     if *last_row {
-                        bf16::to_f32_vec(&xv[xv.len() - cols..])
+                        xv[xv.len() - cols..].to_vec()
                     } else {
-                        bf16::to_f32_vec(xv)
+                        xv.clone()
                     }
                 };
-                let mut w = None;
-                if let Some(n) = weight {
-                    w = Some(bf16::to_f32_vec(&self.weight(n)?));
-                }
-                let mut b = None;
-                if let Some(n) = bias {
-                    b = Some(bf16::to_f32_vec(&self.weight(n)?));
-                }
+                let w = match weight {
+                    Some(n) => Some(self.weight(n)?),
+                    None => None,
+                };
+                let b = match bias {
+                    Some(n) => Some(self.weight(n)?),
+                    None => None,
+                };
                 // Padded columns stay zeros: the statistics are over the real ones.
                 let real = real_cols.unwrap_or(*cols).min(*cols);
-                let how = (NormKind::Layer, NormWeight::Direct, *eps as f32);
-                let mut y = vec![0.0f32; rows.len()];
+                let mut y = vec![0u16; rows.len()];
                 for (o, r) in y.chunks_mut(*cols).zip(rows.chunks(*cols)) {
-                    o[..real].copy_from_slice(&r[..real]);
-                    let (wr, br) = (
-                        w.as_ref().map(|v| &v[..real]),
-                        b.as_ref().map(|v| &v[..real]),
+                    let vectors = (
+                        w.as_deref().map(|v| &v[..real]),
+                        b.as_deref().map(|v| &v[..real]),
                     );
-                    blocks::norm_rows_in_place(&mut o[..real], real, how, wr, br);
+                    elementwise::layer_norm_row(
+                        &r[..real],
+                        real,
+                        vectors,
+                        *eps as f32,
+                        &mut o[..real],
+                    );
                 }
-                self.put(out, bf16::from_f32_vec(&y));
+                self.put(out, y);
             }
             HostOp::SoftCap { x, cap, .. } => {
                 let cap = *cap as f32;
                 let y: Vec<u16> = self
                     .get(x)?
                     .iter()
-                    .map(|&z| bf16::from_f32(blocks::softcap(bf16::to_f32(z), cap)))
+                    .map(|&z| bf16::from_f32(elementwise::softcap_value(bf16::to_f32(z), cap)))
                     .collect();
                 self.put(x, y);
             }
             HostOp::SiluMul { gate, up, out, .. } => {
-                let mut g = bf16::to_f32_vec(self.get(gate)?);
-                let u = bf16::to_f32_vec(self.get(up)?);
-                blocks::gated_activation(self.model.arch.activation, &mut g, &u);
-                self.put(out, bf16::from_f32_vec(&g));
+                let value = match self.model.arch.activation {
+                    Activation::Silu => elementwise::silu_mul_value,
+                    Activation::GeluTanh => elementwise::gelu_mul_value,
+                };
+                let y = self
+                    .get(gate)?
+                    .iter()
+                    .zip(self.get(up)?)
+                    .map(|(&g, &u)| value(g, u))
+                    .collect();
+                self.put(out, y);
             }
             HostOp::Matvec { w, x, out, k, .. } => {
                 let xv = bf16::to_f32_vec(self.get(x)?);
@@ -665,7 +682,7 @@ impl<'m> Pass<'_, 'm> {
                 let y: Vec<f32> = wb
                     .par_chunks(*k)
                     .with_min_len(threads::min_len(*k))
-                    .map(|row| linear::dot(row, &xv))
+                    .map(|row| kernels::decode_attention::dot_bf16_f32(row, &xv))
                     .collect();
                 self.put(out, bf16::from_f32_vec(&y));
             }

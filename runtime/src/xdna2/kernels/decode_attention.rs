@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 
 use super::Kernel;
 use crate::bf16;
-use crate::model::oracle::blocks;
 use crate::xdna2::constraints::{Checker, Constraint, ConstraintViolation};
 use crate::xdna2::device::Device;
 
@@ -160,10 +159,10 @@ pub fn decode_attention(
         for (p, s) in scores.iter_mut().enumerate() {
             *s = dot_bf16_f32(&keys[p * kv_width + offset..][..head_dim], &qh) * scale;
             if let Some(cap) = softcap {
-                *s = blocks::softcap(*s, cap);
+                *s = super::elementwise::softcap_value(*s, cap);
             }
         }
-        blocks::softmax_in_place(&mut scores);
+        softmax_f32(&mut scores);
         let mut acc = vec![0.0f32; head_dim];
         for (p, &w) in scores.iter().enumerate() {
             let v = &values[p * kv_width + offset..][..head_dim];
@@ -176,6 +175,22 @@ pub fn decode_attention(
         }
     }
     out
+}
+
+/// The softmax of one head's scores in place, in f32 as the attention units
+/// compute it: the largest score subtracted, the exponentials summed in
+/// position order, each divided by the sum.
+fn softmax_f32(scores: &mut [f32]) {
+    let largest = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+    let mut total = 0.0f32;
+    for s in scores.iter_mut() {
+        *s = (*s - largest).exp();
+        total += *s;
+    }
+    let inverse = 1.0 / total;
+    for s in scores.iter_mut() {
+        *s *= inverse;
+    }
 }
 
 /// Dot product of a bf16 row with an f32 vector, accumulated in f32 over eight

@@ -415,6 +415,12 @@ fn gated(
         .collect())
 }
 
+/// Gemma-2's soft-cap of one value, `tanh(x / cap) · cap`, in f32 (the host's
+/// logit soft-cap and the decode attention's score cap).
+pub(crate) fn softcap_value(x: f32, cap: f32) -> f32 {
+    (x / cap).tanh() * cap
+}
+
 /// One element of SiLU·mul with the vector unit's bf16 roundings.
 pub(crate) fn silu_mul_value(g: u16, u: u16) -> u16 {
     let gf = bf16::to_f32(g);

@@ -1,6 +1,8 @@
 //! The planted faults phase 1 must catch (`--fault`): a RoPE table without its llama3
-//! scaling, SiLU where the model uses GELU, and GEMM tilings that leave columns of N
-//! unwritten or overflow L1, each planted where it applies or noted where it cannot be.
+//! scaling, SiLU where the model uses GELU, GEMM tilings that leave columns of N
+//! unwritten or overflow L1, and plan parameters the config does not have (epsilon,
+//! RoPE base, softmax scale, gate/up wiring), each planted where it applies or noted
+//! where it cannot be.
 
 use std::collections::BTreeMap;
 
@@ -31,6 +33,27 @@ pub(super) fn plant_rope_fault(run: &mut Run<'_>, rec: &mut PhaseRecord) {
             "planted fault no-llama3-rope does not apply: the model has no llama3 RoPE scaling"
                 .into(),
         );
+    }
+}
+
+/// Plants the plan-parameter faults (`Fault::PARAM`): each sets its number or
+/// wiring wrong in the plans (`design::plant_param_defects`) or, for the RoPE
+/// base, in the tables the NPU path builds.
+pub(super) fn plant_param_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
+    for fault in Fault::PARAM {
+        if !run.options.faults.contains(&fault) {
+            continue;
+        }
+        let defects = &mut run.design.path.defects;
+        let switch = match fault {
+            Fault::ParamEps => &mut defects.param_eps,
+            Fault::ParamRopeBase => &mut defects.param_rope_base,
+            Fault::ParamScale => &mut defects.param_scale,
+            _ => &mut defects.param_gate_up_swap,
+        };
+        *switch = true;
+        rec.notes
+            .push(format!("planted fault {fault}: {}", fault.description()));
     }
 }
 

@@ -7,11 +7,12 @@
 //! kernel registry. A failed validation goes to the bundle's debugging lessons.
 
 mod faults;
+mod params;
 mod placement;
 mod tilings;
 mod validation;
 
-use faults::{plant_gelu_fault, plant_rope_fault, plant_tiling_faults};
+use faults::{plant_gelu_fault, plant_param_faults, plant_rope_fault, plant_tiling_faults};
 use placement::place_dimensions;
 use tilings::choose_gemm_tilings;
 use validation::validate_site;
@@ -32,6 +33,7 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     run.progress.step(OpKind::EnumerateKernels.name());
     plant_rope_fault(run, rec);
     plant_gelu_fault(run, rec);
+    plant_param_faults(run, rec);
     if let Some(end) = place_dimensions(run, rec)? {
         return Ok(end);
     }
@@ -81,6 +83,9 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
             return Ok(end);
         }
     }
+    if let Some(end) = check_parameters(run, rec)? {
+        return Ok(end);
+    }
     let registered = run.registry.rows.len();
     run.record_bundle_steps(
         rec,
@@ -100,6 +105,40 @@ pub(crate) fn run(run: &mut Run<'_>, rec: &mut PhaseRecord) -> Result<PhaseEnd, 
     );
     run.write_registry()?;
     Ok(PhaseEnd::Passed)
+}
+
+/// The plans' parameters against the config (`params`), after the kernels
+/// passed (a wrong RoPE table kind is the RoPE kernel check's, with its lesson):
+/// a mismatch ends the phase, naming the parameter, the plan's value and the
+/// config's.
+fn check_parameters(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+) -> Result<Option<PhaseEnd>, DeployError> {
+    let plans = run.plans()?;
+    let gates = params::parameter_gates(run, &plans);
+    let action = run.traj.action(
+        OpKind::EnumerateKernels,
+        &BTreeMap::new(),
+        &ActionLinks::default(),
+    );
+    // One observation per gate: the trajectory language measures a metric once
+    // per observation.
+    for gate in &gates {
+        run.traj.observe(Some(&gate.name), &[gate], Some(&action));
+    }
+    let Some(gate) = run.record_gates(rec, gates) else {
+        return Ok(None);
+    };
+    let failure = crate::exec::gates::remedy::Failure {
+        phase: DeployPhase::Kernels,
+        op: gate.op,
+        params: BTreeMap::new(),
+        gate,
+    };
+    let reason = params::mismatch(&failure.gate);
+    let stop = run.stop(rec, &failure, &reason);
+    Ok(Some(PhaseEnd::Failed(stop)))
 }
 
 /// The design's plans, or the failed `op` step that ends the phase when the
