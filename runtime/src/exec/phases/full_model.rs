@@ -213,6 +213,21 @@ fn plant_decode_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
             planted.description()
         ));
     }
+    for planted in Fault::LATE {
+        let Some(from) = planted.late_position() else {
+            continue;
+        };
+        if !run.options.faults.contains(&planted) {
+            continue;
+        }
+        // Several planted late faults act from the earliest position.
+        let earliest = defects.stale_kv_from.map_or(from, |p| p.min(from));
+        defects.stale_kv_from = Some(earliest);
+        rec.notes.push(format!(
+            "planted fault {planted}: {}",
+            planted.description()
+        ));
+    }
 }
 
 /// What a verification observation says it compared (trajectory and report).

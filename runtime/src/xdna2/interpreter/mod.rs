@@ -84,6 +84,10 @@ pub struct Defects {
     /// (a staging buffer that was not refreshed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stale_kv: bool,
+    /// `stale_kv` from this position on only (the late faults: a cache bug
+    /// past the verification prompts' context).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_kv_from: Option<usize>,
     /// Decode attention pairs query head h with KV group `h / group + 1` (mod the
     /// KV heads) instead of `h / group`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -115,6 +119,7 @@ impl Defects {
         rope_position_off_by_one: false,
         kv_wrong_slot: false,
         stale_kv: false,
+        stale_kv_from: None,
         gqa_mapping: false,
         drop_lm_head_partition: false,
         silu_for_gelu: false,
