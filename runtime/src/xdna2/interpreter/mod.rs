@@ -305,6 +305,28 @@ impl<'m> Interpreter<'m> {
         self.kv.layer(layer)
     }
 
+    /// The position of layer `layer`'s first held slot (past 0 on a
+    /// sliding-window layer that dropped what slid out).
+    pub fn kv_first(&self, layer: usize) -> usize {
+        self.kv.first(layer)
+    }
+
+    /// The host state a prefill left (the KV cache and the next position), to
+    /// resume decoding from it in another interpreter of the same path: the
+    /// long-context probes prefill a long prompt once and decode from it again.
+    pub fn cache_state(&self) -> CacheState {
+        CacheState {
+            kv: self.kv.clone(),
+            position: self.position,
+        }
+    }
+
+    /// Takes the KV cache and position of `state` as its own.
+    pub fn resume(&mut self, state: &CacheState) {
+        self.kv = state.kv.clone();
+        self.position = state.position;
+    }
+
     /// Runs a prefill plan on `tokens` from an empty cache; returns the logits of
     /// the last token.
     pub fn prefill(&mut self, plan: &Plan, tokens: &[u32]) -> Result<Vec<f32>, ExecError> {
@@ -384,6 +406,13 @@ impl<'m> Interpreter<'m> {
             })
             .clone()
     }
+}
+
+/// A saved host state ([`Interpreter::cache_state`]).
+#[derive(Debug, Clone)]
+pub struct CacheState {
+    kv: KvCache,
+    position: usize,
 }
 
 /// The host KV cache: per layer, keys and values `[slots, kv_width]` as bf16,
