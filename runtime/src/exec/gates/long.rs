@@ -8,11 +8,12 @@
 //!   reference's greedy continuation of it, repeated to `start` tokens, where
 //!   `start` is twice the largest of the plan's sliding window, its decode KV
 //!   tile, its flash-attention key block and 512 ([`reach`]);
-//! - the long-prompt prefill check: the NPU prefill at one length past each row
-//!   boundary the prefill plan has below `start` (GEMM row chunk,
-//!   flash-attention key block and cascade stage, window: [`prefill_lengths`])
-//!   and at `start`; its last row's logits, and every layer's K/V rows at
-//!   sampled positions (both sides of each boundary, the first and the last),
+//! - the long-prompt prefill check: one NPU prefill whose rows cross every row
+//!   boundary the prefill plan has (GEMM row chunk, flash-attention key block
+//!   and cascade stage, window: [`boundaries`]): the whole long prompt in
+//!   phase 3, one length past the largest boundary for a later change of
+//!   prefill alone ([`prefill_lengths`]); its last row's logits, and every
+//!   layer's K/V rows at both sides of each boundary, the first and the last,
 //!   against the oracle's;
 //! - the long-context decode probe: from the cache of the `start`-token
 //!   prefill, [`PROBE_STEPS`] decode steps fed the oracle's greedy tokens; the
@@ -214,8 +215,8 @@ impl LongReference {
         }
     }
 
-    /// The floor of each error over the prefill `lengths` (with `start`) and
-    /// the decode steps, and the limits they give.
+    /// The floor of each error over the prefill `lengths` and the decode
+    /// steps, and the limits they give.
     pub fn limits(
         &self,
         model: &Model,
@@ -223,7 +224,7 @@ impl LongReference {
         lengths: &[usize],
     ) -> (LongErrors, LongLimits) {
         let mut floor = LongErrors::none();
-        for &len in lengths.iter().chain([&self.start]) {
+        for &len in lengths {
             let ours = self.logits_at(model, &self.floor, len);
             let theirs = self.logits_at(model, &self.plain, len);
             floor
@@ -318,10 +319,9 @@ pub struct Checks {
     pub decode: bool,
 }
 
-/// The NPU side of the probes on `decoder`: the prefill at each of `lengths`
-/// (when `checks.prefill`), then the prefill of the whole long prompt (or,
-/// for the decode probe alone, `resume_from`, a saved state of it) and the
-/// decode steps (when `checks.decode`). Returns the errors and the state
+/// The NPU side of the probes on `decoder`: the prefill at each of `lengths`,
+/// then, when `checks.decode`, the prefill of the whole long prompt (or
+/// `resume_from`, a saved state of it) and the decode steps. Returns the errors and the state
 /// after the long prompt's prefill when it ran.
 pub fn npu_errors(
     decoder: &mut NpuDecoder<'_, '_>,
@@ -351,10 +351,8 @@ pub fn npu_errors(
             .keep(kv.value, || format!("length {len}, {}", kv.at));
         Ok::<(), ExecError>(())
     };
-    if checks.prefill {
-        for &len in lengths {
-            prefill_at(decoder, len)?;
-        }
+    for &len in lengths {
+        prefill_at(decoder, len)?;
     }
     if !checks.decode {
         return Ok((errors, None));

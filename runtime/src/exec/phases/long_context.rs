@@ -49,11 +49,12 @@ pub(crate) fn reference<'r>(run: &'r Run<'_>) -> Result<&'r LongReference, Deplo
 /// `plan`, every step that `keep` keeps (with a GEMM reduced to its row
 /// chunk), the window and the padding.
 fn key(plan: &Plan, path: &NpuPath, keep: fn(&Step) -> Option<serde_json::Value>) -> String {
-    let steps: Vec<serde_json::Value> = plan
+    let steps: std::collections::BTreeSet<String> = plan
         .sections()
         .iter()
         .flat_map(|(_, steps)| steps.iter())
         .filter_map(keep)
+        .map(|v| v.to_string())
         .collect();
     serde_json::json!({
         "path": path,
@@ -85,6 +86,9 @@ fn launches(
 /// The prefill's per-position work: attention, RoPE, each GEMM's row chunk.
 fn prefill_step(step: &Step) -> Option<serde_json::Value> {
     launches(step, |launch| match launch {
+        // A GEMM's row chunk, not the GEMM: the set of chunks is what
+        // [`prefill_key`] compares, so adding or dropping a GEMM with a chunk
+        // the plan has already (the last-token LM head) changes nothing.
         Launch::Gemm { spec, .. } => Some(serde_json::json!({ "gemm_rows": spec.tile.tile_m })),
         Launch::FlashAttention { .. } | Launch::Rope { .. } => {
             Some(serde_json::to_value(launch).unwrap_or_default())
@@ -128,8 +132,6 @@ pub(crate) fn gates(
     let reference = reference(run)?;
     let model = &run.loaded.model;
     let bounds = long::boundaries(&plans.prefill, &run.device);
-    let lengths = long::prefill_lengths(&plans.prefill, &run.device, reference.start);
-    let (floor, limits) = reference.limits(model, &bounds, &lengths);
     let key = prefill_key(plans, path);
     // Phase 3 (and a change of the prefill) runs the long prefill itself;
     // a change of decode alone resumes from the cache it left.
@@ -143,6 +145,23 @@ pub(crate) fn gates(
             .filter(|(k, _)| *k == key)
             .map(|(_, state)| state.clone()),
     };
+    // One NPU prefill per probe: the whole long prompt when decode needs its
+    // cache (its rows cross every boundary), else one length past the
+    // plan's largest boundary below it.
+    let long_prefill = checks.decode && saved.is_none();
+    let lengths: Vec<usize> = match (checks.prefill, long_prefill) {
+        (true, false) => long::prefill_lengths(&plans.prefill, &run.device, reference.start)
+            .last()
+            .copied()
+            .into_iter()
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut checked = lengths.clone();
+    if long_prefill {
+        checked.push(reference.start);
+    }
+    let (floor, limits) = reference.limits(model, &bounds, &checked);
     let mut npu = Interpreter::new(&run.device, &model.arch, &model.weights, *path);
     let mut decoder = NpuDecoder::new(&mut npu, plans);
     let (errors, state) = long::npu_errors(
@@ -157,10 +176,7 @@ pub(crate) fn gates(
     if let Some(state) = state {
         *run.loaded.long_state.borrow_mut() = Some((key, state));
     }
-    let mut checked: Vec<String> = lengths.iter().map(usize::to_string).collect();
-    if prefilled_long {
-        checked.push(reference.start.to_string());
-    }
+    let checked: Vec<String> = checked.iter().map(usize::to_string).collect();
     let conditions = BTreeMap::from([
         ("lengths".to_string(), Value::Text(checked.join(", "))),
         ("start".to_string(), Value::Int(reference.start as i64)),
@@ -179,7 +195,7 @@ pub(crate) fn gates(
             )
     };
     let mut gates = Vec::new();
-    if checks.prefill || prefilled_long {
+    if !checked.is_empty() {
         gates.push(gate(
             "long-prompt prefill logits",
             RuntimeMetric::LogitsMaxRel,
@@ -219,10 +235,11 @@ pub(crate) fn gates(
         .map(|(what, line)| format!("{what} {line}"))
         .collect();
     let note = format!(
-        "long-context probes on a synthetic prompt of {} tokens (the first prompt and its greedy continuation, repeated): prefill at lengths {} (one past each row boundary of the prefill plan, and the whole prompt){}; {PROBE_STEPS} decode steps at positions {}..{}{resumed}; max|d|/max|ref|, limits from the bf16-storage oracle's floor on the same probe (worst: logits {}, KV {}): {}",
+        "long-context probes on a synthetic prompt of {} tokens (the first prompt and its greedy continuation, repeated): prefill at length {} (K/V rows at both sides of each row boundary of the prefill plan: {}){}; {PROBE_STEPS} decode steps at positions {}..{}{resumed}; max|d|/max|ref|, limits from the bf16-storage oracle's floor on the same probe (worst: logits {}, KV {}): {}",
         reference.start,
-        checked.join(", "),
-        if checks.prefill || prefilled_long { "" } else { " (not run: the change leaves prefill's per-position work alone)" },
+        if checked.is_empty() { "-".to_string() } else { checked.join(", ") },
+        bounds.iter().map(usize::to_string).collect::<Vec<_>>().join(", "),
+        if prefilled_long || !lengths.is_empty() { "" } else { " (not run: the change leaves prefill's per-position work alone)" },
         reference.start,
         reference.start + PROBE_STEPS - 1,
         crate::exec::gates::gate::format_value(floor.decode_logits.value),
