@@ -26,6 +26,7 @@ mod deploy_fixtures;
 mod deploy_gates;
 mod deploy_gguf_fixture;
 mod deploy_learning;
+mod deploy_long_context;
 mod deploy_optimize;
 mod deploy_padding_property;
 mod deploy_real_model;

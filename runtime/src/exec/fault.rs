@@ -61,6 +61,13 @@ pub enum Fault {
     ParamScale,
     /// The gated MLP reads its gate and up operands the other way round.
     ParamGateUpSwap,
+    /// Decode stores the previous position's K/V row instead of its own from
+    /// position 65, 300 or 600 on (prefill is right): a cache bug that only a
+    /// context past the verification prompts' 51-68 positions meets (not in
+    /// [`Fault::ALL`]: [`Fault::LATE`]).
+    LateStaleKv65,
+    LateStaleKv300,
+    LateStaleKv600,
 }
 
 impl Fault {
@@ -99,6 +106,24 @@ impl Fault {
         Fault::ParamScale,
         Fault::ParamGateUpSwap,
     ];
+
+    /// The decode faults that start late in the context, which only the
+    /// long-context probes reach (`gates::long`).
+    pub const LATE: [Fault; 3] = [
+        Fault::LateStaleKv65,
+        Fault::LateStaleKv300,
+        Fault::LateStaleKv600,
+    ];
+
+    /// The position from which a late fault acts.
+    pub fn late_position(self) -> Option<usize> {
+        match self {
+            Fault::LateStaleKv65 => Some(65),
+            Fault::LateStaleKv300 => Some(300),
+            Fault::LateStaleKv600 => Some(600),
+            _ => None,
+        }
+    }
 
     /// The per-call decode fault a fused one plants in the fused plan alone.
     pub fn unscoped(self) -> Fault {
@@ -143,6 +168,9 @@ impl Fault {
             Fault::ParamRopeBase => "param-rope-base",
             Fault::ParamScale => "param-scale",
             Fault::ParamGateUpSwap => "param-gate-up-swap",
+            Fault::LateStaleKv65 => "late-stale-kv-65",
+            Fault::LateStaleKv300 => "late-stale-kv-300",
+            Fault::LateStaleKv600 => "late-stale-kv-600",
         }
     }
 
@@ -180,6 +208,15 @@ impl Fault {
             Fault::ParamRopeBase => "the RoPE tables are built from 2 x the config's base",
             Fault::ParamScale => "attention scales its scores by (2 x head_dim)^-1/2",
             Fault::ParamGateUpSwap => "the gated MLP reads its gate and up operands swapped",
+            Fault::LateStaleKv65 => {
+                "decode stores the previous position's K/V row again from position 65 on"
+            }
+            Fault::LateStaleKv300 => {
+                "decode stores the previous position's K/V row again from position 300 on"
+            }
+            Fault::LateStaleKv600 => {
+                "decode stores the previous position's K/V row again from position 600 on"
+            }
         }
     }
 }
@@ -203,6 +240,9 @@ impl Fault {
             Fault::DecodeRopeOffByOne | Fault::KvWrongSlot | Fault::StaleKv | Fault::GqaMapping => {
                 DeployPhase::Model
             }
+            Fault::LateStaleKv65 | Fault::LateStaleKv300 | Fault::LateStaleKv600 => {
+                DeployPhase::Model
+            }
             Fault::DropLmHeadPartition
             | Fault::FusedDecodeRopeOffByOne
             | Fault::FusedKvWrongSlot
@@ -222,6 +262,9 @@ impl Fault {
             Fault::DropQkvBias | Fault::SkipQkNorm | Fault::WindowOffByOne => "block cosine",
             Fault::DecodeRopeOffByOne | Fault::KvWrongSlot | Fault::StaleKv | Fault::GqaMapping => {
                 "verify: teacher-forced logits"
+            }
+            Fault::LateStaleKv65 | Fault::LateStaleKv300 | Fault::LateStaleKv600 => {
+                "verify: long-context"
             }
             Fault::DropLmHeadPartition => "probe: teacher-forced logits after partition-lm-head",
             Fault::FusedDecodeRopeOffByOne
@@ -263,6 +306,7 @@ impl fmt::Display for Fault {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown fault `{0}` (known: {known}, {packed}, {fused}, {param})", known = Fault::ALL.map(Fault::name).join(", "), packed = Fault::PACKED.map(Fault::name).join(", "), fused = Fault::FUSED.map(Fault::name).join(", "), param = Fault::PARAM.map(Fault::name).join(", "))]
+#[error("unknown fault `{0}` (known: {known}, {packed}, {fused}, {late})", known = Fault::ALL.map(Fault::name).join(", "), packed = Fault::PACKED.map(Fault::name).join(", "), fused = Fault::FUSED.map(Fault::name).join(", "), late = Fault::LATE.map(Fault::name).join(", "))]
 pub struct UnknownFault(pub String);
 
 impl FromStr for Fault {
@@ -273,7 +317,7 @@ impl FromStr for Fault {
             .into_iter()
             .chain(Fault::PACKED)
             .chain(Fault::FUSED)
-            .chain(Fault::PARAM)
+#[error("unknown fault `{0}` (known: {known}, {packed}, {fused}, {param}, {late})", known = Fault::ALL.map(Fault::name).join(", "), packed = Fault::PACKED.map(Fault::name).join(", "), fused = Fault::FUSED.map(Fault::name).join(", "), param = Fault::PARAM.map(Fault::name).join(", "), late = Fault::LATE.map(Fault::name).join(", "))]
             .find(|f| f.name() == s)
             .ok_or_else(|| UnknownFault(s.to_string()))
     }
@@ -290,6 +334,7 @@ mod tests {
             .chain(Fault::PACKED)
             .chain(Fault::FUSED)
             .chain(Fault::PARAM)
+            .chain(Fault::LATE)
         {
             assert_eq!(fault.name().parse::<Fault>(), Ok(fault));
             let json = serde_json::to_string(&fault).unwrap();

@@ -96,6 +96,12 @@ pub(crate) struct Loaded {
     /// The reference's prefill of the first prompt with every layer's output,
     /// computed when a phase first needs it ([`Loaded::reference_prefill`]).
     pub reference_prefill: OnceCell<PrefillOutput>,
+    /// The oracle's side of the long-context probes, computed when phase 3
+    /// first needs it (`phases::long_context`).
+    pub long: OnceCell<super::gates::long::LongReference>,
+    /// The NPU's state after the long prompt's prefill, by the key of the
+    /// prefill path that made it, for the decode probes of later changes.
+    pub long_state: std::cell::RefCell<Option<(String, crate::xdna2::interpreter::CacheState)>>,
 }
 
 impl Loaded {

@@ -54,6 +54,11 @@ pub struct Args {
     /// Directory holding the nine model configs.
     #[arg(long, default_value = "../shared/models")]
     pub models: PathBuf,
+    /// More fixture folders: every subfolder of DIR holding a config.json joins
+    /// the subjects (e.g. tests/data/fixtures, or ../shared/fixtures for the
+    /// fixtures beyond the four).
+    #[arg(long = "more-fixtures", value_name = "DIR")]
+    pub more_fixtures: Vec<PathBuf>,
     /// Only these of the nine models (directory names); all nine by default.
     #[arg(long = "model")]
     pub only: Vec<String>,
@@ -166,7 +171,10 @@ pub fn bench(args: &Args) -> Result<(), BenchError> {
                 started: exec::artifacts::clock::now(),
                 evaluator: EvaluatorLaunch::Process(program.clone()),
                 registry: None,
-                fixtures: vec![args.fixtures.clone()],
+                fixtures: std::iter::once(&args.fixtures)
+                    .chain(&args.more_fixtures)
+                    .cloned()
+                    .collect(),
                 stop_after: stop,
                 weights: Default::default(),
                 seeded_quant: None,
@@ -254,6 +262,7 @@ fn chosen_faults(names: &[String], fused: bool) -> Result<Vec<Fault>, BenchError
     if names.is_empty() {
         let mut all = Fault::ALL.to_vec();
         all.extend(Fault::PARAM);
+        all.extend(Fault::LATE);
         if fused {
             all.extend(Fault::FUSED);
         }
@@ -271,6 +280,30 @@ fn subjects(args: &Args) -> Result<Vec<Subject>, BenchError> {
             full_size: false,
         })
         .collect();
+    for dir in &args.more_fixtures {
+        let entries = std::fs::read_dir(dir).map_err(|source| BenchError::FixtureDir {
+            dir: dir.clone(),
+            source,
+        })?;
+        let mut found: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.join("config.json").is_file())
+            .collect();
+        found.sort();
+        for path in found {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if out.iter().all(|s| s.name != name) {
+                out.push(Subject {
+                    name,
+                    dir: path,
+                    full_size: false,
+                });
+            }
+        }
+    }
     if !args.no_models {
         out.extend(selected_models(&args.only)?.into_iter().map(|m| Subject {
             name: m.to_string(),

@@ -87,6 +87,12 @@ pub enum BenchError {
     },
     #[error("{}: no config.json", .0.display())]
     NoConfig(std::path::PathBuf),
+    #[error("cannot list the fixtures of {}: {source}", dir.display())]
+    FixtureDir {
+        dir: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("`--model {name}` is not one of the nine models this bench runs ({known}); deploy another model with `skillc deploy` (and `--plant FAULT` for a fault)")]
     UnknownModel { name: String, known: String },
     #[error("{}: {source}", path.display())]

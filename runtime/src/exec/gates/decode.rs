@@ -267,6 +267,25 @@ impl<'n, 'm> NpuDecoder<'n, 'm> {
     }
 }
 
+impl NpuDecoder<'_, '_> {
+    /// Continues from a saved prefill state (`state`, made by this path's
+    /// prefill plan): its cache is read with that plan's padding.
+    pub fn resume(&mut self, state: &crate::xdna2::interpreter::CacheState) {
+        self.padding = self.plans.prefill.padding;
+        self.npu.resume(state);
+    }
+
+    /// The saved state of the last prefill, to resume from later.
+    pub fn cache_state(&self) -> crate::xdna2::interpreter::CacheState {
+        self.npu.cache_state()
+    }
+
+    /// The position of layer `layer`'s first held slot.
+    pub fn kv_first(&self, layer: usize) -> usize {
+        self.npu.kv_first(layer)
+    }
+}
+
 impl ForcedDecoder for NpuDecoder<'_, '_> {
     type Error = ExecError;
 
@@ -362,7 +381,7 @@ pub fn forced_run<D: ForcedDecoder>(
 
 /// `max |ours − expected| / max |expected|` of one step's logits; NaN when the
 /// vocabularies differ.
-fn logits_error(logits: &[f32], expected: &[f32]) -> f64 {
+pub(super) fn logits_error(logits: &[f32], expected: &[f32]) -> f64 {
     if logits.len() == expected.len() {
         max_rel(|i| logits[i], expected, expected.len()).0
     } else {

@@ -44,7 +44,7 @@ pub struct DerivedLimit {
 }
 
 impl DerivedLimit {
-    fn new(fixed: f64, fixed_rule: &str, floor: &Worst, storage: &Bf16Storage) -> Self {
+    pub fn new(fixed: f64, fixed_rule: &str, floor: &Worst, storage: &Bf16Storage) -> Self {
         let widened = if floor.value.is_finite() {
             FLOOR_FACTOR * floor.value
         } else {

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use super::block::first_prompt;
+use super::long_context;
 use super::DeployPhase;
 use crate::bundle::Value;
 use crate::exec::artifacts::record::PromptVerdict;
@@ -17,6 +18,7 @@ use crate::exec::artifacts::trajectory::ActionLinks;
 use crate::exec::design::{self, fingerprint, modeled};
 use crate::exec::fault::Fault;
 use crate::exec::gates::gate::{format_value, GateCheck, ThresholdSource};
+use crate::exec::gates::long::PROBE_STEPS;
 use crate::exec::gates::remedy::Failure;
 use crate::exec::gates::topk::{rank_words, TopKGate, GATE_K, GATE_N_TOKENS};
 use crate::exec::gates::verify::{verify_gates, verify_npu, NpuVerification};
@@ -61,7 +63,15 @@ pub(crate) fn run(
     ));
     let plans = run.plans()?;
     let verification = run_verification(run, &plans, run.design.path, true)?;
-    let gates = run_gates(run, &verification);
+    let mut gates = run_gates(run, &verification);
+    run.progress.step(&format!(
+        "long-context probes: prefill past every row boundary, {PROBE_STEPS} decode steps past every window and tile"
+    ));
+    let (long_gates, long_note) =
+        long_context::gates(run, &plans, &run.design.path, long_context::ALL, &|what| {
+            format!("verify: {what}")
+        })?;
+    gates.extend(long_gates);
     let refs: Vec<&GateCheck> = gates.iter().collect();
     let obs = run
         .traj
@@ -69,6 +79,7 @@ pub(crate) fn run(
     run.report.verification = verification.prompts.clone();
     run.report.diagnosis = verification.diagnosis.clone();
     diagnosis_notes(run, rec);
+    rec.notes.push(long_note);
     let failed = run.record_gates(rec, gates);
     if let Some(gate) = failed {
         let failure = Failure {
@@ -77,7 +88,7 @@ pub(crate) fn run(
             params: params.clone(),
             gate: gate.clone(),
         };
-        let metric = gate.metric;
+        let failing = gate.name.clone();
         let mut attempt = |run: &mut Run<'_>, changes: &[Change]| {
             let trial = run
                 .with_changes(changes, None)
@@ -86,8 +97,8 @@ pub(crate) fn run(
                 Ok(t) => t,
                 Err(e) => return Attempt::Inapplicable(e.to_string()),
             };
-            match run_verification(run, &plans, d.path, false) {
-                Ok(v) => match run_gates(run, &v).into_iter().find(|g| g.metric == metric) {
+            match trial_gates(run, &plans, &d.path) {
+                Ok(gates) => match gates.into_iter().find(|g| g.name == failing) {
                     Some(g) => Attempt::Checked(g),
                     None => Attempt::Inapplicable("the gate disappeared".into()),
                 },
@@ -119,7 +130,7 @@ pub(crate) fn run(
     run.verified.insert(
         fp,
         format!(
-            "phase 3: {GATE_N_TOKENS} teacher-forced steps on {} prompts (logits and KV cache against the reference), top-{GATE_K} set check at every step",
+            "phase 3: {GATE_N_TOKENS} teacher-forced steps on {} prompts (logits and KV cache against the reference), top-{GATE_K} set check at every step; the long-context probes (prefill past every row boundary, {PROBE_STEPS} decode steps past every window and tile)",
             run.report.prompts.len()
         ),
     );
@@ -153,6 +164,20 @@ pub(crate) fn run(
         StepOutcome::AsRecorded,
     );
     Ok(Ok(times))
+}
+
+/// Phase 3's gates on a trial design's plans (a lesson's fix): the
+/// verification's and the long-context probes'.
+fn trial_gates(
+    run: &Run<'_>,
+    plans: &design::Plans,
+    path: &crate::xdna2::interpreter::NpuPath,
+) -> Result<Vec<GateCheck>, DeployError> {
+    let v = run_verification(run, plans, *path, false)?;
+    let mut gates = run_gates(run, &v);
+    let name = |what: &str| format!("verify: {what}");
+    gates.extend(long_context::gates(run, plans, path, long_context::ALL, &name)?.0);
+    Ok(gates)
 }
 
 /// NPU-side verification of `plans` against the cached reference runs.
@@ -207,6 +232,21 @@ fn plant_decode_faults(run: &mut Run<'_>, rec: &mut PhaseRecord) {
             _ => &mut defects.drop_lm_head_partition,
         };
         *switch = true;
+        rec.notes.push(format!(
+            "planted fault {planted}: {}",
+            planted.description()
+        ));
+    }
+    for planted in Fault::LATE {
+        let Some(from) = planted.late_position() else {
+            continue;
+        };
+        if !run.options.faults.contains(&planted) {
+            continue;
+        }
+        // Several planted late faults act from the earliest position.
+        let earliest = defects.stale_kv_from.map_or(from, |p| p.min(from));
+        defects.stale_kv_from = Some(earliest);
         rec.notes.push(format!(
             "planted fault {planted}: {}",
             planted.description()

@@ -63,6 +63,8 @@ pub(crate) fn run(
         reference_runs,
         decode_limits,
         reference_prefill: Default::default(),
+        long: Default::default(),
+        long_state: Default::default(),
     };
     Ok(match compare(run, rec, &loaded)? {
         PhaseEnd::Passed => Ok(loaded),

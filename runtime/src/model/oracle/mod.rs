@@ -360,6 +360,19 @@ impl<'m> Reference<'m> {
         })
     }
 
+    /// The LM head (with the final soft-cap where the model has one) on rows
+    /// of final hidden states (after the final norm), `[rows, vocab]`: the
+    /// logits at any position of a prefill from its `final_hidden`.
+    pub fn head_logits(&self, final_hidden: &[f32]) -> Vec<f32> {
+        let cols = self.arch.hidden_size;
+        let hidden = Matrix {
+            rows: final_hidden.len() / cols.max(1),
+            cols,
+            data: final_hidden.to_vec(),
+        };
+        self.logits(&hidden, LogitRows::All).data
+    }
+
     fn logits(&self, hidden: &Matrix, rows: LogitRows) -> Matrix {
         let head = self.weights.output_projection();
         let (input, t) = match rows {

@@ -84,6 +84,10 @@ pub struct Defects {
     /// (a staging buffer that was not refreshed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stale_kv: bool,
+    /// `stale_kv` from this position on only (the late faults: a cache bug
+    /// past the verification prompts' context).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_kv_from: Option<usize>,
     /// Decode attention pairs query head h with KV group `h / group + 1` (mod the
     /// KV heads) instead of `h / group`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -127,6 +131,7 @@ impl Defects {
         rope_position_off_by_one: false,
         kv_wrong_slot: false,
         stale_kv: false,
+        stale_kv_from: None,
         gqa_mapping: false,
         drop_lm_head_partition: false,
         silu_for_gelu: false,
@@ -331,6 +336,28 @@ impl<'m> Interpreter<'m> {
         self.kv.layer(layer)
     }
 
+    /// The position of layer `layer`'s first held slot (past 0 on a
+    /// sliding-window layer that dropped what slid out).
+    pub fn kv_first(&self, layer: usize) -> usize {
+        self.kv.first(layer)
+    }
+
+    /// The host state a prefill left (the KV cache and the next position), to
+    /// resume decoding from it in another interpreter of the same path: the
+    /// long-context probes prefill a long prompt once and decode from it again.
+    pub fn cache_state(&self) -> CacheState {
+        CacheState {
+            kv: self.kv.clone(),
+            position: self.position,
+        }
+    }
+
+    /// Takes the KV cache and position of `state` as its own.
+    pub fn resume(&mut self, state: &CacheState) {
+        self.kv = state.kv.clone();
+        self.position = state.position;
+    }
+
     /// Runs a prefill plan on `tokens` from an empty cache; returns the logits of
     /// the last token.
     pub fn prefill(&mut self, plan: &Plan, tokens: &[u32]) -> Result<Vec<f32>, ExecError> {
@@ -410,6 +437,13 @@ impl<'m> Interpreter<'m> {
             })
             .clone()
     }
+}
+
+/// A saved host state ([`Interpreter::cache_state`]).
+#[derive(Debug, Clone)]
+pub struct CacheState {
+    kv: KvCache,
+    position: usize,
 }
 
 /// The host KV cache: per layer, keys and values `[slots, kv_width]` as bf16,

@@ -417,7 +417,8 @@ impl<'m> Pass<'_, 'm> {
         let defects = self.defects;
         let decode = self.plan.phase == Phase::Decode;
         let mut slot = self.base;
-        if decode && defects.stale_kv && slot > 0 {
+        let late = defects.stale_kv_from.is_some_and(|from| slot >= from);
+        if decode && (defects.stale_kv || late) && slot > 0 {
             (keys, values) = self.model.kv.row(self.layer, slot - 1, width);
         }
         if decode && defects.kv_wrong_slot {

@@ -18,6 +18,7 @@ use crate::exec::design::{self, fingerprint, modeled, Design, Plans};
 use crate::exec::gates::gate::{GateCheck, ThresholdSource};
 use crate::exec::phases::full_model::{run_gates, run_verification};
 use crate::exec::phases::kernels::{check_site, kernel_gate};
+use crate::exec::phases::long_context;
 use crate::exec::phases::recorded_format;
 use crate::exec::run::Run;
 use crate::exec::DeployError;
@@ -165,6 +166,9 @@ pub(super) fn time_technique(
         if !passed {
             return reverted(run, Reversion::NumericsFailed { failed: summary });
         }
+        if let Some(failed) = long_probe(run, rec, current, (&plans, &d.path), &action, step)? {
+            return revert(run, Reversion::NumericsFailed { failed });
+        }
     }
     let times = modeled(&plans, &run.device, &run.params);
     let (before, after) = (value_of(t, &current.2), value_of(t, &times));
@@ -295,6 +299,42 @@ pub(super) fn confirm(
         t.unit()
     );
     Ok((StepOutcome::Kept { why }, Some((d, plans, times))))
+}
+
+/// The long-context probes of a change (`long_context`), when it changes the
+/// per-position work of prefill or decode: their gates recorded, the failed
+/// ones' summaries when any failed.
+fn long_probe(
+    run: &mut Run<'_>,
+    rec: &mut PhaseRecord,
+    current: &State,
+    new: (&Plans, &crate::xdna2::interpreter::NpuPath),
+    action: &str,
+    step: &crate::bundle::Step,
+) -> Result<Option<String>, DeployError> {
+    let checks = long_context::changed((&current.1, &current.0.path), new);
+    if !checks.prefill && !checks.decode {
+        return Ok(None);
+    }
+    run.progress
+        .step(&format!("{}: long-context probes", step.op));
+    let label = format!("{} {}", step.op, step.id);
+    let name = |what: &str| format!("probe: {what} after {label}");
+    let (gates, note) = long_context::gates(run, new.0, new.1, checks, &name)?;
+    let refs: Vec<&GateCheck> = gates.iter().collect();
+    run.traj.observe(
+        Some("long-context probes before timing"),
+        &refs,
+        Some(action),
+    );
+    rec.notes.push(format!("{label}: {note}"));
+    let failed: Vec<String> = gates
+        .iter()
+        .filter(|g| !g.passed)
+        .map(|g| g.summary())
+        .collect();
+    run.record_gates(rec, gates);
+    Ok((!failed.is_empty()).then(|| failed.join("; ")))
 }
 
 /// A technique recorded on a larger model, scaled to this one where the
