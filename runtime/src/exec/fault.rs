@@ -305,8 +305,7 @@ impl fmt::Display for Fault {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown fault `{0}` (known: {known}, {packed}, {fused}, {param})", known = Fault::ALL.map(Fault::name).join(", "), packed = Fault::PACKED.map(Fault::name).join(", "), fused = Fault::FUSED.map(Fault::name).join(", "), param = Fault::PARAM.map(Fault::name).join(", "))]
-#[error("unknown fault `{0}` (known: {known}, {packed}, {fused}, {late})", known = Fault::ALL.map(Fault::name).join(", "), packed = Fault::PACKED.map(Fault::name).join(", "), fused = Fault::FUSED.map(Fault::name).join(", "), late = Fault::LATE.map(Fault::name).join(", "))]
+#[error("unknown fault `{0}` (known: {known}, {packed}, {fused}, {param}, {late})", known = Fault::ALL.map(Fault::name).join(", "), packed = Fault::PACKED.map(Fault::name).join(", "), fused = Fault::FUSED.map(Fault::name).join(", "), param = Fault::PARAM.map(Fault::name).join(", "), late = Fault::LATE.map(Fault::name).join(", "))]
 pub struct UnknownFault(pub String);
 
 impl FromStr for Fault {
@@ -317,7 +316,8 @@ impl FromStr for Fault {
             .into_iter()
             .chain(Fault::PACKED)
             .chain(Fault::FUSED)
-#[error("unknown fault `{0}` (known: {known}, {packed}, {fused}, {param}, {late})", known = Fault::ALL.map(Fault::name).join(", "), packed = Fault::PACKED.map(Fault::name).join(", "), fused = Fault::FUSED.map(Fault::name).join(", "), param = Fault::PARAM.map(Fault::name).join(", "), late = Fault::LATE.map(Fault::name).join(", "))]
+            .chain(Fault::PARAM)
+            .chain(Fault::LATE)
             .find(|f| f.name() == s)
             .ok_or_else(|| UnknownFault(s.to_string()))
     }

@@ -167,7 +167,7 @@ pub(super) fn time_technique(
             return reverted(run, Reversion::NumericsFailed { failed: summary });
         }
         if let Some(failed) = long_probe(run, rec, current, (&plans, &d.path), &action, step)? {
-            return revert(run, Reversion::NumericsFailed { failed });
+            return reverted(run, Reversion::NumericsFailed { failed });
         }
     }
     let times = modeled(&plans, &run.device, &run.params);
