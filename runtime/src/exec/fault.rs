@@ -65,8 +65,11 @@ pub enum Fault {
     /// position 65, 300 or 600 on (prefill is right): a cache bug that only a
     /// context past the verification prompts' 51-68 positions meets (not in
     /// [`Fault::ALL`]: [`Fault::LATE`]).
+    #[serde(rename = "late-stale-kv-65")]
     LateStaleKv65,
+    #[serde(rename = "late-stale-kv-300")]
     LateStaleKv300,
+    #[serde(rename = "late-stale-kv-600")]
     LateStaleKv600,
 }
 
