@@ -149,6 +149,27 @@ pub fn reference_runs(
     Ok((runs, non_finite))
 }
 
+/// One teacher-forced error gate: the worst value of `metric` (where it fell, beside
+/// `conditions`) within its limit derived from the bf16-storage floor.
+pub fn error_gate(
+    name: &str,
+    metric: RuntimeMetric,
+    worst: &Worst,
+    limit: &DerivedLimit,
+    conditions: &BTreeMap<String, Value>,
+) -> GateCheck {
+    let mut at = conditions.clone();
+    at.insert("worst".into(), Value::Text(worst.at.clone()));
+    GateCheck::named(name, OpKind::VerifyModel)
+        .measures(metric, worst.value)
+        .when(at)
+        .against(
+            Comparison::Le,
+            limit.limit,
+            ThresholdSource::Measured(limit.clone()),
+        )
+}
+
 /// The verification gates of `v` over `prompts` prompts decoded at the size of
 /// `gate`: the three teacher-forced errors within their `limits`, the greedy top-k
 /// set check on every prompt (its threshold from `top_k_source`), and no NaN in the
@@ -167,16 +188,7 @@ pub fn verify_gates(
     ]);
     let worst = v.worst();
     let error_gate = |name: &str, metric: RuntimeMetric, worst: &Worst, limit: &DerivedLimit| {
-        let mut at = conditions.clone();
-        at.insert("worst".into(), Value::Text(worst.at.clone()));
-        GateCheck::named(name, OpKind::VerifyModel)
-            .measures(metric, worst.value)
-            .when(at)
-            .against(
-                Comparison::Le,
-                limit.limit,
-                ThresholdSource::Measured(limit.clone()),
-            )
+        error_gate(name, metric, worst, limit, &conditions)
     };
     vec![
         error_gate(

@@ -10,15 +10,15 @@
 
 use std::collections::BTreeMap;
 
-use crate::bundle::{Comparison, Value};
+use crate::bundle::Value;
 use crate::exec::design::Plans;
 use crate::exec::gates::decode::{NpuDecoder, Worst};
 use crate::exec::gates::floor::DerivedLimit;
-use crate::exec::gates::gate::{GateCheck, ThresholdSource};
+use crate::exec::gates::gate::GateCheck;
 use crate::exec::gates::long::{self, Checks, LongReference, PROBE_STEPS};
 use crate::exec::run::Run;
 use crate::exec::{DeployError, Internal};
-use crate::ops::{OpKind, RuntimeMetric};
+use crate::ops::RuntimeMetric;
 use crate::xdna2::interpreter::{Interpreter, NpuPath};
 use crate::xdna2::plan::{HostOp, Launch, Plan, Step};
 
@@ -183,16 +183,7 @@ pub(crate) fn gates(
         ("steps".to_string(), Value::Int(PROBE_STEPS as i64)),
     ]);
     let gate = |what: &str, metric: RuntimeMetric, worst: &Worst, limit: &DerivedLimit| {
-        let mut at = conditions.clone();
-        at.insert("worst".into(), Value::Text(worst.at.clone()));
-        GateCheck::named(name(what), OpKind::VerifyModel)
-            .measures(metric, worst.value)
-            .when(at)
-            .against(
-                Comparison::Le,
-                limit.limit,
-                ThresholdSource::Measured(limit.clone()),
-            )
+        crate::exec::gates::verify::error_gate(&name(what), metric, worst, limit, &conditions)
     };
     let mut gates = Vec::new();
     if !checked.is_empty() {
