@@ -77,7 +77,7 @@ fn bench_faults_adds_unplanted_seeds_without_planted_runs() {
     assert_eq!(doc["rows"].as_array().map(Vec::len), Some(0), "{doc}");
     assert!(doc.get("caught").is_none(), "{doc}");
     assert_eq!(doc["false_alarms"], 0, "{stderr}");
-    assert!(stderr.contains("Unplanted runs, seeds 2..3:"), "{stderr}");
+    assert!(stderr.contains("Unplanted runs, seed 2:"), "{stderr}");
     assert!(!stderr.contains("| fault"), "{stderr}");
     // Each run's folder is named by its seed: seed 2, and no other.
     let runs: Vec<String> = std::fs::read_dir(out.join("llama32-tiny"))
@@ -85,4 +85,26 @@ fn bench_faults_adds_unplanted_seeds_without_planted_runs() {
         .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
         .collect();
     assert_eq!(runs, vec!["unplanted-2".to_string()]);
+}
+
+/// `--seeds 0` runs no unplanted deploy, so the bench must not report a count of
+/// false alarms it never measured.
+#[test]
+fn bench_faults_without_unplanted_seeds_claims_no_false_alarm_count() {
+    let out = scratch("bench-faults-no-seeds");
+    let output = skillc()
+        .current_dir(repo("."))
+        .args(["bench", "faults", "--json", "--no-models", "--seeds", "0"])
+        .args(["--fault", "param-eps", "--fixtures"])
+        .arg(fixture("llama32-tiny").parent().expect("fixtures folder"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("skillc runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
+    assert!(doc.get("false_alarms").is_none(), "{doc}");
+    assert!(stderr.contains("No unplanted runs"), "{stderr}");
+    assert!(!stderr.contains("0 false alarms"), "{stderr}");
 }

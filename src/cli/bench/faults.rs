@@ -379,10 +379,17 @@ fn print(
     if !matrix.is_empty() {
         print_matrix(out, subjects, matrix);
     }
-    out.line(&format!(
-        "Unplanted runs, seeds {}..{}:",
-        seeds.start, seeds.end
-    ));
+    let Some(last) = seeds.end.checked_sub(1).filter(|&l| l >= seeds.start) else {
+        // Saying "0 false alarms" here would report runs that never happened.
+        out.line("No unplanted runs (--seeds 0): false alarms not measured");
+        return;
+    };
+    let seed_list = if last == seeds.start {
+        format!("seed {last}")
+    } else {
+        format!("seeds {}-{last}", seeds.start)
+    };
+    out.line(&format!("Unplanted runs, {seed_list}:"));
     let mut total = 0;
     for (subject, stop, found) in alarms {
         total += found.len();
